@@ -1,0 +1,37 @@
+"""What the scripts in bench/ share: building the benchmarks, running one, and statistics."""
+
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = REPO / "native" / "benchmarks" / "bin"
+sys.path.insert(0, str(REPO / "src"))
+
+from scalecheck.benchsuite.results import machine_description, spread_pct  # noqa: E402
+from scalecheck.benchsuite.runner import parse_result  # noqa: E402
+
+__all__ = ["REPO", "BIN", "build", "run_harness_program", "mean_and_spread", "machine_description",
+           "usable_cpus"]
+
+
+def build() -> None:
+    subprocess.run(["make", "-s", "-C", str(REPO / "native" / "benchmarks")], check=True)
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def run_harness_program(name: str, *args: str) -> dict:
+    """Runs native/benchmarks/bin/NAME and returns its result JSON (exits on failure)."""
+    completed = subprocess.run([str(BIN / name), *args], capture_output=True, text=True)
+    if completed.returncode != 0:
+        sys.exit(f"{name} {' '.join(args)} failed: {completed.stderr.strip().splitlines()[-1:]}")
+    return parse_result(completed.stdout)
+
+
+def mean_and_spread(values: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(values), spread_pct(values)

@@ -1,0 +1,100 @@
+/*
+ * tree.c - a treap: a binary search tree ordered by (key, address) that is
+ * also a heap on a priority hashed from the object's address.  The hash makes
+ * the shape random-like (expected depth O(log n)) without storing anything
+ * beyond the two child links.
+ */
+#include "tree.h"
+
+#include "objset_impl.h"
+
+static uint64_t priority(const struct set_object *object)
+{
+    uint64_t x = (uintptr_t)object;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static struct set_object *rotate_right(struct set_object *top)
+{
+    struct set_object *left = top->tree_left;
+    top->tree_left = left->tree_right;
+    left->tree_right = top;
+    return left;
+}
+
+static struct set_object *rotate_left(struct set_object *top)
+{
+    struct set_object *right = top->tree_right;
+    top->tree_right = right->tree_left;
+    right->tree_left = top;
+    return right;
+}
+
+static struct set_object *insert_below(struct set_object *top, struct set_object *object)
+{
+    if (!top)
+        return object;
+    if (object_before(object, top)) {
+        top->tree_left = insert_below(top->tree_left, object);
+        if (priority(top->tree_left) > priority(top))
+            top = rotate_right(top);
+    } else {
+        top->tree_right = insert_below(top->tree_right, object);
+        if (priority(top->tree_right) > priority(top))
+            top = rotate_left(top);
+    }
+    return top;
+}
+
+/* Joins two treaps where everything in `low` orders before everything in `high`. */
+static struct set_object *join(struct set_object *low, struct set_object *high)
+{
+    if (!low)
+        return high;
+    if (!high)
+        return low;
+    if (priority(low) > priority(high)) {
+        low->tree_right = join(low->tree_right, high);
+        return low;
+    }
+    high->tree_left = join(low, high->tree_left);
+    return high;
+}
+
+static struct set_object *remove_below(struct set_object *top, struct set_object *object)
+{
+    if (!top)
+        objset_die("tree: removing object %p (key %llu) that is not in the tree",
+                   (void *)object, (unsigned long long)object->key);
+    if (top == object)
+        return join(top->tree_left, top->tree_right);
+    if (object_before(object, top))
+        top->tree_left = remove_below(top->tree_left, object);
+    else
+        top->tree_right = remove_below(top->tree_right, object);
+    return top;
+}
+
+void tree_insert(struct set_object **root, struct set_object *object)
+{
+    object->tree_left = object->tree_right = NULL;
+    *root = insert_below(*root, object);
+}
+
+void tree_remove(struct set_object **root, struct set_object *object)
+{
+    *root = remove_below(*root, object);
+}
+
+size_t tree_walk(struct set_object *top, objset_visit_fn visit, void *arg)
+{
+    if (!top)
+        return 0;
+    size_t visited = tree_walk(top->tree_left, visit, arg);
+    visit(top, arg);
+    return visited + 1 + tree_walk(top->tree_right, visit, arg);
+}

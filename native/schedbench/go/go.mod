@@ -1,0 +1,3 @@
+module scalecheck/schedbench
+
+go 1.22

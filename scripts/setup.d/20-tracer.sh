@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The conflict tracer's system packages: QEMU (TCG plugins), Debian's stock kernel,
+# busybox for the guest's initramfs, a static C toolchain and Rust for the QEMU plugin.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+packages=(qemu-system-x86 linux-image-amd64 busybox-static gcc libc6-dev make)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  # Recommends would pull in firmware, initramfs-tools and a bootloader: none is needed
+  # to boot the kernel directly from QEMU with our own initramfs.
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+  echo "20-tracer: cargo not found; install Rust (rustup) to build the QEMU plugin" >&2
+  exit 1
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+# Build the plugin and the guest driver now, so the first `scalecheck run` and CI's
+# tests do not pay for it inside a timed test.
+cargo build --release --locked -q --manifest-path tracer/plugin/Cargo.toml
+make -s -C tracer/guest

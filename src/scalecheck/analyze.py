@@ -1,0 +1,190 @@
+"""``scalecheck analyze``: the commutativity conditions of every pair of operations.
+
+Writes ``DIR/analysis/`` (docs/format-analysis.md): ``meta.json``, one
+``pairs/<A>-<B>.json`` per pair as soon as it is done (a rerun skips finished pairs, so an
+interrupted analysis resumes), and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from scalecheck import __version__
+from scalecheck.errors import UserError
+from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.storage import read_json, write_json_atomically
+
+ANALYSIS_FORMAT = "scalecheck-analysis"
+ANALYSIS_VERSION = 1
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "analyze", help="find when each pair of a model's operations commutes",
+        description="Symbolically execute every pair of operations in both orders and record, "
+                    "per path, whether the pair commutes and under which condition.")
+    parser.add_argument("--model", required=True,
+                        help="a shipped model (posix, rename, counter) or a path to a .py file "
+                             "(path.py:ClassName if it defines several)")
+    parser.add_argument("--ops", help="comma-separated operations to analyse (default: all)")
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count(), help="pairs analysed in parallel (default: all cores)")
+    parser.add_argument("--solver-timeout", type=int, default=60, metavar="SECONDS",
+                        help="per solver query; a query that times out counts as unknown (default: 60)")
+    parser.add_argument("--conditions", action="store_true", help="print every path's condition")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    model_cls = load_model(args.model)
+    ops = select_ops(model_cls, args.ops)
+    summary = analyze_model(args.model, ops, args.out, jobs=args.jobs,
+                            solver_timeout_ms=args.solver_timeout * 1000)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print_summary(summary)
+    if args.conditions:
+        print_conditions(args.out, summary)
+    return 1 if summary["totals"]["unknown_paths"] or summary["totals"]["error_paths"] else 0
+
+
+def select_ops(model_cls, ops_text: str | None) -> list[str]:
+    available = list(model_cls.operations())
+    if not ops_text:
+        return available
+    ops = [op.strip() for op in ops_text.split(",") if op.strip()]
+    unknown = [op for op in ops if op not in available]
+    if unknown:
+        raise UserError(f"unknown operation {unknown[0]!r} in model {model_cls.__name__}; "
+                        f"it has: {', '.join(available)}")
+    return ops
+
+
+def all_pairs(ops: list[str]) -> list[tuple[str, str]]:
+    return [(a, b) for i, a in enumerate(ops) for b in ops[i:]]
+
+
+def pair_file(out: Path, a: str, b: str) -> Path:
+    return out / "analysis" / "pairs" / f"{a}-{b}.json"
+
+
+def analyze_model(model_spec: str, ops: list[str], out: Path, jobs: int | None = None,
+                  solver_timeout_ms: int = 60_000, quiet: bool = False) -> dict:
+    model_cls = load_model(model_spec)
+    fingerprint = model_fingerprint(model_cls)
+    prepare_output(out)
+    meta = {"format": ANALYSIS_FORMAT, "version": ANALYSIS_VERSION, "generator": f"scalecheck {__version__}",
+            "model": model_spec if model_spec.count("/") == 0 else str(Path(model_spec).resolve()),
+            "model_class": model_cls.__name__, "fingerprint": fingerprint, "ops": ops}
+    write_json_atomically(out / "analysis" / "meta.json", meta)
+
+    pairs = all_pairs(ops)
+    todo = [pair for pair in pairs if not _finished(out, pair, fingerprint)]
+    console = Console(stderr=True, quiet=quiet)
+    with Progress(TextColumn("analyze"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        task = progress.add_task("", total=len(pairs), completed=len(pairs) - len(todo))
+        work = [(meta["model"], a, b, solver_timeout_ms) for a, b in todo]
+        for result in _map(work, jobs):
+            result["fingerprint"] = fingerprint
+            a, b = result["pair"]
+            write_json_atomically(pair_file(out, a, b), result)
+            progress.update(task, advance=1, description=f"{a} || {b} ({result['seconds']:.1f}s)")
+    summary = summarize(out, ops)
+    write_json_atomically(out / "analysis" / "summary.json", summary)
+    return summary
+
+
+def prepare_output(out: Path):
+    try:
+        (out / "analysis" / "pairs").mkdir(parents=True, exist_ok=True)
+        probe = out / "analysis" / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"cannot write output directory {out}: {err.strerror}") from None
+
+
+def _finished(out: Path, pair, fingerprint) -> bool:
+    path = pair_file(out, *pair)
+    if not path.exists():
+        return False
+    try:
+        return read_json(path).get("fingerprint") == fingerprint
+    except (OSError, ValueError):
+        return False
+
+
+def _analyze_one(job):
+    from scalecheck.engine.commute import analyze_pair
+
+    model_spec, a, b, solver_timeout_ms = job
+    return analyze_pair(load_model(model_spec), a, b, solver_timeout_ms)
+
+
+def _map(work, jobs):
+    if not work:
+        return
+    if (jobs or 1) <= 1 or len(work) == 1:
+        yield from map(_analyze_one, work)
+        return
+    context = multiprocessing.get_context("fork")
+    with context.Pool(min(jobs, len(work)), maxtasksperchild=8) as pool:
+        yield from pool.imap_unordered(_analyze_one, work)
+
+
+def summarize(out: Path, ops: list[str]) -> dict:
+    pairs, totals = [], {"pairs": 0, "paths": 0, "commutative_paths": 0, "noncommutative_paths": 0,
+                         "error_paths": 0, "unknown_paths": 0, "seconds": 0.0}
+    for a, b in all_pairs(ops):
+        data = read_json(pair_file(out, a, b))
+        paths = data["paths"]
+        row = {"pair": [a, b], "paths": len(paths),
+               "commutative_paths": sum(1 for p in paths if p["commutes"] and not p["unknown"]),
+               "noncommutative_paths": sum(1 for p in paths if p["commutes"] is False and not p["unknown"]),
+               "error_paths": sum(1 for p in paths if p["commutes"] is None),
+               "unknown_paths": sum(1 for p in paths if p["unknown"]),
+               "seconds": data["seconds"]}
+        pairs.append(row)
+        for key in totals:
+            totals[key] += row[key] if key != "pairs" else 1
+    totals["seconds"] = round(totals["seconds"], 2)
+    return {"ops": ops, "totals": totals, "pairs": pairs}
+
+
+def print_summary(summary: dict):
+    console = Console()
+    table = Table(title="commutativity analysis")
+    for column in ("pair", "paths", "commute", "diverge", "errors", "unknown", "seconds"):
+        table.add_column(column, justify="left" if column == "pair" else "right")
+    for row in summary["pairs"]:
+        table.add_row(" || ".join(row["pair"]), str(row["paths"]), str(row["commutative_paths"]),
+                      str(row["noncommutative_paths"]), str(row["error_paths"]), str(row["unknown_paths"]),
+                      f"{row['seconds']:.1f}")
+    console.print(table)
+    t = summary["totals"]
+    console.print(f"{t['pairs']} pairs, {t['paths']} paths: {t['commutative_paths']} commutative, "
+                  f"{t['noncommutative_paths']} not, {t['error_paths']} model errors, "
+                  f"{t['unknown_paths']} unknown; {t['seconds']:.0f} s of analysis")
+
+
+def print_conditions(out: Path, summary: dict):
+    for row in summary["pairs"]:
+        a, b = row["pair"]
+        print(f"\n== {a} || {b}")
+        for path in read_json(pair_file(out, a, b))["paths"]:
+            verdict = ("ERROR " + path["error"] if path["commutes"] is None
+                       else "commutes" if path["commutes"] else "diverges")
+            flag = " (unknown)" if path["unknown"] else ""
+            print(f"  path {path['path']}: {verdict}{flag} when {path['condition']}")
+    sys.stdout.flush()

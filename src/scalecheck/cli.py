@@ -1,0 +1,56 @@
+"""The ``scalecheck`` command: one subcommand per pipeline stage.
+
+Each stage module exposes ``register(subparsers)``, which adds its subcommand and sets
+``func`` on the parsed namespace; the function returns the process exit code.
+"""
+
+import argparse
+import importlib
+import sys
+
+from scalecheck import __version__
+from scalecheck.errors import UserError
+
+# Pipeline order: model -> analyze -> testgen -> run/trace -> report; then the benchmarks.
+STAGE_MODULES = [
+    "scalecheck.analyze",
+    "scalecheck.testgen",
+    "scalecheck.trace.runner",
+    "scalecheck.report.cli",
+    "scalecheck.pipeline",
+    "scalecheck.benchsuite.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scalecheck",
+        description="Find where interface operations commute, check whether an "
+        "implementation is conflict-free there, and measure its scalability.",
+    )
+    parser.add_argument("--version", action="version", version=f"scalecheck {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in STAGE_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except UserError as err:
+        print(f"scalecheck: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("scalecheck: interrupted; finished work is saved, rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

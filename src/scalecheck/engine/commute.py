@@ -1,0 +1,349 @@
+"""SIM-commutativity of a pair of operations.
+
+For calls A and B with one symbolic argument set each, both orders run from the same
+symbolic initial state; a path *commutes* when each call returns the same result in both
+orders and the two final states are equal. Implementation choices (``fresh()``,
+``any_free_key()``) are one constant per call shared by both orders: the implementation
+may make the same choice whichever call runs first, so equal states up to those choices
+are simply equal states.
+
+Every explored path is returned as a ``PathRecord`` whose ``smt2`` holds the path
+condition plus named *observation* constants (``obs!N``) for everything a test needs:
+arguments, initial-state reads and results. Test generation (testgen.py) needs nothing
+but that text.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+import z3
+
+from scalecheck.engine import explore
+from scalecheck.engine.types import (ArrayValue, MapType, MapValue, ScalarType, StructValue,
+                                     SymType, Unbound, as_expr)
+from scalecheck.model.results import Chosen
+
+
+# ---------------------------------------------------------------- model state handling
+
+def instantiate(model_cls, path: explore.Path):
+    """A fresh model instance whose ``any()`` placeholders are named initial values."""
+    model = model_cls()
+    for name, value in list(vars(model).items()):
+        setattr(model, name, _bind(value, name, path))
+    return model
+
+
+def _bind(value, name, path):
+    if isinstance(value, Unbound):
+        symtype = value.symtype
+        if isinstance(symtype, MapType):
+            return MapValue(symtype, name)
+        leaf_specs = symtype.leaves()
+        leaves = [z3.Const(f"{name}{_join(suffix)}", leaf.sort) for suffix, leaf in leaf_specs]
+        bound = symtype.build(iter(leaves))
+        for constraint in symtype.invariant(bound):
+            path.assume(constraint)
+        path.reads.append(explore.BaseRead(name, None, None, leaves, [t for _, t in leaf_specs], None,
+                                           [suffix for suffix, _ in leaf_specs]))
+        return bound
+    if isinstance(value, (list, tuple)):
+        return type(value)(_bind(item, f"{name}[{i}]", path) for i, item in enumerate(value))
+    if hasattr(value, "__dict__") and not isinstance(value, (z3.AstRef, SymType)):
+        for attr, item in list(vars(value).items()):
+            setattr(value, attr, _bind(item, f"{name}.{attr}", path))
+    return value
+
+
+def _join(suffix):
+    return suffix if not suffix or suffix.startswith("[") else "." + suffix
+
+
+def clone(value):
+    """A copy of model state that shares the immutable parts (expressions, map bases)."""
+    if isinstance(value, MapValue):
+        return value.copy()
+    if isinstance(value, StructValue):
+        twin = StructValue(value._type)
+        for name in value._type.fields:
+            object.__setattr__(twin, name, clone(getattr(value, name)))
+        return twin
+    if isinstance(value, ArrayValue):
+        return ArrayValue(value.type, list(value.items))
+    if isinstance(value, (list, tuple)):
+        return type(value)(clone(item) for item in value)
+    if isinstance(value, dict):
+        return {key: clone(item) for key, item in value.items()}
+    if hasattr(value, "__dict__") and not isinstance(value, (z3.AstRef, SymType)):
+        twin = object.__new__(type(value))
+        for attr, item in vars(value).items():
+            object.__setattr__(twin, attr, clone(item))
+        return twin
+    return value
+
+
+def state_components(a, b) -> list:
+    """Equality of two model states, as a list of conditions (one per map key written)."""
+    if isinstance(a, MapValue):
+        return [_entry_equal(a, b, key) for key in _unique(a.written_keys() + b.written_keys())]
+    if isinstance(a, (list, tuple)):
+        return [part for x, y in zip(a, b) for part in state_components(x, y)]
+    if hasattr(a, "__dict__") and not isinstance(a, (z3.AstRef, StructValue, ArrayValue)):
+        return [part for attr, item in vars(a).items() for part in state_components(item, getattr(b, attr))]
+    return [equal(a, b)]
+
+
+def _unique(exprs):
+    seen, unique = set(), []
+    for expr in exprs:
+        if expr.get_id() not in seen:
+            seen.add(expr.get_id())
+            unique.append(expr)
+    return unique
+
+
+def _entry_equal(a: MapValue, b: MapValue, key) -> z3.BoolRef:
+    present_a, leaves_a = a.lookup(key)
+    present_b, leaves_b = b.lookup(key)
+    same_leaves = z3.And([x == y for x, y in zip(leaves_a, leaves_b)])
+    return z3.And(present_a == present_b, z3.Implies(present_a, same_leaves))
+
+
+def equal(a, b) -> z3.BoolRef:
+    """The condition under which two results or two states are equal."""
+    if isinstance(a, MapValue):
+        return z3.And(state_components(a, b))
+    if isinstance(a, StructValue):
+        return equal(a._type.flatten(a), b._type.flatten(b))
+    if isinstance(a, ArrayValue):
+        return equal(a.items, b.items)
+    if isinstance(a, dict):
+        if not isinstance(b, dict) or a.keys() != b.keys():
+            return z3.BoolVal(False)
+        return z3.And([equal(a[key], b[key]) for key in a])
+    if isinstance(a, (list, tuple)):
+        if not isinstance(b, (list, tuple)) or len(a) != len(b):
+            return z3.BoolVal(False)
+        return z3.And([equal(x, y) for x, y in zip(a, b)])
+    if isinstance(a, Chosen):
+        return equal(a.value, b.value) if isinstance(b, Chosen) else z3.BoolVal(False)
+    if isinstance(a, z3.ExprRef) or isinstance(b, z3.ExprRef):
+        return a == b
+    if hasattr(a, "__dict__"):
+        if type(a) is not type(b):
+            return z3.BoolVal(False)
+        return z3.And([equal(item, getattr(b, attr)) for attr, item in vars(a).items()])
+    return z3.BoolVal(a == b)
+
+
+# ---------------------------------------------------------------- one pair
+
+@dataclass
+class PathRecord:
+    number: int
+    commutes: bool | None       # None: the path ended in an error
+    unknown: bool               # Z3 answered unknown somewhere on this path
+    error: str                  # the model error on this path, if any
+    condition: z3.BoolRef       # the path condition (including the commute outcome)
+    smt2: str = ""
+    observations: dict = field(default_factory=dict)
+
+
+def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_000) -> dict:
+    """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data."""
+    operations = model_cls.operations()
+    started = time.monotonic()
+    records = []
+
+    def program(path):
+        base = instantiate(model_cls, path)
+        args = {call: {name: _argument(f"{call}.{name}", symtype, path)
+                       for name, symtype in operations[op].argument_types.items()}
+                for call, op in (("A", op_a), ("B", op_b))}
+        ops = {"A": op_a, "B": op_b}
+        results, states = {}, {}
+        for order in ("AB", "BA"):
+            state = clone(base)
+            path.start_order()
+            for call in order:
+                path.call = call
+                results[order, call] = getattr(state, ops[call])(**args[call])
+            path.call = ""
+            states[order] = state
+        # One branch per component, so a path's condition names only what decides it.
+        components = [equal(results["AB", "A"], results["BA", "A"]),
+                      equal(results["AB", "B"], results["BA", "B"]),
+                      *state_components(states["AB"], states["BA"])]
+        commutes = all(path.decide(z3.simplify(component)) for component in components)
+        return base, args, results, commutes
+
+    for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms)):
+        condition = z3.And(path.decisions) if path.decisions else z3.BoolVal(True)
+        if isinstance(outcome, Exception):
+            records.append(PathRecord(number, None, path.unknown,
+                                      f"{type(outcome).__name__}: {outcome}", condition))
+            continue
+        base, args, results, commutes = outcome
+        record = PathRecord(number, commutes, path.unknown, "", condition)
+        if commutes and not path.unknown:
+            kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
+            record.smt2, record.observations = _observations(path, base, args, kinds, results)
+        records.append(record)
+    stats = explore.explore.last_stats
+    return {
+        "pair": [op_a, op_b],
+        "seconds": round(time.monotonic() - started, 3),
+        "solver_checks": stats.solver_checks,
+        "unknown_checks": stats.unknown_checks,
+        "paths": [_path_json(record) for record in records],
+    }
+
+
+def _argument(name, symtype: ScalarType, path):
+    expr = z3.Const(name, symtype.sort)
+    for constraint in symtype.domain(expr):
+        path.assume(constraint)
+    return expr
+
+
+def _path_json(record: PathRecord) -> dict:
+    return {
+        "path": record.number,
+        "commutes": record.commutes,
+        "unknown": record.unknown,
+        "error": record.error,
+        "condition": readable_condition(record.condition),
+        "smt2": record.smt2,
+        "observations": record.observations,
+    }
+
+
+_SIMPLIFY = z3.TryFor(z3.Then("simplify", "ctx-simplify", "simplify"), 500)
+
+
+def readable_condition(condition: z3.BoolRef) -> str:
+    """The path condition, simplified in context and printed on one line."""
+    goal = z3.Goal()
+    goal.add(condition)
+    try:
+        parts = list(_SIMPLIFY(goal)[0])
+        simplified = parts[0] if len(parts) == 1 else z3.And(parts)
+    except z3.Z3Exception:  # out of time: the unsimplified condition is still exact
+        simplified = condition
+    return show(simplified)
+
+
+_INFIX = {"=": "==", "<=": "<=", ">=": ">=", "<": "<", ">": ">", "+": "+", "*": "*",
+          "and": "and", "or": "or", "=>": "implies"}
+
+
+def show(expr: z3.ExprRef) -> str:
+    """A compact infix rendering. It works on Z3's s-expression text: walking the AST
+    through Z3's Python API costs milliseconds per node, which thousands of paths notice."""
+    return _infix(_expand_lets(_parse_sexpr(expr.sexpr()), {}))
+
+
+def _parse_sexpr(text: str):
+    tokens = re.findall(r"\(|\)|\|[^|]*\||[^\s()]+", text)
+    stack = [[]]
+    for token in tokens:
+        if token == "(":
+            stack.append([])
+        elif token == ")":
+            done = stack.pop()
+            stack[-1].append(done)
+        else:
+            stack[-1].append(token.strip("|"))
+    return stack[0][0]
+
+
+def _expand_lets(node, env):
+    """Replace Z3's ``(let ((a!1 term)) body)`` sharing by the terms themselves."""
+    if isinstance(node, str):
+        return env.get(node, node)
+    if node and node[0] == "let":
+        inner = dict(env)
+        for name, value in node[1]:
+            inner[name] = _expand_lets(value, env)
+        return _expand_lets(node[2], inner)
+    return [_expand_lets(part, env) for part in node]
+
+
+def _infix(node) -> str:
+    if isinstance(node, str):
+        return node
+    head, args = node[0], node[1:]
+    if head == "not" and isinstance(args[0], list) and args[0][0] == "=":
+        return f"{_infix_arg(args[0][1])} != {_infix_arg(args[0][2])}"
+    if head == "not":
+        return f"not {_infix_arg(args[0])}"
+    if head == "-" and len(args) == 1:
+        return f"-{_infix_arg(args[0])}"
+    if head == "-":
+        return " - ".join(_infix_arg(arg) for arg in args)
+    if head in _INFIX:
+        return f" {_INFIX[head]} ".join(_infix_arg(arg) for arg in args)
+    if head == "ite":
+        return f"({_infix(args[1])} if {_infix(args[0])} else {_infix(args[2])})"
+    return f"{head}({', '.join(_infix(arg) for arg in args)})"
+
+
+def _infix_arg(node) -> str:
+    text = _infix(node)
+    compound = isinstance(node, list) and (node[0] in _INFIX or node[0] in ("not", "-"))
+    return f"({text})" if compound else text
+
+
+# ---------------------------------------------------------------- what testgen needs
+
+def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, dict]:
+    """The path's constraints plus one atom ``observed(t0, t1, ...)`` whose arguments are
+    every term a test needs; observation entries refer to those terms by position."""
+    terms = []
+    choice_names = [f"|{name}|" for name in path.choices]
+    kind_table = {}
+
+    def observe(term, symtype):
+        term = as_expr(term, None)
+        kind = symtype.kind if symtype else ("bool" if z3.is_bool(term) else "int")
+        if symtype:
+            kind_table[kind] = symtype.describe()
+        terms.append(term)
+        text = term.sexpr()
+        return {"obs": len(terms) - 1, "kind": kind, "chosen": any(name in text for name in choice_names)}
+
+    def observe_result(value):
+        if isinstance(value, dict):
+            return {key: observe_result(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [observe_result(item) for item in value]
+        if isinstance(value, str):
+            return value
+        if isinstance(value, Chosen):
+            return "*"
+        return observe(value, None)
+
+    reads = []
+    for read in path.reads:
+        reads.append({"map": read.map_name,
+                      "key": observe(read.key, read.key_type) if read.key is not None else None,
+                      "present": observe(read.present, None) if read.present is not None else None,
+                      "leaves": {suffix: observe(leaf, leaf_type)
+                                 for suffix, leaf, leaf_type in zip(read.leaf_names, read.leaves, read.leaf_types)}})
+    arguments = {call: {name: observe(expr, kinds[call][name]) for name, expr in call_args.items()}
+                 for call, call_args in args.items()}
+    observed_results = {order: [observe_result(results[order, call]) for call in "AB"] for order in ("AB", "BA")}
+    observed = z3.Function(OBSERVED, *[term.sort() for term in terms], z3.BoolSort())
+    solver = z3.Solver()
+    solver.add(path.decisions)
+    solver.add(path.assumptions)
+    solver.add(base.setup_constraints(path.reads))
+    solver.add(observed(*terms))
+    return solver.to_smt2(), {"reads": reads, "args": arguments, "results": observed_results,
+                              "kinds": kind_table}
+
+
+OBSERVED = "observed"

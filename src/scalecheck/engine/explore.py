@@ -1,0 +1,303 @@
+"""Path exploration: run model code once per feasible path, deciding branches with Z3.
+
+Model code branches with ordinary Python (``if src == dst:``). While a path runs, Z3's
+``BoolRef.__bool__`` asks the current path which way to go: a branch whose outcome is
+already implied is taken silently; otherwise, if both sides are feasible, the path goes
+one way and a schedule for the other way is queued. Paths are re-executed from the start
+(cheap: model code is tiny) against one incremental solver per exploration, with a
+push/pop scope per path, so no solver is ever rebuilt.
+
+Z3 may answer ``unknown``; such a branch is explored both ways and every path through it
+is marked ``unknown`` so that callers report and count it instead of dropping it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import z3
+
+
+class ModelError(Exception):
+    """The model did something undefined on this path (e.g. read an absent key)."""
+
+
+class BoundExceeded(ModelError):
+    """A bounded domain (array size, fd range) was too small on this path."""
+
+
+class Infeasible(Exception):
+    """The assumptions made on this path contradict each other; the path does not exist."""
+
+
+_current: "Path | None" = None
+
+
+def current() -> "Path":
+    if _current is None:
+        raise RuntimeError("symbolic operation outside of a path exploration")
+    return _current
+
+
+@dataclass
+class BaseRead:
+    """One read of the initial state: which map, at which key, and what it held."""
+
+    map_name: str
+    key: z3.ExprRef
+    present: z3.ExprRef | None  # None for total maps
+    leaves: list
+    leaf_types: list
+    key_type: object
+    leaf_names: list
+
+
+@dataclass
+class Path:
+    solver: z3.Solver
+    schedule: list[tuple[bool, bool]]  # (outcome, forced) per undecided branch
+    queue: list
+    stats: "Stats"
+    decisions: list = field(default_factory=list)   # branch conditions, as taken
+    assumptions: list = field(default_factory=list)  # domain axioms and implementation choices
+    taken: list = field(default_factory=list)
+    reads: list[BaseRead] = field(default_factory=list)
+    choices: dict = field(default_factory=dict)      # name -> (expr, type)
+    unknown: bool = False
+    call: str = ""                                   # which call is running: "A" or "B"
+    shared_reads: dict = field(default_factory=dict)  # base reads, shared by all paths of an exploration
+    _choice_counts: dict = field(default_factory=dict)
+    _base_cache: dict = field(default_factory=dict)
+    _decided: dict = field(default_factory=dict)
+    _kept_alive: list = field(default_factory=list)
+    _model: object = None        # a model of the path so far, when one is known
+    _models: dict = field(default_factory=dict)  # condition id -> model of path and condition
+    _unchecked_assumptions: list = field(default_factory=list)  # added since the model was last validated
+
+    # -- branching --
+    def decide(self, cond: z3.BoolRef) -> bool:
+        if z3.is_true(cond):
+            return True
+        if z3.is_false(cond):
+            return False
+        cached = self._decided.get(cond.get_id())
+        if cached is not None:
+            return cached
+        position = len(self.taken)
+        if position < len(self.schedule):
+            outcome, forced = self.schedule[position]
+        else:
+            negation = z3.Not(cond)
+            can_true = self._feasible(cond)
+            can_false = self._feasible(negation)
+            if not (can_true or can_false):
+                raise Infeasible()
+            forced = not (can_true and can_false)
+            outcome = can_true
+            if not forced:
+                self.queue.append((self.taken + [(False, False)], self.unknown))
+        self.taken.append((outcome, forced))
+        taken_cond = cond if outcome else z3.Not(cond)
+        if not forced:  # a forced branch is implied by the path so far: keep conditions short
+            self.decisions.append(taken_cond)
+        self.solver.add(taken_cond)
+        self._keep_model_if(taken_cond)
+        self._remember(cond, outcome)
+        return outcome
+
+    def _remember(self, cond, outcome):
+        # Z3 reuses the id of a freed expression: keep the expressions alive with their ids.
+        negation = z3.Not(cond)
+        self._decided[cond.get_id()] = outcome
+        self._decided[negation.get_id()] = not outcome
+        self._kept_alive += [cond, negation]
+
+    def _satisfied_by_model(self, cond) -> bool:
+        return self._model is not None and z3.is_true(self._model.eval(cond, model_completion=True))
+
+    def _keep_model_if(self, constraint):
+        """Keep the path's known model while it satisfies what was just added."""
+        if self._satisfied_by_model(constraint):
+            return
+        candidate = self._models.get(constraint.get_id())
+        self._model = candidate
+        self._models.clear()
+
+    def _feasible(self, cond) -> bool:
+        # A model of the path that already satisfies cond proves it feasible for free.
+        if self._unchecked_assumptions:
+            if not self._satisfied_by_model(z3.And(self._unchecked_assumptions)):
+                self._model = None
+            self._unchecked_assumptions = []
+        if self._satisfied_by_model(cond):
+            return True
+        self.stats.solver_checks += 1
+        self.solver.push()
+        self.solver.add(cond)
+        answer = self.solver.check()
+        if answer == z3.sat:
+            self._models[cond.get_id()] = self.solver.model()
+            self._kept_alive.append(cond)
+        self.solver.pop()
+        if answer == z3.unknown:
+            self.unknown = True
+            self.stats.unknown_checks += 1
+            return True
+        return answer == z3.sat
+
+    # -- facts that hold on every path --
+    def assume(self, constraint: z3.BoolRef):
+        if z3.is_true(constraint):
+            return
+        self.assumptions.append(constraint)
+        self.solver.add(constraint)
+        self._unchecked_assumptions.append(constraint)
+
+    def finish(self):
+        """Make sure assumptions added since the last check left the path feasible."""
+        if self._unchecked_assumptions and not self._feasible(z3.BoolVal(True)):
+            raise Infeasible()
+
+    # -- the initial state, read lazily --
+    def read_base(self, map_value, key) -> tuple:
+        cache_key = (map_value.name, key.get_id())
+        if cache_key in self._base_cache:
+            return self._base_cache[cache_key]
+        # Re-executed paths read the same terms again: build each read once per exploration.
+        shared = self.shared_reads.get(cache_key)
+        if shared is None:
+            shared = _build_base_read(map_value, key)
+            self.shared_reads[cache_key] = shared
+        read, constraints = shared
+        for constraint in constraints:
+            self.assume(constraint)
+        self.reads.append(read)
+        result = (read.present if read.present is not None else z3.BoolVal(True), read.leaves)
+        self._base_cache[cache_key] = result
+        return result
+
+    # -- implementation choices: one constant per call, shared by both orders --
+    def start_order(self):
+        """The k-th choice a call makes is the same constant in either order."""
+        self._choice_counts.clear()
+
+    def choose(self, symtype, label: str) -> z3.ExprRef:
+        """The implementation's choice of a value of ``symtype`` (within its domain)."""
+        expr = self._choice(symtype, label)
+        for constraint in symtype.domain(expr):
+            self.assume(constraint)
+        return expr
+
+    def choose_fresh(self, symtype) -> z3.ExprRef:
+        """A value no initial-state value equals, distinct from every other fresh value."""
+        from scalecheck.engine.types import FRESH_BASE
+
+        expr = self._choice(symtype, f"new_{symtype.kind}")
+        self.assume(expr >= FRESH_BASE)
+        for other, other_type in self.choices.values():
+            if other_type is symtype and not other.eq(expr):
+                self.assume(other != expr)
+        return expr
+
+    def _choice(self, symtype, label: str) -> z3.ExprRef:
+        count = self._choice_counts.get((self.call, label), 0)
+        self._choice_counts[(self.call, label)] = count + 1
+        name = f"{self.call}.{label}#{count}"
+        if name not in self.choices:
+            self.choices[name] = (z3.Const(name, symtype.sort), symtype)
+        return self.choices[name][0]
+
+
+def _build_base_read(map_value, key) -> tuple:
+    """A read of the initial state at ``key`` and the constraints its values obey."""
+    symtype = map_value.type
+    leaf_specs = symtype.value.leaves()
+    leaves = [_function(f"{map_value.name}{suffix if suffix.startswith('[') or not suffix else '.' + suffix}",
+                        symtype.key.sort, leaf_type.sort)(key)
+              for suffix, leaf_type in leaf_specs]
+    present = None
+    if symtype.partial:
+        present = _function(f"{map_value.name}.present", symtype.key.sort, z3.BoolSort())(key)
+    # No constraint on the key itself: arguments and choices carry their own domains, and a
+    # key the implementation just allocated lies outside the initial state's.
+    constraints = []
+    value = symtype.value.build(iter(leaves))
+    for constraint in symtype.value.invariant(value):
+        constraints.append(z3.Implies(present, constraint) if present is not None else constraint)
+    read = BaseRead(map_value.name, key, present, leaves, [t for _, t in leaf_specs], symtype.key,
+                    [suffix for suffix, _ in leaf_specs])
+    return read, constraints
+
+
+_functions: dict = {}
+
+
+def _function(name, domain, range_) -> z3.FuncDeclRef:
+    """One declaration per base-state function: declaring is costly in Z3's Python API."""
+    key = (name, domain.get_id(), range_.get_id())
+    if key not in _functions:
+        _functions[key] = z3.Function(name, domain, range_)
+    return _functions[key]
+
+
+@dataclass
+class Stats:
+    solver_checks: int = 0
+    unknown_checks: int = 0
+
+
+def _symbolic_bool(expr: z3.BoolRef) -> bool:
+    return current().decide(expr)
+
+
+def _symbolic_index(expr: z3.ArithRef) -> int:
+    """``some_list[pid]`` with a symbolic index: branch on each possible value."""
+    for value in range(64):
+        if current().decide(expr == value):
+            return value
+    raise BoundExceeded("symbolic list index above 63")
+
+
+@contextlib.contextmanager
+def symbolic_python():
+    """Let model code use Python's ``if``/``and``/``not``/indexing on Z3 expressions."""
+    saved_bool = z3.BoolRef.__bool__
+    z3.BoolRef.__bool__ = _symbolic_bool
+    z3.ArithRef.__index__ = _symbolic_index
+    try:
+        yield
+    finally:
+        z3.BoolRef.__bool__ = saved_bool
+        del z3.ArithRef.__index__
+
+
+def explore(program, solver_timeout_ms: int = 60_000):
+    """Run ``program(path)`` on every feasible path; yield ``(path, outcome_or_exception)``.
+
+    ``program`` must be deterministic given the branch outcomes.
+    """
+    global _current
+    solver = z3.SolverFor("QF_UFLIA")
+    solver.set("timeout", solver_timeout_ms)
+    stats = Stats()
+    queue: list = [([], False)]
+    shared_reads: dict = {}
+    with symbolic_python():
+        while queue:
+            schedule, unknown = queue.pop()
+            path = Path(solver, schedule, queue, stats, unknown=unknown, shared_reads=shared_reads)
+            solver.push()
+            _current = path
+            try:
+                outcome = program(path)
+                path.finish()
+            except Infeasible:
+                continue
+            except Exception as error:  # a model bug or bound on this path: reported, not dropped
+                outcome = error
+            finally:
+                _current = None
+                solver.pop()
+            yield path, outcome
+    explore.last_stats = stats

@@ -1,0 +1,370 @@
+"""Symbolic types of the model language and the values built from them.
+
+Scalars are plain Z3 expressions, so model code uses ordinary Python operators on them
+(``src == dst``, ``off + 1``); the explorer decides every ``if`` on one (see explore.py).
+Composite values (structs, fixed-size arrays) are Python objects over scalar leaves. Maps
+are state containers: a shared *base* (the unknown initial state, one uninterpreted
+function per leaf) plus a short log of writes, which keeps every formula quantifier-free.
+"""
+
+from __future__ import annotations
+
+import z3
+
+from scalecheck.engine import explore
+
+# Values of an allocatable uninterpreted type that exist in the initial state lie below
+# this bound; values the implementation allocates during a call lie at or above it, so
+# "a fresh inode number" needs no quantifier to be unused.
+FRESH_BASE = 1000
+
+
+class SymType:
+    """A type whose values are made of scalar Z3 leaves."""
+
+    def leaves(self) -> list[tuple[str, "ScalarType"]]:
+        raise NotImplementedError
+
+    def build(self, exprs, on_change=None):
+        """Make a value from an iterator over leaf expressions."""
+        raise NotImplementedError
+
+    def flatten(self, value) -> list:
+        raise NotImplementedError
+
+    def invariant(self, value) -> list:
+        """Constraints every value of this type in the initial state satisfies."""
+        return []
+
+    def any(self):
+        """An arbitrary initial value, named when the model's state is bound."""
+        return Unbound(self)
+
+
+class Unbound:
+    """Placeholder for ``T.any()`` in a model's ``__init__``, replaced by named constants."""
+
+    def __init__(self, symtype: SymType):
+        self.symtype = symtype
+
+
+class ScalarType(SymType):
+    sort: z3.SortRef
+    kind = "int"  # how test generation treats a value: "int", "bool", "enum" or an uninterpreted kind
+
+    def describe(self) -> dict:
+        return {"class": self.kind}
+
+    def leaves(self):
+        return [("", self)]
+
+    def build(self, exprs, on_change=None):
+        return next(exprs)
+
+    def flatten(self, value):
+        return [as_expr(value, self)]
+
+    def domain(self, expr) -> list:
+        """Constraints on any value of this type (bounds)."""
+        return []
+
+    def invariant(self, value):
+        return self.domain(value)
+
+
+class Bool(ScalarType):
+    kind = "bool"
+
+    def __init__(self):
+        self.sort = z3.BoolSort()
+
+
+class Int(ScalarType):
+    """An integer, optionally bounded: bounds keep the formulas small and decidable."""
+
+    def __init__(self, lo: int | None = None, hi: int | None = None):
+        self.sort = z3.IntSort()
+        self.lo, self.hi = lo, hi
+
+    def domain(self, expr):
+        bounds = []
+        if self.lo is not None:
+            bounds.append(expr >= self.lo)
+        if self.hi is not None:
+            bounds.append(expr <= self.hi)
+        return bounds
+
+
+class Key(Int):
+    """A bounded integer whose identity matters but whose value the test may choose
+    within its range (file descriptors, page numbers): tests enumerate the equality
+    pattern among keys, as for uninterpreted values."""
+
+    def __init__(self, name: str, count: int):
+        super().__init__(0, count - 1)
+        self.kind = name
+        self.count = count
+
+    def describe(self) -> dict:
+        return {"class": "key"}
+
+
+class Uninterpreted(ScalarType):
+    """Values compared only for equality: names, inode numbers, pipe ids, data bytes.
+
+    ``allocatable`` types can produce fresh values (``Inum.fresh()``) that are distinct
+    from every value of the initial state.
+    """
+
+    def __init__(self, name: str, allocatable: bool = False, zero: bool = False):
+        self.sort = z3.IntSort()
+        self.kind = name
+        self.allocatable = allocatable
+        self.zero = zero  # the value 0 is special (e.g. a zero-filled page), so tests tell it apart
+
+    def domain(self, expr):
+        return [expr >= 0, expr < FRESH_BASE] if self.allocatable else [expr >= 0]
+
+    def describe(self) -> dict:
+        return {"class": "uninterpreted", "zero": self.zero}
+
+    def fresh(self):
+        """A value the implementation chooses, unused until now (e.g. a new inode number)."""
+        return explore.current().choose_fresh(self)
+
+
+class Enum(ScalarType):
+    kind = "enum"
+
+    def __init__(self, *names: str):
+        self.sort = z3.IntSort()
+        self.names = names
+        for number, name in enumerate(names):
+            setattr(self, name, z3.IntVal(number))
+
+    def domain(self, expr):
+        return [expr >= 0, expr < len(self.names)]
+
+
+class Struct(SymType):
+    """A record of named fields; ``invariant`` gives constraints of the initial state."""
+
+    def __init__(self, invariant=None, **fields: SymType):
+        self.fields = fields
+        self._invariant = invariant
+
+    def new(self, **values):
+        """A value with the given fields (arrays may be given one value to fill them)."""
+        leaves = []
+        for name, ftype in self.fields.items():
+            value = values[name]
+            if isinstance(ftype, Array) and not isinstance(value, (list, tuple)):
+                value = [value] * ftype.size
+            leaves += [as_expr(v, leaf) for v, (_, leaf) in zip(value if isinstance(value, (list, tuple)) else [value], ftype.leaves())]
+        return self.build(iter(leaves))
+
+    def leaves(self):
+        return [(f"{name}{'.' if sub and not sub.startswith('[') else ''}{sub}", leaf)
+                for name, ftype in self.fields.items() for sub, leaf in ftype.leaves()]
+
+    def build(self, exprs, on_change=None):
+        value = StructValue(self, on_change)
+        for name, ftype in self.fields.items():
+            object.__setattr__(value, name, ftype.build(exprs, value._changed))
+        return value
+
+    def flatten(self, value):
+        return [leaf for name, ftype in self.fields.items() for leaf in ftype.flatten(getattr(value, name))]
+
+    def invariant(self, value):
+        constraints = [c for name, ftype in self.fields.items() for c in ftype.invariant(getattr(value, name))]
+        if self._invariant:
+            constraints += list(self._invariant(value))
+        return constraints
+
+
+class StructValue:
+    """A struct read from a map writes itself back when a field changes, so model code
+    can say ``self.inodes[inum].nlink -= 1`` as in the man page."""
+
+    def __init__(self, symtype: Struct, on_change=None):
+        object.__setattr__(self, "_type", symtype)
+        object.__setattr__(self, "_on_change", on_change)
+
+    def __setattr__(self, name, value):
+        if name not in self._type.fields:
+            raise AttributeError(f"struct has no field {name!r}")
+        object.__setattr__(self, name, value)
+        self._changed()
+
+    def _changed(self):
+        if self._on_change:
+            self._on_change()
+
+
+class Array(SymType):
+    """A fixed-size array; a symbolic index selects with an if-then-else chain."""
+
+    def __init__(self, elem: ScalarType, size: int):
+        self.elem, self.size = elem, size
+
+    def leaves(self):
+        return [(f"[{i}]", self.elem) for i in range(self.size)]
+
+    def build(self, exprs, on_change=None):
+        return ArrayValue(self, [next(exprs) for _ in range(self.size)], on_change)
+
+    def flatten(self, value):
+        return list(value.items)
+
+    def invariant(self, value):
+        return [c for item in value.items for c in self.elem.domain(item)]
+
+
+class ArrayValue:
+    def __init__(self, symtype: Array, items: list, on_change=None):
+        self.type, self.items, self._on_change = symtype, items, on_change
+
+    def __len__(self):
+        return self.type.size
+
+    def _check_index(self, index):
+        if isinstance(index, int):
+            if not 0 <= index < self.type.size:
+                raise explore.BoundExceeded(f"index {index} outside array of {self.type.size}")
+        elif not (index >= 0) or not (index < self.type.size):
+            raise explore.BoundExceeded(f"index may leave array of {self.type.size}")
+
+    def __getitem__(self, index):
+        self._check_index(index)
+        if isinstance(index, int):
+            return self.items[index]
+        result = self.items[-1]
+        for i in range(self.type.size - 2, -1, -1):
+            result = z3.If(index == i, self.items[i], result)
+        return result
+
+    def __setitem__(self, index, value):
+        self._check_index(index)
+        value = as_expr(value, self.type.elem)
+        if isinstance(index, int):
+            self.items[index] = value
+        else:
+            self.items = [z3.If(index == i, value, item) for i, item in enumerate(self.items)]
+        if self._on_change:
+            self._on_change()
+
+    def fill(self, value):
+        self.items = [as_expr(value, self.type.elem)] * self.type.size
+        if self._on_change:
+            self._on_change()
+
+
+class MapType:
+    """A map from keys to values. ``Map`` is total (every key has a value); ``Dict`` is
+    partial (keys may be absent; ``in``, ``del``)."""
+
+    partial = False
+
+    def __init__(self, key: ScalarType, value: SymType):
+        self.key, self.value = key, value
+
+    def any(self):
+        return Unbound(self)
+
+
+class Map(MapType):
+    pass
+
+
+class Dict(MapType):
+    partial = True
+
+
+class MapValue:
+    def __init__(self, symtype: MapType, name: str):
+        self.type = symtype
+        self.name = name
+        self.log: list[tuple] = []  # (key, present, leaves), newest last
+
+    def copy(self) -> "MapValue":
+        twin = MapValue(self.type, self.name)
+        twin.log = list(self.log)
+        return twin
+
+    # -- reading --
+    def lookup(self, key) -> tuple:
+        """(present, leaves) of ``key``, as expressions over the initial state."""
+        key = as_expr(key, self.type.key)
+        present, leaves = explore.current().read_base(self, key)
+        for logged_key, logged_present, logged_leaves in self.log:
+            hit = logged_key == key
+            present = z3.If(hit, logged_present, present)
+            leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves)]
+        return z3.simplify(present) if not z3.is_true(present) else present, leaves
+
+    def __contains__(self, key):
+        if not self.type.partial:
+            raise TypeError(f"{self.name} is a total Map: every key is present")
+        return self.lookup(key)[0]
+
+    def __getitem__(self, key):
+        present, leaves = self.lookup(key)
+        if self.type.partial and not present:
+            raise explore.ModelError(f"{self.name}[key] read where the key may be absent; test `in` first")
+        key = as_expr(key, self.type.key)
+        value = self.type.value.build(iter(leaves), lambda: self._write_back(key, value))
+        return value
+
+    def _write_back(self, key, value):
+        self.log.append((key, z3.BoolVal(True), self.type.value.flatten(value)))
+
+    def __setitem__(self, key, value):
+        self.log.append((as_expr(key, self.type.key), z3.BoolVal(True), self.type.value.flatten(value)))
+
+    def __delitem__(self, key):
+        key = as_expr(key, self.type.key)
+        if key not in self:
+            raise explore.ModelError(f"del {self.name}[key] of an absent key")
+        self.log.append((key, z3.BoolVal(False), self.lookup(key)[1]))
+
+    def get(self, key):
+        """The value at ``key`` if present, else None (branches on presence)."""
+        return self[key] if key in self else None
+
+    # -- implementation-chosen keys (file descriptors, addresses) --
+    def _domain_keys(self):
+        key_type = self.type.key
+        if not isinstance(key_type, Int) or key_type.lo is None or key_type.hi is None:
+            raise explore.ModelError(f"{self.name}: free keys need a bounded integer key type")
+        return range(key_type.lo, key_type.hi + 1)
+
+    def lowest_free_key(self):
+        """The lowest absent key (POSIX's lowest-numbered fd rule)."""
+        free = [z3.Not(self.lookup(k)[0]) for k in self._domain_keys()]
+        explore.current().assume(z3.Or(free))
+        result = z3.IntVal(self._domain_keys()[-1])
+        for k, is_free in reversed(list(zip(self._domain_keys(), free))[:-1]):
+            result = z3.If(is_free, k, result)
+        return result
+
+    def any_free_key(self):
+        """Some absent key, chosen by the implementation (O_ANYFD, a non-fixed mmap)."""
+        key = explore.current().choose(self.type.key, f"{self.name}.free")
+        explore.current().assume(z3.Not(self.lookup(key)[0]))
+        return key
+
+    def written_keys(self) -> list:
+        return [key for key, _, _ in self.log]
+
+
+def as_expr(value, symtype: ScalarType):
+    """A Python constant or expression as a Z3 expression of the type's sort."""
+    if isinstance(value, z3.ExprRef):
+        return value
+    if isinstance(value, bool):
+        return z3.BoolVal(value)
+    if isinstance(value, int):
+        return z3.IntVal(value)
+    raise TypeError(f"not a scalar value: {value!r}")
+

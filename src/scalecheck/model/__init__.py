@@ -1,0 +1,73 @@
+"""The model language: write an interface's specification like its man page.
+
+    class POSIX(Model):
+        def __init__(self):
+            self.fname_to_inum = Dict(Filename, Inum).any()
+            self.inodes = Map(Inum, Inode).any()
+
+        @operation(src=Filename, dst=Filename)
+        def rename(self, src, dst):
+            if src not in self.fname_to_inum:
+                return error("ENOENT")
+            ...
+
+State is created in ``__init__`` with ``T.any()`` (an arbitrary initial value); operations
+are methods decorated with ``@operation`` naming their arguments' types; results are
+dicts built with ``ok``/``error``/``fault``. Values the implementation may choose freely
+are asked for where they are chosen: ``Inum.fresh()`` (an unused inode number),
+``fds.any_free_key()`` (any unused fd), ``fds.lowest_free_key()`` (POSIX's lowest fd).
+"""
+
+from z3 import And, If, Implies, Not, Or
+
+from scalecheck.engine.types import (Array, Bool, Dict, Enum, Int, Key, Map, Struct,
+                                     Uninterpreted)
+from scalecheck.model.results import Chosen, error, fault, ok
+
+__all__ = ["Model", "operation", "ok", "error", "fault", "Chosen", "Array", "Bool", "Dict", "Enum",
+           "Int", "Key", "Map", "Struct", "Uninterpreted", "And", "If", "Implies", "Not", "Or"]
+
+
+class Model:
+    """Base class of interface models.
+
+    Optional hooks for test generation:
+    ``setup_constraints(reads)`` returns extra constraints, over the model's reads of its
+    initial state, that make a generated initial state buildable on a real system;
+    ``describe_test(...)`` turns a concrete test into the test file's setup, calls and
+    expected results (the default writes the model's state and arguments as they are).
+    """
+
+    def setup_constraints(self, reads) -> list:
+        return []
+
+    @classmethod
+    def describe_test(cls, ops, snapshot, args, results, label):
+        """``snapshot``: {state name: {key: {field: value}}} of the initial state the test
+        needs (uninterpreted values already replaced by small labels); ``args``: per call
+        {name: value}; ``results``: {"AB": [A, B], "BA": [A, B]} with raw values;
+        ``label(kind, raw)`` maps a raw uninterpreted value to its label."""
+        calls = [{"op": op, "proc": number, "args": call_args}
+                 for number, (op, call_args) in enumerate(zip(ops, args))]
+        return snapshot, calls, {"ab": results["AB"], "ba": results["BA"]}
+
+    @classmethod
+    def operations(cls) -> dict:
+        """The operations, in the order the model declares them."""
+        found = {}
+        for klass in reversed(cls.__mro__):
+            for name, member in vars(klass).items():
+                if hasattr(member, "argument_types"):
+                    found[name] = member
+        return found
+
+
+def operation(**argument_types):
+    """Mark a method as an interface operation whose arguments have the given types."""
+
+    def mark(method):
+        method.argument_types = argument_types
+        return method
+
+    return mark
+

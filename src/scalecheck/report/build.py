@@ -1,0 +1,65 @@
+"""Writes DIR/report/ from DIR/tests.jsonl and DIR/trace/results.jsonl."""
+
+import json
+from pathlib import Path
+
+from scalecheck import __version__
+from scalecheck.report.diff import diff_runs, format_diff_text
+from scalecheck.report.heatmap import write_heatmap
+from scalecheck.report.html_page import write_index
+from scalecheck.report.load import load_run
+from scalecheck.report.stats import bottleneck_sites, count_pairs, count_totals, summary_line
+from scalecheck.report.tables import format_bottlenecks
+
+SUMMARY_FORMAT = "scalecheck-report"
+SUMMARY_VERSION = 1
+TOP_SITES = 50
+
+
+def make_report(out_dir, other_dir=None) -> dict:
+    """Writes the report of run directory ``out_dir`` into ``out_dir/report/`` and returns
+    the summary (the content of summary.json). With ``other_dir``, the summary gets a
+    ``diff`` against that run (matched by test id), and diff.txt is written."""
+    run = load_run(out_dir)
+    other = load_run(other_dir) if other_dir is not None else None
+    report_dir = Path(out_dir) / "report"
+    report_dir.mkdir(exist_ok=True)
+
+    pairs = count_pairs(run)
+    totals, not_run_by_status = count_totals(run)
+    sites = bottleneck_sites(run)
+    line = summary_line(totals)
+    top_sites = [site.as_json(rank) for rank, site in enumerate(sites[:TOP_SITES], start=1)]
+    diff = diff_runs(run, other) if other is not None else None
+
+    summary = {
+        "format": SUMMARY_FORMAT,
+        "version": SUMMARY_VERSION,
+        "generator": f"scalecheck {__version__}",
+        "model": run.model,
+        "kernel": run.kernel_name,
+        "summary": line,
+        "totals": {**totals.as_json(),
+                   "not_run_by_status": dict(sorted(not_run_by_status.items()))},
+        "ops": run.ops,
+        "pairs": [{"pair": list(pair), **counts.as_json()} for pair, counts in pairs.items()],
+        "bottleneck_sites": len(sites),
+        "top_sites": top_sites,
+    }
+    if diff is not None:
+        summary["diff"] = diff
+
+    title = f"model {run.model} on {run.kernel_name}: {line}"
+    write_heatmap(run.ops, pairs, f"model {run.model} on {run.kernel_name}\n{line}", report_dir)
+    (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title),
+                                                encoding="utf-8")
+    if diff is not None:
+        (report_dir / "diff.txt").write_text(format_diff_text(diff), encoding="utf-8")
+    else:
+        # A diff.txt left by an earlier --diff run would describe another comparison.
+        (report_dir / "diff.txt").unlink(missing_ok=True)
+    write_index(report_dir / "index.html", run, pairs, totals, not_run_by_status, line,
+                top_sites, diff)
+    (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n",
+                                             encoding="utf-8")
+    return summary

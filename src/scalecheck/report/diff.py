@@ -1,0 +1,108 @@
+"""Compares two runs of the same tests (e.g. two kernels), matching tests by id."""
+
+from scalecheck.errors import UserError
+from scalecheck.report.load import Run
+from scalecheck.report.stats import (CONFLICT_FREE, CONFLICTING, NOT_RUN, bottleneck_sites,
+                                     count_pairs, outcome, percent_text)
+from scalecheck.report.tables import SITE_HEADERS, format_table, site_rows
+
+LISTED_IDS_IN_TEXT = 50
+
+
+def diff_runs(run: Run, other: Run) -> dict:
+    """``run`` is the new one; ``other`` is the baseline it is compared against."""
+    if run.model != other.model:
+        raise UserError(f"cannot compare {run.directory} (model {run.model}) with "
+                        f"{other.directory} (model {other.model})")
+    other_ids = {test["id"] for test in other.tests}
+    here_ids = {test["id"] for test in run.tests}
+    new_conflicts, fixed, no_longer_run = [], [], []
+    for test in run.tests:
+        if test["id"] not in other_ids:
+            continue
+        now = outcome(run.results.get(test["id"]))
+        before = outcome(other.results.get(test["id"]))
+        if before == CONFLICT_FREE and now == CONFLICTING:
+            new_conflicts.append(test["id"])
+        elif before == CONFLICTING and now == CONFLICT_FREE:
+            fixed.append(test["id"])
+        elif before != NOT_RUN and now == NOT_RUN:
+            no_longer_run.append(test["id"])
+
+    sites = bottleneck_sites(run)
+    other_sites = bottleneck_sites(other)
+    other_keys = {site.key for site in other_sites}
+    here_keys = {site.key for site in sites}
+    return {
+        "other": str(other.directory),
+        "other_kernel": other.kernel_name,
+        "kernel": run.kernel_name,
+        "compared_tests": len(here_ids & other_ids),
+        "only_here": len(here_ids - other_ids),
+        "only_in_other": len(other_ids - here_ids),
+        "new_conflicts": new_conflicts,
+        "fixed": fixed,
+        "no_longer_run": no_longer_run,
+        "pair_changes": _pair_changes(run, other),
+        "new_sites": [site.as_json(rank) for rank, site in enumerate(sites, start=1)
+                      if site.key not in other_keys],
+        "gone_sites": [site.as_json(rank) for rank, site in enumerate(other_sites, start=1)
+                       if site.key not in here_keys],
+    }
+
+
+def _pair_changes(run: Run, other: Run) -> list[dict]:
+    pairs = count_pairs(run)
+    other_pairs = count_pairs(other)
+    changes = []
+    for pair in pairs.keys() & other_pairs.keys():
+        now, before = pairs[pair], other_pairs[pair]
+        if (now.share_conflict_free, now.conflicting) == (before.share_conflict_free,
+                                                          before.conflicting):
+            continue
+        change = None
+        if now.share_conflict_free is not None and before.share_conflict_free is not None:
+            change = now.share_conflict_free - before.share_conflict_free
+        changes.append({"pair": list(pair),
+                        "share_other": before.share_conflict_free,
+                        "share": now.share_conflict_free, "change": change,
+                        "conflicting_other": before.conflicting,
+                        "conflicting": now.conflicting})
+    # Worst regressions first; pairs whose tests appeared or vanished go last.
+    return sorted(changes, key=lambda c: (c["change"] is None, c["change"] or 0, c["pair"]))
+
+
+def diff_line(diff: dict) -> str:
+    return (f"against {diff['other']} ({diff['other_kernel']}): "
+            f"{len(diff['new_conflicts'])} new conflicts, {len(diff['fixed'])} fixed, "
+            f"{len(diff['no_longer_run'])} no longer run, "
+            f"{len(diff['pair_changes'])} pairs changed, "
+            f"{len(diff['new_sites'])} new bottleneck sites")
+
+
+
+def format_diff_text(diff: dict) -> str:
+    parts = [diff_line(diff) + "\n",
+             f"compared {diff['compared_tests']} tests by id; {diff['only_here']} only here, "
+             f"{diff['only_in_other']} only in {diff['other']}\n"]
+    for title, ids in (("New conflicts (conflict-free before, conflicting now)",
+                        diff["new_conflicts"]),
+                       ("Fixed (conflicting before, conflict-free now)", diff["fixed"]),
+                       ("No longer run (ran before; now timeout, crash, error or missing)",
+                        diff["no_longer_run"])):
+        if ids:
+            shown = "\n".join(f"  {test_id}" for test_id in ids[:LISTED_IDS_IN_TEXT])
+            more = (f"\n  ... and {len(ids) - LISTED_IDS_IN_TEXT} more (see summary.json)"
+                    if len(ids) > LISTED_IDS_IN_TEXT else "")
+            parts.append(f"{title}: {len(ids)}\n{shown}{more}\n")
+    if diff["pair_changes"]:
+        rows = [[f"{c['pair'][0]} x {c['pair'][1]}", percent_text(c["share_other"]),
+                 percent_text(c["share"]), c["conflicting_other"], c["conflicting"]]
+                for c in diff["pair_changes"]]
+        parts.append("Pairs whose share of conflict-free tests changed:\n" + format_table(
+            ["pair", "before", "now", "conflicting before", "conflicting now"], rows))
+    for title, sites in (("New bottleneck sites", diff["new_sites"]),
+                         ("Bottleneck sites gone", diff["gone_sites"])):
+        if sites:
+            parts.append(f"{title}:\n" + format_table(SITE_HEADERS, site_rows(sites)))
+    return "\n".join(parts)

@@ -1,0 +1,299 @@
+"""index.html: one self-contained page (inline CSS and a few lines of JS, no external files
+needed) from the summary down to each test's conflicting cache lines and code sites."""
+
+import json
+from html import escape
+from urllib.parse import quote
+
+from scalecheck.report.heatmap import NOT_RUN_COLOR, label_color, share_color, triangle_cells
+from scalecheck.report.load import Run
+from scalecheck.report.stats import (CONFLICT_FREE, CONFLICTING, NOT_RUN, Counts, outcome,
+                                     percent_text, status_of)
+
+# Drill-down order inside a pair: what needs attention first.
+OUTCOME_ORDER = {CONFLICTING: 0, NOT_RUN: 1, CONFLICT_FREE: 2}
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; }
+.summary { font-size: 1.15em; font-weight: 600; }
+table { border-collapse: collapse; }
+td, th { padding: 2px 6px; text-align: left; vertical-align: top; }
+table.grid td, table.grid th { border: 1px solid #ddd; }
+table.heat td { width: 26px; height: 26px; padding: 0; text-align: center; font-size: 11px;
+  border: 1px solid #fff; position: relative; }
+table.heat td a { display: block; width: 100%; height: 100%; line-height: 26px;
+  color: inherit; text-decoration: none; }
+table.heat td.none { background: repeating-linear-gradient(45deg, #fff 0 3px, #ccc 3px 4px); }
+table.heat td.notrun::after { content: "\\2022"; position: absolute; top: 0; right: 2px;
+  font-size: 9px; line-height: 9px; color: #444; }
+table.heat th.row { text-align: right; font-weight: normal; padding-right: 4px; }
+table.heat th.col { writing-mode: vertical-rl; transform: rotate(180deg); font-weight: normal;
+  text-align: left; padding-top: 4px; }
+.legend { font-size: 12px; color: #555; }
+details.pair { margin: .4em 0; border-top: 1px solid #ddd; padding-top: .3em; }
+details.pair > summary { font-weight: 600; cursor: pointer; }
+.test { margin: .15em 0 .15em 1.2em; font-family: ui-monospace, monospace; font-size: 12px; }
+details.test > summary { cursor: pointer; }
+.body { margin: .3em 0 .8em 1.2em; }
+.badge { padding: 0 5px; border-radius: 3px; font-size: 11px; }
+.b-conflicting { background: #fcbba1; } .b-conflict-free { background: #c7e9c0; }
+.b-not-run { background: #d9d9d9; } .b-mismatch { background: #fdd0a2; }
+.b-change { background: #9ecae1; }
+pre { white-space: pre-wrap; margin: .2em 0; }
+:target > summary, div.test:target { background: #ffffb3; }
+"""
+
+# Following a link into a collapsed section opens it (and its enclosing sections).
+SCRIPT = """
+function openTarget() {
+  var id = decodeURIComponent(location.hash.slice(1));
+  var el = id && document.getElementById(id);
+  for (var e = el; e; e = e.parentElement) { if (e.tagName === "DETAILS") e.open = true; }
+  if (el) el.scrollIntoView();
+}
+window.addEventListener("hashchange", openTarget);
+window.addEventListener("DOMContentLoaded", openTarget);
+"""
+
+
+def pair_anchor(pair) -> str:
+    return f"pair-{pair[0]}-{pair[1]}"
+
+
+def test_anchor(test_id: str) -> str:
+    return f"test-{test_id}"
+
+
+def _href(anchor: str) -> str:
+    return "#" + quote(anchor, safe="")
+
+
+
+def _pair_name(pair) -> str:
+    return f"{pair[0]} &times; {pair[1]}" if pair[0] != pair[1] else f"{pair[0]} &times; itself"
+
+
+def format_call(call: dict) -> str:
+    args = ", ".join(f"{name}={json.dumps(value)}" for name, value in call.get("args", {}).items())
+    where = f" @proc{call['proc']}" if "proc" in call else ""
+    return f"{call['op']}({args}){where}"
+
+
+def _badge(result: dict | None) -> str:
+    kind = outcome(result)
+    text = kind if kind != NOT_RUN else f"not run: {status_of(result)}"
+    badge = f'<span class="badge b-{kind.replace(" ", "-")}">{escape(text)}</span>'
+    if result is not None and result["status"] == "mismatch":
+        badge += ' <span class="badge b-mismatch">result mismatch</span>'
+    if result is not None and result.get("agree") is False:
+        badge += ' <span class="badge b-mismatch">repeats disagree</span>'
+    return badge
+
+
+def write_index(path, run: Run, pairs: dict[tuple[str, str], Counts], totals: Counts,
+                not_run_by_status: dict, summary_line: str, site_jsons: list[dict],
+                diff: dict | None):
+    title = f"scalecheck report: model {run.model} on {run.kernel_name}"
+    parts = [
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{escape(title)}</title><style>{STYLE}</style><script>{SCRIPT}</script>",
+        "</head><body>",
+        f"<h1>{escape(title)}</h1>",
+        f"<p class='summary'>{escape(summary_line)}</p>",
+        _totals_table(totals, not_run_by_status),
+        "<p class='legend'>Files next to this page: <a href='heatmap.svg'>heatmap.svg</a>, "
+        "<a href='heatmap.png'>heatmap.png</a>, <a href='bottlenecks.txt'>bottlenecks.txt</a>, "
+        "<a href='summary.json'>summary.json</a>.</p>",
+        "<h2>Heat map</h2>",
+        _heat_table(run.ops, pairs),
+    ]
+    if diff is not None:
+        parts.append(_diff_section(diff))
+    parts.append(_sites_section(site_jsons))
+    parts.append("<h2>Tests by pair</h2><p class='legend'>Click a pair to list its tests, "
+                 "and a test for its setup, results and conflicting cache lines.</p>")
+    parts.extend(_pair_sections(run, pairs, _changes_by_test(diff)))
+    parts.append("</body></html>\n")
+    path.write_text("\n".join(parts), encoding="utf-8")
+
+
+def _totals_table(totals: Counts, not_run_by_status: dict) -> str:
+    why = ", ".join(f"{count} {status}" for status, count in sorted(not_run_by_status.items()))
+    rows = [("tests", totals.tests), ("conflict-free", totals.conflict_free),
+            ("conflicting", totals.conflicting),
+            ("not run", f"{totals.not_run} ({why})" if why else totals.not_run),
+            ("result mismatch (counted by their conflicts)", totals.mismatch),
+            ("repeats disagreed", totals.unstable)]
+    body = "".join(f"<tr><th>{escape(name)}</th><td>{escape(str(value))}</td></tr>"
+                   for name, value in rows)
+    return f"<table class='grid'>{body}</table>"
+
+
+def _heat_table(ops: list[str], pairs: dict[tuple[str, str], Counts]) -> str:
+    rows = {op: [f"<th class='row'>{escape(op)}</th>"] for op in ops}
+    for row, _column, pair in triangle_cells(ops):
+        counts = pairs[pair]
+        rows[ops[row]].append(_heat_cell(pair, counts))
+    lines = ["<table class='heat'>"]
+    lines += [f"<tr>{''.join(cells)}</tr>" for cells in rows.values()]
+    lines.append("<tr><th></th>" + "".join(f"<th class='col'>{escape(op)}</th>" for op in ops)
+                 + "</tr></table>")
+    lines.append("<p class='legend'>Shade: share of the pair's tests that are conflict-free "
+                 "(red = none, white = all). Number: conflicting tests. Hatched: no tests. "
+                 "Grey: no test ran. &bull;: some tests did not run.</p>")
+    return "\n".join(lines)
+
+
+def _heat_cell(pair, counts: Counts) -> str:
+    tip = (f"{pair[0]} x {pair[1]}: {counts.tests} tests, {counts.conflict_free} conflict-free, "
+           f"{counts.conflicting} conflicting, {counts.not_run} not run")
+    if counts.tests == 0:
+        return f"<td class='none' title='{escape(tip)}'></td>"
+    if counts.not_run == counts.tests:
+        style = f"background:{NOT_RUN_COLOR}"
+    else:
+        share = counts.share_conflict_free
+        style = f"background:{share_color(share)};color:{label_color(share)}"
+    css_class = " class='notrun'" if counts.not_run else ""
+    label = str(counts.conflicting) if counts.conflicting else ""
+    return (f"<td{css_class} style='{style}' title='{escape(tip)}'>"
+            f"<a href='{_href(pair_anchor(pair))}'>{label}</a></td>")
+
+
+def _sites_table(site_jsons: list[dict]) -> str:
+    rows = ["<table class='grid'><tr><th>#</th><th>tests</th><th>op pairs</th><th>lines</th>"
+            "<th>kind</th><th>data</th><th>a-side code</th><th>b-side code</th>"
+            "<th>example tests</th></tr>"]
+    for site in site_jsons:
+        examples = " ".join(f"<a href='{_href(test_anchor(test_id))}'>{escape(test_id)}</a>"
+                            for test_id in site["example_tests"])
+        rows.append(f"<tr><td>{site['rank']}</td><td>{site['tests']}</td>"
+                    f"<td>{site['op_pairs']}</td><td>{site['lines']}</td>"
+                    f"<td>{escape(site['kind'])}</td><td>{escape(site['data_symbol'] or '-')}</td>"
+                    f"<td>{escape(site['sites'][0])}</td><td>{escape(site['sites'][1])}</td>"
+                    f"<td>{examples}</td></tr>")
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
+def _sites_section(site_jsons: list[dict]) -> str:
+    if not site_jsons:
+        return "<h2>Bottleneck sites</h2><p>No conflicting test recorded a conflict site.</p>"
+    return ("<h2>Bottleneck sites</h2><p class='legend'>Conflicts grouped by the code on each "
+            "side (functions without offsets) and the data, ranked by distinct tests. The full "
+            "list is in bottlenecks.txt.</p>" + _sites_table(site_jsons))
+
+
+def _test_links(ids: list[str]) -> str:
+    if not ids:
+        return "none"
+    return ", ".join(f"<a href='{_href(test_anchor(i))}'>{escape(i)}</a>" for i in ids)
+
+
+def _diff_section(diff: dict) -> str:
+    parts = [f"<h2>Compared with {escape(diff['other'])} ({escape(diff['other_kernel'])})</h2>",
+             f"<p>{diff['compared_tests']} tests compared by id ({diff['only_here']} only here, "
+             f"{diff['only_in_other']} only in the other run).</p>"]
+    for title, key in (("New conflicts (conflict-free before, conflicting now)", "new_conflicts"),
+                       ("Fixed (conflicting before, conflict-free now)", "fixed"),
+                       ("No longer run (ran before, not now)", "no_longer_run")):
+        ids = diff[key]
+        parts.append(f"<details{' open' if key == 'new_conflicts' else ''}><summary>"
+                     f"{escape(title)}: {len(ids)}</summary><p class='test'>{_test_links(ids)}"
+                     "</p></details>")
+    if diff["pair_changes"]:
+        rows = "".join(
+            f"<tr><td><a href='{_href(pair_anchor(c['pair']))}'>{_pair_name(c['pair'])}</a></td>"
+            f"<td>{percent_text(c['share_other'])}</td><td>{percent_text(c['share'])}</td>"
+            f"<td>{c['conflicting_other']}</td><td>{c['conflicting']}</td></tr>"
+            for c in diff["pair_changes"])
+        parts.append("<h3>Pairs whose share of conflict-free tests changed</h3><table "
+                     "class='grid'><tr><th>pair</th><th>before</th><th>now</th>"
+                     f"<th>conflicting before</th><th>conflicting now</th></tr>{rows}</table>")
+    if diff["new_sites"]:
+        parts.append("<h3>New bottleneck sites</h3>" + _sites_table(diff["new_sites"]))
+    return "\n".join(parts)
+
+
+def _changes_by_test(diff: dict | None) -> dict[str, str]:
+    """Test id -> how it changed since the run compared against (only tests that changed)."""
+    if diff is None:
+        return {}
+    changes = {}
+    for key, label in (("new_conflicts", "new conflict"), ("fixed", "fixed"),
+                       ("no_longer_run", "no longer run")):
+        changes.update((test_id, label) for test_id in diff[key])
+    return changes
+
+
+def _pair_sections(run: Run, pairs: dict[tuple[str, str], Counts], changes: dict[str, str]):
+    tests_by_pair = {}
+    for test in run.tests:
+        tests_by_pair.setdefault(run.pair_of(test), []).append(test)
+    for pair, counts in pairs.items():
+        tests = tests_by_pair.get(pair)
+        if not tests:
+            continue
+        tests.sort(key=lambda t: OUTCOME_ORDER[outcome(run.results.get(t["id"]))])
+        yield (f"<details class='pair' id='{escape(pair_anchor(pair))}'><summary>"
+               f"{_pair_name(pair)}: {counts.tests} tests, {counts.conflict_free} conflict-free "
+               f"({percent_text(counts.share_conflict_free)}), {counts.conflicting} conflicting, "
+               f"{counts.not_run} not run</summary>")
+        for test in tests:
+            yield _test_entry(test, run.results.get(test["id"]), changes.get(test["id"]))
+        yield "</details>"
+
+
+def _test_entry(test: dict, result: dict | None, change: str | None) -> str:
+    anchor = escape(test_anchor(test["id"]))
+    calls = " &parallel; ".join(escape(format_call(call)) for call in test["calls"])
+    conflicts = result.get("conflicts", []) if result is not None else []
+    count = f" &middot; {len(conflicts)} conflicting lines" if conflicts else ""
+    line = f"{escape(test['id'])} &middot; {calls} &middot; {_badge(result)}{count}"
+    if change:
+        line += f' <span class="badge b-change">{escape(change)}</span>'
+    if outcome(result) == CONFLICT_FREE and result["status"] == "ok":
+        # Most tests are plain conflict-free ones; a one-liner keeps the page small.
+        return f"<div class='test' id='{anchor}'>{line}</div>"
+    return (f"<details class='test' id='{anchor}'><summary>{line}</summary>"
+            f"<div class='body'>{_test_body(test, result)}</div></details>")
+
+
+def _json_block(label: str, value) -> str:
+    return f"<div><b>{escape(label)}</b><pre>{escape(json.dumps(value))}</pre></div>"
+
+
+def _test_body(test: dict, result: dict | None) -> str:
+    parts = [_json_block("setup", test.get("setup")), _json_block("expected", test.get("expect"))]
+    if result is None:
+        parts.append("<p>No results line: the run never reached this test.</p>")
+        return "".join(parts)
+    if "results" in result:
+        parts.append(_json_block("results", result["results"]))
+    if result.get("detail"):
+        parts.append(f"<p><b>detail</b> {escape(result['detail'])}</p>")
+    if result.get("conflicts"):
+        parts.append(_conflicts_table(result["conflicts"]))
+    elif outcome(result) == CONFLICTING:
+        parts.append("<p>Marked conflicting, but no conflicting line was recorded.</p>")
+    return "".join(parts)
+
+
+def _access(access: dict) -> tuple[str, str]:
+    mode = "write" if access.get("write") else "read"
+    return mode, "<br>".join(escape(pc) for pc in access["pcs"]) or "?"
+
+
+def _conflicts_table(conflicts: list[dict]) -> str:
+    rows = ["<table class='grid'><tr><th>line</th><th>kind</th><th>data</th><th>a</th>"
+            "<th>a-side code</th><th>b</th><th>b-side code</th></tr>"]
+    for conflict in conflicts:
+        a_mode, a_sites = _access(conflict["a"])
+        b_mode, b_sites = _access(conflict["b"])
+        rows.append(f"<tr><td>{escape(str(conflict.get('line', '?')))}</td>"
+                    f"<td>{escape(conflict['kind'])}</td>"
+                    f"<td>{escape(conflict.get('data_symbol') or '-')}</td>"
+                    f"<td>{a_mode}</td><td>{a_sites}</td><td>{b_mode}</td><td>{b_sites}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)

@@ -1,0 +1,151 @@
+"""Counts per test, per operation pair and per code site, from a loaded ``Run``."""
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from scalecheck.report.load import NOT_RUN_STATUSES, Run
+
+CONFLICT_FREE = "conflict-free"
+CONFLICTING = "conflicting"
+NOT_RUN = "not run"
+
+# A missing results line is a test the tracer never reached; it is reported like a crash.
+MISSING_STATUS = "missing"
+
+# The function part of a code site: what precedes "+0x..." or a " (file:line)" suffix.
+_FUNCTION_NAME = re.compile(r"[^+\s(]+")
+
+
+def outcome(result: dict | None) -> str:
+    """Tests that did not run to the end are never counted as conflict-free."""
+    if result is None or result["status"] in NOT_RUN_STATUSES:
+        return NOT_RUN
+    return CONFLICT_FREE if result["conflict_free"] else CONFLICTING
+
+
+def status_of(result: dict | None) -> str:
+    return MISSING_STATUS if result is None else result["status"]
+
+
+@dataclass
+class Counts:
+    tests: int = 0
+    conflict_free: int = 0
+    conflicting: int = 0
+    not_run: int = 0
+    mismatch: int = 0     # ran, but a result matched neither order the model allows
+    unstable: int = 0     # repeats gave different conflict sets
+
+    def add(self, result: dict | None):
+        self.tests += 1
+        kind = outcome(result)
+        if kind == CONFLICT_FREE:
+            self.conflict_free += 1
+        elif kind == CONFLICTING:
+            self.conflicting += 1
+        else:
+            self.not_run += 1
+        if kind != NOT_RUN and result["status"] == "mismatch":
+            self.mismatch += 1
+        if kind != NOT_RUN and result.get("agree") is False:
+            self.unstable += 1
+
+    @property
+    def share_conflict_free(self) -> float | None:
+        return self.conflict_free / self.tests if self.tests else None
+
+    def as_json(self) -> dict:
+        return {"tests": self.tests, "conflict_free": self.conflict_free,
+                "conflicting": self.conflicting, "not_run": self.not_run,
+                "mismatch": self.mismatch, "unstable": self.unstable,
+                "share_conflict_free": self.share_conflict_free}
+
+
+def count_pairs(run: Run) -> dict[tuple[str, str], Counts]:
+    """Every unordered pair of the model's operations, including pairs with no tests."""
+    pairs = {(a, b): Counts() for i, a in enumerate(run.ops) for b in run.ops[i:]}
+    for test in run.tests:
+        pairs[run.pair_of(test)].add(run.results.get(test["id"]))
+    return pairs
+
+
+def count_totals(run: Run) -> tuple[Counts, Counter]:
+    """All tests' counts, and the not-run tests counted by why they did not run."""
+    totals = Counts()
+    not_run_by_status = Counter()
+    for test in run.tests:
+        result = run.results.get(test["id"])
+        totals.add(result)
+        if outcome(result) == NOT_RUN:
+            not_run_by_status[status_of(result)] += 1
+    return totals, not_run_by_status
+
+
+def function_name(pc: str) -> str:
+    """``alloc_fd+0x4a/0x1c0`` and ``alloc_fd+0x4a (fs/file.c:512)`` -> ``alloc_fd``."""
+    match = _FUNCTION_NAME.match(pc.strip())
+    return match.group(0) if match else pc
+
+
+def side_site(access: dict) -> str:
+    names = sorted({function_name(pc) for pc in access["pcs"]})
+    return ", ".join(names) if names else "?"
+
+
+@dataclass
+class Site:
+    """Conflicts on one kind of data between the same code on both sides."""
+
+    kind: str
+    data_symbol: str
+    sites: tuple[str, str]
+    tests: list[str] = field(default_factory=list)    # distinct test ids, in file order
+    pairs: set = field(default_factory=set)
+    lines: set = field(default_factory=set)
+
+    @property
+    def key(self) -> tuple:
+        return self.kind, self.data_symbol, self.sites
+
+    @property
+    def label(self) -> str:
+        data = self.data_symbol or f"{self.kind} data"
+        a_site, b_site = self.sites
+        code = a_site if a_site == b_site else f"{a_site} / {b_site}"
+        return f"{data} in {code}"
+
+    def as_json(self, rank: int) -> dict:
+        return {"rank": rank, "label": self.label, "tests": len(self.tests),
+                "op_pairs": len(self.pairs), "lines": len(self.lines), "kind": self.kind,
+                "data_symbol": self.data_symbol, "sites": list(self.sites),
+                "example_tests": self.tests[:5]}
+
+
+def bottleneck_sites(run: Run) -> list[Site]:
+    """Conflicting tests grouped by (data kind, data symbol, sorted pair of code sites),
+    ranked by how many distinct tests hit each group."""
+    sites: dict[tuple, Site] = {}
+    for test in run.tests:
+        result = run.results.get(test["id"])
+        if outcome(result) != CONFLICTING:
+            continue
+        for conflict in result["conflicts"]:
+            code = tuple(sorted((side_site(conflict["a"]), side_site(conflict["b"]))))
+            site = Site(conflict["kind"], conflict.get("data_symbol") or "", code)
+            site = sites.setdefault(site.key, site)
+            if not site.tests or site.tests[-1] != test["id"]:
+                site.tests.append(test["id"])
+            site.pairs.add(run.pair_of(test))
+            site.lines.add(conflict.get("line", ""))
+    return sorted(sites.values(), key=lambda s: (-len(s.tests), -len(s.pairs), s.key))
+
+
+def percent_text(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
+
+
+def summary_line(totals: Counts) -> str:
+    return (f"{totals.conflict_free} of {totals.tests} tests conflict-free "
+            f"({percent_text(totals.share_conflict_free)}); "
+            f"{totals.conflicting} conflicting, {totals.not_run} not run")

@@ -1,0 +1,61 @@
+"""The test file, ``tests.jsonl`` (docs/format-tests.md): the contract between test
+generation and the stages that run or report tests. All of them read it through here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scalecheck.errors import UserError
+from scalecheck.storage import write_text_atomically
+
+TESTS_FORMAT = "scalecheck-tests"
+TESTS_VERSION = 1
+
+
+def write_tests(path: Path, header: dict, tests: list[dict]) -> None:
+    lines = [json.dumps({"format": TESTS_FORMAT, "version": TESTS_VERSION, **header})]
+    lines += [json.dumps(test) for test in tests]
+    write_text_atomically(path, "\n".join(lines) + "\n")
+
+
+def read_jsonl(path: Path, expected_format: str, expected_version: int, hint: str = ""):
+    """(header, [(where, object)]) of a versioned JSON-lines file, or a one-line UserError."""
+    if not path.is_file():
+        raise UserError(f"{path}: not found{'; ' + hint if hint else ''}")
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    if not lines:
+        raise UserError(f"{path} is empty")
+    header = _json_object(path, 1, lines[0])
+    if header.get("format") != expected_format:
+        raise UserError(f"{path}: not a {expected_format} file (format {header.get('format')!r})")
+    if header.get("version") != expected_version:
+        raise UserError(f"{path}: {expected_format} version {header.get('version')!r}; this scalecheck "
+                        f"reads version {expected_version}")
+    return header, [(f"{path}:{number}", _json_object(path, number, text))
+                    for number, text in enumerate(lines[1:], start=2) if text.strip()]
+
+
+def read_tests(path: Path) -> tuple[dict, list[dict]]:
+    """The header and the tests; a malformed or foreign file gives a one-line UserError."""
+    header, entries = read_jsonl(path, TESTS_FORMAT, TESTS_VERSION, "run `scalecheck testgen` first")
+    tests, seen = [], set()
+    for where, test in entries:
+        if not isinstance(test.get("id"), str) or not isinstance(test.get("calls"), list) or "setup" not in test:
+            raise UserError(f"{where}: a test needs \"id\", \"setup\" and \"calls\"")
+        if test["id"] in seen:
+            raise UserError(f"{where}: duplicate test id {test['id']!r}")
+        seen.add(test["id"])
+        tests.append(test)
+    return header, tests
+
+
+def _json_object(path, number, text):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{path}:{number}: expected a JSON object")
+    return value

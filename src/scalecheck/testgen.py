@@ -1,0 +1,291 @@
+"""``scalecheck testgen``: concrete tests for every commutative path of an analysis.
+
+For each commutative path, Z3 gives a model of the path condition; the model becomes a
+test; then the test's *isomorphism class* is excluded and the solver asked again, up to
+a cap per path. Two tests are isomorphic when they agree on the equality pattern among
+arguments and initial-state keys of each uninterpreted kind (names, inodes, fds, pages,
+pipes, bytes) and on every boolean among them: the concrete values behind that pattern
+do not change which code paths an implementation can take.
+
+Reads ``DIR/analysis/`` and writes ``DIR/tests.jsonl`` (docs/format-tests.md) and
+``DIR/testgen.json`` (per-pair counts).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from collections import defaultdict
+from itertools import combinations
+from pathlib import Path
+
+import z3
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from scalecheck import __version__
+from scalecheck.analyze import ANALYSIS_FORMAT, ANALYSIS_VERSION, all_pairs, pair_file
+from scalecheck.engine.commute import OBSERVED
+from scalecheck.errors import UserError
+from scalecheck.modelfile import load_model
+from scalecheck.storage import read_json, write_json_atomically
+from scalecheck.testfile import write_tests
+
+DEFAULT_CAP = 8
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "testgen", help="generate concrete tests from an analysis",
+        description="Write DIR/tests.jsonl: for every commutative path of DIR/analysis, one test "
+                    "per isomorphism class of its solutions, up to --cap per path.")
+    parser.add_argument("dir", type=Path, help="the directory given to `scalecheck analyze --out`")
+    parser.add_argument("--cap", type=int, default=DEFAULT_CAP, help=f"tests per path at most (default {DEFAULT_CAP})")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count(), help="pairs processed in parallel")
+    parser.add_argument("--json", action="store_true", help="print the per-pair counts as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    summary = generate_tests(args.dir, cap=args.cap, jobs=args.jobs)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print_summary(summary)
+    return 1 if summary["totals"]["unknown_paths"] or summary["totals"]["failed_paths"] else 0
+
+
+def read_analysis_meta(out: Path) -> dict:
+    meta_path = out / "analysis" / "meta.json"
+    if not meta_path.exists():
+        raise UserError(f"{out} holds no analysis: run `scalecheck analyze --out {out}` first")
+    try:
+        meta = read_json(meta_path)
+    except ValueError as err:
+        raise UserError(f"{meta_path} is not valid JSON: {err}") from None
+    if meta.get("format") != ANALYSIS_FORMAT or meta.get("version") != ANALYSIS_VERSION:
+        raise UserError(f"{meta_path} is {meta.get('format')} version {meta.get('version')}; "
+                        f"this scalecheck reads {ANALYSIS_FORMAT} version {ANALYSIS_VERSION}")
+    return meta
+
+
+def generate_tests(out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, quiet: bool = False) -> dict:
+    if cap < 1:
+        raise UserError("--cap must be at least 1")
+    meta = read_analysis_meta(out)
+    pairs = all_pairs(meta["ops"])
+    missing = [f"{a}-{b}" for a, b in pairs if not pair_file(out, a, b).exists()]
+    if missing:
+        raise UserError(f"analysis in {out} is incomplete ({len(missing)} pairs missing, e.g. {missing[0]}): "
+                        f"rerun `scalecheck analyze` to finish it")
+    work = [(meta["model"], str(out), a, b, cap) for a, b in pairs]
+    per_pair = {}
+    console = Console(stderr=True, quiet=quiet)
+    with Progress(TextColumn("testgen"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("", total=len(work))
+        for pair, tests, counts in _map(work, jobs):
+            per_pair[pair] = (tests, counts)
+            progress.update(task, advance=1, description=f"{pair[0]} || {pair[1]}: {len(tests)} tests")
+    header = {"model": meta["model"], "generator": f"scalecheck {__version__}", "cap": cap,
+              "constants": getattr(load_model(meta["model"]), "TEST_CONSTANTS", {})}
+    all_tests, rows = [], []
+    for pair in pairs:
+        tests, counts = per_pair[tuple(pair)]
+        all_tests += tests
+        rows.append({"pair": list(pair), **counts})
+    write_tests(out / "tests.jsonl", header, all_tests)
+    totals = {key: sum(row[key] for row in rows) for key in
+              ("tests", "commutative_paths", "capped_paths", "unknown_paths", "failed_paths", "unrealizable_paths")}
+    summary = {"cap": cap, "totals": totals, "pairs": rows}
+    write_json_atomically(out / "testgen.json", summary)
+    return summary
+
+
+def _map(work, jobs):
+    if (jobs or 1) <= 1:
+        yield from map(_pair_tests, work)
+        return
+    with multiprocessing.get_context("fork").Pool(min(jobs, len(work))) as pool:
+        yield from pool.imap_unordered(_pair_tests, work)
+
+
+def _pair_tests(job):
+    model_spec, out, a, b, cap = job
+    model_cls = load_model(model_spec)
+    analysis = read_json(pair_file(Path(out), a, b))
+    tests = []
+    counts = {"tests": 0, "commutative_paths": 0, "capped_paths": 0, "unknown_paths": 0,
+              "failed_paths": 0, "unrealizable_paths": 0, "failures": []}
+    for path in analysis["paths"]:
+        if not path["commutes"] or path["unknown"]:
+            continue
+        counts["commutative_paths"] += 1
+        try:
+            path_tests, outcome = _path_tests(model_cls, (a, b), path, cap)
+        except Exception as err:  # counted and reported, never dropped silently
+            counts["failed_paths"] += 1
+            counts["failures"].append(f"{a} || {b} path {path['path']}: {type(err).__name__}: {err}")
+            continue
+        if outcome != "complete":
+            counts[outcome] += 1
+        for number, test in enumerate(path_tests, 1):
+            test["id"] = f"{a}-{b}/p{path['path']}/t{number}"
+            tests.append(test)
+    counts["tests"] = len(tests)
+    return (a, b), tests, counts
+
+
+def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
+    """Tests for one path, and how enumeration ended: complete, capped_paths,
+    unknown_paths, or unrealizable_paths (no buildable initial state)."""
+    solver = z3.Solver()
+    solver.set("timeout", 60_000)
+    solver.from_string(path["smt2"])
+    terms = next(assertion.children() for assertion in solver.assertions()
+                 if z3.is_app(assertion) and assertion.decl().name() == OBSERVED)
+    observations = path["observations"]
+    kinds = observations["kinds"]
+    pattern = _pattern_terms(observations, kinds, terms)
+    tests = []
+    while len(tests) < cap:
+        answer = solver.check()
+        if answer == z3.unknown:
+            return tests, "unknown_paths"
+        if answer == z3.unsat:
+            return tests, "complete" if tests else "unrealizable_paths"
+        model = solver.model()
+        values = [_value(model.eval(term, model_completion=True)) for term in terms]
+        tests.append(_concrete_test(model_cls, ops, path, observations, kinds, values))
+        solver.add(z3.Or([term != model.eval(term, model_completion=True) for term in pattern]
+                         or [z3.BoolVal(False)]))
+    return tests, "capped_paths" if solver.check() == z3.sat else "complete"
+
+
+def _all_observations(observations):
+    for read in observations["reads"]:
+        for entry in (read["key"], read["present"], *read["leaves"].values()):
+            if entry:
+                yield entry
+    for call_args in observations["args"].values():
+        yield from call_args.values()
+    for order_results in observations["results"].values():
+        yield from _result_entries(order_results)
+
+
+def _result_entries(value):
+    if isinstance(value, dict) and "obs" in value:
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _result_entries(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _result_entries(item)
+
+
+def _value(expr):
+    return z3.is_true(expr) if z3.is_bool(expr) else expr.as_long()
+
+
+def _pattern_terms(observations, kinds, terms) -> list:
+    """Boolean terms whose values together define a test's isomorphism class."""
+    by_kind = defaultdict(list)
+    valued = []  # booleans and enums: their values are part of the pattern
+    entries = [read["key"] for read in observations["reads"] if read["key"]]
+    entries += [read["present"] for read in observations["reads"] if read["present"]]
+    entries += [leaf for read in observations["reads"] for leaf in read["leaves"].values()
+                if leaf["kind"] in ("bool", "enum")]
+    entries += [value for call_args in observations["args"].values() for value in call_args.values()]
+    for entry in entries:
+        if entry["chosen"]:
+            continue
+        const = terms[entry["obs"]]
+        info = kinds.get(entry["kind"], {"class": entry["kind"]})
+        if info["class"] in ("uninterpreted", "key"):
+            by_kind[entry["kind"]].append(const)
+        elif info["class"] in ("bool", "enum"):
+            valued.append(const)
+    terms = list(valued)
+    for kind, consts in by_kind.items():
+        if kinds[kind].get("zero"):
+            consts = consts + [z3.IntVal(0)]
+        terms += [x == y for x, y in combinations(consts, 2)]
+    return terms
+
+
+def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
+    labels = _labels(observations, kinds, values)
+
+    def label(kind, raw):
+        return labels[kind][raw] if kind in labels else raw
+
+    def concrete(entry):
+        if entry is None:
+            return None
+        if entry["chosen"]:
+            return "*"
+        return label(entry["kind"], values[entry["obs"]])
+
+    snapshot = defaultdict(dict)
+    for read in observations["reads"]:
+        if read["key"] and read["key"]["chosen"]:
+            continue  # a read where the implementation allocated: not part of the initial state
+        fields = {name: concrete(leaf) for name, leaf in read["leaves"].items()}
+        if read["key"] is None:
+            snapshot[read["map"]] = fields[""] if list(fields) == [""] else fields
+            continue
+        if read["present"] is not None:
+            fields = {"present": concrete(read["present"]), **fields}
+        snapshot[read["map"]][concrete(read["key"])] = fields
+    args = [{name: concrete(entry) for name, entry in observations["args"][call].items()} for call in "AB"]
+    results = {order: [_raw_result(result, values) for result in order_results]
+               for order, order_results in observations["results"].items()}
+    setup, calls, expect = model_cls.describe_test(list(ops), dict(snapshot), args, results, label)
+    return {"id": "", "pair": list(ops), "path": path["path"], "setup": setup, "calls": calls, "expect": expect}
+
+
+def _labels(observations, kinds, values) -> dict:
+    """Small labels for uninterpreted values: 0, 1, 2... in order of value (0 stays 0 for
+    kinds where zero is special)."""
+    raw_by_kind = defaultdict(set)
+    for entry in _all_observations(observations):
+        info = kinds.get(entry["kind"])
+        if info and info["class"] == "uninterpreted" and not entry["chosen"]:
+            raw_by_kind[entry["kind"]].add(values[entry["obs"]])
+    labels = {}
+    for kind, raws in raw_by_kind.items():
+        ordered = sorted(raws | ({0} if kinds[kind].get("zero") else set()))
+        labels[kind] = {raw: number for number, raw in enumerate(ordered)}
+    return labels
+
+
+def _raw_result(result, values):
+    if isinstance(result, dict) and "obs" in result:
+        return "*" if result["chosen"] else values[result["obs"]]
+    if isinstance(result, dict):
+        return {key: _raw_result(item, values) for key, item in result.items()}
+    if isinstance(result, list):
+        return [_raw_result(item, values) for item in result]
+    return result
+
+
+def print_summary(summary: dict):
+    console = Console()
+    table = Table(title="generated tests")
+    for column in ("pair", "tests", "commutative paths", "capped", "unrealizable", "unknown", "failed"):
+        table.add_column(column, justify="left" if column == "pair" else "right")
+    for row in summary["pairs"]:
+        table.add_row(" || ".join(row["pair"]), str(row["tests"]), str(row["commutative_paths"]),
+                      str(row["capped_paths"]), str(row["unrealizable_paths"]), str(row["unknown_paths"]),
+                      str(row["failed_paths"]))
+    console.print(table)
+    for row in summary["pairs"]:
+        for failure in row["failures"]:
+            console.print(f"[red]failed:[/red] {failure}")
+    t = summary["totals"]
+    console.print(f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
+                  f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
+                  f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, {t['failed_paths']} failed)")

@@ -1,0 +1,85 @@
+"""Kernel facts the tracer needs, learnt once per kernel image by a probe boot.
+
+The probe boot (no plugin, no tests) has the driver dump /proc/kallsyms, the kernel
+release and each CPU's per-cpu area offset (read through /proc/kcore). With ``nokaslr``
+these hold for every later boot of the same image, so they are cached by the image's
+identity. From kallsyms come the plugin's entry points: interrupt entries (accesses are
+dropped until their ``iretq``), exception entries (kept) and the context-switch routine.
+"""
+
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+from scalecheck.errors import UserError
+from scalecheck.trace.build import cache_dir
+from scalecheck.trace.vm import GuestSession
+
+PROBE_TIMEOUT = 600
+# IDT entries that are asynchronous (their accesses are not the traced call's work).
+IRQ_ENTRY = re.compile(r"^(asm_common_interrupt|asm_spurious_interrupt|asm_sysvec_\w+|asm_exc_nmi)$")
+EXC_ENTRY = re.compile(r"^asm_exc_\w+$")
+SWITCH = {"__switch_to_asm"}
+
+
+def image_key(kernel: Path) -> str:
+    st = kernel.stat()
+    ident = f"{kernel.resolve()}:{st.st_size}:{int(st.st_mtime)}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path:
+    """Directory holding facts.json, kallsyms and entries.txt for this kernel image."""
+    facts_dir = cache_dir() / "kernels" / image_key(kernel)
+    if (facts_dir / "facts.json").exists():
+        return facts_dir
+    log(f"probing kernel {kernel} once (symbols, per-cpu offsets)...")
+    facts_dir.mkdir(parents=True, exist_ok=True)
+    session = GuestSession(facts_dir / "probe", kernel, kernel_args, built["base_image"],
+                           "S facts=1\n", plugin=None, entries=None)
+    try:
+        deadline = time.monotonic() + PROBE_TIMEOUT
+        while not session.exited() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        session.stop()
+    lines = session.out_path.read_bytes().decode("utf-8", "replace").splitlines() \
+        if session.out_path.exists() else []
+    if not any(line.startswith("DONE") for line in lines):
+        tail = session.panic_message() or session.console_tail(3).replace("\n", " | ")
+        raise UserError(f"kernel {kernel} did not boot the tracer's guest ({session.exit_description()}; "
+                        f"console: {tail or 'empty'})")
+    kallsyms = session.read_block("K", "KEND")
+    release = next((l[2:] for l in lines if l.startswith("U ")), "")
+    offsets = {}
+    for line in lines:
+        if line.startswith("O "):
+            _, cpu, off = line.split()
+            offsets[cpu] = int(off, 16)
+    (facts_dir / "kallsyms").write_text(kallsyms)
+    (facts_dir / "entries.txt").write_text(entry_points(kallsyms))
+    (facts_dir / "facts.json").write_text(json.dumps(
+        {"release": release, "image": str(kernel), "percpu_offsets": offsets}, indent=1))
+    return facts_dir
+
+
+def entry_points(kallsyms: str) -> str:
+    """The plugin's entries file: `irq|exc|switch HEX` lines."""
+    out = []
+    for line in kallsyms.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or parts[1] not in "tT":
+            continue
+        addr, name = parts[0], parts[2]
+        if IRQ_ENTRY.match(name):
+            out.append(f"irq {addr}")
+        elif EXC_ENTRY.match(name):
+            out.append(f"exc {addr}")
+        elif name in SWITCH:
+            out.append(f"switch {addr}")
+    if not any(l.startswith("irq") for l in out):
+        raise UserError("kernel symbols have no interrupt entry points (asm_common_interrupt ...): "
+                        "is this an x86-64 Linux kernel of 5.8 or later?")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,335 @@
+"""``scalecheck run --target linux DIR``: runs DIR/tests.jsonl on a real Linux kernel under
+QEMU and writes per-test conflict results to DIR/trace/results.jsonl.
+
+Each VM boots with a batch of tests and runs them all; a guest panic, a hung test or a
+killed QEMU costs one test (reported as crash/timeout) and a reboot with the rest.
+Results are appended as each test finishes, so a rerun resumes where the last one stopped.
+"""
+
+import argparse
+import json
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from scalecheck.errors import UserError
+from scalecheck.trace import build, facts, outcome, testfile, vm
+from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, ResultsStore
+from scalecheck.trace.symbols import KernelSymbols
+
+BOOT_TIMEOUT = 300
+# Boots in a row that finish no test before the run gives up: the kernel or its
+# arguments cannot run the guest at all.
+MAX_FAILED_BOOTS = 3
+# Tests the guest runs once, unreported, after each boot: one-time kernel work (a CPU's
+# first use of the random pool, slab caches filling) then stays out of real runs.
+WARMUP_TESTS = 20
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "run", help="run generated tests on a real kernel and record conflicting cache lines",
+        description="Boot a stock Linux kernel under QEMU (TCG) with a tracing plugin, run each "
+        "test's two calls on two isolated vCPUs, and record the cache lines both calls touched "
+        "with at least one write. Results go to DIR/trace/results.jsonl; rerunning resumes.")
+    p.add_argument("dir", type=Path, help="directory holding tests.jsonl (from `scalecheck testgen`)")
+    p.add_argument("--target", default="linux", choices=["linux"], help="implementation to trace")
+    p.add_argument("--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*)")
+    p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
+    p.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
+    p.add_argument("--jobs", "-j", type=int, help="VMs run in parallel (default: one per two host cores)")
+    p.add_argument("--repeats", type=int, default=2, help="runs per test; a conflict counts only "
+                   "if every run shows it (default 2)")
+    p.add_argument("--limit", type=int, help="trace only the first N matching tests")
+    p.add_argument("--ops", help="comma-separated ops: trace only tests whose calls all use them")
+    p.add_argument("--fs", default="tmpfs", choices=["tmpfs", "ramfs"], help="file system the "
+                   "tests' files live on")
+    p.add_argument("--granularity", default="line", choices=["line", "bytes"],
+                   help="conflict on shared cache lines, or only on overlapping bytes")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds one call may take (default 5)")
+    p.add_argument("--batch", type=int, default=2000, help="tests per boot (default 2000)")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    summary = run_tests(args.dir, target=args.target, kernel=args.kernel, kernel_args=args.kernel_args,
+                        jobs=args.jobs, repeats=args.repeats, limit=args.limit, ops=args.ops,
+                        vmlinux=args.vmlinux, fs=args.fs, granularity=args.granularity,
+                        timeout=args.timeout, batch=args.batch, quiet=args.json)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"{summary['finished']} tests finished ({summary['skipped_already_done']} already done): "
+              f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting, "
+              f"{summary['mismatch']} mismatch, {summary['error']} error, {summary['timeout']} timeout, "
+              f"{summary['crash']} crash; {summary['boots']} boots, {summary['seconds']:.0f} s, "
+              f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}")
+    return 0
+
+
+def _select(tests, limit, ops):
+    if ops:
+        wanted = {o.strip() for o in ops.split(",") if o.strip()}
+        unknown = wanted - set(testfile.OP_ARGS)
+        if unknown:
+            raise UserError(f"--ops: unknown op(s) {', '.join(sorted(unknown))}")
+        tests = [t for t in tests if set(t.pair) <= wanted]
+    return tests[:limit] if limit is not None else tests
+
+
+def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, repeats=2,
+              limit=None, ops=None, vmlinux=None, fs="tmpfs", granularity="line", timeout=5.0,
+              batch=2000, quiet=True, on_vm_start=None) -> dict:
+    """Runs DIR/tests.jsonl (or the selected part) and returns the run summary.
+
+    ``on_vm_start(session)`` is called after each boot starts (used by tests that kill a VM).
+    """
+    out_dir = Path(out_dir)
+    if target != "linux":
+        raise UserError(f"unknown target {target!r} (only 'linux')")
+    if repeats < 1:
+        raise UserError("--repeats must be at least 1")
+    if repeats > 100:
+        raise UserError("--repeats is at most 100")
+    _, tests = testfile.read_tests(out_dir / "tests.jsonl")
+    kernel = vm.check_kernel(Path(kernel)) if kernel else vm.default_kernel()
+    if vmlinux and not Path(vmlinux).is_file():
+        raise UserError(f"--vmlinux {vmlinux} does not exist")
+    vm.qemu_binary()
+    selected = _select(tests, limit, ops)
+    log = (lambda *a: None) if quiet else print
+    built = build.ensure_built()
+    facts_dir = facts.kernel_facts(kernel, kernel_args, built, log)
+    kfacts = json.loads((facts_dir / "facts.json").read_text())
+    symbols = KernelSymbols.load(facts_dir, Path(vmlinux) if vmlinux else None)
+
+    trace_dir = out_dir / "trace"
+    header = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "target": target,
+              "kernel": {"release": kfacts["release"], "image": str(kernel),
+                         "args": vm.kernel_command_line(kernel_args)},
+              "tests": "tests.jsonl", "repeats": repeats, "granularity": granularity, "fs": fs,
+              "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    store = ResultsStore(trace_dir / "results.jsonl", header)
+    pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
+    counts = {"finished": 0, "boots": 0}
+    started = time.monotonic()
+    jobs = max(1, jobs or (os.cpu_count() or 2) // 2)
+    jobs = min(jobs, max(1, len(pending)))
+    config = _RunConfig(kernel=kernel, kernel_args=kernel_args, built=built,
+                        entries=facts_dir / "entries.txt", symbols=symbols, repeats=repeats,
+                        fs=fs, granularity=granularity, timeout=timeout, batch=batch,
+                        store=store, on_vm_start=on_vm_start, trace_dir=trace_dir)
+    progress = Progress(TextColumn("[bold]tracing"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), disable=quiet)
+    try:
+        with progress:
+            task = progress.add_task("trace", total=len(pending), status="")
+            config.on_record = lambda rec: progress.update(
+                task, advance=1, status=_status_line(store.finished.values()))
+            workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
+            threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
+            for th in threads:
+                th.start()
+            for th in threads:
+                while th.is_alive():
+                    th.join(0.2)
+        errors = [w.error for w in workers if w.error]
+        if errors:
+            raise errors[0]
+        counts["boots"] = sum(w.boots for w in workers)
+    except KeyboardInterrupt:
+        config.stop.set()
+        raise
+    finally:
+        config.stop.set()
+        store.close()
+    elapsed = time.monotonic() - started
+    records = [store.finished[t.id] for t in selected if t.id in store.finished]
+    finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
+    summary = _summarize(records, selected)
+    summary.update({"results": str(trace_dir / "results.jsonl"), "boots": counts["boots"],
+                    "seconds": round(elapsed, 1), "finished": finished_now,
+                    "skipped_already_done": len(selected) - len(pending),
+                    "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
+                    "kernel": header["kernel"]})
+    (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def _status_line(records) -> str:
+    by = {}
+    for r in records:
+        by[r["status"]] = by.get(r["status"], 0) + 1
+    return " ".join(f"{k}={v}" for k, v in sorted(by.items()))
+
+
+def _summarize(records, selected) -> dict:
+    status = {s: 0 for s in ("ok", "mismatch", "timeout", "crash", "error")}
+    for r in records:
+        status[r["status"]] = status.get(r["status"], 0) + 1
+    traced = [r for r in records if r["status"] in ("ok", "mismatch")]
+    groups = {}
+    for r in traced:
+        for g in r.get("site_pairs", []):
+            key = (g["a"], g["b"])
+            entry = groups.setdefault(key, {"a": g["a"], "b": g["b"], "tests": 0, "lines": 0})
+            entry["tests"] += 1
+            entry["lines"] += g["lines"]
+    return {
+        "tests": len(selected), "recorded": len(records), **status,
+        "conflict_free": sum(1 for r in traced if r["conflict_free"]),
+        "conflicting": sum(1 for r in traced if not r["conflict_free"]),
+        "repeat_agreement": round(sum(1 for r in traced if r["agree"]) / len(traced), 4) if traced else None,
+        "ctxswitch_tests": sum(1 for r in traced if r["noise"]["ctxswitch"]),
+        "site_pairs": sorted(groups.values(), key=lambda g: -g["tests"])[:50],
+    }
+
+
+class _RunConfig:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+        self.stop = threading.Event()
+        self.on_record = lambda rec: None
+
+
+class _VmWorker:
+    """Runs its share of the tests in one VM at a time, rebooting after a crash or hang."""
+
+    def __init__(self, config: _RunConfig, pending: list, number: int):
+        self.config = config
+        self.pending = pending
+        self.workdir = config.trace_dir / f"vm{number}"
+        self.boots = 0
+        self.error = None
+
+    def run(self):
+        try:
+            failed_boots = 0
+            while self.pending and not self.config.stop.is_set():
+                batch = self.pending[: self.config.batch]
+                done = self._boot_and_run(batch)
+                self.boots += 1
+                failed_boots = 0 if done else failed_boots + 1
+                if failed_boots >= MAX_FAILED_BOOTS:
+                    raise UserError(f"{MAX_FAILED_BOOTS} boots in a row finished no test; see "
+                                    f"{self.workdir / 'console.log'}")
+                self.pending = [p for p in self.pending if p[1].id not in done]
+        except BaseException as err:  # reported by the main thread
+            self.error = err
+
+    def _record(self, done: set, record: dict):
+        self.config.store.append(record)
+        done.add(record["id"])
+        self.config.on_record(record)
+
+    def _batch_text(self, batch, done):
+        c = self.config
+        parts = [f"S repeats={c.repeats} timeout_ms={int(c.timeout * 1000)} fs={c.fs} "
+                 f"warmup={min(WARMUP_TESTS, len(batch))}\n"]
+        runnable = {}
+        for index, test in batch:
+            try:
+                parts.append(testfile.render(test, index))
+                runnable[index] = test
+            except testfile.UnsupportedTest as why:
+                self._record(done, outcome.base_record(test, "error", str(why)))
+        return "".join(parts), runnable
+
+    def _boot_and_run(self, batch):
+        """One boot; returns the ids it finished."""
+        c = self.config
+        done = set()
+        text, runnable = self._batch_text(batch, done)
+        if not runnable:
+            return done
+        session = vm.GuestSession(self.workdir, c.kernel, c.kernel_args, c.built["base_image"], text,
+                                  c.built["plugin"], c.entries)
+        if c.on_vm_start:
+            c.on_vm_start(session)
+        regions, current, ready, finished = {}, None, False, False
+        last_progress = time.monotonic()
+        # A call may take `timeout` in the guest, its setup as long again; beyond that
+        # without a word the whole guest is stuck.
+        stall_limit = 3 * c.timeout + 30
+        try:
+            while not c.stop.is_set():
+                exited = session.exited()
+                lines, new_regions = session.poll()
+                for region in new_regions:
+                    if not outcome.is_warmup(region.tag):
+                        regions[region.tag] = region
+                if lines:
+                    last_progress = time.monotonic()
+                for line in lines:
+                    kind, _, rest = line.partition(" ")
+                    if kind == "READY":
+                        ready = True
+                    elif kind in ("B", "W"):
+                        # "W": a warm-up run, whose results are not reported; should it
+                        # crash or hang the guest, the test it ran gets the blame.
+                        current = self._close(current, regions, done)
+                        index = int(rest)
+                        current = outcome.TestProgress(runnable[index], index) if index in runnable else None
+                    elif kind in ("R", "X", "H") and current is not None:
+                        index, rep, payload = _split_report(rest)
+                        if kind == "R":
+                            res_a, _, res_b = payload.partition(" ")
+                            current.repeats[rep] = ("R", res_a, res_b)
+                        else:
+                            current.repeats[rep] = (kind, payload)
+                        if current.complete(c.repeats):
+                            current = self._close(current, regions, done)
+                    elif kind == "DONE":
+                        current = self._close(current, regions, done)
+                        finished = True
+                    elif kind == "F":
+                        raise UserError(f"guest driver failed: {rest}")
+                if finished:
+                    break
+                if exited:
+                    self._fail(current, done, "crash", session.panic_message() or session.exit_description())
+                    break
+                stalled = time.monotonic() - last_progress
+                if (not ready and time.monotonic() - session.started > BOOT_TIMEOUT) or \
+                        (ready and stalled > stall_limit):
+                    self._fail(current, done, "timeout",
+                               f"no progress from the guest for {stalled:.0f} s; VM killed and rebooted")
+                    break
+                time.sleep(0.05)
+        finally:
+            session.stop()
+        return done
+
+    def _close(self, current, regions, done):
+        if current is None or current.test.id in done:
+            return None
+        if not current.complete(self.config.repeats):
+            return current
+        record = outcome.finish(current, regions, self.config.symbols, self.config.repeats,
+                                self.config.granularity)
+        self._record(done, record)
+        for rep in range(self.config.repeats):
+            for side in (0, 1):
+                regions.pop(outcome.tag(current.index, rep, side), None)
+        return None
+
+    def _fail(self, current, done, status, detail):
+        if current is None or current.test.id in done:
+            return
+        record = outcome.base_record(current.test, status, detail)
+        self._record(done, record)
+        crash_log = self.config.trace_dir / "crashes" / (current.test.id.replace("/", "_") + ".log")
+        crash_log.parent.mkdir(parents=True, exist_ok=True)
+        console = self.workdir / "console.log"
+        if console.exists():
+            crash_log.write_bytes(console.read_bytes())
+
+
+def _split_report(rest):
+    index, rep, payload = (rest.split(" ", 2) + ["", ""])[:3]
+    return int(index), int(rep), payload

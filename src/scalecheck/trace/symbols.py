@@ -1,0 +1,117 @@
+"""Names kernel PCs and classifies data addresses, from the guest's own /proc/kallsyms.
+
+The guest runs with ``nokaslr``, so the addresses it reports once (in a probe boot) stay
+valid for every later boot of the same kernel image. With a debug vmlinux, PCs also get
+file:line (through binutils' addr2line).
+"""
+
+import bisect
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+# x86-64 kernel memory layout with 4-level paging and no KASLR (Documentation/x86/x86_64/mm.rst).
+USER_END = 0x0000_8000_0000_0000
+DIRECT_MAP = (0xFFFF_8880_0000_0000, 0xFFFF_C880_0000_0000)
+VMALLOC = (0xFFFF_C900_0000_0000, 0xFFFF_E900_0000_0000)
+VMEMMAP = (0xFFFF_EA00_0000_0000, 0xFFFF_EB00_0000_0000)
+KERNEL_IMAGE = (0xFFFF_FFFF_8000_0000, 0xFFFF_FFFF_A000_0000)
+TEXT_TYPES = set("tTwW")
+DATA_TYPES = set("dDbBrRvV")
+
+
+class KernelSymbols:
+    def __init__(self, kallsyms_text: str, percpu_offsets: dict, vmlinux: Path | None = None):
+        symbols = []
+        for line in kallsyms_text.splitlines():
+            parts = line.split()
+            # Module symbols ("[mod]") are left out: the harness loads no modules.
+            if len(parts) == 3:
+                try:
+                    symbols.append((int(parts[0], 16), parts[1], parts[2]))
+                except ValueError:
+                    continue
+        by_name = {name: addr for addr, _, name in symbols}
+        # Per-cpu variables are listed as absolute ("A") offsets into the per-cpu area.
+        self.percpu_size = by_name.get("__per_cpu_end", 0)
+        self._text = _SortedNames([(a, n) for a, k, n in symbols if k in TEXT_TYPES])
+        self._data = _SortedNames([(a, n) for a, k, n in symbols
+                                   if k in DATA_TYPES and KERNEL_IMAGE[0] <= a < KERNEL_IMAGE[1]])
+        self._percpu = _SortedNames([(a, n) for a, k, n in symbols
+                                     if k == "A" and a < self.percpu_size])
+        self.percpu_offsets = {int(cpu): off for cpu, off in percpu_offsets.items()}
+        self._addr2line = _Addr2Line(vmlinux) if vmlinux else None
+        self._pc_names = {}
+
+    def pc_name(self, pc: int) -> str:
+        name = self._pc_names.get(pc)
+        if name is None:
+            name = self._text.describe(pc) or hex(pc)
+            if self._addr2line:
+                where = self._addr2line.lookup(pc)
+                if where:
+                    name = f"{name} ({where})"
+            self._pc_names[pc] = name
+        return name
+
+    def function(self, pc: int) -> str:
+        """The bare function name (for grouping conflicts by code site)."""
+        return self.pc_name(pc).split("+")[0].split(" ")[0]
+
+    def classify(self, vaddr: int):
+        """(kind, data_symbol) of a data address; kinds as in docs/format-results.md."""
+        if vaddr < USER_END:
+            return "user", ""
+        if KERNEL_IMAGE[0] <= vaddr < KERNEL_IMAGE[1]:
+            return "static", self._data.describe(vaddr) or ""
+        for cpu, base in sorted(self.percpu_offsets.items()):
+            if self.percpu_size and base <= vaddr < base + self.percpu_size:
+                return "percpu", f"{self._percpu.describe(vaddr - base) or hex(vaddr - base)} [cpu{cpu}]"
+        if VMEMMAP[0] <= vaddr < VMEMMAP[1]:
+            return "heap", "struct page"
+        if DIRECT_MAP[0] <= vaddr < DIRECT_MAP[1] or VMALLOC[0] <= vaddr < VMALLOC[1]:
+            return "heap", ""
+        return "unknown", ""
+
+    @classmethod
+    def load(cls, facts_dir: Path, vmlinux: Path | None = None) -> "KernelSymbols":
+        facts = json.loads((facts_dir / "facts.json").read_text())
+        kallsyms = (facts_dir / "kallsyms").read_text(errors="replace")
+        return cls(kallsyms, facts.get("percpu_offsets", {}), vmlinux)
+
+
+class _SortedNames:
+    def __init__(self, pairs):
+        pairs.sort()
+        self._addrs = [a for a, _ in pairs]
+        self._names = [n for _, n in pairs]
+
+    def describe(self, addr: int) -> str | None:
+        i = bisect.bisect_right(self._addrs, addr) - 1
+        if i < 0:
+            return None
+        offset = addr - self._addrs[i]
+        # Beyond 1 MiB from the nearest symbol the name would be a guess.
+        if offset > 1 << 20:
+            return None
+        return f"{self._names[i]}+{offset:#x}" if offset else self._names[i]
+
+
+class _Addr2Line:
+    """One long-lived addr2line process answering PC -> file:line."""
+
+    def __init__(self, vmlinux: Path):
+        tool = shutil.which("addr2line")
+        self._proc = None
+        if tool:
+            self._proc = subprocess.Popen([tool, "-e", str(vmlinux)], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def lookup(self, pc: int) -> str:
+        if not self._proc:
+            return ""
+        self._proc.stdin.write(f"{pc:#x}\n")
+        self._proc.stdin.flush()
+        where = self._proc.stdout.readline().strip()
+        return "" if where.startswith("??") else where

@@ -1,0 +1,225 @@
+"""Reads ``tests.jsonl`` (docs/format-tests.md) and renders tests for the guest driver.
+
+The driver is a small static C program, so it reads a line-based rendering (one token per
+value, see docs/tracer.md) instead of JSON. Everything the driver cannot express is caught
+here, per test: such a test gets status "error" with the reason, never dropped.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalecheck.errors import UserError
+
+TESTS_FORMAT = "scalecheck-tests"
+TESTS_VERSION = 1
+
+# op -> argument names in the order the driver reads them (docs/format-tests.md).
+OP_ARGS = {
+    "open": ["pn", "creat", "excl", "trunc", "anyfd"],
+    "link": ["old", "new"],
+    "unlink": ["pn"],
+    "rename": ["src", "dst"],
+    "stat": ["pn"],
+    "fstat": ["fd"],
+    "lseek": ["fd", "off", "whence"],
+    "close": ["fd"],
+    "pipe": [],
+    "read": ["fd"],
+    "write": ["fd", "byte"],
+    "pread": ["fd", "off"],
+    "pwrite": ["fd", "off", "byte"],
+    "mmap": ["anon", "writable", "fixed", "va", "fd", "off"],
+    "munmap": ["va"],
+    "mprotect": ["va", "writable"],
+    "memread": ["va"],
+    "memwrite": ["va", "byte"],
+    # Diagnostic ops (not in the posix model): a call that never returns and one that
+    # crashes the guest kernel, to exercise the runner's recovery on a real VM.
+    "_hang": [],
+    "_panic": [],
+}
+NAME_ARGS = {"pn", "old", "new", "src", "dst"}
+# The driver's fixed table sizes (tracer/guest/driver.c).
+LIMITS = {"names": 16, "inodes": 16, "units": 16, "pipes": 8, "fds": 32, "maps": 16}
+
+
+@dataclass
+class Test:
+    id: str
+    pair: list
+    raw: dict
+
+
+class UnsupportedTest(Exception):
+    """A well-formed test the guest driver cannot build; reported as status "error"."""
+
+
+def read_tests(path: Path):
+    """Returns (header, [Test]); raises UserError on a file that is not a tests file."""
+    if not path.is_file():
+        raise UserError(f"no test file at {path} (run `scalecheck testgen` first)")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    if not lines:
+        raise UserError(f"{path} is empty")
+    header = _json_line(path, 1, lines[0])
+    if header.get("format") != TESTS_FORMAT:
+        raise UserError(f"{path}: not a scalecheck tests file (format {header.get('format')!r}, "
+                        f"expected {TESTS_FORMAT!r})")
+    if header.get("version") != TESTS_VERSION:
+        raise UserError(f"{path}: tests format version {header.get('version')!r}; this scalecheck "
+                        f"reads version {TESTS_VERSION}")
+    tests, seen = [], set()
+    for number, text in enumerate(lines[1:], start=2):
+        if not text.strip():
+            continue
+        obj = _json_line(path, number, text)
+        test_id = obj.get("id")
+        calls = obj.get("calls")
+        if not isinstance(test_id, str) or not isinstance(calls, list) or "setup" not in obj:
+            raise UserError(f"{path}:{number}: a test needs \"id\", \"setup\" and \"calls\"")
+        if test_id in seen:
+            raise UserError(f"{path}:{number}: duplicate test id {test_id!r}")
+        seen.add(test_id)
+        pair = obj.get("pair") or [c.get("op") for c in calls if isinstance(c, dict)]
+        tests.append(Test(test_id, pair, obj))
+    return header, tests
+
+
+def _json_line(path, number, text):
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"{path}:{number}: expected a JSON object")
+    return obj
+
+
+def _int(value, what):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            pass
+    raise UnsupportedTest(f"{what} must be an integer, got {value!r}")
+
+
+def _name(value, what):
+    if not isinstance(value, str) or not value or any(c in value for c in " \t\n/"):
+        raise UnsupportedTest(f"{what} must be a plain file name, got {value!r}")
+    return value
+
+
+def _limit(items, kind):
+    if len(items) > LIMITS[kind]:
+        raise UnsupportedTest(f"setup has {len(items)} {kind}; the driver handles {LIMITS[kind]}")
+    return items
+
+
+def render(test: Test, index: int) -> str:
+    """The driver's line-based form of one test; raises UnsupportedTest."""
+    raw = test.raw
+    if raw.get("model", "posix") != "posix":
+        raise UnsupportedTest(f"model {raw.get('model')!r} has no Linux mapping (only posix)")
+    setup = raw["setup"]
+    if not isinstance(setup, dict):
+        raise UnsupportedTest("setup must be an object")
+    lines = [f"T {index}"]
+    inodes = _limit(setup.get("inodes", []), "inodes")
+    for name, inode in _limit(list(setup.get("files", {}).items()), "names"):
+        inode = _int(inode, f"files[{name}]")
+        if not 0 <= inode < len(inodes):
+            raise UnsupportedTest(f"file {name} names missing inode {inode}")
+        lines.append(f"F {_name(name, 'file name')} {inode}")
+    for i, inode in enumerate(inodes):
+        data = [_int(b, f"inode {i} data") & 0xFF for b in _limit(inode.get("data", []), "units")]
+        lines.append(" ".join(map(str, ["I", i, _int(inode.get("nlink", 1), "nlink"), len(data), *data])))
+    pipes = _limit(setup.get("pipes", []), "pipes")
+    for i, pipe in enumerate(pipes):
+        data = [_int(b, f"pipe {i} data") & 0xFF for b in _limit(pipe.get("data", []), "units")]
+        lines.append(" ".join(map(str, ["P", i, len(data), *data])))
+    procs = setup.get("procs", [])
+    if len(procs) > 2:
+        raise UnsupportedTest(f"setup has {len(procs)} processes; the model has two")
+    nfds = nmaps = 0
+    for p, proc in enumerate(procs):
+        for fd, desc in proc.get("fds", {}).items():
+            fd = _int(fd, "fd")
+            nfds += 1
+            if "pipe" in desc:
+                pipe = _int(desc["pipe"], "pipe")
+                if not 0 <= pipe < len(pipes) or desc.get("end") not in ("r", "w"):
+                    raise UnsupportedTest(f"proc {p} fd {fd}: bad pipe end {desc}")
+                lines.append(f"D {p} {fd} pipe {pipe} {desc['end']}")
+            else:
+                inode = _int(desc.get("file"), f"proc {p} fd {fd} file")
+                if not 0 <= inode < len(inodes):
+                    raise UnsupportedTest(f"proc {p} fd {fd}: missing inode {inode}")
+                lines.append(f"D {p} {fd} file {inode} {_int(desc.get('off', 0), 'off')}")
+        for va, desc in proc.get("maps", {}).items():
+            va = _int(va, "mapping address")
+            nmaps += 1
+            writable = int(bool(desc.get("writable")))
+            if desc.get("anon"):
+                lines.append(f"M {p} {va:#x} anon {writable} {_int(desc.get('data', 0), 'data') & 0xFF}")
+            else:
+                inode = _int(desc.get("file"), f"proc {p} map {va:#x} file")
+                if not 0 <= inode < len(inodes):
+                    raise UnsupportedTest(f"proc {p} map {va:#x}: missing inode {inode}")
+                lines.append(f"M {p} {va:#x} file {writable} {inode} {_int(desc.get('off', 0), 'off')}")
+    if nfds > LIMITS["fds"] or nmaps > LIMITS["maps"]:
+        raise UnsupportedTest("setup has more fds or mappings than the driver handles")
+    calls = raw["calls"]
+    if len(calls) != 2:
+        raise UnsupportedTest(f"a test needs exactly two calls, this one has {len(calls)}")
+    for side, call in enumerate(calls):
+        op = call.get("op")
+        if op not in OP_ARGS:
+            raise UnsupportedTest(f"call {'AB'[side]}: unknown op {op!r}")
+        args = call.get("args", {})
+        proc = _int(call.get("proc", side), "proc")
+        if proc not in (0, 1):
+            raise UnsupportedTest(f"call {'AB'[side]}: proc must be 0 or 1")
+        tokens = []
+        for arg in OP_ARGS[op]:
+            if arg not in args:
+                # mmap's va only matters with fixed; any other missing argument is an error.
+                if op == "mmap" and arg in ("va", "fd", "off"):
+                    tokens.append("0")
+                    continue
+                raise UnsupportedTest(f"call {'AB'[side]} ({op}): missing argument {arg!r}")
+            value = args[arg]
+            tokens.append(_name(value, arg) if arg in NAME_ARGS else str(_int(value, arg)))
+        lines.append(" ".join(["C", str(side), str(proc), op, *tokens]))
+    lines.append("E")
+    return "\n".join(lines) + "\n"
+
+
+def result_matches(actual, expected) -> bool:
+    """Structural equality where an expected "*" matches anything."""
+    if expected == "*":
+        return True
+    if isinstance(expected, dict):
+        return (isinstance(actual, dict) and actual.keys() == expected.keys()
+                and all(result_matches(actual[k], expected[k]) for k in expected))
+    if isinstance(expected, list):
+        return (isinstance(actual, list) and len(actual) == len(expected)
+                and all(result_matches(a, e) for a, e in zip(actual, expected)))
+    return actual == expected
+
+
+def check_results(test: Test, results_a, results_b):
+    """Returns the order ("ab" or "ba") whose expected results match, or None."""
+    expect = test.raw.get("expect") or {}
+    for order in ("ab", "ba"):
+        want = expect.get(order)
+        if isinstance(want, list) and len(want) == 2 and \
+                result_matches(results_a, want[0]) and result_matches(results_b, want[1]):
+            return order
+    return None

@@ -1,0 +1,103 @@
+"""The path explorer on small programs whose path counts are known."""
+
+import z3
+
+from scalecheck.engine import explore
+
+
+def paths_of(program):
+    return [(path, outcome) for path, outcome in explore.explore(program)]
+
+
+def test_straight_line_code_has_one_path():
+    x = z3.Int("x")
+    assert len(paths_of(lambda path: x + 1)) == 1
+
+
+def test_nested_branches_give_one_path_per_feasible_leaf():
+    x = z3.Int("x")
+
+    def program(path):
+        if x > 0:
+            if x > 5:
+                return "big"
+            return "small"
+        return "non-positive"
+
+    outcomes = sorted(outcome for _, outcome in paths_of(program))
+    assert outcomes == ["big", "non-positive", "small"]
+
+
+def test_infeasible_branches_are_not_explored():
+    x = z3.Int("x")
+
+    def program(path):
+        if x > 0:
+            if x < 0:  # contradicts the branch above
+                return "impossible"
+            return "positive"
+        return "other"
+
+    outcomes = sorted(outcome for _, outcome in paths_of(program))
+    assert outcomes == ["other", "positive"]
+
+
+def test_assumptions_prune_paths():
+    x = z3.Int("x")
+
+    def program(path):
+        path.assume(x == 3)
+        return "three" if x == 3 else "not three"
+
+    assert [outcome for _, outcome in paths_of(program)] == ["three"]
+
+
+def test_independent_branches_multiply():
+    a, b, c = z3.Bools("a b c")
+
+    def program(path):
+        return (bool(a), bool(b), bool(c))
+
+    outcomes = {outcome for _, outcome in paths_of(program)}
+    assert len(outcomes) == 8
+
+
+def test_path_conditions_are_recorded():
+    x = z3.Int("x")
+
+    def program(path):
+        return "pos" if x > 0 else "neg"
+
+    for path, outcome in paths_of(program):
+        solver = z3.Solver()
+        solver.add(path.decisions)
+        solver.add(x > 0 if outcome == "neg" else x <= 0)
+        assert solver.check() == z3.unsat  # the condition pins down the outcome
+
+
+def test_model_errors_are_reported_as_outcomes_not_dropped():
+    x = z3.Int("x")
+
+    def program(path):
+        if x > 0:
+            raise explore.ModelError("bad path")
+        return "fine"
+
+    outcomes = [outcome for _, outcome in paths_of(program)]
+    assert len(outcomes) == 2
+    assert any(isinstance(outcome, explore.ModelError) for outcome in outcomes)
+
+
+def test_unknown_answers_are_flagged_on_the_path():
+    # Nonlinear integer arithmetic with a 1 ms budget makes Z3 give up.
+    x, y, z = z3.Ints("x y z")
+
+    def program(path):
+        if x * x * x + y * y * y == z * z * z + 33:
+            return "cube sum"
+        return "other"
+
+    results = list(explore.explore(program, solver_timeout_ms=1))
+    assert results, "paths must still be explored when the solver gives up"
+    assert all(path.unknown for path, _ in results)
+    assert explore.explore.last_stats.unknown_checks > 0

@@ -1,0 +1,118 @@
+"""The analyze and testgen commands as a user runs them: outputs, resumption, bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scalecheck.cli import main
+from scalecheck.testfile import read_tests
+
+
+def scalecheck(*args):
+    return subprocess.run([sys.executable, "-m", "scalecheck.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_every_command_has_help():
+    for command in ("analyze", "testgen", "run", "report", "pipeline", "bench"):
+        result = scalecheck(command, "--help")
+        assert result.returncode == 0, result.stderr
+        assert "usage: scalecheck" in result.stdout
+
+
+def test_counter_model_end_to_end(tmp_path):
+    assert main(["analyze", "--model", "counter", "--out", str(tmp_path), "--jobs", "1"]) == 0
+    summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
+    assert summary["totals"]["pairs"] == 6
+    assert summary["totals"]["unknown_paths"] == 0
+    assert main(["testgen", str(tmp_path), "--jobs", "1"]) == 0
+    header, tests = read_tests(tmp_path / "tests.jsonl")
+    assert header["model"] == "counter"
+    assert len(tests) == summary["totals"]["commutative_paths"]
+    assert {tuple(test["pair"]) for test in tests} >= {("dec", "iszero"), ("iszero", "iszero")}
+    dec_iszero = [t for t in tests if t["pair"] == ["dec", "iszero"]]
+    assert all(t["setup"]["count"] != 1 for t in dec_iszero)
+
+
+def test_analysis_resumes_and_skips_finished_pairs(tmp_path):
+    assert main(["analyze", "--model", "counter", "--out", str(tmp_path), "--jobs", "1"]) == 0
+    pair = tmp_path / "analysis" / "pairs" / "inc-dec.json"
+    pair.unlink()
+    finished = tmp_path / "analysis" / "pairs" / "dec-dec.json"
+    before = finished.stat().st_mtime_ns
+    assert main(["analyze", "--model", "counter", "--out", str(tmp_path), "--jobs", "1"]) == 0
+    assert pair.exists()
+    assert finished.stat().st_mtime_ns == before
+
+
+def test_user_model_file(tmp_path):
+    model = tmp_path / "flag.py"
+    model.write_text(
+        "from scalecheck.model import Bool, Model, ok, operation\n"
+        "class Flag(Model):\n"
+        "    def __init__(self):\n"
+        "        self.up = Bool().any()\n"
+        "    @operation()\n"
+        "    def set(self):\n"
+        "        self.up = True\n"
+        "        return ok()\n"
+        "    @operation()\n"
+        "    def get(self):\n"
+        "        return ok(self.up)\n")
+    assert main(["analyze", "--model", str(model), "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0
+    summary = json.loads((tmp_path / "out" / "analysis" / "summary.json").read_text())
+    by_pair = {tuple(row["pair"]): row for row in summary["pairs"]}
+    assert by_pair[("set", "get")]["noncommutative_paths"] == 1  # get sees the flag change when it was down
+    assert by_pair[("set", "set")]["noncommutative_paths"] == 0
+
+
+def test_model_with_syntax_error_gives_one_line_error(tmp_path):
+    model = tmp_path / "broken.py"
+    model.write_text("class Broken(Model:\n    pass\n")
+    result = scalecheck("analyze", "--model", model, "--out", tmp_path / "out")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "syntax error at line 1" in result.stderr
+
+
+def test_unknown_operation_gives_one_line_error(tmp_path):
+    result = scalecheck("analyze", "--model", "counter", "--ops", "inc,frobnicate", "--out", tmp_path)
+    assert result.returncode == 2
+    assert "unknown operation 'frobnicate'" in result.stderr and "inc, dec, iszero" in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+
+
+def test_unknown_model_gives_one_line_error(tmp_path):
+    result = scalecheck("analyze", "--model", "nosuchmodel", "--out", tmp_path)
+    assert result.returncode == 2 and "unknown model" in result.stderr
+
+
+def test_unwritable_output_directory_gives_one_line_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = scalecheck("analyze", "--model", "counter", "--out", blocker / "out")
+    assert result.returncode == 2
+    assert "cannot write output directory" in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+
+
+def test_testgen_without_analysis_gives_one_line_error(tmp_path):
+    result = scalecheck("testgen", tmp_path)
+    assert result.returncode == 2 and "holds no analysis" in result.stderr
+
+
+def test_test_file_round_trip_and_version_check(tmp_path):
+    assert main(["analyze", "--model", "rename", "--out", str(tmp_path), "--jobs", "1"]) == 0
+    assert main(["testgen", str(tmp_path), "--jobs", "1"]) == 0
+    header, tests = read_tests(tmp_path / "tests.jsonl")
+    assert header["format"] == "scalecheck-tests" and header["version"] == 1
+    ids = [test["id"] for test in tests]
+    assert len(ids) == len(set(ids))
+    lines = (tmp_path / "tests.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines[1:]] == tests
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text(json.dumps({**header, "version": 99}) + "\n" + "\n".join(lines[1:]) + "\n")
+    with pytest.raises(Exception, match="version 99"):
+        read_tests(newer)

@@ -1,0 +1,335 @@
+//! scalecheck conflict tracer: a QEMU TCG plugin (plugin API v1, QEMU 7.2).
+//!
+//! The guest driver brackets each traced system call with marker instructions
+//! (`nopl MAGIC(%rax)`, recognised here from their bytes at translation time). Between a
+//! vCPU's start and end marker, every memory access made by kernel code on that vCPU is
+//! folded into a per-region table of physical cache lines (bytes read and written, and the
+//! PCs that touched the line). Accesses made inside interrupt handlers are dropped; a
+//! region during which the vCPU entered the context-switch routine is flagged. At the end
+//! marker the region is appended to a compact binary file (format in docs/tracer.md).
+//!
+//! Plugin arguments: `out=PATH` (binary output), `entries=PATH` (optional: kernel entry
+//! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 8).
+
+use qemu_plugin::install::{Args, Info, Value};
+use qemu_plugin::plugin::{HasCallbacks, Register};
+use qemu_plugin::{register, MemRW, MemoryInfo, PluginId, Result, TranslationBlock, VCPUIndex};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// `nopl disp32(%rax)` = 0f 1f 80 + disp32: a 7-byte NOP carrying a 32-bit magic.
+const NOPL_DISP32: [u8; 3] = [0x0f, 0x1f, 0x80];
+const MARK_START: u32 = 0x5c5c_0001;
+const MARK_END: u32 = 0x5c5c_0002;
+const MARK_TAG0: u32 = 0x5c5c_0010;
+const MARK_TAG1: u32 = 0x5c5c_0011;
+const IRETQ: [u8; 2] = [0x48, 0xcf];
+/// Kernel code lives in the upper half of the x86-64 address space.
+const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
+const LINE: u64 = 64;
+const MAX_VCPUS: usize = 64;
+/// Deeper than any real nesting of interrupts/exceptions: the stack must have lost track.
+const MAX_ENTRY_DEPTH: usize = 32;
+
+const FILE_MAGIC: &[u8; 8] = b"SCTRACE1";
+const REGION_MAGIC: u32 = 0x4e47_4552; // "REGN"
+const FLAG_CTXSWITCH: u32 = 1;
+const FLAG_RESTARTED: u32 = 2;
+const FLAG_PCS_TRUNCATED: u32 = 4;
+
+#[derive(Default)]
+struct LineInfo {
+    first_vaddr: u64,
+    read_mask: u64,
+    write_mask: u64,
+    /// (pc, wrote) pairs in first-seen order.
+    pcs: Vec<(u64, bool)>,
+}
+
+#[derive(Default)]
+struct Region {
+    tag: u32,
+    flags: u32,
+    accesses: u64,
+    dropped_in_interrupts: u64,
+    interrupts: u32,
+    lines: HashMap<u64, LineInfo>,
+}
+
+#[derive(Default)]
+struct Vcpu {
+    building_tag: u32,
+    /// One entry per IDT entry in progress: true = interrupt (drop), false = exception (keep).
+    entries: Vec<bool>,
+    region: Option<Region>,
+}
+
+impl Vcpu {
+    fn in_interrupt(&self) -> bool {
+        self.entries.iter().any(|&is_irq| is_irq)
+    }
+}
+
+struct Tracer {
+    /// Fast check on the hot path: is a region open on this vCPU?
+    active: Vec<AtomicBool>,
+    vcpus: Vec<Mutex<Vcpu>>,
+    out: Mutex<BufWriter<File>>,
+    irq_entries: Vec<u64>,
+    exc_entries: Vec<u64>,
+    switch_entries: Vec<u64>,
+    max_pcs: usize,
+}
+
+static TRACER: OnceLock<Tracer> = OnceLock::new();
+
+fn tracer() -> &'static Tracer {
+    TRACER.get().expect("tracer configured at install")
+}
+
+impl Tracer {
+    fn vcpu(&self, index: VCPUIndex) -> Option<&Mutex<Vcpu>> {
+        self.vcpus.get(index as usize)
+    }
+
+    fn on_marker(&self, index: VCPUIndex, magic: u32) {
+        let Some(cell) = self.vcpu(index) else { return };
+        let mut vcpu = cell.lock().unwrap();
+        // Markers run in user mode, so no kernel entry can be in progress on this vCPU;
+        // resetting here repairs any imbalance a context switch left behind.
+        vcpu.entries.clear();
+        match magic {
+            MARK_TAG0 | MARK_TAG1 => {
+                vcpu.building_tag = (vcpu.building_tag << 1) | u32::from(magic == MARK_TAG1);
+            }
+            MARK_START => {
+                let mut region = Region { tag: vcpu.building_tag, ..Region::default() };
+                if vcpu.region.is_some() {
+                    region.flags |= FLAG_RESTARTED;
+                }
+                vcpu.building_tag = 0;
+                vcpu.region = Some(region);
+                self.active[index as usize].store(true, Ordering::Release);
+            }
+            MARK_END => {
+                self.active[index as usize].store(false, Ordering::Release);
+                if let Some(region) = vcpu.region.take() {
+                    drop(vcpu);
+                    self.write_region(index, &region);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_kernel_entry(&self, index: VCPUIndex, is_irq: bool) {
+        let Some(cell) = self.vcpu(index) else { return };
+        let mut vcpu = cell.lock().unwrap();
+        if vcpu.entries.len() >= MAX_ENTRY_DEPTH {
+            vcpu.entries.clear();
+        }
+        vcpu.entries.push(is_irq);
+        if is_irq {
+            if let Some(region) = vcpu.region.as_mut() {
+                region.interrupts += 1;
+            }
+        }
+    }
+
+    fn on_iretq(&self, index: VCPUIndex) {
+        let Some(cell) = self.vcpu(index) else { return };
+        cell.lock().unwrap().entries.pop();
+    }
+
+    fn on_context_switch(&self, index: VCPUIndex) {
+        if !self.active.get(index as usize).is_some_and(|a| a.load(Ordering::Acquire)) {
+            return;
+        }
+        let Some(cell) = self.vcpu(index) else { return };
+        if let Some(region) = cell.lock().unwrap().region.as_mut() {
+            region.flags |= FLAG_CTXSWITCH;
+        }
+    }
+
+    fn on_kernel_access(&self, index: VCPUIndex, pc: u64, info: &MemoryInfo, vaddr: u64) {
+        if !self.active.get(index as usize).is_some_and(|a| a.load(Ordering::Acquire)) {
+            return;
+        }
+        let Some(hw) = info.hwaddr(vaddr) else { return };
+        if hw.is_io() {
+            return;
+        }
+        let paddr = hw.hwaddr();
+        let size = 1u64 << info.size_shift();
+        let store = info.is_store();
+        let Some(cell) = self.vcpu(index) else { return };
+        let mut vcpu = cell.lock().unwrap();
+        let in_interrupt = vcpu.in_interrupt();
+        let max_pcs = self.max_pcs;
+        let Some(region) = vcpu.region.as_mut() else { return };
+        if in_interrupt {
+            region.dropped_in_interrupts += 1;
+            return;
+        }
+        region.accesses += 1;
+        // An unaligned access may straddle two lines: account each part to its own line.
+        let mut start = paddr;
+        let end = paddr + size;
+        while start < end {
+            let line = start & !(LINE - 1);
+            let part_end = end.min(line + LINE);
+            let bits = part_end - start;
+            let mask = if bits == 64 { u64::MAX } else { ((1u64 << bits) - 1) << (start - line) };
+            let entry = region.lines.entry(line).or_insert_with(|| LineInfo {
+                first_vaddr: (vaddr + (start - paddr)) & !(LINE - 1),
+                ..LineInfo::default()
+            });
+            if store {
+                entry.write_mask |= mask;
+            } else {
+                entry.read_mask |= mask;
+            }
+            if let Some(seen) = entry.pcs.iter_mut().find(|(p, _)| *p == pc) {
+                seen.1 |= store;
+            } else if entry.pcs.len() < max_pcs {
+                entry.pcs.push((pc, store));
+            } else {
+                region.flags |= FLAG_PCS_TRUNCATED;
+            }
+            start = part_end;
+        }
+    }
+
+    fn write_region(&self, index: VCPUIndex, region: &Region) {
+        let mut buf = Vec::with_capacity(48 + region.lines.len() * 64);
+        for v in [REGION_MAGIC, index, region.tag, region.flags] {
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        buf.extend_from_slice(&region.accesses.to_le_bytes());
+        buf.extend_from_slice(&region.dropped_in_interrupts.to_le_bytes());
+        buf.extend_from_slice(&region.interrupts.to_le_bytes());
+        buf.extend_from_slice(&(region.lines.len() as u32).to_le_bytes());
+        let mut lines: Vec<_> = region.lines.iter().collect();
+        lines.sort_unstable_by_key(|(line, _)| **line);
+        for (line, info) in lines {
+            for v in [*line, info.first_vaddr, info.read_mask, info.write_mask] {
+                buf.extend_from_slice(&v.to_le_bytes());
+            }
+            buf.extend_from_slice(&(info.pcs.len() as u32).to_le_bytes());
+            for (pc, wrote) in &info.pcs {
+                buf.extend_from_slice(&pc.to_le_bytes());
+                buf.push(u8::from(*wrote));
+            }
+        }
+        let mut out = self.out.lock().unwrap();
+        // Flush per region: after a guest crash or a killed QEMU, every finished region
+        // is already on disk for the runner.
+        if out.write_all(&buf).and_then(|_| out.flush()).is_err() {
+            eprintln!("scalecheck-tracer: cannot write output");
+        }
+    }
+}
+
+fn parse_entries(path: &str) -> std::io::Result<(Vec<u64>, Vec<u64>, Vec<u64>)> {
+    let (mut irq, mut exc, mut switch) = (Vec::new(), Vec::new(), Vec::new());
+    for line in std::fs::read_to_string(path)?.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(kind), Some(addr)) = (words.next(), words.next()) else { continue };
+        let Ok(addr) = u64::from_str_radix(addr.trim_start_matches("0x"), 16) else { continue };
+        match kind {
+            "irq" => irq.push(addr),
+            "exc" => exc.push(addr),
+            "switch" => switch.push(addr),
+            _ => {}
+        }
+    }
+    for list in [&mut irq, &mut exc, &mut switch] {
+        list.sort_unstable();
+    }
+    Ok((irq, exc, switch))
+}
+
+fn string_arg(args: &Args, key: &str) -> Option<String> {
+    match args.parsed.get(key) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Integer(i)) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn marker_magic(bytes: &[u8]) -> Option<u32> {
+    if bytes.len() == 7 && bytes[..3] == NOPL_DISP32 {
+        let magic = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]);
+        [MARK_START, MARK_END, MARK_TAG0, MARK_TAG1].contains(&magic).then_some(magic)
+    } else {
+        None
+    }
+}
+
+struct ConflictTracer;
+
+impl Register for ConflictTracer {
+    fn register(&mut self, _id: PluginId, args: &Args, _info: &Info) -> Result<()> {
+        let out_path = string_arg(args, "out").unwrap_or_else(|| "scalecheck-trace.bin".into());
+        let mut out = BufWriter::new(File::create(&out_path).expect("cannot create trace output"));
+        out.write_all(FILE_MAGIC).and_then(|_| out.flush()).expect("cannot write trace output");
+        let (irq_entries, exc_entries, switch_entries) = match string_arg(args, "entries") {
+            Some(path) => parse_entries(&path).expect("cannot read entries file"),
+            None => Default::default(),
+        };
+        let max_pcs = match args.parsed.get("pcs") {
+            Some(Value::Integer(n)) if *n > 0 => *n as usize,
+            _ => 8,
+        };
+        let tracer = Tracer {
+            active: (0..MAX_VCPUS).map(|_| AtomicBool::new(false)).collect(),
+            vcpus: (0..MAX_VCPUS).map(|_| Mutex::new(Vcpu::default())).collect(),
+            out: Mutex::new(out),
+            irq_entries,
+            exc_entries,
+            switch_entries,
+            max_pcs,
+        };
+        if TRACER.set(tracer).is_err() {
+            panic!("scalecheck-tracer installed twice");
+        }
+        Ok(())
+    }
+}
+
+impl HasCallbacks for ConflictTracer {
+    fn on_translation_block_translate(&mut self, _id: PluginId, tb: TranslationBlock) -> Result<()> {
+        let t = tracer();
+        for insn in tb.instructions() {
+            let pc = insn.vaddr();
+            if pc < KERNEL_HALF {
+                if insn.size() == 7 {
+                    if let Some(magic) = marker_magic(&insn.data()) {
+                        insn.register_execute_callback(move |vcpu| tracer().on_marker(vcpu, magic));
+                    }
+                }
+                continue;
+            }
+            if t.irq_entries.binary_search(&pc).is_ok() {
+                insn.register_execute_callback(move |vcpu| tracer().on_kernel_entry(vcpu, true));
+            } else if t.exc_entries.binary_search(&pc).is_ok() {
+                insn.register_execute_callback(move |vcpu| tracer().on_kernel_entry(vcpu, false));
+            } else if t.switch_entries.binary_search(&pc).is_ok() {
+                insn.register_execute_callback(move |vcpu| tracer().on_context_switch(vcpu));
+            }
+            if insn.size() == 2 && insn.data() == IRETQ {
+                insn.register_execute_callback(move |vcpu| tracer().on_iretq(vcpu));
+            }
+            insn.register_memory_access_callback(
+                move |vcpu, info, vaddr| tracer().on_kernel_access(vcpu, pc, &info, vaddr),
+                MemRW::QEMU_PLUGIN_MEM_RW,
+            );
+        }
+        Ok(())
+    }
+}
+
+register!(ConflictTracer);
