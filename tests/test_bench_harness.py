@@ -184,3 +184,10 @@ def test_setup_failures_are_one_line_reasons(built, program, args, message):
     assert completed.returncode == 1
     last = completed.stderr.strip().splitlines()[-1]
     assert last.startswith(f"{program}: error: ") and message in last
+
+
+def test_more_workers_than_cpus_wrap_and_are_flagged(built):
+    cpus = sorted(os.sched_getaffinity(0))
+    result = result_of(run_program(built / "empty", "--workers", str(len(cpus) + 1), *SHORT))
+    assert result["harness"]["oversubscribed"] is True
+    assert [t["cpu"] for t in result["harness"]["topology"]] == cpus + cpus[:1]

@@ -174,9 +174,12 @@ def test_symbols_name_pcs_and_classify_data():
 
 def test_conflict_signature_ignores_heap_addresses():
     c1 = {"kind": "heap", "data_symbol": "", "line": "0xffff888000001000",
-          "a": {"pcs": ["alloc_fd+0x57"]}, "b": {"pcs": ["alloc_fd+0x57"]}}
-    c2 = dict(c1, line="0xffff888000009000")
+          "a": {"pcs": ["alloc_fd+0x57", "alloc_fd+0x13d"], "write_pcs": ["alloc_fd+0x13d"]},
+          "b": {"pcs": ["alloc_fd+0x57"], "write_pcs": []}}
+    c2 = dict(c1, line="0xffff888000009000", a={"pcs": ["alloc_fd+0x13d"], "write_pcs": ["alloc_fd+0x13d"]})
     assert outcome.signature(c1) == outcome.signature(c2)
+    c3 = dict(c1, kind="static", data_symbol="jiffies")
+    assert outcome.signature(c3) != outcome.signature(c1)
     assert outcome.tag(3, 1, 1) == (3 << 8) | 3
     assert outcome.is_warmup(outcome.tag(3, outcome.WARMUP_REP, 0))
 

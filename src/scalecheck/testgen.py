@@ -194,10 +194,12 @@ def _pattern_terms(observations, kinds, terms) -> list:
     """Boolean terms whose values together define a test's isomorphism class."""
     by_kind = defaultdict(list)
     valued = []  # booleans and enums: their values are part of the pattern
+    # Keys always count (aliasing is what tests are about); a boolean or enum of the initial
+    # state counts only where the path's condition decides on it.
     entries = [read["key"] for read in observations["reads"] if read["key"]]
-    entries += [read["present"] for read in observations["reads"] if read["present"]]
+    entries += [read["present"] for read in observations["reads"] if read["present"] and read["present"]["decided"]]
     entries += [leaf for read in observations["reads"] for leaf in read["leaves"].values()
-                if leaf["kind"] in ("bool", "enum")]
+                if leaf["kind"] in ("bool", "enum") and leaf["decided"]]
     entries += [value for call_args in observations["args"].values() for value in call_args.values()]
     for entry in entries:
         if entry["chosen"]:

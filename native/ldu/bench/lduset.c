@@ -15,7 +15,8 @@
  * shared (default 64).  Besides ops/s the JSON `extra` reports, as shares of
  * the workers' wall time in the measured window:
  *   idle_pct       neither running nor runnable, i.e. asleep in a lock: wall time
- *                  - thread CPU time - runqueue wait (/proc/thread-self/schedstat)
+ *                  - thread CPU time - runqueue wait (/proc/thread-self/schedstat);
+ *                  in a VM it also holds time the hypervisor stole
  *   preempted_pct  runnable but waiting for a CPU (other load on the machine)
  *   lock_wait_pct  inside lock acquisitions that had to block (measured by the set)
  * plus the raw sums behind them.

@@ -4,10 +4,12 @@
 #include "bench.h"
 #include "rt.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 static rt_sem **spots;
 static int nspots;
+static _Atomic int waiters_ready;
 
 static void validate(const bench_options *o)
 {
@@ -33,6 +35,15 @@ static void thread_main(int index)
      * would ever block; with it, a V usually wakes a waiter and the P then blocks. */
     int skip_post = index < nspots;
     rt_sem *spot = spots[index % nspots];
+    /* The others start once every waiter is about to wait: a poster that ran before
+     * any waiter existed would never block, and on a cooperative scheduler with one
+     * processor it would then run alone forever. */
+    if (skip_post) {
+        atomic_fetch_add(&waiters_ready, 1);
+    } else {
+        while (atomic_load(&waiters_ready) < nspots)
+            rt_yield();
+    }
     for (;;) {
         if (!skip_post)
             rt_sem_V(spot);

@@ -1,11 +1,16 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+)
 
 // churn: V then P on a random counting semaphore; the first `spots` goroutines start
 // by waiting, so that V's wake waiters and P's block (see ../c/churn.c).
 func init() {
 	var spots []semaphore
+	var waitersReady atomic.Int64
 	spotCount := func(o *options) int {
 		if o.spots > 0 {
 			return o.spots
@@ -24,6 +29,14 @@ func init() {
 			rng := seed(index)
 			skipPost := index < len(spots)
 			spot := &spots[index%len(spots)]
+			// The others start once every waiter is about to wait (see ../c/churn.c).
+			if skipPost {
+				waitersReady.Add(1)
+			} else {
+				for waitersReady.Load() < int64(len(spots)) {
+					runtime.Gosched()
+				}
+			}
 			for {
 				if !skipPost {
 					spot.V()

@@ -189,7 +189,11 @@ def _add_catalog_option(parser) -> None:
 def register(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="run the scalability benchmark suite, plot and compare results",
                                   description="Scalability benchmarks swept over core counts.")
-    bench.set_defaults(func=lambda args: (bench.print_help(), 2)[1])
+    def show_help(args) -> int:
+        bench.print_help()
+        return 2
+
+    bench.set_defaults(func=show_help)
     commands = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND",
                                     parser_class=OneLineErrorParser)
 

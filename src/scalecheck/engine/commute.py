@@ -155,7 +155,7 @@ class PathRecord:
 def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_000) -> dict:
     """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data."""
     operations = model_cls.operations()
-    started = time.monotonic()
+    started, started_cpu = time.monotonic(), time.process_time()
     records = []
 
     def program(path):
@@ -196,6 +196,7 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
     return {
         "pair": [op_a, op_b],
         "seconds": round(time.monotonic() - started, 3),
+        "cpu_seconds": round(time.process_time() - started_cpu, 3),
         "solver_checks": stats.solver_checks,
         "unknown_checks": stats.unknown_checks,
         "paths": [_path_json(record) for record in records],
@@ -305,6 +306,7 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
     terms = []
     choice_names = [f"|{name}|" for name in path.choices]
     kind_table = {}
+    decided = _subterm_ids(path.decisions)
 
     def observe(term, symtype):
         term = as_expr(term, None)
@@ -313,7 +315,8 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
             kind_table[kind] = symtype.describe()
         terms.append(term)
         text = term.sexpr()
-        return {"obs": len(terms) - 1, "kind": kind, "chosen": any(name in text for name in choice_names)}
+        return {"obs": len(terms) - 1, "kind": kind, "chosen": any(name in text for name in choice_names),
+                "decided": term.get_id() in decided}
 
     def observe_result(value):
         if isinstance(value, dict):
@@ -347,3 +350,14 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
 
 
 OBSERVED = "observed"
+
+
+def _subterm_ids(exprs) -> set:
+    """Ids of every subterm of the path's branch conditions."""
+    seen, todo = set(), list(exprs)
+    while todo:
+        node = todo.pop()
+        if node.get_id() not in seen:
+            seen.add(node.get_id())
+            todo.extend(node.children())
+    return seen

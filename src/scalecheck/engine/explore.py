@@ -225,6 +225,7 @@ def _build_base_read(map_value, key) -> tuple:
     value = symtype.value.build(iter(leaves))
     for constraint in symtype.value.invariant(value):
         constraints.append(z3.Implies(present, constraint) if present is not None else constraint)
+    constraints = [z3.And(constraints)] if constraints else []  # one solver call per read
     read = BaseRead(map_value.name, key, present, leaves, [t for _, t in leaf_specs], symtype.key,
                     [suffix for suffix, _ in leaf_specs])
     return read, constraints

@@ -296,12 +296,22 @@ class MapValue:
     def lookup(self, key) -> tuple:
         """(present, leaves) of ``key``, as expressions over the initial state."""
         key = as_expr(key, self.type.key)
-        present, leaves = explore.current().read_base(self, key)
-        for logged_key, logged_present, logged_leaves in self.log:
+        # Newest write first: a write at the very same key term hides everything older, and
+        # writes at other concrete keys cannot match; only the rest need an if-then-else.
+        undecided = []
+        for logged_key, logged_present, logged_leaves in reversed(self.log):
+            if logged_key.eq(key):
+                present, leaves = logged_present, logged_leaves
+                break
+            if not (z3.is_int_value(logged_key) and z3.is_int_value(key)):
+                undecided.append((logged_key, logged_present, logged_leaves))
+        else:
+            present, leaves = explore.current().read_base(self, key)
+        for logged_key, logged_present, logged_leaves in reversed(undecided):
             hit = logged_key == key
             present = z3.If(hit, logged_present, present)
             leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves)]
-        return z3.simplify(present) if not z3.is_true(present) else present, leaves
+        return present, leaves
 
     def __contains__(self, key):
         if not self.type.partial:

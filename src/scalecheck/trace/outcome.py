@@ -55,11 +55,14 @@ def _conflicts(region_a, region_b, symbols, granularity):
 
 
 def signature(conflict: dict) -> tuple:
-    """What identifies a conflict across repeats: the data (when it has a name) and both
-    sides' code sites. Heap addresses differ between repeats; the sites do not."""
+    """What identifies a conflict across repeats: the kind of data, its name when it has
+    one (static and per-cpu data), and the functions that wrote the line on each side.
+    Heap addresses differ between repeats, and so does which fields of an object share a
+    line (slab objects are not line-aligned), hence the exact PCs that touch it."""
     data = conflict["data_symbol"].split(" [cpu")[0] if conflict["kind"] in ("static", "percpu") else ""
-    return (conflict["kind"], data, tuple(sorted(set(conflict["a"]["pcs"]))),
-            tuple(sorted(set(conflict["b"]["pcs"]))))
+    return (conflict["kind"], data,
+            tuple(sorted({function_of(pc) for pc in conflict["a"]["write_pcs"]})),
+            tuple(sorted({function_of(pc) for pc in conflict["b"]["write_pcs"]})))
 
 
 def site_pairs(conflicts: list, symbols_function) -> list:

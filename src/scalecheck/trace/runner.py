@@ -116,7 +116,6 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
               "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     store = ResultsStore(trace_dir / "results.jsonl", header)
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
-    counts = {"finished": 0, "boots": 0}
     started = time.monotonic()
     jobs = max(1, jobs or (os.cpu_count() or 2) // 2)
     jobs = min(jobs, max(1, len(pending)))
@@ -126,33 +125,34 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
                         store=store, on_vm_start=on_vm_start, trace_dir=trace_dir)
     progress = Progress(TextColumn("[bold]tracing"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), disable=quiet)
+    workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
+    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
     try:
         with progress:
             task = progress.add_task("trace", total=len(pending), status="")
             config.on_record = lambda rec: progress.update(
                 task, advance=1, status=_status_line(store.finished.values()))
-            workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
-            threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
             for th in threads:
                 th.start()
             for th in threads:
                 while th.is_alive():
                     th.join(0.2)
-        errors = [w.error for w in workers if w.error]
-        if errors:
-            raise errors[0]
-        counts["boots"] = sum(w.boots for w in workers)
-    except KeyboardInterrupt:
-        config.stop.set()
-        raise
     finally:
+        # On Ctrl-C too: the workers stop their VMs and finish writing before the store closes.
         config.stop.set()
+        for th in threads:
+            if th.ident is not None:
+                th.join(30)
         store.close()
+    errors = [w.error for w in workers if w.error]
+    if errors:
+        raise errors[0]
+    boots = sum(w.boots for w in workers)
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
     summary = _summarize(records, selected)
-    summary.update({"results": str(trace_dir / "results.jsonl"), "boots": counts["boots"],
+    summary.update({"results": str(trace_dir / "results.jsonl"), "boots": boots,
                     "seconds": round(elapsed, 1), "finished": finished_now,
                     "skipped_already_done": len(selected) - len(pending),
                     "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,

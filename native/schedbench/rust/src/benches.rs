@@ -142,11 +142,12 @@ fn validate_spots(o: &Options) -> Result<(), String> {
 
 struct Churn {
     spots: Vec<Sem>,
+    waiters_ready: AtomicUsize,
 }
 
 impl Churn {
     fn setup(o: &Options) -> &'static dyn Bench {
-        leak(Churn { spots: semaphores(spot_count(o)) })
+        leak(Churn { spots: semaphores(spot_count(o)), waiters_ready: AtomicUsize::new(0) })
     }
 }
 
@@ -157,6 +158,14 @@ impl Bench for Churn {
             // The first `spots` tasks start by waiting: without that debt no P would block.
             let mut skip_post = index < self.spots.len();
             let mut spot = &self.spots[index % self.spots.len()];
+            // The others start once every waiter is about to wait (see ../c/churn.c).
+            if skip_post {
+                self.waiters_ready.fetch_add(1, Ordering::SeqCst);
+            } else {
+                while self.waiters_ready.load(Ordering::SeqCst) < self.spots.len() {
+                    tokio::task::yield_now().await;
+                }
+            }
             loop {
                 if !skip_post {
                     spot.v();

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 2's figures: analysis + test generation of all 171 pairs of the 18-operation POSIX
+# model, wall time, CPU time per pair, paths lost to unknown/errors, tests per pair.
+# Usage: bash bench/analyzer.sh [OUT_DIR]   (default: out/bench-analyzer; removed first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-out/bench-analyzer}
+rm -rf "$out"
+start=$(date +%s.%N)
+scalecheck analyze --model posix --out "$out" --json > "$out.analysis.json"
+mid=$(date +%s.%N)
+scalecheck testgen "$out" --json > "$out.testgen.json"
+end=$(date +%s.%N)
+python3 - "$out" "$start" "$mid" "$end" <<'PY'
+import json, sys
+out, start, mid, end = sys.argv[1], *map(float, sys.argv[2:])
+analysis = json.load(open(f"{out}/analysis/summary.json"))
+testgen = json.load(open(f"{out}/testgen.json"))
+tests = {tuple(r["pair"]): r["tests"] for r in testgen["pairs"]}
+cpu = {}
+for row in analysis["pairs"]:
+    data = json.load(open(f"{out}/analysis/pairs/{row['pair'][0]}-{row['pair'][1]}.json"))
+    cpu[tuple(row["pair"])] = data["cpu_seconds"]
+print(f"{'pair':24} {'paths':>6} {'commute':>8} {'cpu s':>7} {'tests':>6}")
+for row in analysis["pairs"]:
+    pair = tuple(row["pair"])
+    print(f"{' || '.join(pair):24} {row['paths']:6} {row['commutative_paths']:8} {cpu[pair]:7.2f} {tests[pair]:6}")
+t, g = analysis["totals"], testgen["totals"]
+print(f"\npairs: {t['pairs']}, paths: {t['paths']} ({t['commutative_paths']} commutative), "
+      f"lost to unknown: {t['unknown_paths']}, model errors: {t['error_paths']}")
+print(f"tests: {g['tests']} (cap {testgen['cap']}/path; capped paths {g['capped_paths']}, "
+      f"unrealizable {g['unrealizable_paths']}, unknown {g['unknown_paths']}, failed {g['failed_paths']})")
+print(f"wall: analyze {mid - start:.0f} s + testgen {end - mid:.0f} s = {end - start:.0f} s; "
+      f"analysis CPU {sum(cpu.values()):.0f} s (mean {sum(cpu.values()) / len(cpu):.1f} s/pair, "
+      f"max {max(cpu.values()):.1f} s)")
+PY
