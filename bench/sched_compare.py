@@ -29,7 +29,8 @@ from rich.table import Table
 RUNTIMES = ["ours", "pthreads", "go", "tokio"]
 # (benchmark, mode, threads per processor): the same load as the catalog (sched.toml).
 SERIES = [
-    ("cycle", "", 500),
+    ("cycle", "rings100", 500),
+    ("cycle", "rings1", 5),
     ("yield", "", 100),
     ("churn", "", 100),
     ("locality", "own", 32),

@@ -4,12 +4,11 @@ Boots the same batch twice in one VM configuration, once with the conflict-traci
 and once without, and reports the guest's own run time per test (boot excluded) for both,
 their ratio (the plugin's slowdown) and the end-to-end rate of a `scalecheck run`.
 
-Usage: python3 bench/trace_speed.py [--tests FILE] [--copies N] [--json]
+Usage: python3 bench/trace_speed.py [--tests FILE] [--copies N] [--sample N] [--json]
 """
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -42,10 +41,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=Path, default=CALIBRATION, help="a tests.jsonl to take tests from")
     parser.add_argument("--copies", type=int, default=25, help="times each test is repeated in the batch")
+    parser.add_argument("--sample", type=int, help="take N tests evenly spread over the file")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     _, tests = testfile.read_tests(args.tests)
+    if args.sample and args.sample < len(tests):
+        tests = tests[:: len(tests) // args.sample][: args.sample]
     tests = [testfile.Test(f"{t.id}/copy{k}", t.pair, t.raw) for k in range(args.copies) for t in tests]
     kernel = vm.default_kernel()
     built = build.ensure_built()

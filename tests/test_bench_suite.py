@@ -35,7 +35,10 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     assert {e["benchmark"] for e in failed} == {"docomp"} and report["failed"] == 2
     assert "no C compiler: /nonexistent/cc not found" in failed[0]["failure_reasons"][0]
     measured = [e for e in report["summary"] if e["benchmark"] != "docomp"]
-    assert all(e["runs_ok"] == 1 and e["mean"] > 0 for e in measured)
+    # (Positive counts are checked per benchmark in test_bench_harness.py, with retries for
+    # windows in which a loaded machine gave a pinned worker no CPU.)
+    assert all(e["runs_ok"] == 1 and e["mean"] >= 0 and e["worker_cpu_share_mean"] is not None
+               for e in measured)
 
     for line in (out / "runs.jsonl").read_text().splitlines():
         record = json.loads(line)

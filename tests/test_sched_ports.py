@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 RUN_SH = REPO / "native" / "schedbench" / "run.sh"
 RUNTIMES = ["ours", "pthreads", "go", "tokio"]
 # (benchmark, mode, threads per processor)
-CASES = [("cycle", "", 10), ("yield", "", 4), ("churn", "", 8), ("locality", "own", 8),
+CASES = [("cycle", "", 10), ("cycle", "rings1", 5), ("yield", "", 4), ("churn", "", 8),
+         ("locality", "own", 8),
          ("locality", "share", 8), ("transfer", "yield", 1), ("transfer", "park", 1)]
 
 
@@ -51,6 +52,10 @@ def test_port_runs_and_output_parses(runtime, bench, mode, per_proc):
     assert extra["processors"] == 2 and extra["threads"] == 2 * per_proc
     assert extra["measured_ops"] > 0 and extra["total_ops"] >= extra["measured_ops"]
     assert abs(extra["ops_per_sec_per_proc"] * 2 - result["ops_per_sec"]) < 1e-6 * result["ops_per_sec"] + 1e-3
+    if runtime == "ours" and bench in ("cycle", "churn", "locality"):
+        # Nearly every operation of these blocks and wakes a thread: a run without
+        # context switches measured something else (e.g. churn with nobody waiting).
+        assert extra["context_switches"] >= extra["measured_ops"] // 2
     if bench == "locality":
         assert extra["share"] == (mode == "share")
     if bench == "transfer":

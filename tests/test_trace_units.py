@@ -49,9 +49,9 @@ def test_all_posix_ops_are_covered_by_the_ops_batch():
 
 
 @pytest.mark.parametrize("content, message", [
-    ('{"format": "scalecheck-tests", "version": 1}\n{not json', "not valid JSON"),
+    ('{"format": "scalecheck-tests", "version": 1}\n{not json', "malformed JSON"),
     ('{"format": "scalecheck-tests", "version": 2}\n', "version 2"),
-    ('{"format": "something-else", "version": 1}\n', "not a scalecheck tests file"),
+    ('{"format": "something-else", "version": 1}\n', "not a scalecheck-tests file"),
     ('{"format": "scalecheck-tests", "version": 1}\n{"id": "x"}\n', "needs"),
 ])
 def test_bad_test_files_are_user_errors(tmp_path, content, message):
@@ -71,8 +71,11 @@ def test_cli_prints_one_line_errors(tmp_path):
     assert missing_kernel.returncode != 0
     assert missing_kernel.stderr.strip().count("\n") == 0
     assert "does not exist" in missing_kernel.stderr
+    write_tests(tmp_path / "tests.jsonl", dict(HEADER, model="counter"))
+    other_model = cli("run", str(tmp_path))
+    assert other_model.returncode != 0 and "no Linux mapping" in other_model.stderr
     no_tests = cli("run", str(tmp_path / "empty-dir"))
-    assert no_tests.returncode != 0 and "no test file" in no_tests.stderr
+    assert no_tests.returncode != 0 and "not found" in no_tests.stderr
 
 
 def test_run_help():

@@ -60,6 +60,12 @@ struct window {
     uint64_t ops;
     uint64_t extra[HC_MAX_EXTRA_SUMS];
     uint64_t tsc_ticks;
+    /* CPU time the workers themselves (not their children) got in the window; NAN
+     * when a worker's clock could not be read. */
+    double worker_cpu_seconds;
+    /* Wall time from just before the first CPU-clock reading to just after the last, so
+     * the share stays <= 1 even if the sampler is preempted between readings. */
+    double cpu_wall_seconds;
     double *samples;
     int nsamples;
 };
@@ -77,6 +83,7 @@ static struct growbuf extra_json;
 static pid_t main_pid;
 static pid_t worker_pids[HC_MAX_WORKERS];
 static pthread_t worker_threads[HC_MAX_WORKERS];
+static clockid_t worker_cpu_clocks[HC_MAX_WORKERS];
 static struct hc_worker worker_states[HC_MAX_WORKERS];
 static bool made_own_workdir;
 static bool setup_done, teardown_done;
@@ -451,6 +458,12 @@ static void start_workers(void)
                 hc_fail("create worker thread %d: %s", i, strerror(err));
         }
     }
+    for (int i = 0; i < run.workers; i++) {
+        int err = run.processes ? clock_getcpuclockid(worker_pids[i], &worker_cpu_clocks[i])
+                                : pthread_getcpuclockid(worker_threads[i], &worker_cpu_clocks[i]);
+        if (err)
+            hc_fail("CPU clock of worker %d: %s", i, strerror(err));
+    }
     double deadline = now_s() + STARTUP_TIMEOUT_S;
     while (__atomic_load_n(&shared->ready, __ATOMIC_ACQUIRE) < run.workers) {
         check_worker_processes();
@@ -476,6 +489,18 @@ static uint64_t total_extra(int sum_index)
     return sum;
 }
 
+static double workers_cpu_seconds(void)
+{
+    double sum = 0;
+    for (int i = 0; i < run.workers; i++) {
+        struct timespec ts;
+        if (clock_gettime(worker_cpu_clocks[i], &ts) != 0)
+            return NAN;
+        sum += ts.tv_sec + ts.tv_nsec / 1e9;
+    }
+    return sum;
+}
+
 static int count_extra_sums(void)
 {
     int n = 0;
@@ -495,6 +520,8 @@ static void measure(void)
     sleep_until(now_s() + run.warmup_s);
     check_worker_processes();
 
+    double cpu_wall_start = now_s();
+    double cpu_start = workers_cpu_seconds();
     double start = now_s();
     uint64_t tsc_start = hc_rdtsc();
     uint64_t ops_start = total_ops();
@@ -514,6 +541,8 @@ static void measure(void)
         previous_ops = ops;
     }
     window.tsc_ticks = hc_rdtsc() - tsc_start;
+    window.worker_cpu_seconds = workers_cpu_seconds() - cpu_start;
+    window.cpu_wall_seconds = now_s() - cpu_wall_start;
     window.seconds = previous_time - start;
     window.ops = previous_ops - ops_start;
     for (int s = 0; s < nsums; s++)
@@ -644,6 +673,11 @@ static void print_result(int stragglers, bool oversubscribed)
     buf_json_number(&b, run.duration_s);
     buf_printf(&b, ", \"tsc_hz\": ");
     buf_json_number(&b, hc_tsc_hz(&run));
+    /* Below 1 when other work (or the benchmark's own blocking) kept workers off their CPUs. */
+    buf_printf(&b, ", \"worker_cpu_seconds\": ");
+    buf_json_number(&b, window.worker_cpu_seconds);
+    buf_printf(&b, ", \"worker_cpu_share\": ");
+    buf_json_number(&b, window.worker_cpu_seconds / (run.workers * window.cpu_wall_seconds));
     buf_printf(&b, ", \"oversubscribed\": %s, \"workers_killed_at_stop\": %d, \"topology\": ",
                oversubscribed ? "true" : "false", stragglers);
     json_topology(&b);

@@ -8,6 +8,6 @@ export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"
 make -s -C "$here/../sched" build/libulsched.a
 make -s -C "$here/c"
 # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
-(cd "$here/go" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o bin/schedbench .)
+(cd "$here/go" && GOTOOLCHAIN=local go build -o bin/schedbench .)
 CARGO_TARGET_DIR="$here/rust/target" cargo build -q --release --locked \
   --manifest-path "$here/rust/Cargo.toml"

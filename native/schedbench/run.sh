@@ -5,7 +5,8 @@
 # RUNTIME: ours | pthreads | go | tokio;  BENCH: cycle | yield | churn | locality | transfer
 # --per-proc N  gives N threads per processor (-t N*PROCS), so every runtime gets the same
 #               load at every processor count;
-# --mode MODE   locality: own | share (-S 0/1); transfer: yield | park (-e 0/1).
+# --mode MODE   cycle: rings100 | rings1 (100 or 1 rings of 5 per processor, the seed's
+#               two columns); locality: own | share (-S 0/1); transfer: yield | park (-e 0/1).
 # The process is confined to the first PROCS CPUs it may use, for every runtime alike
 # (Go and Tokio cannot pin their threads themselves). The program's output is passed
 # through unchanged: its last stdout line is the result JSON of docs/format-bench.md.
@@ -36,18 +37,20 @@ while (($#)); do
   esac
 done
 [[ "$procs" =~ ^[1-9][0-9]*$ ]] || fail "-p needs a positive number of processors"
-if [[ -n "$per_proc" ]]; then
-  [[ "$per_proc" =~ ^[1-9][0-9]*$ ]] || fail "--per-proc needs a positive integer"
-  rest+=(-t $((per_proc * procs)))
-fi
 case "$bench:$mode" in
   *:) ;;
+  cycle:rings100) per_proc=500 ;;
+  cycle:rings1) per_proc=5 ;;
   locality:own) rest+=(-S 0) ;;
   locality:share) rest+=(-S 1) ;;
   transfer:yield) rest+=(-e 0) ;;
   transfer:park) rest+=(-e 1) ;;
   *) fail "mode '$mode' does not apply to $bench" ;;
 esac
+if [[ -n "$per_proc" ]]; then
+  [[ "$per_proc" =~ ^[1-9][0-9]*$ ]] || fail "--per-proc needs a positive integer"
+  rest+=(-t $((per_proc * procs)))
+fi
 
 # The first PROCS CPUs of this process's affinity mask.
 allowed=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))')

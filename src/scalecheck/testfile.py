@@ -23,15 +23,17 @@ def read_jsonl(path: Path, expected_format: str, expected_version: int, hint: st
     """(header, [(where, object)]) of a versioned JSON-lines file, or a one-line UserError."""
     if not path.is_file():
         raise UserError(f"{path}: not found{'; ' + hint if hint else ''}")
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: cannot read: {err}") from None
     if not lines:
         raise UserError(f"{path} is empty")
     header = _json_object(path, 1, lines[0])
     if header.get("format") != expected_format:
-        raise UserError(f"{path}: not a {expected_format} file (format {header.get('format')!r})")
+        raise UserError(f"{path}:1: not a {expected_format} file (format {header.get('format')!r})")
     if header.get("version") != expected_version:
-        raise UserError(f"{path}: {expected_format} version {header.get('version')!r}; this scalecheck "
+        raise UserError(f"{path}:1: {expected_format} version {header.get('version')!r}; this scalecheck "
                         f"reads version {expected_version}")
     return header, [(f"{path}:{number}", _json_object(path, number, text))
                     for number, text in enumerate(lines[1:], start=2) if text.strip()]
@@ -45,7 +47,7 @@ def read_tests(path: Path) -> tuple[dict, list[dict]]:
         if not isinstance(test.get("id"), str) or not isinstance(test.get("calls"), list) or "setup" not in test:
             raise UserError(f"{where}: a test needs \"id\", \"setup\" and \"calls\"")
         if test["id"] in seen:
-            raise UserError(f"{where}: duplicate test id {test['id']!r}")
+            raise UserError(f"{where}: test id {test['id']!r} appears twice")
         seen.add(test["id"])
         tests.append(test)
     return header, tests
@@ -55,7 +57,7 @@ def _json_object(path, number, text):
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        raise UserError(f"{path}:{number}: malformed JSON line ({err.msg})") from None
     if not isinstance(value, dict):
         raise UserError(f"{path}:{number}: expected a JSON object")
     return value

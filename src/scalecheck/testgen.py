@@ -4,8 +4,8 @@ For each commutative path, Z3 gives a model of the path condition; the model bec
 test; then the test's *isomorphism class* is excluded and the solver asked again, up to
 a cap per path. Two tests are isomorphic when they agree on the equality pattern among
 arguments and initial-state keys of each uninterpreted kind (names, inodes, fds, pages,
-pipes, bytes) and on every boolean among them: the concrete values behind that pattern
-do not change which code paths an implementation can take.
+pipes, bytes) and on the booleans and enums the path condition decides on: the concrete
+values behind that pattern do not change which code paths an implementation can take.
 
 Reads ``DIR/analysis/`` and writes ``DIR/tests.jsonl`` (docs/format-tests.md) and
 ``DIR/testgen.json`` (per-pair counts).
@@ -27,7 +27,7 @@ from rich.table import Table
 
 from scalecheck import __version__
 from scalecheck.analyze import ANALYSIS_FORMAT, ANALYSIS_VERSION, all_pairs, pair_file
-from scalecheck.engine.commute import OBSERVED
+from scalecheck.engine.commute import OBSERVED, parse_sexpr
 from scalecheck.errors import UserError
 from scalecheck.modelfile import load_model
 from scalecheck.storage import read_json, write_json_atomically
@@ -148,7 +148,8 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
                  if z3.is_app(assertion) and assertion.decl().name() == OBSERVED)
     observations = path["observations"]
     kinds = observations["kinds"]
-    pattern = _pattern_terms(observations, kinds, terms)
+    pattern = IsomorphismPattern(observations, kinds, terms)
+    read_values = _values_reader(terms)
     tests = []
     while len(tests) < cap:
         answer = solver.check()
@@ -156,12 +157,67 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
             return tests, "unknown_paths"
         if answer == z3.unsat:
             return tests, "complete" if tests else "unrealizable_paths"
-        model = solver.model()
-        values = [_value(model.eval(term, model_completion=True)) for term in terms]
+        values = read_values(solver.model())
         tests.append(_concrete_test(model_cls, ops, path, observations, kinds, values))
-        solver.add(z3.Or([term != model.eval(term, model_completion=True) for term in pattern]
-                         or [z3.BoolVal(False)]))
+        solver.add(pattern.exclude(values))
     return tests, "capped_paths" if solver.check() == z3.sat else "complete"
+
+
+def _values_reader(terms):
+    """A function from a Z3 model to the Python values of ``terms``. All terms are packed
+    into one tuple and evaluated at once: evaluating them one by one through Z3's Python
+    API costs more than the solver does."""
+    packing = z3.Datatype("Observed")
+    packing.declare("observed", *[(f"t{i}", term.sort()) for i, term in enumerate(terms)])
+    packing = packing.create()
+    packed = packing.observed(*terms)
+
+    def read(model):
+        value = parse_sexpr(model.eval(packed, model_completion=True).sexpr())
+        return [_atom_value(item) for item in value[1:]]
+
+    return read
+
+
+def _atom_value(item):
+    if item == "true" or item == "false":
+        return item == "true"
+    if isinstance(item, list):  # (- 5)
+        return -int(item[1])
+    return int(item)
+
+
+class IsomorphismPattern:
+    """The features whose values define a test's isomorphism class (see the module doc),
+    and the clause that excludes a class once it has a test."""
+
+    def __init__(self, observations, kinds, terms):
+        self.terms = terms
+        self.equalities, self.valued = _pattern_features(observations, kinds)
+        self._literals = {}
+
+    def exclude(self, values) -> z3.BoolRef:
+        """A clause true exactly outside the class of ``values``."""
+        literals = [self._equality_differs(i, j, values[i] == (0 if j is None else values[j]))
+                    for i, j in self.equalities]
+        literals += [self._value_differs(i, values[i]) for i in self.valued]
+        if not literals:
+            return z3.BoolVal(False)
+        # Z3's Python Or() re-checks every argument's sort: the C call is much cheaper.
+        context = literals[0].ctx
+        array = (z3.Ast * len(literals))(*[literal.as_ast() for literal in literals])
+        return z3.BoolRef(z3.Z3_mk_or(context.ref(), len(literals), array), context)
+
+    def _equality_differs(self, i, j, now_equal):
+        if (i, j) not in self._literals:  # built once per path, reused by every test
+            right = z3.IntVal(0) if j is None else self.terms[j]
+            self._literals[i, j] = (self.terms[i] != right, self.terms[i] == right)
+        return self._literals[i, j][0 if now_equal else 1]
+
+    def _value_differs(self, i, value):
+        if (i, value) not in self._literals:
+            self._literals[i, value] = self.terms[i] != value
+        return self._literals[i, value]
 
 
 def _all_observations(observations):
@@ -186,36 +242,42 @@ def _result_entries(value):
             yield from _result_entries(item)
 
 
-def _value(expr):
-    return z3.is_true(expr) if z3.is_bool(expr) else expr.as_long()
+def _pattern_features(observations, kinds) -> tuple[list, list]:
+    """(pairs of term indices whose equality counts, term indices whose value counts).
 
+    Keys of the initial state and uninterpreted arguments always count: which names, fds or
+    pages alias is what tests are about. A boolean or enum counts only where the path's
+    condition decides on it (an argument of a call that failed early does not). For kinds
+    with a special zero (bytes), equality with zero counts too (index None)."""
 
-def _pattern_terms(observations, kinds, terms) -> list:
-    """Boolean terms whose values together define a test's isomorphism class."""
+    def is_identity(entry):
+        return kinds.get(entry["kind"], {}).get("class") in ("uninterpreted", "key")
+
+    def is_flag(entry):
+        return entry["kind"] in ("bool", "enum") or kinds.get(entry["kind"], {}).get("class") == "enum"
+
+    reads = observations["reads"]
+    arguments = [entry for call_args in observations["args"].values() for entry in call_args.values()]
+    counted = [read["key"] for read in reads if read["key"]]
+    counted += [entry for entry in arguments if is_identity(entry) or is_flag(entry) and entry["decided"]]
+    counted += [entry for read in reads for entry in (read["present"], *read["leaves"].values())
+                if entry and is_flag(entry) and entry["decided"]]
     by_kind = defaultdict(list)
-    valued = []  # booleans and enums: their values are part of the pattern
-    # Keys always count (aliasing is what tests are about); a boolean or enum of the initial
-    # state counts only where the path's condition decides on it.
-    entries = [read["key"] for read in observations["reads"] if read["key"]]
-    entries += [read["present"] for read in observations["reads"] if read["present"] and read["present"]["decided"]]
-    entries += [leaf for read in observations["reads"] for leaf in read["leaves"].values()
-                if leaf["kind"] in ("bool", "enum") and leaf["decided"]]
-    entries += [value for call_args in observations["args"].values() for value in call_args.values()]
-    for entry in entries:
+    valued = []
+    for entry in counted:
         if entry["chosen"]:
             continue
-        const = terms[entry["obs"]]
-        info = kinds.get(entry["kind"], {"class": entry["kind"]})
-        if info["class"] in ("uninterpreted", "key"):
-            by_kind[entry["kind"]].append(const)
-        elif info["class"] in ("bool", "enum"):
-            valued.append(const)
-    terms = list(valued)
-    for kind, consts in by_kind.items():
+        if is_identity(entry):
+            by_kind[entry["kind"]].append(entry["obs"])
+        else:
+            valued.append(entry["obs"])
+    equalities = []
+    for kind, indices in by_kind.items():
+        indices = sorted(set(indices))
+        equalities += list(combinations(indices, 2))
         if kinds[kind].get("zero"):
-            consts = consts + [z3.IntVal(0)]
-        terms += [x == y for x, y in combinations(consts, 2)]
-    return terms
+            equalities += [(index, None) for index in indices]
+    return equalities, sorted(set(valued))
 
 
 def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:

@@ -51,12 +51,12 @@ struct bench {
 
 struct worker_state {
     struct objset_worker *handle;
-    struct set_object *ring;   /* 2 * window objects; `window` of them in the set */
     long ring_size, head, tail, updates;
     uint64_t random;
     int schedstat_fd;          /* this thread's /proc/thread-self/schedstat */
     uint64_t cpu_ns_folded, runqueue_ns_folded;
     struct objset_stats stats_folded;
+    struct set_object ring[];  /* 2 * window objects; `window` of them in the set */
 };
 
 /* schedstat holds "<ns on CPU> <ns runnable but waiting> <timeslices>"; its
@@ -103,23 +103,17 @@ static void process_setup(struct hc_run *run)
     run->data = b;
 }
 
-/* Zeroed and on whole cache lines of its own, so that one worker's state never
- * shares a line with another's. */
-static void *alloc_own_lines(size_t size)
-{
-    size_t rounded = (size + 63) / 64 * 64;
-    void *memory = aligned_alloc(64, rounded);
-    if (!memory)
-        hc_fail("out of memory");
-    return memset(memory, 0, rounded);
-}
-
 static void worker_setup(struct hc_worker *w)
 {
     struct bench *b = w->run->data;
-    struct worker_state *s = alloc_own_lines(sizeof *s);
+    /* On whole cache lines of its own: workers' states must not share a line. */
+    size_t size = (sizeof(struct worker_state) + 2 * (size_t)b->window * sizeof(struct set_object) +
+                   63) / 64 * 64;
+    struct worker_state *s = aligned_alloc(64, size);
+    if (!s)
+        hc_fail("worker %d: out of memory", w->index);
+    memset(s, 0, size);
     s->ring_size = 2 * b->window;
-    s->ring = alloc_own_lines((size_t)s->ring_size * sizeof *s->ring);
     s->handle = objset_attach(b->set, (unsigned)w->cpu);
     if (!s->handle)
         hc_fail("worker %d: cannot attach to the set", w->index);
@@ -191,7 +185,6 @@ static void worker(struct hc_worker *w)
     objset_barrier(s->handle);
     objset_detach(s->handle);
     close(s->schedstat_fd);
-    free(s->ring);
     free(s);
 }
 

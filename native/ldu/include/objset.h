@@ -64,8 +64,8 @@ extern const char *const objset_impl_names[];
 
 void set_object_init(struct set_object *object, uint64_t key);
 
-/* Returns NULL if impl_name is unknown (errno EINVAL) or memory ran out.
- * max_workers bounds how many workers may be attached at once. */
+/* Returns NULL if impl_name is unknown or max_workers is 0 (errno EINVAL), or
+ * if memory ran out.  max_workers bounds how many workers may be attached at once. */
 struct objset *objset_create(const char *impl_name, unsigned max_workers);
 void objset_destroy(struct objset *set);
 const char *objset_impl_name(const struct objset *set);

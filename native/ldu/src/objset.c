@@ -45,6 +45,10 @@ void set_object_init(struct set_object *object, uint64_t key)
 
 struct objset *objset_create(const char *impl_name, unsigned max_workers)
 {
+    if (max_workers == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
     for (size_t i = 0; i < sizeof implementations / sizeof implementations[0]; i++)
         if (strcmp(implementations[i]->name, impl_name) == 0)
             return implementations[i]->create(implementations[i], max_workers);

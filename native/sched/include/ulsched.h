@@ -33,7 +33,7 @@ typedef struct {
 
 /* Starts nprocs processors; processor i is pinned to the i-th CPU of the process's
  * affinity mask (modulo its size). Returns 0, or -1 with errno set (EINVAL: bad nprocs,
- * EBUSY: already started, other: thread creation failed). */
+ * EBUSY: already started, EAGAIN etc.: a kernel thread could not be created). */
 int uls_start(int nprocs);
 
 /* Stops the processors. Every thread created must have been joined first. */

@@ -161,7 +161,6 @@ static struct {
     _Atomic int idle_count __attribute__((aligned(CACHE_LINE)));
     _Atomic unsigned spread_cursor __attribute__((aligned(CACHE_LINE)));
     uint64_t fairness_slack_ticks;
-    pthread_barrier_t ready_barrier;
 } sched;
 
 static __thread processor *this_processor;
@@ -332,7 +331,9 @@ static void make_ready(uls_thread *t, bool spread)
         target = (int)(atomic_fetch_add_explicit(&sched.spread_cursor, 1, memory_order_relaxed) %
                        (unsigned)sched.nprocs);
     lane_push(&sched.lanes[target], t);
-    wake_one_sleeper();
+    /* The only processor cannot be asleep while it runs this: skip the barrier. */
+    if (!(p && sched.nprocs == 1))
+        wake_one_sleeper();
 }
 
 /* ---- finding the next thread ---- */
@@ -469,7 +470,6 @@ static void *processor_main(void *arg)
 #if defined(__SANITIZE_THREAD__)
     p->tsan_fiber = __tsan_get_current_fiber();
 #endif
-    pthread_barrier_wait(&sched.ready_barrier);
 
     for (;;) {
         uls_thread *t = NULL;
@@ -516,6 +516,8 @@ static uint64_t ticks_per_microsecond(void)
     return per_us ? per_us : 1;
 }
 
+static void stop_processors(int running);
+
 int uls_start(int nprocs)
 {
     if (nprocs < 1 || nprocs > MAX_PROCS) {
@@ -548,17 +550,20 @@ int uls_start(int nprocs)
     atomic_store(&sched.stopping, 0);
     atomic_store(&sched.idle_count, 0);
     sched.fairness_slack_ticks = ticks_per_microsecond() * FAIRNESS_SLACK_NS / 1000;
-    pthread_barrier_init(&sched.ready_barrier, NULL, (unsigned)nprocs + 1);
     for (int i = 0; i < nprocs; i++) {
         processor *p = &sched.procs[i];
         p->id = i;
         p->cpu = cpus[i % ncpus];
         p->rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
-        int err = pthread_create(&p->kernel_thread, NULL, processor_main, p);
-        if (err)
-            fatal("cannot create a processor's kernel thread");
     }
-    pthread_barrier_wait(&sched.ready_barrier);
+    for (int i = 0; i < nprocs; i++) {
+        int err = pthread_create(&sched.procs[i].kernel_thread, NULL, processor_main, &sched.procs[i]);
+        if (err) {
+            stop_processors(i);
+            errno = err;
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -566,14 +571,18 @@ void uls_stop(void)
 {
     if (!atomic_load(&sched.started))
         fatal("uls_stop() without uls_start()");
+    stop_processors(sched.nprocs);
+}
+
+static void stop_processors(int running)
+{
     atomic_store(&sched.stopping, 1);
-    for (int i = 0; i < sched.nprocs; i++) {
+    for (int i = 0; i < running; i++) {
         atomic_store(&sched.procs[i].sleeping, 0);
         futex(&sched.procs[i].sleeping, FUTEX_WAKE_PRIVATE, 1);
     }
-    for (int i = 0; i < sched.nprocs; i++)
+    for (int i = 0; i < running; i++)
         pthread_join(sched.procs[i].kernel_thread, NULL);
-    pthread_barrier_destroy(&sched.ready_barrier);
     free(sched.procs);
     free(sched.lanes);
     sched.procs = NULL;

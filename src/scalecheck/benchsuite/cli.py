@@ -84,17 +84,24 @@ def _spread_text(spread: float | None) -> str:
     return f"[yellow]{text}[/]" if spread > SPREAD_BAR_PCT else text
 
 
+def _share_text(share: float | None) -> str:
+    """The workers' share of their CPUs; low means other work competed for them (or the
+    benchmark blocks, e.g. waiting for children)."""
+    return "-" if share is None else f"{share * 100:.0f}%"
+
+
 def summary_table(summary: list[dict], sweep: dict, title: str) -> Table:
     table = Table(title=title)
     for column in ("benchmark", "series", "cores", "mean", "per core", "min", "max", "spread",
-                   "runs ok/failed", "cycles/op"):
+                   "runs ok/failed", "cycles/op", "cpu share"):
         table.add_column(column, justify="left" if column in ("benchmark", "series") else "right")
     for entry in summary:
         metric = sweep.get("benchmarks", {}).get(entry["benchmark"], {}).get("metric", "ops/s")
         table.add_row(f"{entry['benchmark']} ({metric})", series_name(entry["mode"], entry["runtime"]),
                       str(entry["cores"]), human(entry["mean"]), human(entry["per_core_mean"]),
                       human(entry["min"]), human(entry["max"]), _spread_text(entry["spread_pct"]),
-                      f"{entry['runs_ok']}/{entry['runs_failed']}", human(entry["cycles_per_op_mean"]))
+                      f"{entry['runs_ok']}/{entry['runs_failed']}", human(entry["cycles_per_op_mean"]),
+                      _share_text(entry["worker_cpu_share_mean"]))
     return table
 
 

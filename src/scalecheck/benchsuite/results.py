@@ -182,17 +182,23 @@ class ResultsDir:
             failed = [r for _, r in members if r.get("status") != "ok"]
             values = [r["ops_per_sec"] for r in ok]
             cycles = [r["cycles_per_op"] for r in ok if r.get("cycles_per_op") is not None]
+            # Recorded by the C harness: how much of the window its workers were on a CPU.
+            shares = [r["result"]["harness"]["worker_cpu_share"] for r in ok
+                      if isinstance((r.get("result") or {}).get("harness"), dict)
+                      and isinstance(r["result"]["harness"].get("worker_cpu_share"), (int, float))]
             entry = {"benchmark": benchmark, "mode": mode, "runtime": runtime, "cores": cores,
                      "runs_ok": len(ok), "runs_failed": len(failed),
                      "failure_reasons": sorted({r.get("reason") or "unknown" for r in failed}),
                      "values": values, "mean": None, "min": None, "max": None, "spread_pct": None,
-                     "per_core_mean": None, "cycles_per_op_mean": None}
+                     "per_core_mean": None, "cycles_per_op_mean": None, "worker_cpu_share_mean": None}
             if values:
                 mean = statistics.fmean(values)
                 entry.update(mean=mean, min=min(values), max=max(values), spread_pct=spread_pct(values),
                              per_core_mean=mean / cores)
             if cycles:
                 entry["cycles_per_op_mean"] = statistics.fmean(cycles)
+            if shares:
+                entry["worker_cpu_share_mean"] = statistics.fmean(shares)
             summary.append(entry)
         return summary
 

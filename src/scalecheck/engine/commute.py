@@ -244,10 +244,10 @@ _INFIX = {"=": "==", "<=": "<=", ">=": ">=", "<": "<", ">": ">", "+": "+", "*": 
 def show(expr: z3.ExprRef) -> str:
     """A compact infix rendering. It works on Z3's s-expression text: walking the AST
     through Z3's Python API costs milliseconds per node, which thousands of paths notice."""
-    return _infix(_expand_lets(_parse_sexpr(expr.sexpr()), {}))
+    return _infix(_expand_lets(parse_sexpr(expr.sexpr()), {}))
 
 
-def _parse_sexpr(text: str):
+def parse_sexpr(text: str):
     tokens = re.findall(r"\(|\)|\|[^|]*\||[^\s()]+", text)
     stack = [[]]
     for token in tokens:

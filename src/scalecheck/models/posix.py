@@ -400,6 +400,6 @@ def _describe_result(op, result, label):
         described["fds"] = [fd if fd == "*" else fd + FD_BASE for fd in result["fds"]]
     if op == "mmap" and result["ret"] != "*":
         described["ret"] = _address(result["ret"])
-    if "data" in result:
+    if result.get("data", "*") != "*":
         described["data"] = _byte(label(Byte.kind, result["data"]))
     return described

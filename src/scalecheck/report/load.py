@@ -4,14 +4,13 @@ The report reads nothing else, so every check of those two files lives here: a b
 stops the report with a one-line ``UserError`` naming the file and line.
 """
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 from scalecheck.errors import UserError
+from scalecheck.testfile import read_jsonl, read_tests
 
-TESTS_FORMAT = "scalecheck-tests"
 RESULTS_FORMAT = "scalecheck-results"
 KNOWN_VERSION = 1
 
@@ -58,20 +57,15 @@ def load_run(directory) -> Run:
         raise UserError(f"{results_path}: not found; "
                         f"run `scalecheck run --target linux {directory}` first")
 
-    tests_header, test_lines = _read_jsonl(tests_path, TESTS_FORMAT)
-    tests = []
-    seen_ids = set()
-    for where, test in test_lines:
-        _check_test(test, where)
-        if test["id"] in seen_ids:
-            raise UserError(f"{where}: test id {test['id']!r} appears twice")
-        seen_ids.add(test["id"])
-        tests.append(test)
+    tests_header, tests = read_tests(tests_path)
+    for test in tests:
+        _check_pair(test, f"{tests_path}: test {test['id']}")
+    seen_ids = {test["id"] for test in tests}
 
     if not tests:
         raise UserError(f"{tests_path}: no tests after the header, nothing to report")
 
-    results_header, result_lines = _read_jsonl(results_path, RESULTS_FORMAT)
+    results_header, result_lines = read_jsonl(results_path, RESULTS_FORMAT, KNOWN_VERSION)
     results = {}
     for where, result in result_lines:
         _check_result(result, where)
@@ -94,36 +88,6 @@ def _ops_in_order_of_appearance(tests) -> list[str]:
     return list(ops)
 
 
-def _read_jsonl(path: Path, expected_format: str):
-    """Returns the checked header and a list of (``file:line``, object) for the other lines."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: cannot read: {err}") from None
-    parsed = []
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{where}: malformed JSON line ({err.msg})") from None
-        if not isinstance(value, dict):
-            raise UserError(f"{where}: expected a JSON object, got {type(value).__name__}")
-        parsed.append((where, value))
-    if not parsed:
-        raise UserError(f"{path}: empty file, expected a {expected_format} header line")
-    (header_where, header), body = parsed[0], parsed[1:]
-    if header.get("format") != expected_format:
-        raise UserError(f"{header_where}: not a {expected_format} file "
-                        f"(header format is {header.get('format')!r})")
-    if header.get("version") != KNOWN_VERSION:
-        raise UserError(f"{header_where}: {expected_format} format version "
-                        f"{header.get('version')!r}, this scalecheck reads version {KNOWN_VERSION}")
-    return header, body
-
-
 def _require(obj: dict, key: str, kind: type, where: str):
     value = obj.get(key)
     if not isinstance(value, kind):
@@ -131,13 +95,11 @@ def _require(obj: dict, key: str, kind: type, where: str):
     return value
 
 
-def _check_test(test: dict, where: str):
-    _require(test, "id", str, where)
+def _check_pair(test: dict, where: str):
     pair = _require(test, "pair", list, where)
     if len(pair) != 2 or not all(isinstance(op, str) for op in pair):
         raise UserError(f"{where}: field 'pair' must be two operation names, got {pair!r}")
-    calls = _require(test, "calls", list, where)
-    for call in calls:
+    for call in test["calls"]:
         if not isinstance(call, dict) or not isinstance(call.get("op"), str):
             raise UserError(f"{where}: every call must be an object with an 'op', got {call!r}")
 

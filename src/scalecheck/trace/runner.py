@@ -6,7 +6,6 @@ killed QEMU costs one test (reported as crash/timeout) and a reboot with the res
 Results are appended as each test finishes, so a rerun resumes where the last one stopped.
 """
 
-import argparse
 import json
 import os
 import threading
@@ -84,7 +83,7 @@ def _select(tests, limit, ops):
 
 def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, repeats=2,
               limit=None, ops=None, vmlinux=None, fs="tmpfs", granularity="line", timeout=5.0,
-              batch=2000, quiet=True, on_vm_start=None) -> dict:
+              batch=2000, quiet=False, on_vm_start=None) -> dict:
     """Runs DIR/tests.jsonl (or the selected part) and returns the run summary.
 
     ``on_vm_start(session)`` is called after each boot starts (used by tests that kill a VM).
@@ -96,7 +95,10 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
         raise UserError("--repeats must be at least 1")
     if repeats > 100:
         raise UserError("--repeats is at most 100")
-    _, tests = testfile.read_tests(out_dir / "tests.jsonl")
+    tests_header, tests = testfile.read_tests(out_dir / "tests.jsonl")
+    if tests_header.get("model", "posix") != "posix":
+        raise UserError(f"tests of model {tests_header.get('model')!r} have no Linux mapping; "
+                        "`scalecheck run --target linux` runs posix-model tests")
     kernel = vm.check_kernel(Path(kernel)) if kernel else vm.default_kernel()
     if vmlinux and not Path(vmlinux).is_file():
         raise UserError(f"--vmlinux {vmlinux} does not exist")
@@ -216,8 +218,10 @@ class _VmWorker:
                 self.boots += 1
                 failed_boots = 0 if done else failed_boots + 1
                 if failed_boots >= MAX_FAILED_BOOTS:
-                    raise UserError(f"{MAX_FAILED_BOOTS} boots in a row finished no test; see "
-                                    f"{self.workdir / 'console.log'}")
+                    qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
+                    raise UserError(f"{MAX_FAILED_BOOTS} boots in a row finished no test "
+                                    f"(QEMU: {qemu_said.splitlines()[-1] if qemu_said else 'no message'}); "
+                                    f"see {self.workdir / 'console.log'}")
                 self.pending = [p for p in self.pending if p[1].id not in done]
         except BaseException as err:  # reported by the main thread
             self.error = err

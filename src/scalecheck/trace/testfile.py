@@ -5,14 +5,10 @@ value, see docs/tracer.md) instead of JSON. Everything the driver cannot express
 here, per test: such a test gets status "error" with the reason, never dropped.
 """
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalecheck.errors import UserError
-
-TESTS_FORMAT = "scalecheck-tests"
-TESTS_VERSION = 1
+from scalecheck import testfile as shared_testfile
 
 # op -> argument names in the order the driver reads them (docs/format-tests.md).
 OP_ARGS = {
@@ -56,45 +52,10 @@ class UnsupportedTest(Exception):
 
 
 def read_tests(path: Path):
-    """Returns (header, [Test]); raises UserError on a file that is not a tests file."""
-    if not path.is_file():
-        raise UserError(f"no test file at {path} (run `scalecheck testgen` first)")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    if not lines:
-        raise UserError(f"{path} is empty")
-    header = _json_line(path, 1, lines[0])
-    if header.get("format") != TESTS_FORMAT:
-        raise UserError(f"{path}: not a scalecheck tests file (format {header.get('format')!r}, "
-                        f"expected {TESTS_FORMAT!r})")
-    if header.get("version") != TESTS_VERSION:
-        raise UserError(f"{path}: tests format version {header.get('version')!r}; this scalecheck "
-                        f"reads version {TESTS_VERSION}")
-    tests, seen = [], set()
-    for number, text in enumerate(lines[1:], start=2):
-        if not text.strip():
-            continue
-        obj = _json_line(path, number, text)
-        test_id = obj.get("id")
-        calls = obj.get("calls")
-        if not isinstance(test_id, str) or not isinstance(calls, list) or "setup" not in obj:
-            raise UserError(f"{path}:{number}: a test needs \"id\", \"setup\" and \"calls\"")
-        if test_id in seen:
-            raise UserError(f"{path}:{number}: duplicate test id {test_id!r}")
-        seen.add(test_id)
-        pair = obj.get("pair") or [c.get("op") for c in calls if isinstance(c, dict)]
-        tests.append(Test(test_id, pair, obj))
-    return header, tests
-
-
-def _json_line(path, number, text):
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-    if not isinstance(obj, dict):
-        raise UserError(f"{path}:{number}: expected a JSON object")
-    return obj
+    """Returns (header, [Test]); a malformed or foreign file is a one-line UserError."""
+    header, raw_tests = shared_testfile.read_tests(path)
+    return header, [Test(t["id"], t.get("pair") or [c.get("op") for c in t["calls"] if isinstance(c, dict)], t)
+                    for t in raw_tests]
 
 
 def _int(value, what):

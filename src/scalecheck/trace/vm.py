@@ -24,9 +24,11 @@ QEMU = "qemu-system-x86_64"
 # valid across boots; a fixed kernel stack offset keeps repeats identical.
 ISOLATION_ARGS = ("nokaslr randomize_kstack_offset=off nohz_full=1-2 isolcpus=nohz,domain,1-2 "
                   "rcu_nocbs=1-2")
-# AppArmor (on by default in Debian) adds a refcount every open shares; the interface
-# under test does not.
-DEFAULT_EXTRA_ARGS = "apparmor=0"
+# AppArmor (on by default in Debian) adds a label refcount every open shares; with only
+# apparmor=0, SELinux (built in, no policy; Debian's kernel ignores selinux=0) takes its
+# place with its own shared inode security state. Neither belongs to the interface under
+# test, so the LSM list keeps only the minor modules.
+DEFAULT_EXTRA_ARGS = "apparmor=0 lsm=landlock,lockdown,yama,loadpin,safesetid,integrity,bpf"
 BASE_ARGS = "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic rdinit=/init"
 VCPUS = 3
 MEMORY = "512M"

@@ -198,6 +198,12 @@ impl Tracer {
                 entry.pcs.push((pc, store));
             } else {
                 region.flags |= FLAG_PCS_TRUNCATED;
+                // Writers make the conflict: one displaces a reader when the list is full.
+                if store {
+                    if let Some(reader) = entry.pcs.iter_mut().find(|(_, wrote)| !*wrote) {
+                        *reader = (pc, true);
+                    }
+                }
             }
             start = part_end;
         }
