@@ -199,3 +199,14 @@ def test_cpio_archive_layout(tmp_path):
     assert len(base_bytes) % 4 == 0 and data.startswith(base_bytes)
     # The second archive holds the batch alone and ends with its own trailer.
     assert data[len(base_bytes):].count(b"TRAILER!!!") == 1
+
+
+def test_kallsyms_block_ends_only_at_its_own_marker_line(tmp_path):
+    from scalecheck.trace.vm import GuestSession
+    session = GuestSession.__new__(GuestSession)  # only its output file is needed here
+    session.out_path = tmp_path / "driver.out"
+    session.out_path.write_text("READY 3\nK\nffffffff82a1e2a0 d event_attr_STALLED_CYCLES_BACKEND\n"
+                                "ffffffff84a00000 D __init_scratch_end\nKEND\nO 0 1000\n")
+    block = session.read_block("K", "KEND")
+    assert block.splitlines() == ["ffffffff82a1e2a0 d event_attr_STALLED_CYCLES_BACKEND",
+                                  "ffffffff84a00000 D __init_scratch_end"]

@@ -27,7 +27,8 @@ from rich.table import Table
 
 from scalecheck import __version__
 from scalecheck.analyze import ANALYSIS_FORMAT, ANALYSIS_VERSION, all_pairs, pair_file
-from scalecheck.engine.commute import OBSERVED, parse_sexpr
+from scalecheck.engine.commute import OBSERVED
+from scalecheck.engine.sexpr import parse_sexpr
 from scalecheck.errors import UserError
 from scalecheck.modelfile import load_model
 from scalecheck.storage import read_json, write_json_atomically

@@ -24,9 +24,13 @@ EXC_ENTRY = re.compile(r"^asm_exc_\w+$")
 SWITCH = {"__switch_to_asm"}
 
 
+# Bumped whenever what the probe records changes, so stale caches are not used.
+FACTS_VERSION = 2
+
+
 def image_key(kernel: Path) -> str:
     st = kernel.stat()
-    ident = f"{kernel.resolve()}:{st.st_size}:{int(st.st_mtime)}"
+    ident = f"{FACTS_VERSION}:{kernel.resolve()}:{st.st_size}:{int(st.st_mtime)}"
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 

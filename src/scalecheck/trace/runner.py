@@ -132,8 +132,14 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
     try:
         with progress:
             task = progress.add_task("trace", total=len(pending), status="")
-            config.on_record = lambda rec: progress.update(
-                task, advance=1, status=_status_line(store.finished.values()))
+            by_status = {}
+
+            def count(record):
+                by_status[record["status"]] = by_status.get(record["status"], 0) + 1
+                progress.update(task, advance=1,
+                                status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())))
+
+            config.on_record = count
             for th in threads:
                 th.start()
             for th in threads:
@@ -161,13 +167,6 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
                     "kernel": header["kernel"]})
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
-
-
-def _status_line(records) -> str:
-    by = {}
-    for r in records:
-        by[r["status"]] = by.get(r["status"], 0) + 1
-    return " ".join(f"{k}={v}" for k, v in sorted(by.items()))
 
 
 def _summarize(records, selected) -> dict:

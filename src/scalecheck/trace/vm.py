@@ -119,7 +119,8 @@ class GuestSession:
         """A raw block the driver wrote between two marker lines (kallsyms)."""
         text = self.out_path.read_bytes().decode("utf-8", "replace")
         start = text.index(f"\n{start_marker}\n") + len(start_marker) + 2
-        return text[start:text.index(f"{end_marker}\n", start)]
+        # The end marker is a line of its own ("KEND" also ends "...BACKEND").
+        return text[start:text.index(f"\n{end_marker}\n", start - 1) + 1]
 
     def exited(self) -> bool:
         return self.proc.poll() is not None
