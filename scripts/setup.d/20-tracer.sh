@@ -4,18 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-packages=(qemu-system-x86 linux-image-amd64 busybox-static gcc libc6-dev make)
-missing=()
-for pkg in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  # Recommends would pull in firmware, initramfs-tools and a bootloader: none is needed
-  # to boot the kernel directly from QEMU with our own initramfs.
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+source scripts/lib/apt.sh
+ensure_packages qemu-system-x86 linux-image-amd64 busybox-static gcc libc6-dev make
 
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   echo "20-tracer: cargo not found; install Rust (rustup) to build the QEMU plugin" >&2

@@ -4,15 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-packages=(gcc make libc6-dev)
-missing=()
-for pkg in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+source scripts/lib/apt.sh
+ensure_packages gcc make libc6-dev
 
 make -s -C native/benchmarks

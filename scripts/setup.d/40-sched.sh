@@ -7,16 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 # gcc-12 brings libasan8 and libtsan2 (AddressSanitizer and ThreadSanitizer builds).
-packages=(gcc make libc6-dev util-linux python3)
-missing=()
-for pkg in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+source scripts/lib/apt.sh
+ensure_packages gcc make libc6-dev util-linux python3
 
 export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"
 for tool in go cargo; do

@@ -52,10 +52,10 @@ class UnsupportedTest(Exception):
 
 
 def read_tests(path: Path):
-    """Returns (header, [Test]); a malformed or foreign file is a one-line UserError."""
-    header, raw_tests = shared_testfile.read_tests(path)
-    return header, [Test(t["id"], t.get("pair") or [c.get("op") for c in t["calls"] if isinstance(c, dict)], t)
-                    for t in raw_tests]
+    """Returns (header, [Test]); raises UserError on a file that is not a tests file."""
+    header, tests = shared_testfile.read_tests(path)
+    return header, [Test(test["id"], test.get("pair") or [call.get("op") for call in test["calls"]], test)
+                    for test in tests]
 
 
 def _int(value, what):
