@@ -58,6 +58,7 @@ typedef struct {
 static pair pairs[PAIRS];
 static _Atomic int chaos_stop;
 static _Atomic int all_created; /* uls_create's result is stored only after it returns */
+static _Atomic int partners_done; /* threads that no longer touch their partner */
 
 static void maybe_yield(unsigned *seed)
 {
@@ -77,6 +78,7 @@ static void client_main(void *arg)
         while (atomic_load(&p->turn) != 0)
             uls_park();
     }
+    atomic_fetch_add(&partners_done, 1);
 }
 
 static void server_main(void *arg)
@@ -91,6 +93,7 @@ static void server_main(void *arg)
         uls_unpark(p->client);
         maybe_yield(&seed);
     }
+    atomic_fetch_add(&partners_done, 1);
 }
 
 /* Spurious permits from a kernel thread: parks must tolerate them, and unparks from
@@ -113,6 +116,7 @@ static void test_park_unpark_stress(void)
     start();
     memset(pairs, 0, sizeof pairs);
     atomic_store(&all_created, 0);
+    atomic_store(&partners_done, 0);
     /* Create servers first so a client never unparks a thread that does not exist. */
     for (int i = 0; i < PAIRS; i++) {
         pairs[i].seed = (unsigned)i + 1;
@@ -137,6 +141,10 @@ static void test_park_unpark_stress(void)
     }
     atomic_store(&chaos_stop, 1);
     pthread_join(chaos, NULL);
+    /* A thread may still be inside its last uls_unpark(partner) when the partner returns:
+     * free (join) none until every one has finished touching its partner. */
+    while (atomic_load(&partners_done) < 2 * PAIRS)
+        usleep(1000);
     for (int i = 0; i < PAIRS; i++) {
         uls_join(pairs[i].client);
         uls_join(pairs[i].server);

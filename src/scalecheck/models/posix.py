@@ -9,6 +9,7 @@ fds range over NFD numbers per process and mappings over NPAGES pages.
 
 from scalecheck.model import (And, Array, Bool, Chosen, Dict, Enum, If, Implies, Int, Key, Map,
                               Model, Struct, Uninterpreted, error, fault, ok, operation)
+from scalecheck.models.rename import Filename, Inum, RenameFS
 
 MAX_UNITS = 3           # length and offsets of initial files, and offsets given as arguments
 FILE_CAPACITY = 6       # MAX_UNITS plus what lseek(+2) and a write can add
@@ -21,8 +22,6 @@ FD_BASE = 10            # model fd k is real fd FD_BASE + k; the driver holds ev
 MAP_BASE = 1 << 32      # model page k is mapped at MAP_BASE + k * PAGE_SIZE
 PAGE_SIZE = 4096
 
-Filename = Uninterpreted("Filename")
-Inum = Uninterpreted("Inum", allocatable=True)
 PipeId = Uninterpreted("PipeId", allocatable=True)
 Byte = Uninterpreted("Byte", zero=True)
 Fd = Key("Fd", NFD)
@@ -99,17 +98,7 @@ class Posix(Model):
         del self.fname_to_inum[pn]
         return ok()
 
-    @operation(src=Filename, dst=Filename)
-    def rename(self, src, dst):
-        if src not in self.fname_to_inum:
-            return error("ENOENT")
-        if src == dst:
-            return ok()
-        if dst in self.fname_to_inum:
-            self.inodes[self.fname_to_inum[dst]].nlink -= 1
-        self.fname_to_inum[dst] = self.fname_to_inum[src]
-        del self.fname_to_inum[src]
-        return ok()
+    rename = RenameFS.rename  # the talk's example, exactly
 
     @operation(pn=Filename)
     def stat(self, pn):
