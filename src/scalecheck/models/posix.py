@@ -238,7 +238,8 @@ class Posix(Model):
             if fd not in proc.fds:
                 return error("EBADF")
             if proc.fds[fd].ispipe:
-                return error("ENODEV")
+                # mapping needs read access first: a pipe's write end fails on that
+                return error("EACCES" if proc.fds[fd].writer else "ENODEV")
             inum = proc.fds[fd].inum
         addr = va if fixed else proc.vmas.any_free_key()
         proc.vmas[addr] = Mapping.new(anon=anon, writable=writable, inum=inum, off=0 if anon else off,
