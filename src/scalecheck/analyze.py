@@ -8,18 +8,18 @@ interrupted analysis resumes), and ``summary.json``.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from scalecheck import __version__
 from scalecheck.errors import UserError
 from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.parallel import map_unordered
+from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
 
 ANALYSIS_FORMAT = "scalecheck-analysis"
@@ -90,12 +90,10 @@ def analyze_model(model_spec: str, ops: list[str], out: Path, jobs: int | None =
 
     pairs = all_pairs(ops)
     todo = [pair for pair in pairs if not _finished(out, pair, fingerprint)]
-    console = Console(stderr=True, quiet=quiet)
-    with Progress(TextColumn("analyze"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
+    with stage_progress("analyze", quiet) as progress:
         task = progress.add_task("", total=len(pairs), completed=len(pairs) - len(todo))
         work = [(meta["model"], a, b, solver_timeout_ms) for a, b in todo]
-        for result in _map(work, jobs):
+        for result in map_unordered(_analyze_one, work, jobs):
             result["fingerprint"] = fingerprint
             a, b = result["pair"]
             write_json_atomically(pair_file(out, a, b), result)
@@ -130,17 +128,6 @@ def _analyze_one(job):
 
     model_spec, a, b, solver_timeout_ms = job
     return analyze_pair(load_model(model_spec), a, b, solver_timeout_ms)
-
-
-def _map(work, jobs):
-    if not work:
-        return
-    if (jobs or 1) <= 1 or len(work) == 1:
-        yield from map(_analyze_one, work)
-        return
-    context = multiprocessing.get_context("fork")
-    with context.Pool(min(jobs, len(work)), maxtasksperchild=8) as pool:
-        yield from pool.imap_unordered(_analyze_one, work)
 
 
 def summarize(out: Path, ops: list[str]) -> dict:

@@ -14,7 +14,6 @@ Reads ``DIR/analysis/`` and writes ``DIR/tests.jsonl`` (docs/format-tests.md) an
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 from collections import defaultdict
 from itertools import combinations
@@ -22,7 +21,6 @@ from pathlib import Path
 
 import z3
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from scalecheck import __version__
@@ -31,6 +29,8 @@ from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.sexpr import parse_sexpr
 from scalecheck.errors import UserError
 from scalecheck.modelfile import load_model
+from scalecheck.parallel import map_unordered
+from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
 from scalecheck.testfile import write_tests
 
@@ -83,11 +83,9 @@ def generate_tests(out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, q
                         f"rerun `scalecheck analyze` to finish it")
     work = [(meta["model"], str(out), a, b, cap) for a, b in pairs]
     per_pair = {}
-    console = Console(stderr=True, quiet=quiet)
-    with Progress(TextColumn("testgen"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=console) as progress:
+    with stage_progress("testgen", quiet) as progress:
         task = progress.add_task("", total=len(work))
-        for pair, tests, counts in _map(work, jobs):
+        for pair, tests, counts in map_unordered(_pair_tests, work, jobs):
             per_pair[pair] = (tests, counts)
             progress.update(task, advance=1, description=f"{pair[0]} || {pair[1]}: {len(tests)} tests")
     header = {"model": meta["model"], "generator": f"scalecheck {__version__}", "cap": cap,
@@ -103,14 +101,6 @@ def generate_tests(out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, q
     summary = {"cap": cap, "totals": totals, "pairs": rows}
     write_json_atomically(out / "testgen.json", summary)
     return summary
-
-
-def _map(work, jobs):
-    if (jobs or 1) <= 1:
-        yield from map(_pair_tests, work)
-        return
-    with multiprocessing.get_context("fork").Pool(min(jobs, len(work))) as pool:
-        yield from pool.imap_unordered(_pair_tests, work)
 
 
 def _pair_tests(job):

@@ -22,7 +22,7 @@ import z3
 from scalecheck.engine import explore
 from scalecheck.engine.sexpr import show
 from scalecheck.engine.types import (ArrayValue, MapType, MapValue, ScalarType, StructValue,
-                                     SymType, Unbound, as_expr)
+                                     SymType, Unbound, as_expr, join_name)
 from scalecheck.model.results import Chosen
 
 
@@ -42,7 +42,7 @@ def _bind(value, name, path):
         if isinstance(symtype, MapType):
             return MapValue(symtype, name)
         leaf_specs = symtype.leaves()
-        leaves = [z3.Const(f"{name}{_join(suffix)}", leaf.sort) for suffix, leaf in leaf_specs]
+        leaves = [z3.Const(join_name(name, suffix), leaf.sort) for suffix, leaf in leaf_specs]
         bound = symtype.build(iter(leaves))
         for constraint in symtype.invariant(bound):
             path.assume(constraint)
@@ -55,10 +55,6 @@ def _bind(value, name, path):
         for attr, item in list(vars(value).items()):
             setattr(value, attr, _bind(item, f"{name}.{attr}", path))
     return value
-
-
-def _join(suffix):
-    return suffix if not suffix or suffix.startswith("[") else "." + suffix
 
 
 def clone(value):

@@ -213,8 +213,9 @@ def _build_base_read(map_value, key) -> tuple:
     """A read of the initial state at ``key`` and the constraints its values obey."""
     symtype = map_value.type
     leaf_specs = symtype.value.leaves()
-    leaves = [_function(f"{map_value.name}{suffix if suffix.startswith('[') or not suffix else '.' + suffix}",
-                        symtype.key.sort, leaf_type.sort)(key)
+    from scalecheck.engine.types import join_name
+
+    leaves = [_function(join_name(map_value.name, suffix), symtype.key.sort, leaf_type.sort)(key)
               for suffix, leaf_type in leaf_specs]
     present = None
     if symtype.partial:

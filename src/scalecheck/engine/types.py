@@ -103,7 +103,6 @@ class Key(Int):
     def __init__(self, name: str, count: int):
         super().__init__(0, count - 1)
         self.kind = name
-        self.count = count
 
     def describe(self) -> dict:
         return {"class": "key"}
@@ -164,7 +163,7 @@ class Struct(SymType):
         return self.build(iter(leaves))
 
     def leaves(self):
-        return [(f"{name}{'.' if sub and not sub.startswith('[') else ''}{sub}", leaf)
+        return [(join_name(name, sub), leaf)
                 for name, ftype in self.fields.items() for sub, leaf in ftype.leaves()]
 
     def build(self, exprs, on_change=None):
@@ -254,10 +253,6 @@ class ArrayValue:
         if self._on_change:
             self._on_change()
 
-    def fill(self, value):
-        self.items = [as_expr(value, self.type.elem)] * self.type.size
-        if self._on_change:
-            self._on_change()
 
 
 class MapType:
@@ -338,10 +333,6 @@ class MapValue:
             raise explore.ModelError(f"del {self.name}[key] of an absent key")
         self.log.append((key, z3.BoolVal(False), self.lookup(key)[1]))
 
-    def get(self, key):
-        """The value at ``key`` if present, else None (branches on presence)."""
-        return self[key] if key in self else None
-
     # -- implementation-chosen keys (file descriptors, addresses) --
     def _domain_keys(self):
         key_type = self.type.key
@@ -366,6 +357,11 @@ class MapValue:
 
     def written_keys(self) -> list:
         return [key for key, _, _ in self.log]
+
+
+def join_name(prefix: str, suffix: str) -> str:
+    """``inode`` + ``nlink`` -> ``inode.nlink``; ``data`` + ``[2]`` -> ``data[2]``."""
+    return prefix + (suffix if not suffix or suffix.startswith("[") else "." + suffix)
 
 
 def as_expr(value, symtype: ScalarType):
