@@ -48,6 +48,19 @@ def test_concurrent_walks_see_each_objects_last_update(impl):
     updates = int(counts[2].split()[0])
     checked = int(counts[4].split()[0])
     assert updates > 1000 and checked > 1000, result.stdout
+    # LDU walks that found the lock taken read the queued logs instead of applying
+    # them; the run must have exercised that path too.
+    merged = int(counts[6].split()[0])
+    assert (merged > 0) == impl.startswith("ldu"), result.stdout
+
+
+@pytest.mark.parametrize("variant", ["release", "tsan"])
+@pytest.mark.parametrize("impl", ["ldu-percore", "ldu-global"])
+def test_ldu_walks_merging_many_unapplied_logs(impl, variant):
+    """Many objects per thread: walks that cannot take the write lock then often find
+    more than 32 queued inserts, which they sort with qsort instead of insertion sort."""
+    assert_clean(ldu_check(variant, "concurrent", "--impl", impl, "--threads", "4",
+                           "--pairs", "300", "--seconds", "1", timeout=300))
 
 
 def test_rwlock_walks_are_snapshots():

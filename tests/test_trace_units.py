@@ -2,6 +2,7 @@
 the results store, symbol naming and the initramfs writer. No VM is booted here."""
 
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -104,17 +105,20 @@ def test_result_matching_with_wildcards():
 def _region_bytes(vcpu, tag, lines):
     """A region record in the plugin's output format (a fake plugin output for the parser)."""
     out = struct.pack("<IIII QQ II", regions.REGION_MAGIC, vcpu, tag, 0, 10, 0, 0, len(lines))
-    for paddr, rmask, wmask, pcs in lines:
-        out += struct.pack("<QQQQI", paddr, 0xFFFF888000000000 + paddr, rmask, wmask, len(pcs))
-        for pc, wrote in pcs:
-            out += struct.pack("<QB", pc, wrote)
+    for paddr, sites in lines:
+        rmask = wmask = 0
+        for _, r, w in sites:
+            rmask, wmask = rmask | r, wmask | w
+        out += struct.pack("<QQQQI", paddr, 0xFFFF888000000000 + paddr, rmask, wmask, len(sites))
+        for site in sites:
+            out += struct.pack("<QQQ", *site)
     return out
 
 
 def test_region_reader_follows_a_growing_file(tmp_path):
     path = tmp_path / "trace.bin"
-    a = _region_bytes(1, 0, [(0x1000, 1, 0, [(0xFFFFFFFF81000010, 0)]), (0x2000, 0, 0xF0, [(0xFFFFFFFF81000020, 1)])])
-    b = _region_bytes(2, 1, [(0x1000, 0, 1, [(0xFFFFFFFF81000030, 1)]), (0x3000, 1, 0, [])])
+    a = _region_bytes(1, 0, [(0x1000, [(0xFFFFFFFF81000010, 1, 0)]), (0x2000, [(0xFFFFFFFF81000020, 0, 0xF0)])])
+    b = _region_bytes(2, 1, [(0x1000, [(0xFFFFFFFF81000030, 0, 1)]), (0x3000, [(0xFFFFFFFF81000040, 1, 0)])])
     path.write_bytes(regions.FILE_MAGIC + a + b[:20])
     reader = regions.RegionReader(path)
     first = reader.read_new()
@@ -123,17 +127,81 @@ def test_region_reader_follows_a_growing_file(tmp_path):
         f.write(b[20:])
     second = reader.read_new()
     assert [r.tag for r in second] == [1]
-    conflicts = regions.conflicting_lines(first[0], second[0])
-    assert [la.paddr for la, _ in conflicts] == [0x1000]
-    # Line 0x1000: A reads byte 0, B writes byte 0 -> conflict in byte mode too.
-    assert len(regions.conflicting_lines(first[0], second[0], "bytes")) == 1
+    shared = regions.shared_lines(first[0], second[0])
+    assert [la.paddr for la, _ in shared] == [0x1000]
+    assert shared[0][1].sites == [regions.Site(0xFFFFFFFF81000030, 0, 1)]
 
 
-def test_byte_granularity_ignores_false_sharing():
-    a = regions.Region(1, 0, 0, 1, 0, 0, {0x40: regions.Line(0x40, 0, 0, 0x0F, [])})
-    b = regions.Region(2, 1, 0, 1, 0, 0, {0x40: regions.Line(0x40, 0, 0, 0xF0, [])})
-    assert len(regions.conflicting_lines(a, b, "line")) == 1
-    assert regions.conflicting_lines(a, b, "bytes") == []
+def test_region_reader_rejects_another_format(tmp_path):
+    path = tmp_path / "trace.bin"
+    path.write_bytes(b"SCTRACE1" + b"\0" * 64)
+    with pytest.raises(regions.TraceFormatError, match="not a scalecheck trace"):
+        regions.RegionReader(path).read_new()
+
+
+def _line(vaddr, *sites):
+    """A traced line from (pc, read_mask, write_mask) sites."""
+    line_sites = [regions.Site(*site) for site in sites]
+    read = write = 0
+    for site in line_sites:
+        read, write = read | site.read_mask, write | site.write_mask
+    return regions.Line(vaddr - 0xFFFF888000000000 if vaddr >= 0xFFFF888000000000 else vaddr & 0xFFFFFFF,
+                        vaddr, read, write, line_sites)
+
+
+def _regions(lines_a, lines_b):
+    a = regions.Region(1, 0, 0, 1, 0, 0, {l.paddr: l for l in lines_a})
+    b = regions.Region(2, 1, 0, 1, 0, 0, {l.paddr: l for l in lines_b})
+    return a, b
+
+
+ALLOC_FD, FD_INSTALL, SWITCH = 0xFFFFFFFF81200010, 0xFFFFFFFF81200040, 0xFFFFFFFF81031090
+HEAP, STATIC = 0xFFFF888005893940, 0xFFFFFFFF8241CB40
+
+
+def test_sharing_is_told_apart_by_the_bytes_each_site_touched():
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    # Heap line: A's alloc_fd writes bytes 0-3, B's alloc_fd reads them -> true sharing.
+    # Static line: A writes byte 0, B writes byte 8 -> false sharing on a fixed address.
+    a, b = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF)), _line(STATIC, (FD_INSTALL, 0, 0x1))],
+                    [_line(HEAP, (ALLOC_FD, 0x3, 0), (SWITCH, 0xF000, 0)), _line(STATIC, (SWITCH, 0, 0x100))])
+    shared = {c["kind"]: c for c in outcome._shared(a, b, syms)}
+    assert shared["heap"]["sharing"] == "true"
+    # Only the sites touching the same bytes make the pair: __switch_to read other bytes.
+    assert shared["heap"]["sites"] == [["alloc_fd", "alloc_fd"]]
+    assert shared["static"]["sharing"] == "false"
+    assert shared["static"]["sites"] == [["fd_install", "__switch_to"]]
+    assert outcome.counts(shared["static"], "stable") and not outcome.counts(shared["static"], "bytes")
+    heap_false = dict(shared["heap"], sharing="false")
+    assert not outcome.counts(heap_false, "stable") and outcome.counts(heap_false, "line")
+
+
+def test_conflict_signature_ignores_heap_addresses_and_line_boundaries():
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    # One run: the two fields both calls write share a line. Another run: the object
+    # sits elsewhere and the fields fall into two lines. Same signature.
+    a1, b1 = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF), (FD_INSTALL, 0, 0xF0))],
+                      [_line(HEAP, (ALLOC_FD, 0, 0xF), (FD_INSTALL, 0, 0xF0))])
+    a2, b2 = _regions([_line(HEAP + 0x1000, (ALLOC_FD, 0, 0xF000000000000000)),
+                       _line(HEAP + 0x1040, (FD_INSTALL, 0, 0xF))],
+                      [_line(HEAP + 0x1000, (ALLOC_FD, 0, 0xF000000000000000)),
+                       _line(HEAP + 0x1040, (FD_INSTALL, 0, 0xF))])
+    one = outcome.conflict_set(outcome._shared(a1, b1, syms))
+    two = outcome.conflict_set(outcome._shared(a2, b2, syms))
+    assert one == two == {("heap", "", "true", "alloc_fd", "alloc_fd"),
+                          ("heap", "", "true", "fd_install", "fd_install")}
+    assert outcome.tag(3, 1, 1) == (3 << 8) | 3
+    assert outcome.is_warmup(outcome.tag(3, outcome.WARMUP_REP, 0))
+
+
+def test_a_conflict_counts_only_if_every_repeat_shows_it():
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    steady = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF))], [_line(HEAP, (ALLOC_FD, 0xF, 0))])
+    noisy = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF)), _line(STATIC, (SWITCH, 0, 1))],
+                     [_line(HEAP, (ALLOC_FD, 0xF, 0)), _line(STATIC, (SWITCH, 1, 0))])
+    kept, signatures = outcome._repeated([outcome._shared(*noisy, syms), outcome._shared(*steady, syms)])
+    assert [c["kind"] for c in kept] == ["heap"]
+    assert signatures[0] != signatures[1]
 
 
 def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
@@ -152,6 +220,13 @@ def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
     assert len(lines) == 3 and all(json.loads(l) for l in lines)
     with pytest.raises(UserError, match="repeats"):
         ResultsStore(tmp_path / "results.jsonl", dict(header, repeats=3))
+    # The pipeline keeps an incompatible store under another name and starts afresh.
+    said = []
+    fresh = ResultsStore(tmp_path / "results.jsonl", dict(header, repeats=3), True, said.append)
+    fresh.close()
+    assert fresh.finished == {} and "repeats" in said[0]
+    kept = [p for p in tmp_path.glob("results.*.jsonl")]
+    assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 3
 
 
 KALLSYMS = """0000000000000000 A __per_cpu_start
@@ -160,6 +235,7 @@ KALLSYMS = """0000000000000000 A __per_cpu_start
 ffffffff81000000 T _stext
 ffffffff81031080 T __switch_to
 ffffffff81200000 t alloc_fd
+ffffffff81200040 T fd_install
 ffffffff8241cb60 D __per_cpu_offset
 """
 
@@ -173,18 +249,6 @@ def test_symbols_name_pcs_and_classify_data():
     assert syms.classify(0xFFFF888005893940) == ("heap", "")
     assert syms.classify(0xFFFFEA0000001000) == ("heap", "struct page")
     assert syms.classify(0x7FFF0000) == ("user", "")
-
-
-def test_conflict_signature_ignores_heap_addresses():
-    c1 = {"kind": "heap", "data_symbol": "", "line": "0xffff888000001000",
-          "a": {"pcs": ["alloc_fd+0x57", "alloc_fd+0x13d"], "write_pcs": ["alloc_fd+0x13d"]},
-          "b": {"pcs": ["alloc_fd+0x57"], "write_pcs": []}}
-    c2 = dict(c1, line="0xffff888000009000", a={"pcs": ["alloc_fd+0x13d"], "write_pcs": ["alloc_fd+0x13d"]})
-    assert outcome.signature(c1) == outcome.signature(c2)
-    c3 = dict(c1, kind="static", data_symbol="jiffies")
-    assert outcome.signature(c3) != outcome.signature(c1)
-    assert outcome.tag(3, 1, 1) == (3 << 8) | 3
-    assert outcome.is_warmup(outcome.tag(3, outcome.WARMUP_REP, 0))
 
 
 def test_cpio_archive_layout(tmp_path):
@@ -210,3 +274,42 @@ def test_kallsyms_block_ends_only_at_its_own_marker_line(tmp_path):
     block = session.read_block("K", "KEND")
     assert block.splitlines() == ["ffffffff82a1e2a0 d event_attr_STALLED_CYCLES_BACKEND",
                                   "ffffffff84a00000 D __init_scratch_end"]
+
+
+VMLINUX_SOURCE = """int start_kernel(int x)
+{
+    int y = x * 3;
+    return y + 1;
+}
+int main(void) { return start_kernel(2); }
+"""
+
+
+def _tiny_vmlinux(tmp_path, debug=True):
+    """A small ELF with a start_kernel, standing in for a debug vmlinux (gcc -g)."""
+    src = tmp_path / "kernel.c"
+    src.write_text(VMLINUX_SOURCE)
+    out = tmp_path / ("vmlinux" if debug else "vmlinux-stripped")
+    subprocess.run(["gcc", "-O0", "-no-pie", *(["-g"] if debug else []), "-o", str(out), str(src)],
+                   check=True)
+    nm = subprocess.run(["nm", str(out)], check=True, capture_output=True, text=True).stdout
+    address = next(int(l.split()[0], 16) for l in nm.splitlines() if l.endswith(" start_kernel"))
+    return out, address
+
+
+@pytest.mark.skipif(not shutil.which("gcc") or not shutil.which("addr2line"), reason="needs gcc, binutils")
+def test_vmlinux_gives_file_and_line_and_must_match_the_kernel(tmp_path):
+    vmlinux, address = _tiny_vmlinux(tmp_path)
+    kallsyms = f"{address:016x} T start_kernel\n"
+    syms = KernelSymbols(kallsyms, {}, vmlinux)
+    name = syms.pc_name(address + 8)
+    assert name.startswith("start_kernel+0x8 (") and "kernel.c:" in name, name
+    assert syms.function(address + 8) == "start_kernel"
+    with pytest.raises(UserError, match="not the traced kernel"):
+        KernelSymbols(f"{address + 0x1000:016x} T start_kernel\n", {}, vmlinux)
+    stripped, address = _tiny_vmlinux(tmp_path, debug=False)
+    with pytest.raises(UserError, match="no line information"):
+        KernelSymbols(f"{address:016x} T start_kernel\n", {}, stripped)
+    (tmp_path / "text").write_text("not an ELF")
+    with pytest.raises(UserError, match="not a readable ELF"):
+        KernelSymbols(kallsyms, {}, tmp_path / "text")

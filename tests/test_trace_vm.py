@@ -73,6 +73,9 @@ def test_calibration_answers(main_run):
         touched = {pc.split("+")[0] for c in record["conflicts"] for side in ("a", "b") for pc in c[side]["pcs"]}
         for function in want.get("must_touch", []):
             assert function in touched, (test["id"], sorted(touched))
+        if not want["conflict_free"]:
+            # The known conflicts are on data both calls really use, not neighbours of it.
+            assert any(c["sharing"] == "true" for c in record["conflicts"]), record["conflicts"]
         assert record["accesses"]["a"] > 100 and record["accesses"]["b"] > 100
 
 

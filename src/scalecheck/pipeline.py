@@ -56,7 +56,7 @@ def run(args) -> int:
     console.print(f"{generated['totals']['tests']} tests written to {args.out / 'tests.jsonl'}")
     console.rule("3/4 run on Linux under QEMU")
     run_tests(args.out, kernel=args.kernel, kernel_args=args.kernel_args, jobs=args.jobs,
-              repeats=args.repeats, limit=args.limit)
+              repeats=args.repeats, limit=args.limit, set_aside_incompatible=True)
     console.rule("4/4 report")
     summary = make_report(args.out)
     console.print(summary["summary"])

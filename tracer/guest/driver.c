@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/mempolicy.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -288,6 +289,27 @@ static int write_units(int fd, const unsigned char *data, int n)
 }
 
 /* Builds the shared file-system and pipe state (done by the coordinator). */
+/* Fixed old times every inode of the setup ends up with: calls see them as stale
+ * whatever the clock did during the setup. */
+static const struct timespec SETUP_TIMES[2] = {{1000000000, 0}, {1000000000, 0}};
+
+/* Leaves the inode dirty and stamped with SETUP_TIMES. Whether the setup's own writes
+ * dirtied it depends on a clock tick falling between them (tmpfs data writes do not
+ * dirty the inode, timestamp updates do), and a call that finds its inode clean takes
+ * the writeback list's lock. A read after stamping old times always updates the atime,
+ * which dirties the inode; stamping again then restores the old atime. */
+static int stamp_inode(const char *path)
+{
+	char byte;
+	if (utimensat(AT_FDCWD, path, SETUP_TIMES, 0) < 0)
+		return -1;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0 || read(fd, &byte, 1) < 0)
+		return -1;
+	close(fd);
+	return utimensat(AT_FDCWD, path, SETUP_TIMES, 0);
+}
+
 static int build_files_and_pipes(const struct test *t, char *why, size_t whylen)
 {
 	for (int i = 0; i < t->ninodes; i++) {
@@ -319,6 +341,10 @@ static int build_files_and_pipes(const struct test *t, char *why, size_t whylen)
 				return -1;
 			}
 		}
+		if (stamp_inode(first) < 0) {
+			snprintf(why, whylen, "set times of %s: %s", first, strerror(errno));
+			return -1;
+		}
 	}
 	for (int p = 0; p < t->npipes; p++) {
 		int ends[2];
@@ -332,6 +358,10 @@ static int build_files_and_pipes(const struct test *t, char *why, size_t whylen)
 		}
 		if (t->pipes[p].nbytes && write(pipe_ends[p][1], t->pipes[p].data, t->pipes[p].nbytes) != t->pipes[p].nbytes) {
 			snprintf(why, whylen, "fill pipe: %s", strerror(errno));
+			return -1;
+		}
+		if (futimens(pipe_ends[p][0], SETUP_TIMES) < 0) {
+			snprintf(why, whylen, "set times of a pipe: %s", strerror(errno));
 			return -1;
 		}
 	}
@@ -640,6 +670,19 @@ static void pin_to_cpu(int cpu)
 		fatal("sched_setaffinity");
 }
 
+/* Each call starts just after a tick of the coarse clock the kernel stamps files with,
+ * so whether it sees the setup's or the other call's timestamps as current (and so
+ * updates mtime, ctime or atime itself) is the same in every repeat. */
+static void wait_for_clock_tick(void)
+{
+	struct timespec start, now, pause = {0, 100000};
+	clock_gettime(CLOCK_REALTIME_COARSE, &start);
+	do {
+		nanosleep(&pause, NULL);
+		clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	} while (now.tv_sec == start.tv_sec && now.tv_nsec == start.tv_nsec);
+}
+
 static void *participant_main(void *arg)
 {
 	struct participant *p = arg;
@@ -654,6 +697,7 @@ static void *participant_main(void *arg)
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);
 	wait_at_least(&ctl->go[p->side], 1, 0);
+	wait_for_clock_tick();
 	run_call(p, ctl->result[p->side], RESULT_LEN);
 	if (p->side == 0)
 		set_and_wake(&ctl->go[1], 1);
@@ -718,6 +762,19 @@ static void kill_and_reap(pid_t *pids, int n)
 /* Repeat number of warm-up runs: their regions carry it, and the host ignores them. */
 #define WARMUP_REP 127
 
+/* Empties every CPU's LRU page batches (mbind with MPOL_MF_MOVE drains them on all
+ * CPUs). A call that fills its CPU's batch flushes it onto the shared LRU lists, and a
+ * page the setup wrote may still sit in CPU 0's batch instead of on the LRU: both
+ * depended on how many pages the tests before had left in the batches. */
+static void drain_lru_batches(void)
+{
+	static char page[4096] __attribute__((aligned(4096)));
+	unsigned long node0 = 1;
+	page[0] = 1;
+	if (syscall(__NR_mbind, page, sizeof page, MPOL_BIND, &node0, 8 * sizeof node0, MPOL_MF_MOVE) < 0)
+		fatal("mbind (draining the LRU batches)");
+}
+
 static void run_repeat(const struct test *t, int rep)
 {
 	int report = rep != WARMUP_REP;
@@ -761,6 +818,7 @@ static void run_repeat(const struct test *t, int rep)
 			unlink(path);
 		}
 	}
+	drain_lru_batches();
 	set_and_wake(&ctl->go[0], 1);
 	if (wait_at_least(&ctl->done[1], 1, timeout_ms) < 0) {
 		if (report)
@@ -847,6 +905,12 @@ static void mount_filesystems(void)
 	mkdir(TEST_DIR, 0777);
 	if (chdir(TEST_DIR) < 0)
 		fatal("chdir");
+	/* No periodic writeback: a flusher cleaning inodes at random moments would decide
+	 * whether a call finds its inode clean and takes the writeback list lock. */
+	int fd = open("/proc/sys/vm/dirty_writeback_centisecs", O_WRONLY);
+	if (fd < 0 || write(fd, "0\n", 2) != 2)
+		fatal("disable periodic writeback");
+	close(fd);
 }
 
 static char *read_whole_file(const char *path)

@@ -2,7 +2,7 @@
  * objset.h - a set of objects ordered by key, with interchangeable
  * implementations behind one interface:
  *
- *   "ldu-percore"  ordered tree + mutex; updates are logged on per-core queues (LDU)
+ *   "ldu-percore"  ordered tree + rwlock; updates are logged on per-core queues (LDU)
  *   "ldu-global"   the same with one global log queue
  *   "rwlock"       ordered tree under a reader-writer lock (what Linux's rmap does)
  *   "harris"       Harris's lock-free sorted list with epoch-based reclamation
@@ -52,6 +52,7 @@ struct objset_stats {
     uint64_t lock_wait_ns;     /* time spent blocked in them */
     uint64_t syncs;            /* LDU: synchronize() runs by this worker */
     uint64_t logs_applied;     /* LDU: logged updates this worker applied to the tree */
+    uint64_t merged_walks;     /* LDU: walks that read still-queued logs instead of applying them */
 };
 
 struct objset;
@@ -85,7 +86,8 @@ void objset_remove(struct objset_worker *worker, struct set_object *object);
  * when that update was an insert; an object updated during the walk may or
  * may not be.  Across objects the walk is not a snapshot: it may show a later
  * update of one object without an earlier update (by the same thread) of
- * another, because LDU applies logs out of their issue order (docs/ldu.md). */
+ * another, because LDU applies logs out of their issue order and a walk reads
+ * the logs it cannot apply at different moments (docs/ldu.md). */
 size_t objset_walk(struct objset_worker *worker, objset_visit_fn visit, void *arg);
 
 /* Waits until every object this worker removed before the call may be

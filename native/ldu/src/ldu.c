@@ -10,10 +10,14 @@
  *      (a cancelled earlier update of the same kind) reuses it;
  *   3. otherwise pushes its log onto a lock-free queue (one global queue, or
  *      the queue of the updater's CPU).
- * synchronize() runs under the mutex: it takes every queue's list, and for
- * each log swaps the mark to 0 and, if it was 1, applies the update to the
- * tree.  Readers synchronize before they walk; updaters synchronize every
- * SYNC_EVERY_PUSHES pushes (when the lock is free) so logs stay short.
+ * synchronize() runs under the write side of the set's reader-writer lock:
+ * it takes every queue's list, and for each log swaps the mark to 0 and, if
+ * it was 1, applies the update to the tree.  Walks run under the read side,
+ * so they run in parallel and never wait for one another: a walker applies
+ * the logs itself only if the lock is free at that moment; otherwise it reads
+ * the logs still queued and merges them into its walk of the tree.  Updaters
+ * synchronize every SYNC_EVERY_PUSHES pushes (when the lock is free) so the
+ * logs stay short.
  *
  * Why it is correct (see docs/ldu.md for the longer argument): because the
  * updates of an object alternate and are issued one at a time, at most one of
@@ -25,17 +29,22 @@
  * pattern: the updater sets pending then swaps queued; synchronize clears
  * queued then swaps pending (both sequentially consistent), so either
  * synchronize sees the mark or the updater sees the log unqueued and pushes
- * it again.
+ * it again.  Hence, whenever no synchronize is running, an object is in the
+ * tree exactly when its latest update is an insert with a clear mark or a
+ * remove with a set mark, and a set mark's log is linked in a queue: a walk
+ * under the read lock that reads the queued marks sees every update that
+ * completed before it began (ldu_walk).
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "objset_impl.h"
 #include "tree.h"
 
-/* Bounds how much a reader may have to apply; small enough that the logs stay
- * in cache, large enough that updaters rarely touch the lock. */
+/* Bounds how many logs a walker may have to apply or read; small enough that
+ * the logs stay in cache, large enough that updaters rarely touch the lock. */
 #define SYNC_EVERY_PUSHES 64
 
 struct ldu_queue {
@@ -44,16 +53,29 @@ struct ldu_queue {
 
 struct ldu_set {
     struct objset base;
-    pthread_mutex_t lock;      /* guards root; held by synchronize() and walks */
+    pthread_rwlock_t lock;     /* written by synchronize(), read by walks: root, and the
+                                * lists' links (a log leaves a list only in synchronize) */
     struct set_object *root;
     unsigned nqueues;
     struct ldu_queue *queues;
 };
 
+/* A queued insert whose mark was set when a walk looked.  The key is copied
+ * so that sorting does not chase the object pointers. */
+struct unapplied_insert {
+    uint64_t key;
+    struct set_object *object;
+};
+
+/* Initial size of a worker's buffer of unapplied inserts; it doubles as needed. */
+#define INSERTS_INITIAL 64
+
 struct ldu_worker {
     struct objset_worker base;
     struct ldu_queue *queue;
     unsigned pushes_since_sync;
+    struct unapplied_insert *inserts;  /* walks: queued inserts with a mark set */
+    size_t inserts_capacity;
 };
 
 static struct objset *ldu_create(const struct objset_ops *ops, unsigned max_workers)
@@ -70,14 +92,20 @@ static struct objset *ldu_create(const struct objset_ops *ops, unsigned max_work
         free(set);
         return NULL;
     }
-    pthread_mutex_init(&set->lock, NULL);
+    /* Writer-preferring, as the rwlock baseline's: objset_barrier waits for
+     * the write lock and must not starve behind a stream of walkers. */
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&set->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     return &set->base;
 }
 
 static void ldu_destroy(struct objset *base)
 {
     struct ldu_set *set = (struct ldu_set *)base;
-    pthread_mutex_destroy(&set->lock);
+    pthread_rwlock_destroy(&set->lock);
     free(set->queues);
     free(set);
 }
@@ -88,20 +116,28 @@ static struct objset_worker *ldu_attach(struct objset *base, unsigned cpu)
     struct ldu_worker *worker = alloc_aligned_zeroed(sizeof *worker);
     if (!worker)
         return NULL;
+    worker->inserts = malloc(INSERTS_INITIAL * sizeof *worker->inserts);
+    if (!worker->inserts) {
+        free(worker);
+        return NULL;
+    }
+    worker->inserts_capacity = INSERTS_INITIAL;
     worker->base.set = base;
     worker->queue = &set->queues[cpu % set->nqueues];
     return &worker->base;
 }
 
-static void ldu_detach(struct objset_worker *worker)
+static void ldu_detach(struct objset_worker *base)
 {
-    free(worker);
+    free(((struct ldu_worker *)base)->inserts);
+    free(base);
 }
 
-/* Applies every logged update; the caller holds set->lock. */
+/* Applies every logged update; the caller holds set->lock for writing. */
 static void synchronize(struct ldu_worker *worker, struct ldu_set *set)
 {
     worker->base.stats.syncs++;
+    worker->pushes_since_sync = 0;
     for (unsigned q = 0; q < set->nqueues; q++) {
         /* A load first: most per-core queues are empty, and a swap would
          * take each one's line away from its CPU. */
@@ -130,6 +166,15 @@ static void synchronize(struct ldu_worker *worker, struct ldu_set *set)
     }
 }
 
+/* Applies every logged update if nobody holds the lock; never waits. */
+static void try_synchronize(struct ldu_worker *worker, struct ldu_set *set)
+{
+    if (pthread_rwlock_trywrlock(&set->lock) == 0) {
+        synchronize(worker, set);
+        pthread_rwlock_unlock(&set->lock);
+    }
+}
+
 static void push(struct ldu_queue *queue, struct ldu_log *log)
 {
     struct ldu_log *head = atomic_load_explicit(&queue->head, memory_order_relaxed);
@@ -153,11 +198,8 @@ static void log_update(struct objset_worker *base, struct ldu_log *own, struct l
     if (atomic_exchange(&own->queued, 1))
         return;
     push(worker->queue, own);
-    if (++worker->pushes_since_sync >= SYNC_EVERY_PUSHES && pthread_mutex_trylock(&set->lock) == 0) {
-        synchronize(worker, set);
-        pthread_mutex_unlock(&set->lock);
-        worker->pushes_since_sync = 0;
-    }
+    if (++worker->pushes_since_sync >= SYNC_EVERY_PUSHES)
+        try_synchronize(worker, set);
 }
 
 static void ldu_insert(struct objset_worker *worker, struct set_object *object)
@@ -170,31 +212,163 @@ static void ldu_remove(struct objset_worker *worker, struct set_object *object)
     log_update(worker, &object->remove_log, &object->insert_log);
 }
 
-/* Takes the lock and applies all logs; the caller unlocks. */
-static void lock_and_synchronize(struct ldu_worker *worker, struct ldu_set *set)
+/* A hint only (relaxed): whether a walker should try to synchronize. */
+static bool logs_queued(struct ldu_set *set)
 {
-    ACQUIRE_LOCK(&worker->base.stats, pthread_mutex_trylock(&set->lock),
-                 pthread_mutex_lock(&set->lock));
-    synchronize(worker, set);
-    worker->pushes_since_sync = 0;
+    for (unsigned q = 0; q < set->nqueues; q++)
+        if (atomic_load_explicit(&set->queues[q].head, memory_order_relaxed))
+            return true;
+    return false;
 }
 
+static bool insert_before(const struct unapplied_insert *a, uint64_t key, const struct set_object *object)
+{
+    return a->key < key || (a->key == key && (uintptr_t)a->object < (uintptr_t)object);
+}
+
+/* A walk of the tree merged with the unapplied logs, in set order. */
+struct merged_walk {
+    const struct unapplied_insert *next, *end;  /* sorted; those before `next` are visited */
+    bool removes;              /* some unapplied remove was seen: check members' marks */
+    objset_visit_fn visit;
+    void *arg;
+    size_t visited;
+};
+
+/* Appends an insert to the worker's buffer, growing it. */
+static void remember_insert(struct ldu_worker *worker, size_t count, struct set_object *object)
+{
+    if (count == worker->inserts_capacity) {
+        size_t capacity = 2 * count;
+        struct unapplied_insert *grown = realloc(worker->inserts, capacity * sizeof *grown);
+        if (!grown)
+            objset_die("ldu: out of memory for a walk's unapplied inserts");
+        worker->inserts = grown;
+        worker->inserts_capacity = capacity;
+    }
+    worker->inserts[count] = (struct unapplied_insert){object->key, object};
+}
+
+static int insert_order(const void *a, const void *b)
+{
+    const struct unapplied_insert *x = a, *y = b;
+    return insert_before(x, y->key, y->object) ? -1 : insert_before(y, x->key, x->object);
+}
+
+/* The buffer usually holds the ten or twenty inserts made since the last
+ * synchronize: insertion sort, which beats qsort's indirect comparisons there
+ * (about 3x at 16 to 32 entries); qsort beyond 32, so that a walk that finds many
+ * (a large set whose writers rarely get the lock) is not quadratic. */
+static void sort_inserts(struct unapplied_insert *inserts, size_t count)
+{
+    if (count > 32) {
+        qsort(inserts, count, sizeof *inserts, insert_order);
+        return;
+    }
+    for (size_t i = 1; i < count; i++) {
+        struct unapplied_insert entry = inserts[i];
+        size_t j = i;
+        for (; j > 0 && insert_before(&entry, inserts[j - 1].key, inserts[j - 1].object); j--)
+            inserts[j] = inserts[j - 1];
+        inserts[j] = entry;
+    }
+}
+
+/*
+ * Reads every queued log whose mark is set: the inserts go, sorted, into
+ * worker->inserts and `walk`; a remove only sets walk->removes, the walk
+ * checks the marks of the members it meets.  Returns whether any was found.
+ * The caller holds the read lock, so no synchronize runs: logs leave the
+ * lists only through synchronize, so the lists only grow at their heads and
+ * their links stay put while we follow them.  Acquire pairs with the pushes'
+ * release, so we see the logs' links.
+ */
+static bool collect_unapplied(struct ldu_worker *worker, struct ldu_set *set, struct merged_walk *walk)
+{
+    size_t count = 0;
+    for (unsigned q = 0; q < set->nqueues; q++) {
+        for (struct ldu_log *log = atomic_load_explicit(&set->queues[q].head, memory_order_acquire);
+             log; log = log->next) {
+            if (!atomic_load(&log->pending))
+                continue;
+            if (log->inserts)
+                remember_insert(worker, count++, log->object);
+            else
+                walk->removes = true;
+        }
+    }
+    sort_inserts(worker->inserts, count);
+    walk->next = worker->inserts;
+    walk->end = worker->inserts + count;
+    return count || walk->removes;
+}
+
+/* Visits the objects of unapplied inserts ordered before `object` (all if NULL). */
+static void visit_inserts_before(struct merged_walk *walk, const struct set_object *object)
+{
+    for (; walk->next < walk->end && (!object || insert_before(walk->next, object->key, object));
+         walk->next++) {
+        walk->visit(walk->next->object, walk->arg);
+        walk->visited++;
+    }
+}
+
+static void visit_merged(struct set_object *object, void *arg)
+{
+    struct merged_walk *walk = arg;
+    visit_inserts_before(walk, object);
+    /* A member whose remove is not applied yet is gone.  Relaxed suffices: a
+     * remove that completed before the walk began happens before this load. */
+    if (walk->removes && atomic_load_explicit(&object->remove_log.pending, memory_order_relaxed))
+        return;
+    walk->visit(object, walk->arg);
+    walk->visited++;
+}
+
+/*
+ * A walk never waits for another walk.  If logs are queued and nobody is in
+ * the tree (trywrlock), it applies them; then it walks under the read lock,
+ * alongside other walkers.  Logs queued meanwhile - by updaters, or because
+ * another walker held the read lock so the trywrlock failed - are not
+ * applied but read: the walk merges them into its view of the tree.  While
+ * any reader is in, no synchronize runs, so for every object the tree and
+ * the object's marks are consistent: the object is a member exactly when its
+ * latest update is an insert whose mark is clear or a remove whose mark is
+ * set, and a set mark's log is linked in a list (docs/ldu.md).  Every update
+ * that completed before the walk began is therefore visible: applied in the
+ * tree, or found with its mark set in a list whose head we load afterwards.
+ */
 static size_t ldu_walk(struct objset_worker *base, objset_visit_fn visit, void *arg)
 {
+    struct ldu_worker *worker = (struct ldu_worker *)base;
     struct ldu_set *set = (struct ldu_set *)base->set;
-    lock_and_synchronize((struct ldu_worker *)base, set);
-    size_t visited = tree_walk(set->root, visit, arg);
-    pthread_mutex_unlock(&set->lock);
+    if (logs_queued(set))
+        try_synchronize(worker, set);
+    ACQUIRE_LOCK(&base->stats, pthread_rwlock_tryrdlock(&set->lock),
+                 pthread_rwlock_rdlock(&set->lock));
+    struct merged_walk walk = {.visit = visit, .arg = arg};
+    size_t visited;
+    if (!collect_unapplied(worker, set, &walk)) {
+        visited = tree_walk(set->root, visit, arg);
+    } else {
+        base->stats.merged_walks++;
+        tree_walk(set->root, visit_merged, &walk);
+        visit_inserts_before(&walk, NULL);
+        visited = walk.visited;
+    }
+    pthread_rwlock_unlock(&set->lock);
     return visited;
 }
 
-/* After a synchronize under the lock no log that was queued before it is
- * still linked, and no walker is inside the tree. */
+/* After a synchronize under the write lock no log that was queued before it
+ * is still linked, and no walker is inside the tree or the lists. */
 static void ldu_barrier(struct objset_worker *base)
 {
     struct ldu_set *set = (struct ldu_set *)base->set;
-    lock_and_synchronize((struct ldu_worker *)base, set);
-    pthread_mutex_unlock(&set->lock);
+    ACQUIRE_LOCK(&base->stats, pthread_rwlock_trywrlock(&set->lock),
+                 pthread_rwlock_wrlock(&set->lock));
+    synchronize((struct ldu_worker *)base, set);
+    pthread_rwlock_unlock(&set->lock);
 }
 
 const struct objset_ops ldu_percore_ops = {

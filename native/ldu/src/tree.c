@@ -34,16 +34,25 @@ static struct set_object *rotate_left(struct set_object *top)
     return right;
 }
 
+/* Stores a child link only when it changes.  Most links on a search path stay
+ * the same, and not writing them keeps those lines clean in the other CPUs'
+ * caches, so concurrent and later walks of the tree do not miss on them. */
+static void set_link(struct set_object **link, struct set_object *value)
+{
+    if (*link != value)
+        *link = value;
+}
+
 static struct set_object *insert_below(struct set_object *top, struct set_object *object)
 {
     if (!top)
         return object;
     if (object_before(object, top)) {
-        top->tree_left = insert_below(top->tree_left, object);
+        set_link(&top->tree_left, insert_below(top->tree_left, object));
         if (priority(top->tree_left) > priority(top))
             top = rotate_right(top);
     } else {
-        top->tree_right = insert_below(top->tree_right, object);
+        set_link(&top->tree_right, insert_below(top->tree_right, object));
         if (priority(top->tree_right) > priority(top))
             top = rotate_left(top);
     }
@@ -58,10 +67,10 @@ static struct set_object *join(struct set_object *low, struct set_object *high)
     if (!high)
         return low;
     if (priority(low) > priority(high)) {
-        low->tree_right = join(low->tree_right, high);
+        set_link(&low->tree_right, join(low->tree_right, high));
         return low;
     }
-    high->tree_left = join(low, high->tree_left);
+    set_link(&high->tree_left, join(low, high->tree_left));
     return high;
 }
 
@@ -73,21 +82,21 @@ static struct set_object *remove_below(struct set_object *top, struct set_object
     if (top == object)
         return join(top->tree_left, top->tree_right);
     if (object_before(object, top))
-        top->tree_left = remove_below(top->tree_left, object);
+        set_link(&top->tree_left, remove_below(top->tree_left, object));
     else
-        top->tree_right = remove_below(top->tree_right, object);
+        set_link(&top->tree_right, remove_below(top->tree_right, object));
     return top;
 }
 
 void tree_insert(struct set_object **root, struct set_object *object)
 {
     object->tree_left = object->tree_right = NULL;
-    *root = insert_below(*root, object);
+    set_link(root, insert_below(*root, object));
 }
 
 void tree_remove(struct set_object **root, struct set_object *object)
 {
-    *root = remove_below(*root, object);
+    set_link(root, remove_below(*root, object));
 }
 
 size_t tree_walk(struct set_object *top, objset_visit_fn visit, void *arg)

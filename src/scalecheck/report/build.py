@@ -38,6 +38,8 @@ def make_report(out_dir, other_dir=None) -> dict:
         "generator": f"scalecheck {__version__}",
         "model": run.model,
         "kernel": run.kernel_name,
+        # What counted as a conflict (docs/tracer.md); "line" for runs that predate the choice.
+        "granularity": run.results_header.get("granularity", "line"),
         "summary": line,
         "totals": {**totals.as_json(),
                    "not_run_by_status": dict(sorted(not_run_by_status.items()))},
@@ -49,8 +51,9 @@ def make_report(out_dir, other_dir=None) -> dict:
     if diff is not None:
         summary["diff"] = diff
 
-    title = f"model {run.model} on {run.kernel_name}: {line}"
-    write_heatmap(run.ops, pairs, f"model {run.model} on {run.kernel_name}\n{line}", report_dir)
+    what = f"model {run.model} on {run.kernel_name} ({summary['granularity']} conflicts)"
+    title = f"{what}: {line}"
+    write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)
     (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title),
                                                 encoding="utf-8")
     if diff is not None:

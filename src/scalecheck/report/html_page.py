@@ -277,6 +277,10 @@ def _test_body(test: dict, result: dict | None) -> str:
         parts.append(_conflicts_table(result["conflicts"]))
     elif outcome(result) == CONFLICTING:
         parts.append("<p>Marked conflicting, but no conflicting line was recorded.</p>")
+    if result.get("false_sharing"):
+        parts.append("<p><b>false sharing not counted</b> (heap lines whose sharing depends on "
+                     "where objects were allocated; see docs/tracer.md)</p>")
+        parts.append(_conflicts_table(result["false_sharing"]))
     return "".join(parts)
 
 
@@ -286,14 +290,16 @@ def _access(access: dict) -> tuple[str, str]:
 
 
 def _conflicts_table(conflicts: list[dict]) -> str:
-    rows = ["<table class='grid'><tr><th>line</th><th>kind</th><th>data</th><th>a</th>"
-            "<th>a-side code</th><th>b</th><th>b-side code</th></tr>"]
+    rows = ["<table class='grid'><tr><th>line</th><th>kind</th><th>data</th><th>sharing</th>"
+            "<th>a</th><th>a-side code</th><th>b</th><th>b-side code</th></tr>"]
     for conflict in conflicts:
         a_mode, a_sites = _access(conflict["a"])
         b_mode, b_sites = _access(conflict["b"])
+        pairs = "<br>".join(escape(f"{a} / {b}") for a, b in conflict.get("sites", []))
+        sharing = escape(conflict.get("sharing", "?")) + (f"<br>{pairs}" if pairs else "")
         rows.append(f"<tr><td>{escape(str(conflict.get('line', '?')))}</td>"
                     f"<td>{escape(conflict['kind'])}</td>"
-                    f"<td>{escape(conflict.get('data_symbol') or '-')}</td>"
+                    f"<td>{escape(conflict.get('data_symbol') or '-')}</td><td>{sharing}</td>"
                     f"<td>{a_mode}</td><td>{a_sites}</td><td>{b_mode}</td><td>{b_sites}</td></tr>")
     rows.append("</table>")
     return "".join(rows)

@@ -93,6 +93,15 @@ def side_site(access: dict) -> str:
     return ", ".join(names) if names else "?"
 
 
+def conflict_code(conflict: dict) -> tuple[str, str]:
+    """The code on each side of a conflict: the functions that touched the shared data
+    (``sites``, when the tracer recorded them), else every function that touched the line."""
+    if conflict.get("sites"):
+        return (", ".join(sorted({a for a, _ in conflict["sites"]})),
+                ", ".join(sorted({b for _, b in conflict["sites"]})))
+    return side_site(conflict["a"]), side_site(conflict["b"])
+
+
 @dataclass
 class Site:
     """Conflicts on one kind of data between the same code on both sides."""
@@ -131,7 +140,7 @@ def bottleneck_sites(run: Run) -> list[Site]:
         if outcome(result) != CONFLICTING:
             continue
         for conflict in result["conflicts"]:
-            code = tuple(sorted((side_site(conflict["a"]), side_site(conflict["b"]))))
+            code = tuple(sorted(conflict_code(conflict)))
             site = Site(conflict["kind"], conflict.get("data_symbol") or "", code)
             site = sites.setdefault(site.key, site)
             if not site.tests or site.tests[-1] != test["id"]:

@@ -4,7 +4,7 @@ regions) into its results.jsonl record (docs/format-results.md)."""
 import json
 from dataclasses import dataclass, field
 
-from scalecheck.trace.regions import conflicting_lines
+from scalecheck.trace.regions import shared_lines
 from scalecheck.trace.testfile import Test, check_results
 
 
@@ -37,48 +37,112 @@ def base_record(test: Test, status: str, detail: str = "") -> dict:
     return {"id": test.id, "pair": test.pair, "status": status, "detail": detail,
             "conflict_free": None, "agree": None,
             "noise": {"ctxswitch": False, "interrupts_dropped": 0},
-            "accesses": {"a": 0, "b": 0}, "conflicts": [], "results": {}}
+            "accesses": {"a": 0, "b": 0}, "conflicts": [], "false_sharing": [], "results": {}}
 
 
 def _side(line, symbols) -> dict:
-    return {"write": line.written, "pcs": [symbols.pc_name(pc) for pc, _ in line.pcs],
-            "write_pcs": [symbols.pc_name(pc) for pc, wrote in line.pcs if wrote]}
+    return {"write": line.written, "pcs": [_site_name(site.pc, symbols) for site in line.sites],
+            "write_pcs": [_site_name(site.pc, symbols) for site in line.sites if site.write_mask]}
 
 
-def _conflicts(region_a, region_b, symbols, granularity):
+def _site_name(pc: int, symbols) -> str:
+    return symbols.pc_name(pc) if pc else "(more sites)"
+
+
+def _site_pairs(la, lb, symbols) -> tuple:
+    """("true", pairs) when some code sites of A and B touched the same bytes, at least one
+    writing: the pairs of their functions. Otherwise ("false", pairs of the sites that
+    share the line only, at least one writing): false sharing."""
+    def fn(site):
+        return function_of(_site_name(site.pc, symbols))
+    true_pairs = {(fn(sa), fn(sb)) for sa in la.sites for sb in lb.sites
+                  if sa.write_mask & sb.touched or sb.write_mask & sa.touched}
+    if true_pairs:
+        return "true", sorted(true_pairs)
+    return "false", sorted({(fn(sa), fn(sb)) for sa in la.sites for sb in lb.sites
+                            if sa.write_mask or sb.write_mask})
+
+
+# What counts as a conflict (`scalecheck run --granularity`):
+#   stable: code sites of both calls touched the same bytes, at least one writing, or they
+#           share a line of data whose address is fixed when the kernel is linked
+#           (static and per-cpu data), where false sharing is a property of the kernel's
+#           layout. False sharing on heap lines is listed but not counted: whether two
+#           fields share a line there depends on where the allocator put the object in
+#           this run (slab objects are not line-aligned), so it comes and goes between runs.
+#   line:   every shared line with a write, false sharing of any kind included.
+#   bytes:  overlapping bytes only.
+GRANULARITIES = ("stable", "line", "bytes")
+FIXED_ADDRESS_KINDS = ("static", "percpu")
+
+
+def counts(conflict: dict, granularity: str) -> bool:
+    if conflict["sharing"] == "true" or granularity == "line":
+        return True
+    return granularity == "stable" and conflict["kind"] in FIXED_ADDRESS_KINDS
+
+
+def _shared(region_a, region_b, symbols) -> list:
+    """Every line both calls touched with a write, as a conflict record (any sharing)."""
     conflicts = []
-    for la, lb in conflicting_lines(region_a, region_b, granularity):
+    for la, lb in shared_lines(region_a, region_b):
         kind, data_symbol = symbols.classify(la.vaddr)
+        sharing, pairs = _site_pairs(la, lb, symbols)
         conflicts.append({"line": f"{la.vaddr:#x}", "paddr": f"{la.paddr:#x}", "kind": kind,
-                          "data_symbol": data_symbol, "a": _side(la, symbols), "b": _side(lb, symbols)})
+                          "data_symbol": data_symbol, "sharing": sharing,
+                          "sites": [list(p) for p in pairs],
+                          "a": _side(la, symbols), "b": _side(lb, symbols)})
     return conflicts
 
 
-def signature(conflict: dict) -> tuple:
-    """What identifies a conflict across repeats: the kind of data, its name when it has
-    one (static and per-cpu data), and the functions that wrote the line on each side.
-    Heap addresses differ between repeats, and so does which fields of an object share a
-    line (slab objects are not line-aligned), hence the exact PCs that touch it."""
+def signature(conflict: dict) -> frozenset:
+    """What identifies a conflict across repeats and runs: one element per pair of code
+    sites (functions) of A and B that touched the same bytes (or, for false sharing, the
+    same line), with the kind of data and its name when it has one (static and per-cpu
+    data). Heap addresses differ between repeats, and so do the fields of an object that
+    share a line (slab objects are not line-aligned); the pairs of functions touching the
+    same field do not."""
     data = conflict["data_symbol"].split(" [cpu")[0] if conflict["kind"] in ("static", "percpu") else ""
-    return (conflict["kind"], data,
-            tuple(sorted({function_of(pc) for pc in conflict["a"]["write_pcs"]})),
-            tuple(sorted({function_of(pc) for pc in conflict["b"]["write_pcs"]})))
+    return frozenset((conflict["kind"], data, conflict["sharing"], a, b) for a, b in conflict["sites"])
 
 
-def site_pairs(conflicts: list, symbols_function) -> list:
-    """Conflicts grouped by the pair of functions that touched the line on each side."""
+def conflict_set(conflicts: list) -> frozenset:
+    """The signature of a whole test: the union of its conflicts' signatures."""
+    return frozenset().union(*(signature(c) for c in conflicts))
+
+
+def show(element: tuple) -> str:
+    kind, data, sharing, a, b = element
+    return f"{kind}{':' + data if data else ''}{'' if sharing == 'true' else ' (false sharing)'} {a} / {b}"
+
+
+def site_pairs(conflicts: list) -> list:
+    """Conflicts grouped by the pair of functions of A and B that touched the same data."""
     groups = {}
     for c in conflicts:
-        key = (",".join(sorted({symbols_function(p) for p in c["a"]["write_pcs"] or c["a"]["pcs"]})),
-               ",".join(sorted({symbols_function(p) for p in c["b"]["write_pcs"] or c["b"]["pcs"]})))
-        group = groups.setdefault(key, {"a": key[0], "b": key[1], "lines": 0, "kinds": set()})
-        group["lines"] += 1
-        group["kinds"].add(c["kind"])
+        for a, b in c["sites"]:
+            group = groups.setdefault((a, b), {"a": a, "b": b, "lines": 0, "kinds": set(),
+                                               "false_sharing": c["sharing"] == "false"})
+            group["lines"] += 1
+            group["kinds"].add(c["kind"])
     return [dict(g, kinds=sorted(g["kinds"])) for g in groups.values()]
 
 
 def function_of(site: str) -> str:
     return site.split("+")[0].split(" ")[0]
+
+
+def _repeated(per_repeat: list) -> tuple:
+    """The first repeat's conflicts, cut down to the site pairs every repeat showed, and
+    each repeat's signature."""
+    signatures = [conflict_set(conflicts) for conflicts in per_repeat]
+    repeated = frozenset.intersection(*signatures)
+    kept = []
+    for c in per_repeat[0]:
+        elements = signature(c) & repeated
+        if elements:
+            kept.append(dict(c, sites=sorted([a, b] for _, _, _, a, b in elements)))
+    return kept, signatures
 
 
 def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granularity: str) -> dict:
@@ -111,23 +175,27 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
         noise_switch |= ra.context_switched or rb.context_switched
         interrupts += ra.interrupts + rb.interrupts
         dropped += ra.dropped_in_interrupts + rb.dropped_in_interrupts
-        per_repeat.append((ra, rb, _conflicts(ra, rb, symbols, granularity)))
-    signatures = [{signature(c) for c in conflicts} for _, _, conflicts in per_repeat]
+        shared = _shared(ra, rb, symbols)
+        per_repeat.append((ra, rb, [c for c in shared if counts(c, granularity)],
+                           [c for c in shared if not counts(c, granularity)]))
+    first_a, first_b = per_repeat[0][:2]
     # A conflict counts only if every repeat shows it.
-    repeated = set.intersection(*signatures)
-    first_a, first_b, first_conflicts = per_repeat[0]
-    conflicts = [c for c in first_conflicts if signature(c) in repeated]
+    conflicts, signatures = _repeated([counted for _, _, counted, _ in per_repeat])
+    false_sharing, _ = _repeated([uncounted for _, _, _, uncounted in per_repeat])
+    repeated = frozenset.intersection(*signatures)
+    transient = {element for s in signatures for element in s - repeated}
     record = base_record(test, "mismatch" if mismatch else "ok", mismatch)
     record.update({
         "conflict_free": not conflicts,
         "agree": all(s == signatures[0] for s in signatures),
         "noise": {"ctxswitch": noise_switch, "interrupts_dropped": interrupts,
-                  "accesses_dropped": dropped,
-                  "transient_conflicts": sum(len(s - repeated) for s in signatures)},
+                  "accesses_dropped": dropped, "transient_conflicts": len(transient),
+                  "transient": sorted(show(e) for e in transient)},
         "accesses": {"a": first_a.accesses, "b": first_b.accesses},
         "lines": {"a": len(first_a.lines), "b": len(first_b.lines)},
         "conflicts": conflicts,
-        "site_pairs": site_pairs(conflicts, function_of),
+        "false_sharing": false_sharing,
+        "site_pairs": site_pairs(conflicts),
         "results": results,
     })
     return record

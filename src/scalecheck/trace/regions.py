@@ -1,12 +1,14 @@
 """Reads the QEMU plugin's binary output and finds the cache lines two regions conflict on.
 
-File layout (little-endian; see docs/tracer.md): the 8-byte magic ``SCTRACE1``, then one
+File layout (little-endian; see docs/tracer.md): the 8-byte magic ``SCTRACE2``, then one
 record per traced region::
 
     u32 'REGN', u32 vcpu, u32 tag, u32 flags, u64 accesses, u64 dropped_in_interrupts,
     u32 interrupts, u32 nlines, then nlines x
-        (u64 paddr_line, u64 vaddr_line, u64 read_mask, u64 write_mask, u32 npcs,
-         npcs x (u64 pc, u8 wrote))
+        (u64 paddr_line, u64 vaddr_line, u64 read_mask, u64 write_mask, u32 nsites,
+         nsites x (u64 pc, u64 read_mask, u64 write_mask))
+
+A site with PC 0 stands for the PCs beyond the plugin's per-line limit.
 
 The file is appended while the guest runs; ``RegionReader`` hands out complete records
 only, so it can follow a file that is still growing or was cut short by a crash.
@@ -16,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FILE_MAGIC = b"SCTRACE1"
+FILE_MAGIC = b"SCTRACE2"
 REGION_MAGIC = 0x4E474552
 FLAG_CTXSWITCH = 1
 FLAG_RESTARTED = 2
@@ -24,7 +26,19 @@ FLAG_PCS_TRUNCATED = 4
 
 _HEAD = struct.Struct("<IIII QQ II")
 _LINE = struct.Struct("<QQQQI")
-_PC = struct.Struct("<QB")
+_SITE = struct.Struct("<QQQ")
+
+
+@dataclass
+class Site:
+    """The bytes of a line one instruction read and wrote."""
+    pc: int
+    read_mask: int
+    write_mask: int
+
+    @property
+    def touched(self) -> int:
+        return self.read_mask | self.write_mask
 
 
 @dataclass
@@ -33,7 +47,7 @@ class Line:
     vaddr: int
     read_mask: int
     write_mask: int
-    pcs: list  # [(pc, wrote)]
+    sites: list  # [Site]
 
     @property
     def written(self) -> bool:
@@ -71,13 +85,13 @@ def _parse_region(buf: bytes, pos: int):
     for _ in range(nlines):
         if len(buf) - pos < _LINE.size:
             return None
-        paddr, vaddr, rmask, wmask, npcs = _LINE.unpack_from(buf, pos)
+        paddr, vaddr, rmask, wmask, nsites = _LINE.unpack_from(buf, pos)
         pos += _LINE.size
-        if len(buf) - pos < npcs * _PC.size:
+        if len(buf) - pos < nsites * _SITE.size:
             return None
-        pcs = [_PC.unpack_from(buf, pos + i * _PC.size) for i in range(npcs)]
-        pos += npcs * _PC.size
-        region.lines[paddr] = Line(paddr, vaddr, rmask, wmask, [(pc, bool(w)) for pc, w in pcs])
+        sites = [Site(*fields) for fields in _SITE.iter_unpack(buf[pos:pos + nsites * _SITE.size])]
+        pos += nsites * _SITE.size
+        region.lines[paddr] = Line(paddr, vaddr, rmask, wmask, sites)
     return region, pos
 
 
@@ -114,20 +128,7 @@ class RegionReader:
         return regions
 
 
-def conflicting_lines(a: Region, b: Region, granularity: str = "line") -> list:
-    """Lines both regions touched, at least one of them writing.
-
-    With granularity "bytes" the touched bytes must overlap too (no false sharing).
-    """
-    out = []
-    for paddr in sorted(a.lines.keys() & b.lines.keys()):
-        la, lb = a.lines[paddr], b.lines[paddr]
-        if not (la.written or lb.written):
-            continue
-        if granularity == "bytes":
-            touched_a = la.read_mask | la.write_mask
-            touched_b = lb.read_mask | lb.write_mask
-            if not (la.write_mask & touched_b or lb.write_mask & touched_a):
-                continue
-        out.append((la, lb))
-    return out
+def shared_lines(a: Region, b: Region) -> list:
+    """Lines both regions touched, at least one of them writing (pairs of Line)."""
+    return [(a.lines[paddr], b.lines[paddr]) for paddr in sorted(a.lines.keys() & b.lines.keys())
+            if a.lines[paddr].written or b.lines[paddr].written]

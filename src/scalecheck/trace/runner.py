@@ -47,8 +47,11 @@ def register(subparsers):
     p.add_argument("--ops", help="comma-separated ops: trace only tests whose calls all use them")
     p.add_argument("--fs", default="tmpfs", choices=["tmpfs", "ramfs"], help="file system the "
                    "tests' files live on")
-    p.add_argument("--granularity", default="line", choices=["line", "bytes"],
-                   help="conflict on shared cache lines, or only on overlapping bytes")
+    p.add_argument("--granularity", default="stable", choices=outcome.GRANULARITIES,
+                   help="what counts as a conflict: 'stable' (default) overlapping bytes, or a "
+                   "shared line of static or per-cpu data; heap false sharing, which depends on "
+                   "where objects were allocated, is listed but not counted. 'line': every "
+                   "shared cache line. 'bytes': overlapping bytes only")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds one call may take (default 5)")
     p.add_argument("--batch", type=int, default=2000, help="tests per boot (default 2000)")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
@@ -82,11 +85,12 @@ def _select(tests, limit, ops):
 
 
 def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, repeats=2,
-              limit=None, ops=None, vmlinux=None, fs="tmpfs", granularity="line", timeout=5.0,
-              batch=2000, quiet=False, on_vm_start=None) -> dict:
+              limit=None, ops=None, vmlinux=None, fs="tmpfs", granularity="stable", timeout=5.0,
+              batch=2000, quiet=False, on_vm_start=None, set_aside_incompatible=False) -> dict:
     """Runs DIR/tests.jsonl (or the selected part) and returns the run summary.
 
     ``on_vm_start(session)`` is called after each boot starts (used by tests that kill a VM).
+    ``set_aside_incompatible``: see ResultsStore.
     """
     out_dir = Path(out_dir)
     if target != "linux":
@@ -116,7 +120,7 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
                          "args": vm.kernel_command_line(kernel_args)},
               "tests": "tests.jsonl", "repeats": repeats, "granularity": granularity, "fs": fs,
               "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    store = ResultsStore(trace_dir / "results.jsonl", header)
+    store = ResultsStore(trace_dir / "results.jsonl", header, set_aside_incompatible, log)
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
     started = time.monotonic()
     jobs = max(1, jobs or (os.cpu_count() or 2) // 2)
@@ -185,6 +189,9 @@ def _summarize(records, selected) -> dict:
         "tests": len(selected), "recorded": len(records), **status,
         "conflict_free": sum(1 for r in traced if r["conflict_free"]),
         "conflicting": sum(1 for r in traced if not r["conflict_free"]),
+        # Conflict-free as counted, yet sharing heap lines with false sharing only.
+        "conflict_free_with_false_sharing": sum(1 for r in traced
+                                                if r["conflict_free"] and r.get("false_sharing")),
         "repeat_agreement": round(sum(1 for r in traced if r["agree"]) / len(traced), 4) if traced else None,
         "ctxswitch_tests": sum(1 for r in traced if r["noise"]["ctxswitch"]),
         "site_pairs": sorted(groups.values(), key=lambda g: -g["tests"])[:50],

@@ -17,15 +17,44 @@ RESULTS_VERSION = 1
 MUST_MATCH = ("target", "kernel", "repeats", "granularity", "fs")
 
 
+class IncompatibleStore(Exception):
+    pass
+
+
+def _difference(old, new) -> str:
+    """What changed, short enough for one line: the differing fields of a dict, the words
+    only one side of a command line has, or both values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        return "; ".join(f"{k}: {_difference(old.get(k), new.get(k))}" for k in keys)
+    if isinstance(old, str) and isinstance(new, str) and " " in old + new:
+        gone = [w for w in old.split() if w not in new.split()]
+        added = [w for w in new.split() if w not in old.split()]
+        return f"without {' '.join(gone) or 'nothing'}, with {' '.join(added) or 'nothing'} now"
+    return f"{json.dumps(old)} there, {json.dumps(new)} now"
+
+
 class ResultsStore:
-    def __init__(self, path: Path, header: dict):
+    """``set_aside_incompatible``: a store made with other settings (kernel, arguments,
+    repeats, granularity, fs) is renamed to ``results.<its start time>.jsonl`` and a new
+    one begun, instead of stopping with an error (the pipeline, which owns its directory)."""
+
+    def __init__(self, path: Path, header: dict, set_aside_incompatible: bool = False, log=print):
         self.path = path
         self._lock = threading.Lock()
         self.finished = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size:
-            self._load(header)
-        else:
+            try:
+                self._load(header)
+            except IncompatibleStore as why:
+                if not set_aside_incompatible:
+                    raise UserError(f"{why}; use another DIR or remove {path}") from None
+                old = json.loads(path.read_text().splitlines()[0]).get("started", "old")
+                kept = path.with_name(f"results.{old.replace(':', '')}.jsonl")
+                path.rename(kept)
+                log(f"{why}: kept as {kept}, starting afresh")
+        if not (path.exists() and path.stat().st_size):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(json.dumps(header) + "\n")
         self._file = open(path, "a", encoding="utf-8")
@@ -48,8 +77,8 @@ class ResultsStore:
                             f"version {RESULTS_VERSION}")
         for key in MUST_MATCH:
             if old.get(key) != header.get(key):
-                raise UserError(f"{self.path} was made with {key}={old.get(key)!r}, this run has "
-                                f"{header.get(key)!r}; use another DIR or remove {self.path}")
+                raise IncompatibleStore(f"{self.path} was made with other {key} settings "
+                                        f"({_difference(old.get(key), header.get(key))})")
         for line in lines[1:]:
             record = json.loads(line)
             self.finished[record["id"]] = record

@@ -11,6 +11,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from scalecheck.errors import UserError
+
 # x86-64 kernel memory layout with 4-level paging and no KASLR (Documentation/x86/x86_64/mm.rst).
 USER_END = 0x0000_8000_0000_0000
 DIRECT_MAP = (0xFFFF_8880_0000_0000, 0xFFFF_C880_0000_0000)
@@ -33,6 +38,8 @@ class KernelSymbols:
                 except ValueError:
                     continue
         by_name = {name: addr for addr, _, name in symbols}
+        if vmlinux:
+            check_vmlinux(vmlinux, by_name)
         # Per-cpu variables are listed as absolute ("A") offsets into the per-cpu area.
         self.percpu_size = by_name.get("__per_cpu_end", 0)
         self._text = _SortedNames([(a, n) for a, k, n in symbols if k in TEXT_TYPES])
@@ -79,6 +86,39 @@ class KernelSymbols:
         facts = json.loads((facts_dir / "facts.json").read_text())
         kallsyms = (facts_dir / "kallsyms").read_text(errors="replace")
         return cls(kallsyms, facts.get("percpu_offsets", {}), vmlinux)
+
+
+# Text symbols one of which any x86-64 Linux image has, to tell whether a vmlinux is the
+# image that ran.
+ANCHOR_SYMBOLS = ("start_kernel", "_stext", "do_syscall_64")
+
+
+def check_vmlinux(vmlinux: Path, running: dict):
+    """A one-line error unless ``vmlinux`` is an ELF with line information whose symbols sit
+    where the running kernel's (kallsyms) do: file:line names from another build would lie."""
+    try:
+        with open(vmlinux, "rb") as f:
+            elf = ELFFile(f)
+            symtab = elf.get_section_by_name(".symtab")
+            has_lines = elf.get_section_by_name(".debug_line") is not None
+            anchors = {}
+            for name in ANCHOR_SYMBOLS:
+                found = symtab.get_symbol_by_name(name) if symtab else None
+                if found:
+                    anchors[name] = found[0]["st_value"]
+    except (OSError, ELFError) as err:
+        raise UserError(f"--vmlinux {vmlinux}: not a readable ELF file ({err})") from None
+    if not has_lines:
+        raise UserError(f"--vmlinux {vmlinux} has no line information (.debug_line): "
+                        "pass the debug vmlinux (e.g. Debian's linux-image-<version>-dbg)")
+    common = [name for name in anchors if name in running]
+    if not common:
+        raise UserError(f"--vmlinux {vmlinux} has none of {', '.join(ANCHOR_SYMBOLS)}: "
+                        "is it a Linux kernel?")
+    for name in common:
+        if anchors[name] != running[name]:
+            raise UserError(f"--vmlinux {vmlinux} is not the traced kernel: {name} is at "
+                            f"{anchors[name]:#x} there and at {running[name]:#x} in the guest")
 
 
 class _SortedNames:

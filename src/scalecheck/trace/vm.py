@@ -20,10 +20,12 @@ from scalecheck.trace.regions import RegionReader
 
 QEMU = "qemu-system-x86_64"
 # CPU0 does the housekeeping; CPUs 1 and 2 run the two calls, shielded from the
-# scheduler's balancing, the tick and RCU callbacks. nokaslr keeps kallsyms addresses
-# valid across boots; a fixed kernel stack offset keeps repeats identical.
+# scheduler's balancing, the tick and RCU callbacks. With rcu_nocb_poll the callback
+# threads poll, so a call queueing a callback never decides, by timing, to wake them.
+# nokaslr keeps kallsyms addresses valid across boots; a fixed kernel stack offset keeps
+# repeats identical.
 ISOLATION_ARGS = ("nokaslr randomize_kstack_offset=off nohz_full=1-2 isolcpus=nohz,domain,1-2 "
-                  "rcu_nocbs=1-2")
+                  "rcu_nocbs=1-2 rcu_nocb_poll")
 # AppArmor (on by default in Debian) adds a label refcount every open shares; with only
 # apparmor=0, SELinux (built in, no policy; Debian's kernel ignores selinux=0) takes its
 # place with its own shared inode security state. Neither belongs to the interface under

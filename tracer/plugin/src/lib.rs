@@ -9,7 +9,8 @@
 //! marker the region is appended to a compact binary file (format in docs/tracer.md).
 //!
 //! Plugin arguments: `out=PATH` (binary output), `entries=PATH` (optional: kernel entry
-//! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 8).
+//! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 32;
+//! the accesses of any further PCs are folded into one entry with PC 0).
 
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -34,19 +35,29 @@ const MAX_VCPUS: usize = 64;
 /// Deeper than any real nesting of interrupts/exceptions: the stack must have lost track.
 const MAX_ENTRY_DEPTH: usize = 32;
 
-const FILE_MAGIC: &[u8; 8] = b"SCTRACE1";
+const FILE_MAGIC: &[u8; 8] = b"SCTRACE2";
 const REGION_MAGIC: u32 = 0x4e47_4552; // "REGN"
 const FLAG_CTXSWITCH: u32 = 1;
 const FLAG_RESTARTED: u32 = 2;
 const FLAG_PCS_TRUNCATED: u32 = 4;
+
+/// The bytes of one line that one instruction read and wrote. Per-instruction bytes let
+/// the host tell which code sites touched the same data, wherever the line boundaries of
+/// a heap object fall in a given run.
+#[derive(Default)]
+struct SiteAccess {
+    pc: u64,
+    read_mask: u64,
+    write_mask: u64,
+}
 
 #[derive(Default)]
 struct LineInfo {
     first_vaddr: u64,
     read_mask: u64,
     write_mask: u64,
-    /// (pc, wrote) pairs in first-seen order.
-    pcs: Vec<(u64, bool)>,
+    /// In first-seen order; a last entry with PC 0 holds the PCs beyond the limit.
+    sites: Vec<SiteAccess>,
 }
 
 #[derive(Default)]
@@ -187,30 +198,30 @@ impl Tracer {
                 first_vaddr: (vaddr + (start - paddr)) & !(LINE - 1),
                 ..LineInfo::default()
             });
+            let mut found = entry.sites.iter().position(|s| s.pc == pc);
+            if found.is_none() && entry.sites.len() >= max_pcs {
+                region.flags |= FLAG_PCS_TRUNCATED;
+                found = entry.sites.iter().position(|s| s.pc == 0);
+            }
+            let index = found.unwrap_or_else(|| {
+                let site_pc = if entry.sites.len() < max_pcs { pc } else { 0 };
+                entry.sites.push(SiteAccess { pc: site_pc, ..SiteAccess::default() });
+                entry.sites.len() - 1
+            });
+            let site = &mut entry.sites[index];
             if store {
+                site.write_mask |= mask;
                 entry.write_mask |= mask;
             } else {
+                site.read_mask |= mask;
                 entry.read_mask |= mask;
-            }
-            if let Some(seen) = entry.pcs.iter_mut().find(|(p, _)| *p == pc) {
-                seen.1 |= store;
-            } else if entry.pcs.len() < max_pcs {
-                entry.pcs.push((pc, store));
-            } else {
-                region.flags |= FLAG_PCS_TRUNCATED;
-                // Writers make the conflict: one displaces a reader when the list is full.
-                if store {
-                    if let Some(reader) = entry.pcs.iter_mut().find(|(_, wrote)| !*wrote) {
-                        *reader = (pc, true);
-                    }
-                }
             }
             start = part_end;
         }
     }
 
     fn write_region(&self, index: VCPUIndex, region: &Region) {
-        let mut buf = Vec::with_capacity(48 + region.lines.len() * 64);
+        let mut buf = Vec::with_capacity(48 + region.lines.len() * 100);
         for v in [REGION_MAGIC, index, region.tag, region.flags] {
             buf.extend_from_slice(&v.to_le_bytes());
         }
@@ -224,10 +235,11 @@ impl Tracer {
             for v in [*line, info.first_vaddr, info.read_mask, info.write_mask] {
                 buf.extend_from_slice(&v.to_le_bytes());
             }
-            buf.extend_from_slice(&(info.pcs.len() as u32).to_le_bytes());
-            for (pc, wrote) in &info.pcs {
-                buf.extend_from_slice(&pc.to_le_bytes());
-                buf.push(u8::from(*wrote));
+            buf.extend_from_slice(&(info.sites.len() as u32).to_le_bytes());
+            for site in &info.sites {
+                for v in [site.pc, site.read_mask, site.write_mask] {
+                    buf.extend_from_slice(&v.to_le_bytes());
+                }
             }
         }
         let mut out = self.out.lock().unwrap();
@@ -288,7 +300,7 @@ impl Register for ConflictTracer {
         };
         let max_pcs = match args.parsed.get("pcs") {
             Some(Value::Integer(n)) if *n > 0 => *n as usize,
-            _ => 8,
+            _ => 32,
         };
         let tracer = Tracer {
             active: (0..MAX_VCPUS).map(|_| AtomicBool::new(false)).collect(),
