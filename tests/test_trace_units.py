@@ -199,7 +199,7 @@ def test_a_conflict_counts_only_if_every_repeat_shows_it():
     steady = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF))], [_line(HEAP, (ALLOC_FD, 0xF, 0))])
     noisy = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF)), _line(STATIC, (SWITCH, 0, 1))],
                      [_line(HEAP, (ALLOC_FD, 0xF, 0)), _line(STATIC, (SWITCH, 1, 0))])
-    kept, signatures = outcome._repeated([outcome._shared(*noisy, syms), outcome._shared(*steady, syms)])
+    kept, signatures, _ = outcome._repeated([outcome._shared(*noisy, syms), outcome._shared(*steady, syms)])
     assert [c["kind"] for c in kept] == ["heap"]
     assert signatures[0] != signatures[1]
 

@@ -53,13 +53,13 @@ def _site_pairs(la, lb, symbols) -> tuple:
     """("true", pairs) when some code sites of A and B touched the same bytes, at least one
     writing: the pairs of their functions. Otherwise ("false", pairs of the sites that
     share the line only, at least one writing): false sharing."""
-    def fn(site):
-        return function_of(_site_name(site.pc, symbols))
-    true_pairs = {(fn(sa), fn(sb)) for sa in la.sites for sb in lb.sites
+    named_a = [(function_of(_site_name(s.pc, symbols)), s) for s in la.sites]
+    named_b = [(function_of(_site_name(s.pc, symbols)), s) for s in lb.sites]
+    true_pairs = {(fa, fb) for fa, sa in named_a for fb, sb in named_b
                   if sa.write_mask & sb.touched or sb.write_mask & sa.touched}
     if true_pairs:
         return "true", sorted(true_pairs)
-    return "false", sorted({(fn(sa), fn(sb)) for sa in la.sites for sb in lb.sites
+    return "false", sorted({(fa, fb) for fa, sa in named_a for fb, sb in named_b
                             if sa.write_mask or sb.write_mask})
 
 
@@ -133,8 +133,8 @@ def function_of(site: str) -> str:
 
 
 def _repeated(per_repeat: list) -> tuple:
-    """The first repeat's conflicts, cut down to the site pairs every repeat showed, and
-    each repeat's signature."""
+    """The first repeat's conflicts, cut down to the site pairs every repeat showed, each
+    repeat's signature, and the elements every repeat showed."""
     signatures = [conflict_set(conflicts) for conflicts in per_repeat]
     repeated = frozenset.intersection(*signatures)
     kept = []
@@ -142,7 +142,7 @@ def _repeated(per_repeat: list) -> tuple:
         elements = signature(c) & repeated
         if elements:
             kept.append(dict(c, sites=sorted([a, b] for _, _, _, a, b in elements)))
-    return kept, signatures
+    return kept, signatures, repeated
 
 
 def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granularity: str) -> dict:
@@ -175,14 +175,14 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
         noise_switch |= ra.context_switched or rb.context_switched
         interrupts += ra.interrupts + rb.interrupts
         dropped += ra.dropped_in_interrupts + rb.dropped_in_interrupts
-        shared = _shared(ra, rb, symbols)
-        per_repeat.append((ra, rb, [c for c in shared if counts(c, granularity)],
-                           [c for c in shared if not counts(c, granularity)]))
+        counted, uncounted = [], []
+        for conflict in _shared(ra, rb, symbols):
+            (counted if counts(conflict, granularity) else uncounted).append(conflict)
+        per_repeat.append((ra, rb, counted, uncounted))
     first_a, first_b = per_repeat[0][:2]
     # A conflict counts only if every repeat shows it.
-    conflicts, signatures = _repeated([counted for _, _, counted, _ in per_repeat])
-    false_sharing, _ = _repeated([uncounted for _, _, _, uncounted in per_repeat])
-    repeated = frozenset.intersection(*signatures)
+    conflicts, signatures, repeated = _repeated([counted for _, _, counted, _ in per_repeat])
+    false_sharing, _, _ = _repeated([uncounted for _, _, _, uncounted in per_repeat])
     transient = {element for s in signatures for element in s - repeated}
     record = base_record(test, "mismatch" if mismatch else "ok", mismatch)
     record.update({
