@@ -92,7 +92,7 @@ static void process_setup(struct hc_run *run)
     if (!b->set)
         hc_fail("cannot create a %s set", run->mode);
     b->setup_worker = objset_attach(b->set, 0);
-    b->shared_objects = calloc((size_t)b->shared, sizeof *b->shared_objects);
+    b->shared_objects = alloc_aligned_zeroed((size_t)b->shared * sizeof *b->shared_objects);
     if (!b->setup_worker || (b->shared && !b->shared_objects))
         hc_fail("out of memory setting up the set");
     for (long i = 0; i < b->shared; i++) {
@@ -107,12 +107,10 @@ static void worker_setup(struct hc_worker *w)
 {
     struct bench *b = w->run->data;
     /* On whole cache lines of its own: workers' states must not share a line. */
-    size_t size = (sizeof(struct worker_state) + 2 * (size_t)b->window * sizeof(struct set_object) +
-                   63) / 64 * 64;
-    struct worker_state *s = aligned_alloc(64, size);
+    struct worker_state *s = alloc_aligned_zeroed(sizeof(struct worker_state) +
+                                                  2 * (size_t)b->window * sizeof(struct set_object));
     if (!s)
         hc_fail("worker %d: out of memory", w->index);
-    memset(s, 0, size);
     s->ring_size = 2 * b->window;
     s->handle = objset_attach(b->set, (unsigned)w->cpu);
     if (!s->handle)

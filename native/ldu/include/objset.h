@@ -39,10 +39,15 @@ struct ldu_log {
     atomic_int queued;         /* 1 while linked in a queue (or being linked) */
 };
 
+/* Two cache lines: the first is what walks read (written only when the tree
+ * changes), the second what the object's updater writes on every LDU update.
+ * Sharing one line, each update would take the walkers' line away from their
+ * CPU (false sharing).  Allocate objects 64-byte aligned (aligned_alloc). */
 struct set_object {
     uint64_t key;              /* order of the set (ties broken by address) */
     struct set_object *tree_left, *tree_right;   /* tree hooks (LDU and rwlock sets) */
-    struct ldu_log insert_log, remove_log;
+    _Alignas(64) struct ldu_log insert_log;
+    struct ldu_log remove_log;
     int debug_present;         /* the owner's view of membership; used by LDU_DEBUG checks */
 };
 
@@ -64,6 +69,11 @@ typedef void (*objset_visit_fn)(struct set_object *object, void *arg);
 extern const char *const objset_impl_names[];
 
 void set_object_init(struct set_object *object, uint64_t key);
+
+/* Zeroed memory on whole cache lines, released with free(): for objects that
+ * embed a struct set_object (64-byte aligned) and for per-thread state that
+ * must not share a line with a neighbour's. */
+void *alloc_aligned_zeroed(size_t size);
 
 /* Returns NULL if impl_name is unknown or max_workers is 0 (errno EINVAL), or
  * if memory ran out.  max_workers bounds how many workers may be attached at once. */

@@ -60,22 +60,27 @@ struct ldu_set {
     struct ldu_queue *queues;
 };
 
-/* A queued insert whose mark was set when a walk looked.  The key is copied
- * so that sorting does not chase the object pointers. */
-struct unapplied_insert {
+/* A queued log whose mark was set when a walk looked.  The key is copied so
+ * that sorting does not chase the object pointers. */
+struct unapplied {
     uint64_t key;
     struct set_object *object;
 };
 
-/* Initial size of a worker's buffer of unapplied inserts; it doubles as needed. */
-#define INSERTS_INITIAL 64
+/* A worker's buffer of unapplied logs of one kind, sorted in set order. */
+struct unapplied_logs {
+    struct unapplied *entries;
+    size_t count, capacity;
+};
+
+/* Initial size of a buffer; it doubles as needed. */
+#define UNAPPLIED_INITIAL 64
 
 struct ldu_worker {
     struct objset_worker base;
     struct ldu_queue *queue;
     unsigned pushes_since_sync;
-    struct unapplied_insert *inserts;  /* walks: queued inserts with a mark set */
-    size_t inserts_capacity;
+    struct unapplied_logs inserts, removes;   /* walks: queued logs with a mark set */
 };
 
 static struct objset *ldu_create(const struct objset_ops *ops, unsigned max_workers)
@@ -116,12 +121,15 @@ static struct objset_worker *ldu_attach(struct objset *base, unsigned cpu)
     struct ldu_worker *worker = alloc_aligned_zeroed(sizeof *worker);
     if (!worker)
         return NULL;
-    worker->inserts = malloc(INSERTS_INITIAL * sizeof *worker->inserts);
-    if (!worker->inserts) {
+    worker->inserts.entries = malloc(UNAPPLIED_INITIAL * sizeof *worker->inserts.entries);
+    worker->removes.entries = malloc(UNAPPLIED_INITIAL * sizeof *worker->removes.entries);
+    if (!worker->inserts.entries || !worker->removes.entries) {
+        free(worker->inserts.entries);
+        free(worker->removes.entries);
         free(worker);
         return NULL;
     }
-    worker->inserts_capacity = INSERTS_INITIAL;
+    worker->inserts.capacity = worker->removes.capacity = UNAPPLIED_INITIAL;
     worker->base.set = base;
     worker->queue = &set->queues[cpu % set->nqueues];
     return &worker->base;
@@ -129,8 +137,10 @@ static struct objset_worker *ldu_attach(struct objset *base, unsigned cpu)
 
 static void ldu_detach(struct objset_worker *base)
 {
-    free(((struct ldu_worker *)base)->inserts);
-    free(base);
+    struct ldu_worker *worker = (struct ldu_worker *)base;
+    free(worker->inserts.entries);
+    free(worker->removes.entries);
+    free(worker);
 }
 
 /* Applies every logged update; the caller holds set->lock for writing. */
@@ -221,94 +231,98 @@ static bool logs_queued(struct ldu_set *set)
     return false;
 }
 
-static bool insert_before(const struct unapplied_insert *a, uint64_t key, const struct set_object *object)
+static bool ordered_before(const struct unapplied *a, uint64_t key, const struct set_object *object)
 {
     return a->key < key || (a->key == key && (uintptr_t)a->object < (uintptr_t)object);
 }
 
-/* A walk of the tree merged with the unapplied logs, in set order. */
+/* A walk of the tree merged with the unapplied logs, in set order.  The
+ * cursors' entries before `next` are behind the walk. */
+struct cursor {
+    const struct unapplied *next, *end;
+};
+
 struct merged_walk {
-    const struct unapplied_insert *next, *end;  /* sorted; those before `next` are visited */
-    bool removes;              /* some unapplied remove was seen: check members' marks */
+    struct cursor inserts;     /* visited when the walk reaches their place */
+    struct cursor removes;     /* members skipped */
     objset_visit_fn visit;
     void *arg;
     size_t visited;
 };
 
-/* Appends an insert to the worker's buffer, growing it. */
-static void remember_insert(struct ldu_worker *worker, size_t count, struct set_object *object)
+static void remember(struct unapplied_logs *logs, struct set_object *object)
 {
-    if (count == worker->inserts_capacity) {
-        size_t capacity = 2 * count;
-        struct unapplied_insert *grown = realloc(worker->inserts, capacity * sizeof *grown);
+    if (logs->count == logs->capacity) {
+        size_t capacity = 2 * logs->capacity;
+        struct unapplied *grown = realloc(logs->entries, capacity * sizeof *grown);
         if (!grown)
-            objset_die("ldu: out of memory for a walk's unapplied inserts");
-        worker->inserts = grown;
-        worker->inserts_capacity = capacity;
+            objset_die("ldu: out of memory for a walk's unapplied logs");
+        logs->entries = grown;
+        logs->capacity = capacity;
     }
-    worker->inserts[count] = (struct unapplied_insert){object->key, object};
+    logs->entries[logs->count++] = (struct unapplied){object->key, object};
 }
 
-static int insert_order(const void *a, const void *b)
+static int set_order(const void *a, const void *b)
 {
-    const struct unapplied_insert *x = a, *y = b;
-    return insert_before(x, y->key, y->object) ? -1 : insert_before(y, x->key, x->object);
+    const struct unapplied *x = a, *y = b;
+    return ordered_before(x, y->key, y->object) ? -1 : ordered_before(y, x->key, x->object);
 }
 
-/* The buffer usually holds the ten or twenty inserts made since the last
+/* A buffer usually holds the ten or twenty logs made since the last
  * synchronize: insertion sort, which beats qsort's indirect comparisons there
  * (about 3x at 16 to 32 entries); qsort beyond 32, so that a walk that finds many
- * (a large set whose writers rarely get the lock) is not quadratic. */
-static void sort_inserts(struct unapplied_insert *inserts, size_t count)
+ * (a large set whose writers rarely get the lock) is not quadratic.  Returns
+ * the sorted entries as a cursor. */
+static struct cursor sorted(struct unapplied_logs *logs)
 {
+    struct unapplied *entries = logs->entries;
+    size_t count = logs->count;
     if (count > 32) {
-        qsort(inserts, count, sizeof *inserts, insert_order);
-        return;
+        qsort(entries, count, sizeof *entries, set_order);
+    } else {
+        for (size_t i = 1; i < count; i++) {
+            struct unapplied entry = entries[i];
+            size_t j = i;
+            for (; j > 0 && ordered_before(&entry, entries[j - 1].key, entries[j - 1].object); j--)
+                entries[j] = entries[j - 1];
+            entries[j] = entry;
+        }
     }
-    for (size_t i = 1; i < count; i++) {
-        struct unapplied_insert entry = inserts[i];
-        size_t j = i;
-        for (; j > 0 && insert_before(&entry, inserts[j - 1].key, inserts[j - 1].object); j--)
-            inserts[j] = inserts[j - 1];
-        inserts[j] = entry;
-    }
+    return (struct cursor){entries, entries + count};
 }
 
 /*
- * Reads every queued log whose mark is set: the inserts go, sorted, into
- * worker->inserts and `walk`; a remove only sets walk->removes, the walk
- * checks the marks of the members it meets.  Returns whether any was found.
- * The caller holds the read lock, so no synchronize runs: logs leave the
- * lists only through synchronize, so the lists only grow at their heads and
- * their links stay put while we follow them.  Acquire pairs with the pushes'
- * release, so we see the logs' links.
+ * Reads every queued log whose mark is set, into the worker's two buffers,
+ * sorted in set order.  Returns whether any was found.  The caller holds the
+ * read lock, so no synchronize runs: logs leave the lists only through
+ * synchronize, so the lists only grow at their heads and their links stay put
+ * while we follow them.  Acquire pairs with the pushes' release, so we see the
+ * logs' links.  Only the queued logs are read, never the logs of the members
+ * the walk meets: those lines are the updaters' (struct set_object).
  */
 static bool collect_unapplied(struct ldu_worker *worker, struct ldu_set *set, struct merged_walk *walk)
 {
-    size_t count = 0;
+    worker->inserts.count = worker->removes.count = 0;
     for (unsigned q = 0; q < set->nqueues; q++) {
         for (struct ldu_log *log = atomic_load_explicit(&set->queues[q].head, memory_order_acquire);
              log; log = log->next) {
-            if (!atomic_load(&log->pending))
-                continue;
-            if (log->inserts)
-                remember_insert(worker, count++, log->object);
-            else
-                walk->removes = true;
+            if (atomic_load(&log->pending))
+                remember(log->inserts ? &worker->inserts : &worker->removes, log->object);
         }
     }
-    sort_inserts(worker->inserts, count);
-    walk->next = worker->inserts;
-    walk->end = worker->inserts + count;
-    return count || walk->removes;
+    walk->inserts = sorted(&worker->inserts);
+    walk->removes = sorted(&worker->removes);
+    return worker->inserts.count || worker->removes.count;
 }
 
 /* Visits the objects of unapplied inserts ordered before `object` (all if NULL). */
 static void visit_inserts_before(struct merged_walk *walk, const struct set_object *object)
 {
-    for (; walk->next < walk->end && (!object || insert_before(walk->next, object->key, object));
-         walk->next++) {
-        walk->visit(walk->next->object, walk->arg);
+    struct cursor *inserts = &walk->inserts;
+    for (; inserts->next < inserts->end && (!object || ordered_before(inserts->next, object->key, object));
+         inserts->next++) {
+        walk->visit(inserts->next->object, walk->arg);
         walk->visited++;
     }
 }
@@ -317,10 +331,15 @@ static void visit_merged(struct set_object *object, void *arg)
 {
     struct merged_walk *walk = arg;
     visit_inserts_before(walk, object);
-    /* A member whose remove is not applied yet is gone.  Relaxed suffices: a
-     * remove that completed before the walk began happens before this load. */
-    if (walk->removes && atomic_load_explicit(&object->remove_log.pending, memory_order_relaxed))
+    /* A member whose remove is not applied yet is gone.  Its entry is the
+     * next one: unapplied removes are of members, met in the same order. */
+    struct cursor *removes = &walk->removes;
+    while (removes->next < removes->end && ordered_before(removes->next, object->key, object))
+        removes->next++;
+    if (removes->next < removes->end && removes->next->object == object) {
+        removes->next++;
         return;
+    }
     walk->visit(object, walk->arg);
     walk->visited++;
 }

@@ -31,9 +31,6 @@ struct objset_worker {
 
 extern const struct objset_ops ldu_percore_ops, ldu_global_ops, rwlock_ops, harris_ops;
 
-/* Worker handles are cache-line aligned so that neighbours do not share lines. */
-void *alloc_aligned_zeroed(size_t size);
-
 /* One-line message on stderr, then abort: a broken invariant, not bad input. */
 __attribute__((noreturn, format(printf, 1, 2))) void objset_die(const char *fmt, ...);
 

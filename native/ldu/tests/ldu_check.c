@@ -171,7 +171,7 @@ static int run_sequential(const struct options *o)
     for (unsigned w = 0; w < WORKERS; w++)
         workers[w] = attach(set, o->impl, w);
     size_t n = (size_t)o->objects;
-    struct test_object *objects = calloc(n, sizeof *objects);
+    struct test_object *objects = alloc_aligned_zeroed(n * sizeof *objects);
     bool *present = calloc(n, sizeof *present);
     unsigned char *seen = calloc(n, 1);
     for (size_t i = 0; i < n; i++) {
@@ -306,7 +306,7 @@ static void update(struct shared_state *s, struct objset_worker *worker, size_t 
 static void churn(struct thread_state *self, struct objset_worker *worker, uint64_t key)
 {
     struct shared_state *s = self->shared;
-    struct test_object *temporary = malloc(sizeof *temporary);
+    struct test_object *temporary = alloc_aligned_zeroed(sizeof *temporary);
     set_object_init(&temporary->hook, key);
     temporary->id = (unsigned)s->nobjects;
     objset_insert(worker, &temporary->hook);
@@ -371,7 +371,7 @@ static int run_concurrent(const struct options *o)
     s.set = create_set(o->impl, threads + 1);
     s.snapshot_walks = strcmp(o->impl, "rwlock") == 0;
     s.nobjects = 2 * threads * (size_t)o->pairs;
-    s.objects = calloc(s.nobjects, sizeof *s.objects);
+    s.objects = alloc_aligned_zeroed(s.nobjects * sizeof *s.objects);
     s.versions = calloc(s.nobjects, sizeof *s.versions);
     struct objset_worker *main_worker = attach(s.set, o->impl, threads);
     for (size_t i = 0; i < s.nobjects; i++) {
