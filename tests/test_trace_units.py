@@ -204,6 +204,43 @@ def test_a_conflict_counts_only_if_every_repeat_shows_it():
     assert signatures[0] != signatures[1]
 
 
+def test_cpu_time_accounting_is_dropped_as_tick_work():
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    ACCOUNTING = 0xFFFFFFFF81300020
+    # A's accounting reads the bytes B's fd_install writes: gone. A's alloc_fd wrote bytes
+    # B's alloc_fd reads on another line: stays, with the line's masks from alloc_fd alone.
+    a, b = _regions([_line(HEAP, (ACCOUNTING, 0xF, 0)), _line(STATIC, (ACCOUNTING, 0xF0, 0), (ALLOC_FD, 0, 0x1))],
+                    [_line(HEAP, (FD_INSTALL, 0, 0xF)), _line(STATIC, (ALLOC_FD, 0x1, 0))])
+    (kept_a, gone_a), (kept_b, gone_b) = outcome.without_tick_work(a, syms), outcome.without_tick_work(b, syms)
+    assert (gone_a, gone_b) == (2, 0)
+    assert list(kept_a.lines) == [_line(STATIC).paddr]
+    assert kept_a.lines[_line(STATIC).paddr].read_mask == 0
+    shared = outcome._shared(kept_a, kept_b, syms)
+    assert [(c["kind"], c["sites"]) for c in shared] == [("static", [["alloc_fd", "alloc_fd"]])]
+    # Without the filter, the accounting read would have made a heap conflict.
+    assert any(c["kind"] == "heap" for c in outcome._shared(a, b, syms))
+
+
+def test_page_table_pages_are_told_by_their_split_lock():
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    SPIN_LOCK, VMEMMAP = 0xFFFFFFFF81400010, 0xFFFFEA0000000000
+    pte_page, slab_page = 0x5893, 0x5894
+    pte_line, slab_line = 0xFFFF888000000000 + (pte_page << 12) + 0x40, 0xFFFF888000000000 + (slab_page << 12)
+    # A took the lock in the struct page of frame 0x5893 (bytes 40-43) and wrote an entry
+    # of it; B wrote the same entry. Frame 0x5894's struct page had bytes 40-43 written
+    # too, but by non-lock code (a slab's counters): its lines stay heap.
+    a, b = _regions([_line(VMEMMAP + pte_page * 64, (SPIN_LOCK, 0, 0xF << 40)),
+                     _line(VMEMMAP + slab_page * 64, (ALLOC_FD, 0, 0xFF << 40)),
+                     _line(pte_line, (ALLOC_FD, 0, 0xFF)), _line(slab_line, (ALLOC_FD, 0, 0xF))],
+                    [_line(pte_line, (FD_INSTALL, 0, 0xFF)), _line(slab_line, (FD_INSTALL, 0, 0xF0))])
+    assert outcome.page_table_frames((a, b), syms) == {pte_page}
+    kinds = {c["line"]: c["kind"] for c in outcome._shared(a, b, syms)}
+    assert kinds == {hex(pte_line): "pagetable", hex(slab_line): "heap"}
+    # Entries of one page-table page are laid out by the addresses they map: false
+    # sharing there counts, as on static data.
+    assert outcome.counts({"kind": "pagetable", "sharing": "false"}, "stable")
+
+
 def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
     header = {"format": "scalecheck-results", "version": 1, "target": "linux", "kernel": {"release": "x"},
               "repeats": 2, "granularity": "line"}
@@ -220,6 +257,8 @@ def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
     assert len(lines) == 3 and all(json.loads(l) for l in lines)
     with pytest.raises(UserError, match="repeats"):
         ResultsStore(tmp_path / "results.jsonl", dict(header, repeats=3))
+    with pytest.raises(UserError, match="tracer"):
+        ResultsStore(tmp_path / "results.jsonl", dict(header, tracer="0123abcd"))
     # The pipeline keeps an incompatible store under another name and starts afresh.
     said = []
     fresh = ResultsStore(tmp_path / "results.jsonl", dict(header, repeats=3), True, said.append)
@@ -236,6 +275,8 @@ ffffffff81000000 T _stext
 ffffffff81031080 T __switch_to
 ffffffff81200000 t alloc_fd
 ffffffff81200040 T fd_install
+ffffffff81300000 T acct_account_cputime
+ffffffff81400000 T _raw_spin_lock
 ffffffff8241cb60 D __per_cpu_offset
 """
 

@@ -30,6 +30,8 @@
 #include <sys/io.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -56,6 +58,7 @@ static const char *const TEST_DIRS[2] = {"/t/w0", "/t/w1"};
 #define PIPE_FD_BASE 800
 #define DEVNULL_FD 991
 #define DEBUGCON_PORT 0xe9
+#define PREFAULTED_STACK (32 * 1024)
 
 /* Marker instructions: nopl MAGIC(%rax); the plugin knows these magics. */
 #define MARK(magic) __asm__ volatile(".byte 0x0f,0x1f,0x80\n\t.long " #magic ::: "memory")
@@ -305,10 +308,11 @@ static int stamp_inode(const char *path)
 	if (utimensat(AT_FDCWD, path, SETUP_TIMES, 0) < 0)
 		return -1;
 	int fd = open(path, O_RDONLY);
-	if (fd < 0 || read(fd, &byte, 1) < 0)
+	if (fd < 0)
 		return -1;
+	ssize_t got = read(fd, &byte, 1);
 	close(fd);
-	return utimensat(AT_FDCWD, path, SETUP_TIMES, 0);
+	return got < 0 ? -1 : utimensat(AT_FDCWD, path, SETUP_TIMES, 0);
 }
 
 static int build_files_and_pipes(const struct test *t, char *why, size_t whylen)
@@ -465,6 +469,7 @@ struct participant {
 	unsigned char *data; /* page: read/write buffer */
 	struct stat *st;     /* page: stat buffer and pipe fds */
 	int *pipefds;
+	void *untouched;     /* page never touched: see drain_own_lru_batches */
 };
 
 static __thread sigjmp_buf fault_jump;
@@ -492,6 +497,18 @@ static void emit_tag(uint32_t tag)
 	}
 }
 
+/* Empties this CPU's LRU page batches: MADV_COLD drains them before it walks the range,
+ * here one page never touched, so it has nothing else to do. The coordinator drained
+ * every CPU before the go, but a page this CPU added since (a fault in the hand-off)
+ * would wait in the batch, and a call that drains batches itself (truncation releases
+ * pages through one) would then take the shared LRU lock or not, by timing. It runs as
+ * the last thing before the start marker, after everything that could fault. */
+static void drain_own_lru_batches(void *untouched_page)
+{
+	if (madvise(untouched_page, UNIT, MADV_COLD) < 0)
+		fatal("madvise MADV_COLD (draining this CPU's LRU batches)");
+}
+
 #define TOK(i) (c->tok[i])
 #define NUM(i) strtol(c->tok[i], NULL, 0)
 
@@ -508,6 +525,10 @@ static void run_call(struct participant *p, char *res, size_t len)
 		snprintf(name0, 256, "%s", TOK(0));
 	if (c->ntok > 1)
 		snprintf(name1, 256, "%s", TOK(1));
+	/* A failing call's wrapper writes errno: a first write to its page inside the region
+	 * would be a copy-on-write fault of the driver's, not the call's work. */
+	errno = 0;
+	drain_own_lru_batches(p->untouched);
 
 	emit_tag(p->tag);
 	if (!strcmp(op, "open")) {
@@ -684,15 +705,14 @@ static void wait_for_clock_tick(void)
 	} while (now.tv_sec == start.tv_sec && now.tv_nsec == start.tv_nsec);
 }
 
-/* Empties this CPU's LRU page batches: MADV_COLD drains them before it walks the range,
- * here one page never touched, so it has nothing else to do. The coordinator drained
- * every CPU before the go, but a page this CPU added since (a fault in the hand-off)
- * would wait in the batch, and a call that drains batches itself (truncation releases
- * pages through one) would then take the shared LRU lock or not, by timing. */
-static void drain_own_lru_batches(void *untouched_page)
+/* The stack pages a call's region could reach (the libc wrapper, a signal frame) are
+ * made present and private now: after fork they are copy-on-write, and a first write in
+ * the region would add the driver's page faults to the call's work. */
+static __attribute__((noinline)) void prefault_stack(void)
 {
-	if (madvise(untouched_page, UNIT, MADV_COLD) < 0)
-		fatal("madvise MADV_COLD (draining this CPU's LRU batches)");
+	volatile char below[PREFAULTED_STACK];
+	for (size_t i = 0; i < sizeof below; i += 64)
+		below[i] = 0;
 }
 
 static void *participant_main(void *arg)
@@ -706,14 +726,14 @@ static void *participant_main(void *arg)
 	p->data = (unsigned char *)pages + UNIT;
 	p->st = (struct stat *)(pages + 2 * UNIT);
 	p->pipefds = (int *)(pages + 2 * UNIT + 2048);
-	void *untouched = mmap(NULL, UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (untouched == MAP_FAILED)
+	p->untouched = mmap(NULL, UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p->untouched == MAP_FAILED)
 		fatal("mmap participant pages");
+	prefault_stack();
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);
 	wait_at_least(&ctl->go[p->side], 1, 0);
 	wait_for_clock_tick();
-	drain_own_lru_batches(untouched);
 	run_call(p, ctl->result[p->side], RESULT_LEN);
 	if (p->side == 0)
 		set_and_wake(&ctl->go[1], 1);
@@ -952,10 +972,31 @@ static char *read_whole_file(const char *path)
 	return buf;
 }
 
-int main(void)
+/* The same memory layout in every boot: with address-space randomization the driver's
+ * stack, heap and mappings sit at other offsets each boot, so whether a call's region
+ * touches a page for the first time (a fault) or grows a VMA tree node differs between
+ * runs. Without transparent huge pages, khugepaged cannot collapse the driver's memory at
+ * a moment that depends on the boot either. Both settings are inherited by every test
+ * process; neither changes what the calls themselves do. */
+static void fix_memory_layout(char **argv)
 {
+	int persona = personality(0xffffffff);
+	if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) < 0)
+		fatal("prctl PR_SET_THP_DISABLE");
+	if (persona < 0 || persona & ADDR_NO_RANDOMIZE)
+		return;
+	if (personality(persona | ADDR_NO_RANDOMIZE) < 0)
+		fatal("personality ADDR_NO_RANDOMIZE");
+	execv("/init", argv);
+	fatal("re-exec without address-space randomization");
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
 	if (ioperm(DEBUGCON_PORT, 1, 1) < 0)
 		return 1;
+	fix_memory_layout(argv);
 	batch = read_whole_file("/batch.txt");
 	char *cursor = batch, *line;
 	int dump_facts = 0, warmup = 0;

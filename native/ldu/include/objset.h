@@ -42,7 +42,7 @@ struct ldu_log {
 /* Two cache lines: the first is what walks read (written only when the tree
  * changes), the second what the object's updater writes on every LDU update.
  * Sharing one line, each update would take the walkers' line away from their
- * CPU (false sharing).  Allocate objects 64-byte aligned (aligned_alloc). */
+ * CPU (false sharing).  Allocate arrays of objects with alloc_aligned_zeroed. */
 struct set_object {
     uint64_t key;              /* order of the set (ties broken by address) */
     struct set_object *tree_left, *tree_right;   /* tree hooks (LDU and rwlock sets) */

@@ -1,6 +1,7 @@
 """Builds the tracer's parts from the repository: the QEMU plugin, the guest driver and
 the base initramfs. Each step is a no-op when its output is up to date."""
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -41,6 +42,21 @@ def ensure_built() -> dict:
     if not BASE_IMAGE.exists() or BASE_IMAGE.stat().st_mtime < DRIVER.stat().st_mtime:
         initramfs.build_base(DRIVER, BASE_IMAGE)
     return {"plugin": PLUGIN, "driver": DRIVER, "base_image": BASE_IMAGE}
+
+
+# What decides the content of a results record: the driver, the plugin and the host's
+# rules for noise and conflicts.
+TRACER_SOURCES = (GUEST_DIR / "driver.c", *sorted((PLUGIN_DIR / "src").glob("*.rs")),
+                  REPO / "src" / "scalecheck" / "trace" / "outcome.py",
+                  REPO / "src" / "scalecheck" / "trace" / "regions.py")
+
+
+def tracer_fingerprint() -> str:
+    """A short hash of the tracer's sources: results made by another version are not mixed."""
+    digest = hashlib.sha256()
+    for path in TRACER_SOURCES:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def cache_dir() -> Path:

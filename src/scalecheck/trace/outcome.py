@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass, field
 
 from scalecheck.trace.regions import shared_lines
+from scalecheck.trace.symbols import VMEMMAP, function_of
 from scalecheck.trace.testfile import Test, check_results
 
 
@@ -73,20 +74,72 @@ def _site_pairs(la, lb, symbols) -> tuple:
 #   line:   every shared line with a write, false sharing of any kind included.
 #   bytes:  overlapping bytes only.
 GRANULARITIES = ("stable", "line", "bytes")
-FIXED_ADDRESS_KINDS = ("static", "percpu")
+# Data whose layout does not change between runs: static and per-cpu data are placed when
+# the kernel is linked, and a page-table entry's place in its page is fixed by the virtual
+# address it maps (the driver's memory layout is fixed too: no address randomization).
+FIXED_LAYOUT_KINDS = ("static", "percpu", "pagetable")
 
 
 def counts(conflict: dict, granularity: str) -> bool:
     if conflict["sharing"] == "true" or granularity == "line":
         return True
-    return granularity == "stable" and conflict["kind"] in FIXED_ADDRESS_KINDS
+    return granularity == "stable" and conflict["kind"] in FIXED_LAYOUT_KINDS
+
+
+# CPU-time accounting is the scheduler tick's work. On the isolated CPUs (nohz_full) the
+# kernel does it at kernel entry and exit instead, once 4 ms of user or system time have
+# gathered, so whether a call pays for it depends on how fast the host ran the setup
+# (it reads e.g. mm->total_vm, which a concurrent mmap writes). The plugin drops the
+# tick's interrupt; its accesses are dropped here for the same reason. Functions of
+# kernel/sched/cputime.c, kernel/tsacct.c and the cgroup/cpuacct accounting hooks.
+TICK_WORK = frozenset({
+    "vtime_user_enter", "vtime_user_exit", "vtime_account_kernel", "vtime_account_idle",
+    "vtime_task_switch_generic", "account_user_time", "account_system_time",
+    "account_system_index_time", "account_guest_time", "account_idle_time",
+    "account_steal_time", "acct_account_cputime", "acct_update_integrals",
+    "__cgroup_account_cputime", "__cgroup_account_cputime_field", "cpuacct_account_field",
+})
+
+
+def without_tick_work(region, symbols) -> tuple:
+    """The region without the accesses of CPU-time accounting, and how many line sites went."""
+    return region.without_sites(lambda pc: pc != 0 and symbols.function(pc) in TICK_WORK)
+
+
+# Page-table pages are ordinary frames reached through the direct map, so their address
+# does not tell them from heap. Their lock does: with split page-table locks the lock of
+# a PTE (or PMD) page is the `ptl` field of the page's struct page, bytes 40-43 of the
+# 64-byte struct page on x86-64. A call that changes or walks page tables under that lock
+# writes those bytes from a spin-lock function; other users of the same bytes (a slab's
+# counters, a page-cache page's private word) never write them that way.
+STRUCT_PAGE_SIZE = 64
+PTL_BYTES = 0xF << 40
+
+
+def _is_spin_lock(function: str) -> bool:
+    return function.startswith("_raw_spin_") or function.endswith("queued_spin_lock_slowpath")
+
+
+def page_table_frames(regions, symbols) -> set:
+    """Frame numbers of the page-table pages whose lock one of these regions took."""
+    frames = set()
+    for region in regions:
+        for line in region.lines.values():
+            if VMEMMAP[0] <= line.vaddr < VMEMMAP[1] and any(
+                    site.write_mask & PTL_BYTES and site.pc and _is_spin_lock(symbols.function(site.pc))
+                    for site in line.sites):
+                frames.add((line.vaddr - VMEMMAP[0]) // STRUCT_PAGE_SIZE)
+    return frames
 
 
 def _shared(region_a, region_b, symbols) -> list:
     """Every line both calls touched with a write, as a conflict record (any sharing)."""
     conflicts = []
+    page_tables = page_table_frames((region_a, region_b), symbols)
     for la, lb in shared_lines(region_a, region_b):
         kind, data_symbol = symbols.classify(la.vaddr)
+        if kind == "heap" and la.paddr >> 12 in page_tables:
+            kind = "pagetable"
         sharing, pairs = _site_pairs(la, lb, symbols)
         conflicts.append({"line": f"{la.vaddr:#x}", "paddr": f"{la.paddr:#x}", "kind": kind,
                           "data_symbol": data_symbol, "sharing": sharing,
@@ -128,10 +181,6 @@ def site_pairs(conflicts: list) -> list:
     return [dict(g, kinds=sorted(g["kinds"])) for g in groups.values()]
 
 
-def function_of(site: str) -> str:
-    return site.split("+")[0].split(" ")[0]
-
-
 def _repeated(per_repeat: list) -> tuple:
     """The first repeat's conflicts, cut down to the site pairs every repeat showed, each
     repeat's signature, and the elements every repeat showed."""
@@ -154,7 +203,7 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
             return base_record(test, "error", f"setup: {rest[0]}")
         if kind == "H":
             return base_record(test, "timeout", f"repeat {rep}: {rest[0]} (guest watchdog)")
-    per_repeat, noise_switch, interrupts, dropped = [], False, 0, 0
+    per_repeat, noise_switch, interrupts, dropped, tick_sites = [], False, 0, 0, 0
     mismatch, results, order = "", {}, None
     for rep in range(repeats):
         _, res_a, res_b = reports[rep]
@@ -172,6 +221,8 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
         if ra is None or rb is None:
             return base_record(test, "error", f"repeat {rep}: no trace from the plugin for call "
                                               f"{'A' if ra is None else 'B'}")
+        (ra, tick_a), (rb, tick_b) = without_tick_work(ra, symbols), without_tick_work(rb, symbols)
+        tick_sites += tick_a + tick_b
         noise_switch |= ra.context_switched or rb.context_switched
         interrupts += ra.interrupts + rb.interrupts
         dropped += ra.dropped_in_interrupts + rb.dropped_in_interrupts
@@ -189,7 +240,8 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
         "conflict_free": not conflicts,
         "agree": all(s == signatures[0] for s in signatures),
         "noise": {"ctxswitch": noise_switch, "interrupts_dropped": interrupts,
-                  "accesses_dropped": dropped, "transient_conflicts": len(transient),
+                  "accesses_dropped": dropped, "tick_sites_dropped": tick_sites,
+                  "transient_conflicts": len(transient),
                   "transient": sorted(show(e) for e in transient)},
         "accesses": {"a": first_a.accesses, "b": first_b.accesses},
         "lines": {"a": len(first_a.lines), "b": len(first_b.lines)},

@@ -68,6 +68,23 @@ class Region:
     def context_switched(self) -> bool:
         return bool(self.flags & FLAG_CTXSWITCH)
 
+    def without_sites(self, dropped) -> tuple:
+        """This region with the code sites for which ``dropped(pc)`` holds left out (a line
+        they alone touched goes too), and how many (line, site) entries went."""
+        kept_lines, gone = {}, 0
+        for paddr, line in self.lines.items():
+            sites = [s for s in line.sites if not dropped(s.pc)]
+            gone += len(line.sites) - len(sites)
+            if len(sites) == len(line.sites):
+                kept_lines[paddr] = line
+            elif sites:
+                read = write = 0
+                for s in sites:
+                    read, write = read | s.read_mask, write | s.write_mask
+                kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
+        return Region(self.vcpu, self.tag, self.flags, self.accesses, self.dropped_in_interrupts,
+                      self.interrupts, kept_lines), gone
+
 
 class TraceFormatError(Exception):
     pass

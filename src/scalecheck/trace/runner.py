@@ -119,6 +119,7 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
               "kernel": {"release": kfacts["release"], "image": str(kernel),
                          "args": vm.kernel_command_line(kernel_args)},
               "tests": "tests.jsonl", "repeats": repeats, "granularity": granularity, "fs": fs,
+              "tracer": build.tracer_fingerprint(),
               "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     store = ResultsStore(trace_dir / "results.jsonl", header, set_aside_incompatible, log)
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]

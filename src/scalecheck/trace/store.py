@@ -14,11 +14,13 @@ from scalecheck.errors import UserError
 RESULTS_FORMAT = "scalecheck-results"
 RESULTS_VERSION = 1
 # Header fields that must match for a rerun to add to an existing store.
-MUST_MATCH = ("target", "kernel", "repeats", "granularity", "fs")
+MUST_MATCH = ("target", "kernel", "repeats", "granularity", "fs", "tracer")
 
 
 class IncompatibleStore(Exception):
-    pass
+    def __init__(self, message: str, started: str):
+        super().__init__(message)
+        self.started = started
 
 
 def _difference(old, new) -> str:
@@ -36,7 +38,7 @@ def _difference(old, new) -> str:
 
 class ResultsStore:
     """``set_aside_incompatible``: a store made with other settings (kernel, arguments,
-    repeats, granularity, fs) is renamed to ``results.<its start time>.jsonl`` and a new
+    repeats, granularity, fs, tracer version) is renamed to ``results.<its start time>.jsonl`` and a new
     one begun, instead of stopping with an error (the pipeline, which owns its directory)."""
 
     def __init__(self, path: Path, header: dict, set_aside_incompatible: bool = False, log=print):
@@ -50,8 +52,7 @@ class ResultsStore:
             except IncompatibleStore as why:
                 if not set_aside_incompatible:
                     raise UserError(f"{why}; use another DIR or remove {path}") from None
-                old = json.loads(path.read_text().splitlines()[0]).get("started", "old")
-                kept = path.with_name(f"results.{old.replace(':', '')}.jsonl")
+                kept = path.with_name(f"results.{why.started.replace(':', '')}.jsonl")
                 path.rename(kept)
                 log(f"{why}: kept as {kept}, starting afresh")
         if not (path.exists() and path.stat().st_size):
@@ -78,7 +79,8 @@ class ResultsStore:
         for key in MUST_MATCH:
             if old.get(key) != header.get(key):
                 raise IncompatibleStore(f"{self.path} was made with other {key} settings "
-                                        f"({_difference(old.get(key), header.get(key))})")
+                                        f"({_difference(old.get(key), header.get(key))})",
+                                        old.get("started", "old"))
         for line in lines[1:]:
             record = json.loads(line)
             self.finished[record["id"]] = record

@@ -64,7 +64,7 @@ class KernelSymbols:
 
     def function(self, pc: int) -> str:
         """The bare function name (for grouping conflicts by code site)."""
-        return self.pc_name(pc).split("+")[0].split(" ")[0]
+        return function_of(self.pc_name(pc))
 
     def classify(self, vaddr: int):
         """(kind, data_symbol) of a data address; kinds as in docs/format-results.md."""
@@ -86,6 +86,11 @@ class KernelSymbols:
         facts = json.loads((facts_dir / "facts.json").read_text())
         kallsyms = (facts_dir / "kallsyms").read_text(errors="replace")
         return cls(kallsyms, facts.get("percpu_offsets", {}), vmlinux)
+
+
+def function_of(site: str) -> str:
+    """The function of a site name (`function+0xoff (file:line)`)."""
+    return site.split("+")[0].split(" ")[0]
 
 
 # Text symbols one of which any x86-64 Linux image has, to tell whether a vmlinux is the
