@@ -107,6 +107,12 @@ def test_sweep_records_modes_runtimes_failures_and_min_cores(fake, tmp_path, cap
     # The build failed once and was not retried for every cell.
     assert (out / "logs" / "build-nobuild.err").exists()
     assert sum(1 for line in log.read_text().splitlines() if line.startswith("broken")) == 8
+    # Run 2 takes a benchmark's series in reverse, so no series always goes first.
+    invocations = [line.split() for line in log.read_text().splitlines()]
+    fake_series = [(mode, runtime) for mode, runtime, cores in (i for i in invocations if len(i) == 3)
+                   if mode in ("fast", "broken") and runtime in ("c", "go") and cores == "1"]
+    assert fake_series[:4] == [("fast", "c"), ("fast", "go"), ("broken", "c"), ("broken", "go")]
+    assert fake_series[4:8] == fake_series[3::-1]
 
     summary = {(e["benchmark"], e["mode"], e["runtime"], e["cores"]): e
                for e in json.loads((out / "summary.json").read_text())["series"]}

@@ -1,8 +1,10 @@
 """The analyze and testgen commands as a user runs them: outputs, resumption, bad input."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -45,6 +47,26 @@ def test_analysis_resumes_and_skips_finished_pairs(tmp_path):
     assert main(["analyze", "--model", "counter", "--out", str(tmp_path), "--jobs", "1"]) == 0
     assert pair.exists()
     assert finished.stat().st_mtime_ns == before
+
+
+def test_a_stopped_analysis_keeps_its_finished_pairs(tmp_path):
+    """SIGTERM (a CI system cancelling the job) stops like Ctrl-C: exit 130, one line,
+    finished pairs kept for the rerun."""
+    pairs = tmp_path / "analysis" / "pairs"
+    command = [sys.executable, "-m", "scalecheck.cli", "analyze", "--model", "posix", "--out",
+               str(tmp_path), "--ops", "open,link,unlink,rename,stat,close", "--jobs", "1"]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (pairs.exists() and any(pairs.glob("*.json"))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 130, err
+    # The progress bar's last state, then one line.
+    assert err.strip().splitlines()[-1].startswith("scalecheck: interrupted; finished work is saved")
+    kept = sorted(pairs.glob("*.json"))
+    assert 0 < len(kept) < 21
+    assert all(json.loads(path.read_text()) for path in kept)
 
 
 def test_user_model_file(tmp_path):

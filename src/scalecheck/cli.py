@@ -6,10 +6,11 @@ Each stage module exposes ``register(subparsers)``, which adds its subcommand an
 
 import argparse
 import importlib
+import signal
 import sys
 
 from scalecheck import __version__
-from scalecheck.errors import UserError
+from scalecheck.errors import UserError, stop_requested
 
 # Pipeline order: model -> analyze -> testgen -> run/trace -> report; then the benchmarks.
 STAGE_MODULES = [
@@ -35,7 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum, frame):
+    stop_requested.set()
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    # A CI system or `timeout` stops a job with SIGTERM: stop as on Ctrl-C, so that VMs
+    # and worker processes are shut down and the results stores closed.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

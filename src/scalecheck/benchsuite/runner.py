@@ -56,7 +56,9 @@ def repo_root() -> Path:
 
 def plan(benchmarks: list[Benchmark], settings: SweepSettings) -> tuple[list[Cell], list[str]]:
     """Cells in run-major order (run 1 of everything, then run 2, ...), so a noisy
-    moment hits one run of many cells rather than every run of one cell."""
+    moment hits one run of many cells rather than every run of one cell. Even runs take a
+    benchmark's series in reverse order, so that the place in a round (first after
+    another benchmark's process, say) favours no series over the runs."""
     cells, below_min = [], []
     for benchmark in benchmarks:
         too_few = [c for c in settings.cores if c < benchmark.min_cores]
@@ -65,7 +67,8 @@ def plan(benchmarks: list[Benchmark], settings: SweepSettings) -> tuple[list[Cel
                              f"skipped at {', '.join(map(str, too_few))}")
     for run in range(1, settings.runs + 1):
         for benchmark in benchmarks:
-            for mode, runtime in benchmark.series():
+            series = list(benchmark.series())
+            for mode, runtime in series[::-1] if run % 2 == 0 else series:
                 for cores in settings.cores:
                     if cores >= benchmark.min_cores:
                         cells.append(Cell(benchmark.name, mode, runtime, cores, run))
