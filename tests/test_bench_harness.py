@@ -116,7 +116,9 @@ def test_benchmark_json_validates(built, tmp_path, name, mode):
     assert result["cycles_per_op"] > 0
     assert result["extra"]["ops"] > 0 and 0.29 < result["extra"]["seconds"] < 1.0
     # CPU time the workers got: positive, and never more than their CPUs could give them.
-    assert 0 < result["harness"]["worker_cpu_share"] <= 1.0
+    # CPU clocks (scheduler clock) and the window (CLOCK_MONOTONIC) are different clocks, so
+    # a fully busy worker (doexec re-execs without ever sleeping) can read a little over 1.
+    assert 0 < result["harness"]["worker_cpu_share"] <= 1.02
     topology = result["harness"]["topology"]
     assert [t["worker"] for t in topology] == [0, 1]
     assert len({t["cpu"] for t in topology}) == min(2, len(os.sched_getaffinity(0))), "workers must get distinct CPUs"

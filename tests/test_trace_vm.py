@@ -95,8 +95,9 @@ def test_hung_call_and_guest_panic_are_survived(main_run):
     panic = records["_panic-stat/panic"]
     assert panic["status"] == "crash"
     assert "panic" in panic["detail"].lower() or "sysrq" in panic["detail"].lower(), panic["detail"]
-    # Tests after the panic ran in a second boot.
-    assert summary["boots"] >= 2
+    # The hung test was tried again in a fresh boot, and the tests after the panic ran in
+    # another one.
+    assert summary["boots"] >= 3
     assert len(records) == len(calibration) + len(ops) + 2
     assert (out / "trace" / "crashes" / "_panic-stat_panic.log").exists()
 

@@ -6,6 +6,7 @@ killed QEMU costs one test (reported as crash/timeout) and a reboot with the res
 Results are appended as each test finishes, so a rerun resumes where the last one stopped.
 """
 
+import collections
 import json
 import os
 import threading
@@ -27,6 +28,11 @@ MAX_FAILED_BOOTS = 3
 # Tests the guest runs once, unreported, after each boot: one-time kernel work (a CPU's
 # first use of the random pool, slab caches filling) then stays out of real runs.
 WARMUP_TESTS = 20
+# A call that does not return can leave the guest wedged for every later test (seen once
+# in a full run: a boot in which call A of every test hung from the first on). After a
+# hang the VM is rebooted and the test tried again in a fresh guest, after that boot's
+# warm-up; it is recorded as `timeout` when it hangs HANG_TRIES times.
+HANG_TRIES = 2
 
 
 def register(subparsers):
@@ -217,21 +223,26 @@ class _VmWorker:
         self.workdir = config.trace_dir / f"vm{number}"
         self.boots = 0
         self.error = None
+        self.hangs = collections.Counter()  # test id -> boots in which it hung
 
     def run(self):
         try:
             failed_boots = 0
             while self.pending and not self.config.stop.is_set():
                 batch = self.pending[: self.config.batch]
-                done = self._boot_and_run(batch)
+                done, hung = self._boot_and_run(batch)
                 self.boots += 1
-                failed_boots = 0 if done else failed_boots + 1
+                failed_boots = 0 if done or hung else failed_boots + 1
                 if failed_boots >= MAX_FAILED_BOOTS:
                     qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
                     raise UserError(f"{MAX_FAILED_BOOTS} boots in a row finished no test "
                                     f"(QEMU: {qemu_said.splitlines()[-1] if qemu_said else 'no message'}); "
                                     f"see {self.workdir / 'console.log'}")
                 self.pending = [p for p in self.pending if p[1].id not in done]
+                if hung:
+                    retried = next(p for p in self.pending if p[1].id == hung)
+                    self.pending.remove(retried)
+                    self.pending.insert(min(WARMUP_TESTS, len(self.pending)), retried)
         except BaseException as err:  # reported by the main thread
             self.error = err
 
@@ -254,12 +265,13 @@ class _VmWorker:
         return "".join(parts), runnable
 
     def _boot_and_run(self, batch):
-        """One boot; returns the ids it finished."""
+        """One boot; returns the ids it finished, and the id of a test that hung and is
+        to be tried again in a fresh boot (None if none)."""
         c = self.config
-        done = set()
+        done, hung = set(), None
         text, runnable = self._batch_text(batch, done)
         if not runnable:
-            return done
+            return done, hung
         session = vm.GuestSession(self.workdir, c.kernel, c.kernel_args, c.built["base_image"], text,
                                   c.built["plugin"], c.entries)
         if c.on_vm_start:
@@ -290,6 +302,11 @@ class _VmWorker:
                         current = outcome.TestProgress(runnable[index], index) if index in runnable else None
                     elif kind in ("R", "X", "H") and current is not None:
                         index, rep, payload = _split_report(rest)
+                        if kind == "H":
+                            self.hangs[current.test.id] += 1
+                            if self.hangs[current.test.id] < HANG_TRIES:
+                                hung = current.test.id
+                                break
                         if kind == "R":
                             res_a, _, res_b = payload.partition(" ")
                             current.repeats[rep] = ("R", res_a, res_b)
@@ -302,7 +319,7 @@ class _VmWorker:
                         finished = True
                     elif kind == "F":
                         raise UserError(f"guest driver failed: {rest}")
-                if finished:
+                if finished or hung:
                     break
                 if exited:
                     self._fail(current, done, "crash", session.panic_message() or session.exit_description())
@@ -316,7 +333,7 @@ class _VmWorker:
                 time.sleep(0.05)
         finally:
             session.stop()
-        return done
+        return done, hung
 
     def _close(self, current, regions, done):
         if current is None or current.test.id in done:
