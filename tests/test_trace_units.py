@@ -140,13 +140,13 @@ def test_region_reader_rejects_another_format(tmp_path):
 
 
 def _line(vaddr, *sites):
-    """A traced line from (pc, read_mask, write_mask) sites."""
-    line_sites = [regions.Site(*site) for site in sites]
+    """A traced line from (pc, read_mask, write_mask) sites, its sites still encoded as the
+    parser leaves them."""
     read = write = 0
-    for site in line_sites:
-        read, write = read | site.read_mask, write | site.write_mask
+    for _, r, w in sites:
+        read, write = read | r, write | w
     return regions.Line(vaddr - 0xFFFF888000000000 if vaddr >= 0xFFFF888000000000 else vaddr & 0xFFFFFFF,
-                        vaddr, read, write, line_sites)
+                        vaddr, read, write, site_bytes=b"".join(struct.pack("<QQQ", *s) for s in sites))
 
 
 def _regions(lines_a, lines_b):

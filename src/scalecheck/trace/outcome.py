@@ -1,10 +1,11 @@
 """Turns what the guest reported for one test (results of each repeat, the plugin's
 regions) into its results.jsonl record (docs/format-results.md)."""
 
+import functools
 import json
 from dataclasses import dataclass, field
 
-from scalecheck.trace.regions import shared_lines
+from scalecheck.trace.regions import PcSet, shared_lines
 from scalecheck.trace.symbols import VMEMMAP, function_of
 from scalecheck.trace.testfile import Test, check_results
 
@@ -101,9 +102,14 @@ TICK_WORK = frozenset({
 })
 
 
+@functools.cache
+def _tick_work_pcs(symbols) -> PcSet:
+    return PcSet(lambda pc: pc != 0 and symbols.function(pc) in TICK_WORK)
+
+
 def without_tick_work(region, symbols) -> tuple:
     """The region without the accesses of CPU-time accounting, and how many line sites went."""
-    return region.without_sites(lambda pc: pc != 0 and symbols.function(pc) in TICK_WORK)
+    return region.without_sites(_tick_work_pcs(symbols))
 
 
 # Page-table pages are ordinary frames reached through the direct map, so their address

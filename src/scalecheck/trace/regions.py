@@ -14,6 +14,7 @@ The file is appended while the guest runs; ``RegionReader`` hands out complete r
 only, so it can follow a file that is still growing or was cut short by a crash.
 """
 
+import functools
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,12 @@ _LINE = struct.Struct("<QQQQI")
 _SITE = struct.Struct("<QQQ")
 
 
+@functools.cache
+def _pcs_of(nsites: int) -> struct.Struct:
+    """Reads only the PCs of nsites sites."""
+    return struct.Struct("<" + "Q16x" * nsites)
+
+
 @dataclass
 class Site:
     """The bytes of a line one instruction read and wrote."""
@@ -41,13 +48,27 @@ class Site:
         return self.read_mask | self.write_mask
 
 
-@dataclass
 class Line:
-    paddr: int
-    vaddr: int
-    read_mask: int
-    write_mask: int
-    sites: list  # [Site]
+    """One cache line a region touched. Its sites are decoded from the trace only when
+    asked for: a region has hundreds of lines and only the few it shares with the other
+    call are looked at site by site."""
+    __slots__ = ("paddr", "vaddr", "read_mask", "write_mask", "_sites", "_site_bytes")
+
+    def __init__(self, paddr: int, vaddr: int, read_mask: int, write_mask: int,
+                 sites: list = None, site_bytes: bytes = b""):
+        self.paddr, self.vaddr, self.read_mask, self.write_mask = paddr, vaddr, read_mask, write_mask
+        self._sites, self._site_bytes = sites, site_bytes
+
+    @property
+    def sites(self) -> list:
+        if self._sites is None:
+            self._sites = [Site(*fields) for fields in _SITE.iter_unpack(self._site_bytes)]
+        return self._sites
+
+    def site_pcs(self) -> tuple:
+        if self._sites is not None:
+            return tuple(site.pc for site in self._sites)
+        return _pcs_of(len(self._site_bytes) // _SITE.size).unpack(self._site_bytes)
 
     @property
     def written(self) -> bool:
@@ -68,22 +89,42 @@ class Region:
     def context_switched(self) -> bool:
         return bool(self.flags & FLAG_CTXSWITCH)
 
-    def without_sites(self, dropped) -> tuple:
-        """This region with the code sites for which ``dropped(pc)`` holds left out (a line
-        they alone touched goes too), and how many (line, site) entries went."""
+    def without_sites(self, dropped: "PcSet") -> tuple:
+        """This region with the code sites whose PC is in ``dropped`` left out (a line they
+        alone touched goes too), and how many (line, site) entries went."""
         kept_lines, gone = {}, 0
         for paddr, line in self.lines.items():
-            sites = [s for s in line.sites if not dropped(s.pc)]
-            gone += len(line.sites) - len(sites)
-            if len(sites) == len(line.sites):
+            if not dropped.any_of(line.site_pcs()):
                 kept_lines[paddr] = line
-            elif sites:
+                continue
+            sites = [s for s in line.sites if s.pc not in dropped]
+            gone += len(line.sites) - len(sites)
+            if sites:
                 read = write = 0
                 for s in sites:
                     read, write = read | s.read_mask, write | s.write_mask
                 kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
         return Region(self.vcpu, self.tag, self.flags, self.accesses, self.dropped_in_interrupts,
                       self.interrupts, kept_lines), gone
+
+
+class PcSet:
+    """The code addresses for which ``member(pc)`` holds, decided once per address: a
+    trace holds few distinct PCs and very many sites."""
+
+    def __init__(self, member):
+        self._member = member
+        self._in, self._out = set(), set()
+
+    def __contains__(self, pc: int) -> bool:
+        if pc not in self._in and pc not in self._out:
+            (self._in if self._member(pc) else self._out).add(pc)
+        return pc in self._in
+
+    def any_of(self, pcs) -> bool:
+        if self._out.issuperset(pcs):
+            return False
+        return any(pc in self for pc in pcs)
 
 
 class TraceFormatError(Exception):
@@ -106,9 +147,9 @@ def _parse_region(buf: bytes, pos: int):
         pos += _LINE.size
         if len(buf) - pos < nsites * _SITE.size:
             return None
-        sites = [Site(*fields) for fields in _SITE.iter_unpack(buf[pos:pos + nsites * _SITE.size])]
-        pos += nsites * _SITE.size
-        region.lines[paddr] = Line(paddr, vaddr, rmask, wmask, sites)
+        end = pos + nsites * _SITE.size
+        region.lines[paddr] = Line(paddr, vaddr, rmask, wmask, site_bytes=buf[pos:end])
+        pos = end
     return region, pos
 
 
