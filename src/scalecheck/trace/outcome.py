@@ -103,13 +103,14 @@ TICK_WORK = frozenset({
 
 
 @functools.cache
-def _tick_work_pcs(symbols) -> PcSet:
-    return PcSet(lambda pc: pc != 0 and symbols.function(pc) in TICK_WORK)
+def _code_of(symbols, is_wanted) -> PcSet:
+    """The PCs inside the functions whose name ``is_wanted``."""
+    return PcSet(lambda pc: pc != 0 and is_wanted(symbols.function(pc)))
 
 
 def without_tick_work(region, symbols) -> tuple:
     """The region without the accesses of CPU-time accounting, and how many line sites went."""
-    return region.without_sites(_tick_work_pcs(symbols))
+    return region.without_sites(_code_of(symbols, TICK_WORK.__contains__))
 
 
 # Page-table pages are ordinary frames reached through the direct map, so their address
@@ -132,7 +133,7 @@ def page_table_frames(regions, symbols) -> set:
     for region in regions:
         for line in region.lines.values():
             if VMEMMAP[0] <= line.vaddr < VMEMMAP[1] and any(
-                    site.write_mask & PTL_BYTES and site.pc and _is_spin_lock(symbols.function(site.pc))
+                    site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
                     for site in line.sites):
                 frames.add((line.vaddr - VMEMMAP[0]) // STRUCT_PAGE_SIZE)
     return frames
