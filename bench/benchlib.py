@@ -13,8 +13,15 @@ sys.path.insert(0, str(REPO / "src"))
 from scalecheck.benchsuite.results import machine_description, spread_pct  # noqa: E402
 from scalecheck.benchsuite.runner import parse_result  # noqa: E402
 
-__all__ = ["REPO", "BIN", "build", "run_harness_program", "mean_and_spread", "machine_description",
-           "usable_cpus"]
+__all__ = [
+    "REPO",
+    "BIN",
+    "build",
+    "run_harness_program",
+    "mean_and_spread",
+    "machine_description",
+    "usable_cpus",
+]
 
 
 def build() -> None:

@@ -38,8 +38,13 @@ from scalecheck.benchsuite.results import ResultsDir, spread_pct  # noqa: E402
 RATIOS = (50, 80, 90, 99, 100)
 MODES = ("ldu-percore", "ldu-global", "rwlock", "harris")
 # The claims of the issue (and the seed) at >= 90% updates, stronger first.
-ORDERINGS = (("ldu-percore", "ldu-global"), ("ldu-global", "rwlock"),
-             ("ldu-percore", "rwlock"), ("ldu-percore", "harris"), ("ldu-global", "harris"))
+ORDERINGS = (
+    ("ldu-percore", "ldu-global"),
+    ("ldu-global", "rwlock"),
+    ("ldu-percore", "rwlock"),
+    ("ldu-percore", "harris"),
+    ("ldu-global", "harris"),
+)
 
 
 def parse_arguments() -> argparse.Namespace:
@@ -56,9 +61,22 @@ def run_benchmarks(args: argparse.Namespace, results_dir: Path) -> None:
     scalecheck = shutil.which("scalecheck")
     if not scalecheck:
         sys.exit("ldu_sweep: error: the scalecheck command is not installed (run scripts/setup.sh)")
-    command = [scalecheck, "bench", "run", *(f"ldu-u{r}" for r in RATIOS), "--cores", args.cores,
-               "--runs", str(args.runs), "--warmup", str(args.warmup),
-               "--duration", str(args.duration), "--out", str(results_dir)]
+    command = [
+        scalecheck,
+        "bench",
+        "run",
+        *(f"ldu-u{r}" for r in RATIOS),
+        "--cores",
+        args.cores,
+        "--runs",
+        str(args.runs),
+        "--warmup",
+        str(args.warmup),
+        "--duration",
+        str(args.duration),
+        "--out",
+        str(results_dir),
+    ]
     print("+", " ".join(command), flush=True)
     if subprocess.run(command).returncode != 0:
         sys.exit("ldu_sweep: error: scalecheck bench run failed (see above)")
@@ -81,12 +99,22 @@ def collect(results_dir: Path) -> list[dict]:
         def mean_of(key: str) -> float:
             return statistics.fmean(e[key] for e in extras)
 
-        rows.append({"update_pct": ratio, "mode": mode, "threads": cores, "runs": len(values),
-                     "values_by_run": {run: r["ops_per_sec"] for run, r in records_by_run.items()},
-                     "mean": statistics.fmean(values), "min": min(values),
-                     "max": max(values), "spread_pct": spread_pct(values),
-                     "idle_pct": mean_of("idle_pct"), "lock_wait_pct": mean_of("lock_wait_pct"),
-                     "preempted_pct": mean_of("preempted_pct")})
+        rows.append(
+            {
+                "update_pct": ratio,
+                "mode": mode,
+                "threads": cores,
+                "runs": len(values),
+                "values_by_run": {run: r["ops_per_sec"] for run, r in records_by_run.items()},
+                "mean": statistics.fmean(values),
+                "min": min(values),
+                "max": max(values),
+                "spread_pct": spread_pct(values),
+                "idle_pct": mean_of("idle_pct"),
+                "lock_wait_pct": mean_of("lock_wait_pct"),
+                "preempted_pct": mean_of("preempted_pct"),
+            }
+        )
     return rows
 
 
@@ -100,18 +128,36 @@ def compare(rows: list[dict], threads: int) -> list[dict]:
             if not a or not b:
                 continue
             # A round where either made no progress at all (the machine stalled) says nothing.
-            rounds = [k for k in sorted(set(a["values_by_run"]) & set(b["values_by_run"]))
-                      if a["values_by_run"][k] > 0 and b["values_by_run"][k] > 0]
+            rounds = [
+                k
+                for k in sorted(set(a["values_by_run"]) & set(b["values_by_run"]))
+                if a["values_by_run"][k] > 0 and b["values_by_run"][k] > 0
+            ]
             ratios = [a["values_by_run"][k] / b["values_by_run"][k] for k in rounds]
             if not ratios:
                 continue
             wins = sum(r >= 1 for r in ratios)
-            verdict = ("holds" if wins == len(ratios) else "flipped" if wins == 0
-                       else f"mixed ({wins}/{len(ratios)})")
-            comparisons.append({"update_pct": ratio, "threads": threads, "better": better,
-                                "worse": worse, "ratio": statistics.median(ratios),
-                                "ratio_min": min(ratios), "ratio_max": max(ratios),
-                                "rounds": len(ratios), "rounds_won": wins, "verdict": verdict})
+            verdict = (
+                "holds"
+                if wins == len(ratios)
+                else "flipped"
+                if wins == 0
+                else f"mixed ({wins}/{len(ratios)})"
+            )
+            comparisons.append(
+                {
+                    "update_pct": ratio,
+                    "threads": threads,
+                    "better": better,
+                    "worse": worse,
+                    "ratio": statistics.median(ratios),
+                    "ratio_min": min(ratios),
+                    "ratio_max": max(ratios),
+                    "rounds": len(ratios),
+                    "rounds_won": wins,
+                    "verdict": verdict,
+                }
+            )
     return comparisons
 
 
@@ -121,8 +167,13 @@ def flip_points(comparisons: list[dict]) -> dict[str, int | None]:
     flips = {}
     for threads in sorted({c["threads"] for c in comparisons}):
         for better, worse in ORDERINGS:
-            losing = [c["update_pct"] for c in comparisons if c["threads"] == threads
-                      and (c["better"], c["worse"]) == (better, worse) and c["ratio"] < 1]
+            losing = [
+                c["update_pct"]
+                for c in comparisons
+                if c["threads"] == threads
+                and (c["better"], c["worse"]) == (better, worse)
+                and c["ratio"] < 1
+            ]
             flips[f"{better} >= {worse} @ {threads} threads"] = max(losing) if losing else None
     return flips
 
@@ -139,8 +190,10 @@ def save(figure, path_without_suffix: Path) -> list[str]:
 def plot_update_ratio(rows: list[dict], threads: int, out: Path) -> list[str]:
     figure, (throughput_axis, idle_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
     for mode in MODES:
-        points = sorted((r for r in rows if r["mode"] == mode and r["threads"] == threads),
-                        key=lambda r: r["update_pct"])
+        points = sorted(
+            (r for r in rows if r["mode"] == mode and r["threads"] == threads),
+            key=lambda r: r["update_pct"],
+        )
         if not points:
             continue
         # evenly spaced categories, as 99 and 100 would overlap on a linear axis
@@ -160,8 +213,10 @@ def plot_update_ratio(rows: list[dict], threads: int, out: Path) -> list[str]:
         axis.grid(True, alpha=0.3)
     idle_axis.set_ylim(bottom=0)
     throughput_axis.legend(fontsize="small")
-    figure.suptitle("LDU vs rwlock vs Harris's list by update ratio (error bars: min..max of runs)",
-                    fontsize="medium")
+    figure.suptitle(
+        "LDU vs rwlock vs Harris's list by update ratio (error bars: min..max of runs)",
+        fontsize="medium",
+    )
     figure.tight_layout()
     return save(figure, out / "ldu_update_ratio")
 
@@ -171,13 +226,22 @@ def plot_scalability(rows: list[dict], out: Path) -> list[str]:
     all_threads = sorted({r["threads"] for r in rows})
     for axis, ratio in zip(axes, RATIOS):
         for mode in MODES:
-            points = sorted((r for r in rows if r["mode"] == mode and r["update_pct"] == ratio),
-                            key=lambda r: r["threads"])
+            points = sorted(
+                (r for r in rows if r["mode"] == mode and r["update_pct"] == ratio),
+                key=lambda r: r["threads"],
+            )
             if points:
-                axis.errorbar([p["threads"] for p in points], [p["mean"] for p in points],
-                              yerr=[[p["mean"] - p["min"] for p in points],
-                                    [p["max"] - p["mean"] for p in points]],
-                              marker="o", capsize=3, label=mode)
+                axis.errorbar(
+                    [p["threads"] for p in points],
+                    [p["mean"] for p in points],
+                    yerr=[
+                        [p["mean"] - p["min"] for p in points],
+                        [p["max"] - p["mean"] for p in points],
+                    ],
+                    marker="o",
+                    capsize=3,
+                    label=mode,
+                )
         axis.set_title(f"{ratio}% updates")
         axis.set_xlabel("threads")
         axis.set_xticks(all_threads)
@@ -190,18 +254,24 @@ def plot_scalability(rows: list[dict], out: Path) -> list[str]:
 
 
 def print_report(rows: list[dict], comparisons: list[dict], flips: dict) -> None:
-    print(f"\n{'updates':>7} {'mode':<12} {'threads':>7} {'mean ops/s':>12} {'spread':>7} "
-          f"{'idle':>6} {'lockwait':>8} {'preempt':>7}")
+    print(
+        f"\n{'updates':>7} {'mode':<12} {'threads':>7} {'mean ops/s':>12} {'spread':>7} "
+        f"{'idle':>6} {'lockwait':>8} {'preempt':>7}"
+    )
     for r in rows:
         spread = "-" if r["spread_pct"] is None else f"{r['spread_pct']:.1f}%"
-        print(f"{r['update_pct']:>6}% {r['mode']:<12} {r['threads']:>7} {r['mean']:>12.0f} "
-              f"{spread:>7} {r['idle_pct']:>5.1f}% {r['lock_wait_pct']:>7.1f}% "
-              f"{r['preempted_pct']:>6.1f}%")
+        print(
+            f"{r['update_pct']:>6}% {r['mode']:<12} {r['threads']:>7} {r['mean']:>12.0f} "
+            f"{spread:>7} {r['idle_pct']:>5.1f}% {r['lock_wait_pct']:>7.1f}% "
+            f"{r['preempted_pct']:>6.1f}%"
+        )
     print("\norderings (median of per-round ratios [min .. max]):")
     for c in comparisons:
-        print(f"  {c['threads']} threads, {c['update_pct']:>3}% updates: {c['better']:>11} / "
-              f"{c['worse']:<11} = {c['ratio']:6.2f}x  [{c['ratio_min']:.2f} .. "
-              f"{c['ratio_max']:.2f}]  {c['verdict']}")
+        print(
+            f"  {c['threads']} threads, {c['update_pct']:>3}% updates: {c['better']:>11} / "
+            f"{c['worse']:<11} = {c['ratio']:6.2f}x  [{c['ratio_min']:.2f} .. "
+            f"{c['ratio_max']:.2f}]  {c['verdict']}"
+        )
     print("\nhighest update ratio where the ordering is reversed (median round):")
     for ordering, ratio in flips.items():
         print(f"  {ordering:<40} {'never' if ratio is None else f'{ratio}% updates'}")
@@ -218,12 +288,21 @@ def main() -> None:
     thread_counts = sorted({r["threads"] for r in rows})
     comparisons = [c for threads in thread_counts for c in compare(rows, threads)]
     flips = flip_points(comparisons)
-    figures = (plot_update_ratio(rows, thread_counts[-1], args.out)
-               + plot_scalability(rows, args.out))
-    document = {"rows": rows, "orderings": comparisons,
-                "reversed_at_or_below": flips, "figures": figures,
-                "settings": {"cores": args.cores, "runs": args.runs, "warmup_s": args.warmup,
-                             "duration_s": args.duration}}
+    figures = plot_update_ratio(rows, thread_counts[-1], args.out) + plot_scalability(
+        rows, args.out
+    )
+    document = {
+        "rows": rows,
+        "orderings": comparisons,
+        "reversed_at_or_below": flips,
+        "figures": figures,
+        "settings": {
+            "cores": args.cores,
+            "runs": args.runs,
+            "warmup_s": args.warmup,
+            "duration_s": args.duration,
+        },
+    }
     (args.out / "ldu_sweep.json").write_text(json.dumps(document, indent=2) + "\n")
     print_report(rows, comparisons, flips)
     print(f"\nwrote {args.out / 'ldu_sweep.json'} and {', '.join(figures)}")

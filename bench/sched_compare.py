@@ -42,17 +42,34 @@ HEADLINE = {"cycle", "churn"}  # where ours must be >= Go and >= Tokio
 RUN_SH = REPO / "native" / "schedbench" / "run.sh"
 
 
-def run_one(runtime: str, bench: str, mode: str, per_proc: int, cores: int, warmup: float,
-            duration: float) -> dict:
-    command = [str(RUN_SH), runtime, bench, "-p", str(cores), "--per-proc", str(per_proc),
-               "-W", str(warmup), "-d", str(duration)] + (["--mode", mode] if mode else [])
+def run_one(
+    runtime: str, bench: str, mode: str, per_proc: int, cores: int, warmup: float, duration: float
+) -> dict:
+    command = [
+        str(RUN_SH),
+        runtime,
+        bench,
+        "-p",
+        str(cores),
+        "--per-proc",
+        str(per_proc),
+        "-W",
+        str(warmup),
+        "-d",
+        str(duration),
+    ] + (["--mode", mode] if mode else [])
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=warmup + duration + 60)
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=warmup + duration + 60
+        )
     except subprocess.TimeoutExpired:
         return {"ok": False, "reason": "timed out"}
     if completed.returncode != 0:
         lines = completed.stderr.strip().splitlines()
-        return {"ok": False, "reason": lines[-1] if lines else f"exit status {completed.returncode}"}
+        return {
+            "ok": False,
+            "reason": lines[-1] if lines else f"exit status {completed.returncode}",
+        }
     try:
         result = parse_result(completed.stdout)
     except ValueError as err:
@@ -64,7 +81,12 @@ def ratio_summary(pairs: list[tuple[float, float]]) -> dict | None:
     ratios = [a / b for a, b in pairs if b > 0]
     if not ratios:
         return None
-    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios), "runs": len(ratios)}
+    return {
+        "median": statistics.median(ratios),
+        "min": min(ratios),
+        "max": max(ratios),
+        "runs": len(ratios),
+    }
 
 
 def human(value: float) -> str:
@@ -75,13 +97,21 @@ def human(value: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cores", default="1,2", help="processor counts (default 1,2)")
     parser.add_argument("--duration", type=float, default=2.0)
     parser.add_argument("--warmup", type=float, default=0.5)
-    parser.add_argument("--bench", default=None, help="comma-separated subset of cycle,yield,churn,locality,transfer")
-    parser.add_argument("--json", default=str(REPO / "out" / "sched-compare.json"), help="where to write the JSON")
+    parser.add_argument(
+        "--bench",
+        default=None,
+        help="comma-separated subset of cycle,yield,churn,locality,transfer",
+    )
+    parser.add_argument(
+        "--json", default=str(REPO / "out" / "sched-compare.json"), help="where to write the JSON"
+    )
     args = parser.parse_args()
     cores_list = [int(c) for c in args.cores.split(",")]
     series = [s for s in SERIES if not args.bench or s[0] in args.bench.split(",")]
@@ -96,12 +126,16 @@ def main() -> None:
     with Progress(console=console) as progress:
         task = progress.add_task("measuring", total=total)
         for run in range(args.runs):
-            order = RUNTIMES[run % len(RUNTIMES):] + RUNTIMES[:run % len(RUNTIMES)]
+            order = RUNTIMES[run % len(RUNTIMES) :] + RUNTIMES[: run % len(RUNTIMES)]
             for cores in cores_list:
                 for bench, mode, per_proc in series:
                     for runtime in order:
-                        progress.update(task, description=f"run {run + 1} p={cores} {bench} {mode} {runtime}")
-                        outcome = run_one(runtime, bench, mode, per_proc, cores, args.warmup, args.duration)
+                        progress.update(
+                            task, description=f"run {run + 1} p={cores} {bench} {mode} {runtime}"
+                        )
+                        outcome = run_one(
+                            runtime, bench, mode, per_proc, cores, args.warmup, args.duration
+                        )
                         outcome["run"] = run
                         results.setdefault((bench, mode, cores, runtime), []).append(outcome)
                         progress.advance(task)
@@ -115,19 +149,25 @@ def main() -> None:
                 outcomes = results[(bench, mode, cores, runtime)]
                 values = [o["ops_per_sec"] for o in outcomes if o["ok"]]
                 row["runtimes"][runtime] = {
-                    "ops_per_sec": values, "median": statistics.median(values) if values else None,
+                    "ops_per_sec": values,
+                    "median": statistics.median(values) if values else None,
                     "spread_pct": spread_pct(values) if len(values) > 1 else None,
                     "failed": len(outcomes) - len(values),
-                    "failures": sorted({o["reason"] for o in outcomes if not o["ok"]})}
+                    "failures": sorted({o["reason"] for o in outcomes if not o["ok"]}),
+                }
             ours = {o["run"]: o for o in results[(bench, mode, cores, "ours")] if o["ok"]}
             for other in ("go", "tokio", "pthreads"):
                 theirs = {o["run"]: o for o in results[(bench, mode, cores, other)] if o["ok"]}
-                pairs = [(ours[r]["ops_per_sec"], theirs[r]["ops_per_sec"]) for r in ours if r in theirs]
+                pairs = [
+                    (ours[r]["ops_per_sec"], theirs[r]["ops_per_sec"]) for r in ours if r in theirs
+                ]
                 row["ratios"][f"ours/{other}"] = ratio_summary(pairs)
             rows.append(row)
 
-    table = Table(title="Scheduler micro-benchmarks: median ops/s (spread over runs) and ours/other ratios "
-                        "(median of paired runs, min..max)")
+    table = Table(
+        title="Scheduler micro-benchmarks: median ops/s (spread over runs) and ours/other ratios "
+        "(median of paired runs, min..max)"
+    )
     for column in ["benchmark", "p"] + RUNTIMES + ["ours/go", "ours/tokio", "ours/pthreads"]:
         table.add_column(column, justify="left" if column == "benchmark" else "right")
     verdicts = []
@@ -143,25 +183,39 @@ def main() -> None:
             cells.append(text)
         for key in ("ours/go", "ours/tokio", "ours/pthreads"):
             ratio = row["ratios"][key]
-            cells.append("-" if ratio is None else f"{ratio['median']:.2f} ({ratio['min']:.2f}..{ratio['max']:.2f})")
+            cells.append(
+                "-"
+                if ratio is None
+                else f"{ratio['median']:.2f} ({ratio['min']:.2f}..{ratio['max']:.2f})"
+            )
         name = row["benchmark"] + (f" {row['mode']}" if row["mode"] else "")
         table.add_row(name, str(row["cores"]), *cells)
         if row["benchmark"] in HEADLINE:
             for key in ("ours/go", "ours/tokio"):
                 ratio = row["ratios"][key]
                 met = ratio is not None and ratio["median"] >= 1.0
-                verdicts.append(f"{name} p={row['cores']} {key}: "
-                                f"{'-' if ratio is None else format(ratio['median'], '.2f')} "
-                                f"{'>= 1 (met)' if met else '< 1 (NOT met)'}")
+                verdicts.append(
+                    f"{name} p={row['cores']} {key}: "
+                    f"{'-' if ratio is None else format(ratio['median'], '.2f')} "
+                    f"{'>= 1 (met)' if met else '< 1 (NOT met)'}"
+                )
     console.print(table)
     for row in rows:
         for runtime, r in row["runtimes"].items():
             for reason in r["failures"]:
-                console.print(f"[red]failure[/] {row['benchmark']} {row['mode']} p={row['cores']} {runtime}: {reason}")
+                console.print(
+                    f"[red]failure[/] {row['benchmark']} {row['mode']} p={row['cores']} {runtime}: {reason}"
+                )
     console.print("\n".join(verdicts))
 
-    document = {"machine": machine_description(), "runs": args.runs, "duration": args.duration,
-                "warmup": args.warmup, "rows": rows, "verdicts": verdicts}
+    document = {
+        "machine": machine_description(),
+        "runs": args.runs,
+        "duration": args.duration,
+        "warmup": args.warmup,
+        "rows": rows,
+        "verdicts": verdicts,
+    }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
     console.print(f"JSON: {args.json}")

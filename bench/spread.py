@@ -18,7 +18,9 @@ BAR_PCT = 5.0
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", default=str(REPO / "out" / "bench-spread"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=float, default=1.0)
@@ -26,9 +28,25 @@ def main() -> None:
     parser.add_argument("--cores", default=None, help="as for `bench run` (default 1..all)")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")
-    command = [sys.executable, "-m", "scalecheck.cli", "bench", "run", "statbench", "openbench", "faultzf",
-               "--runs", str(args.runs), "--warmup", str(args.warmup), "--duration", str(args.duration),
-               "--out", args.out, "--json"] + (["--cores", args.cores] if args.cores else [])
+    command = [
+        sys.executable,
+        "-m",
+        "scalecheck.cli",
+        "bench",
+        "run",
+        "statbench",
+        "openbench",
+        "faultzf",
+        "--runs",
+        str(args.runs),
+        "--warmup",
+        str(args.warmup),
+        "--duration",
+        str(args.duration),
+        "--out",
+        args.out,
+        "--json",
+    ] + (["--cores", args.cores] if args.cores else [])
     completed = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
     if completed.returncode != 0:
         sys.exit("bench run failed")
@@ -37,8 +55,10 @@ def main() -> None:
         spread = entry["spread_pct"]
         verdict = "-" if spread is None else ("within 5%" if spread <= BAR_PCT else "ABOVE 5%")
         series = entry["mode"] or "default"
-        print(f"{entry['benchmark']:10} {series:8} cores={entry['cores']}  mean {entry['mean']:.4g}  "
-              f"runs {entry['values']}  spread {spread:.1f}%  {verdict}")
+        print(
+            f"{entry['benchmark']:10} {series:8} cores={entry['cores']}  mean {entry['mean']:.4g}  "
+            f"runs {entry['values']}  spread {spread:.1f}%  {verdict}"
+        )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ from pathlib import Path
 from scalecheck.trace import outcome, testfile
 from scalecheck.trace.runner import run_tests
 
-CALIBRATION = Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+CALIBRATION = (
+    Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+)
 
 
 def _records(run_dir: Path) -> dict:
@@ -35,14 +37,17 @@ def _records(run_dir: Path) -> dict:
 def _run_twice(args) -> list:
     tests = []
     for path in args.tests or [CALIBRATION]:
-        tests += testfile.read_tests(path)[1][::args.every]
+        tests += testfile.read_tests(path)[1][:: args.every]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("first", "second"):
             run_dir = Path(tmp) / name
             run_dir.mkdir()
             with open(run_dir / "tests.jsonl", "w") as f:
-                f.write(json.dumps({"format": "scalecheck-tests", "version": 1, "model": "posix"}) + "\n")
+                f.write(
+                    json.dumps({"format": "scalecheck-tests", "version": 1, "model": "posix"})
+                    + "\n"
+                )
                 for k in range(args.copies):
                     for t in tests:
                         f.write(json.dumps(dict(t.raw, id=f"{t.id}/copy{k}")) + "\n")
@@ -58,34 +63,57 @@ def _load(run_dir: Path) -> tuple:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tests", type=Path, action="append",
-                        help="tests.jsonl to take tests from (repeatable; default: the calibration batch)")
+    parser.add_argument(
+        "--tests",
+        type=Path,
+        action="append",
+        help="tests.jsonl to take tests from (repeatable; default: the calibration batch)",
+    )
     parser.add_argument("--every", type=int, default=1, help="take every K-th test of the files")
     parser.add_argument("--copies", type=int, default=10, help="times each test is repeated")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--granularity", default="stable", choices=outcome.GRANULARITIES)
-    parser.add_argument("--compare", type=Path, nargs=2, metavar="DIR",
-                        help="compare two finished runs instead of making two")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        nargs=2,
+        metavar="DIR",
+        help="compare two finished runs instead of making two",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    (s1, first), (s2, second) = [_load(d) for d in args.compare] if args.compare else _run_twice(args)
+    (s1, first), (s2, second) = (
+        [_load(d) for d in args.compare] if args.compare else _run_twice(args)
+    )
     common = sorted(first.keys() & second.keys())
-    signatures = {i: (outcome.conflict_set(first[i]["conflicts"]),
-                      outcome.conflict_set(second[i]["conflicts"])) for i in common}
+    signatures = {
+        i: (
+            outcome.conflict_set(first[i]["conflicts"]),
+            outcome.conflict_set(second[i]["conflicts"]),
+        )
+        for i in common
+    }
     same_set = sum(1 for a, b in signatures.values() if a == b)
     same_verdict = sum(1 for i in common if first[i]["conflict_free"] == second[i]["conflict_free"])
     differing = collections.Counter(outcome.show(e) for a, b in signatures.values() for e in a ^ b)
     result = {
         "tests_compared": len(common),
-        "identical_conflict_sets_between_runs": round(same_set / len(common), 4) if common else None,
+        "identical_conflict_sets_between_runs": round(same_set / len(common), 4)
+        if common
+        else None,
         "identical_verdicts_between_runs": round(same_verdict / len(common), 4) if common else None,
-        "conflict_free_share": [round(s["conflict_free"] / max(1, s["ok"] + s["mismatch"]), 4)
-                                for s in (s1, s2)],
+        "conflict_free_share": [
+            round(s["conflict_free"] / max(1, s["ok"] + s["mismatch"]), 4) for s in (s1, s2)
+        ],
         "repeat_agreement_within_run": [s1["repeat_agreement"], s2["repeat_agreement"]],
         "tests_per_second": [s1["tests_per_second"], s2["tests_per_second"]],
         "most_often_differing": differing.most_common(8),
     }
-    print(json.dumps(result, indent=1) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
+    print(
+        json.dumps(result, indent=1)
+        if args.json
+        else "\n".join(f"{k}: {v}" for k, v in result.items())
+    )
 
 
 if __name__ == "__main__":

@@ -17,14 +17,24 @@ from pathlib import Path
 from scalecheck.trace import build, facts, testfile, vm
 from scalecheck.trace.runner import run_tests
 
-CALIBRATION = Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+CALIBRATION = (
+    Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+)
 
 
 def guest_ms_per_test(tests, built, kernel, entries, plugin, repeats, workdir):
     text = f"S repeats={repeats} timeout_ms=5000 fs=tmpfs warmup=0\n" + "".join(
-        testfile.render(t, i) for i, t in enumerate(tests))
-    session = vm.GuestSession(workdir, kernel, "", built["base_image"], text,
-                              built["plugin"] if plugin else None, entries if plugin else None)
+        testfile.render(t, i) for i, t in enumerate(tests)
+    )
+    session = vm.GuestSession(
+        workdir,
+        kernel,
+        "",
+        built["base_image"],
+        text,
+        built["plugin"] if plugin else None,
+        entries if plugin else None,
+    )
     try:
         while not session.exited():
             time.sleep(0.2)
@@ -39,8 +49,12 @@ def guest_ms_per_test(tests, built, kernel, entries, plugin, repeats, workdir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tests", type=Path, default=CALIBRATION, help="a tests.jsonl to take tests from")
-    parser.add_argument("--copies", type=int, default=25, help="times each test is repeated in the batch")
+    parser.add_argument(
+        "--tests", type=Path, default=CALIBRATION, help="a tests.jsonl to take tests from"
+    )
+    parser.add_argument(
+        "--copies", type=int, default=25, help="times each test is repeated in the batch"
+    )
     parser.add_argument("--sample", type=int, help="take N tests evenly spread over the file")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", action="store_true")
@@ -48,23 +62,32 @@ def main():
     _, tests = testfile.read_tests(args.tests)
     if args.sample and args.sample < len(tests):
         tests = tests[:: len(tests) // args.sample][: args.sample]
-    tests = [testfile.Test(f"{t.id}/copy{k}", t.pair, t.raw) for k in range(args.copies) for t in tests]
+    tests = [
+        testfile.Test(f"{t.id}/copy{k}", t.pair, t.raw) for k in range(args.copies) for t in tests
+    ]
     kernel = vm.default_kernel()
     built = build.ensure_built()
     facts_dir = facts.kernel_facts(kernel, "", built)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        without = guest_ms_per_test(tests, built, kernel, facts_dir / "entries.txt", False, args.repeats, tmp / "plain")
-        with_plugin = guest_ms_per_test(tests, built, kernel, facts_dir / "entries.txt", True, args.repeats, tmp / "traced")
+        without = guest_ms_per_test(
+            tests, built, kernel, facts_dir / "entries.txt", False, args.repeats, tmp / "plain"
+        )
+        with_plugin = guest_ms_per_test(
+            tests, built, kernel, facts_dir / "entries.txt", True, args.repeats, tmp / "traced"
+        )
         run_dir = tmp / "run"
         run_dir.mkdir()
         with open(run_dir / "tests.jsonl", "w") as f:
-            f.write(json.dumps({"format": "scalecheck-tests", "version": 1, "model": "posix"}) + "\n")
+            f.write(
+                json.dumps({"format": "scalecheck-tests", "version": 1, "model": "posix"}) + "\n"
+            )
             for t in tests:
                 f.write(json.dumps(dict(t.raw, id=t.id)) + "\n")
         summary = run_tests(run_dir, repeats=args.repeats, jobs=1)
     result = {
-        "tests": len(tests), "repeats": args.repeats,
+        "tests": len(tests),
+        "repeats": args.repeats,
         "guest_ms_per_test_without_plugin": round(without, 2),
         "guest_ms_per_test_with_plugin": round(with_plugin, 2),
         "plugin_slowdown": round(with_plugin / without, 2),
@@ -72,8 +95,11 @@ def main():
         "run_seconds": summary["seconds"],
         "repeat_agreement": summary["repeat_agreement"],
     }
-    print(json.dumps(result, indent=1) if args.json else
-          "\n".join(f"{k}: {v}" for k, v in result.items()))
+    print(
+        json.dumps(result, indent=1)
+        if args.json
+        else "\n".join(f"{k}: {v}" for k, v in result.items())
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ def rename_tests(tmp_path_factory):
     out = tmp_path_factory.mktemp("rename")
     pair_dir = out / "analysis" / "pairs"
     pair_dir.mkdir(parents=True)
-    (pair_dir / "rename-rename.json").write_text(json.dumps(analyze_pair(RenameFS, "rename", "rename")))
+    (pair_dir / "rename-rename.json").write_text(
+        json.dumps(analyze_pair(RenameFS, "rename", "rename"))
+    )
     _, tests, counts = _pair_tests(("rename", str(out), "rename", "rename", 8))
     assert counts["failed_paths"] == 0
     return [json.loads(json.dumps(test)) for test in tests]  # as read back from tests.jsonl
@@ -72,20 +74,20 @@ def _facts(test):
 
 
 TALK_CASES = {
-    "both sources exist and all names differ":
-        lambda a, b, c, d, exists, inode: exists(a) and exists(c) and len({a, b, c, d}) == 4,
-    "neither source exists":
-        lambda a, b, c, d, exists, inode: not exists(a) and not exists(c),
-    "a xor c exists, and it is not the other rename's destination":
-        lambda a, b, c, d, exists, inode: (exists(a) and not exists(c) and a != d)
-        or (exists(c) and not exists(a) and c != b),
-    "both calls are self-renames":
-        lambda a, b, c, d, exists, inode: a == b and c == d,
-    "one call is a self-rename of an existing file and a != c":
-        lambda a, b, c, d, exists, inode: a != c and ((a == b and exists(a)) or (c == d and exists(c))),
-    "a and c are hard links to the same inode, a != c, and b == d":
-        lambda a, b, c, d, exists, inode: exists(a) and exists(c) and a != c and b == d
-        and inode(a) == inode(c),
+    "both sources exist and all names differ": lambda a, b, c, d, exists, inode: (
+        exists(a) and exists(c) and len({a, b, c, d}) == 4
+    ),
+    "neither source exists": lambda a, b, c, d, exists, inode: not exists(a) and not exists(c),
+    "a xor c exists, and it is not the other rename's destination": lambda a, b, c, d, exists, inode: (
+        (exists(a) and not exists(c) and a != d) or (exists(c) and not exists(a) and c != b)
+    ),
+    "both calls are self-renames": lambda a, b, c, d, exists, inode: a == b and c == d,
+    "one call is a self-rename of an existing file and a != c": lambda a, b, c, d, exists, inode: (
+        a != c and ((a == b and exists(a)) or (c == d and exists(c)))
+    ),
+    "a and c are hard links to the same inode, a != c, and b == d": lambda a, b, c, d, exists, inode: (
+        exists(a) and exists(c) and a != c and b == d and inode(a) == inode(c)
+    ),
 }
 
 
@@ -99,7 +101,9 @@ def test_generated_rename_tests_really_commute(rename_tests):
         assert test["expect"]["ab"] == test["expect"]["ba"]
 
 
-@pytest.mark.parametrize("ops", [("open", "open"), ("pipe", "pipe"), ("write", "read"), ("mmap", "memwrite")])
+@pytest.mark.parametrize(
+    "ops", [("open", "open"), ("pipe", "pipe"), ("write", "read"), ("mmap", "memwrite")]
+)
 def test_posix_pairs_explore_without_unknowns_or_model_errors(ops):
     result = analyze_pair(Posix, *ops)
     assert result["paths"]
@@ -121,16 +125,24 @@ def test_two_lowest_fd_opens_in_one_process_never_both_succeed_in_a_commuting_te
     assert tests
     for test in tests:
         a, b = test["calls"]
-        lowest_fd_same_process = a["proc"] == b["proc"] and not a["args"]["anyfd"] and not b["args"]["anyfd"]
+        lowest_fd_same_process = (
+            a["proc"] == b["proc"] and not a["args"]["anyfd"] and not b["args"]["anyfd"]
+        )
         both_succeed = all("ret" in result for result in test["expect"]["ab"])
         assert not (lowest_fd_same_process and both_succeed), test["id"]
-    assert any(t["calls"][0]["args"]["anyfd"] and t["calls"][1]["args"]["anyfd"]
-               and t["calls"][0]["proc"] == t["calls"][1]["proc"]
-               and all("ret" in r for r in t["expect"]["ab"]) for t in tests), "O_ANYFD opens must commute"
+    assert any(
+        t["calls"][0]["args"]["anyfd"]
+        and t["calls"][1]["args"]["anyfd"]
+        and t["calls"][0]["proc"] == t["calls"][1]["proc"]
+        and all("ret" in r for r in t["expect"]["ab"])
+        for t in tests
+    ), "O_ANYFD opens must commute"
 
 
 def test_posix_tests_build_consistent_setups(tmp_path):
-    for test in _tests_for(Posix, tmp_path, "link", "unlink") + _tests_for(Posix, tmp_path, "read", "write"):
+    for test in _tests_for(Posix, tmp_path, "link", "unlink") + _tests_for(
+        Posix, tmp_path, "read", "write"
+    ):
         setup = test["setup"]
         for inode in set(setup["files"].values()):
             names = sum(1 for value in setup["files"].values() if value == inode)
@@ -138,6 +150,7 @@ def test_posix_tests_build_consistent_setups(tmp_path):
         for proc in setup["procs"]:
             for fd, entry in proc["fds"].items():
                 assert int(fd) >= 10
-                assert ("file" in entry and entry["file"] < len(setup["inodes"])) or \
-                       ("pipe" in entry and entry["pipe"] < len(setup["pipes"]))
+                assert ("file" in entry and entry["file"] < len(setup["inodes"])) or (
+                    "pipe" in entry and entry["pipe"] < len(setup["pipes"])
+                )
         assert test["expect"]["ab"] == test["expect"]["ba"]

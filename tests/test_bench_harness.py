@@ -14,12 +14,20 @@ SHORT = ["--warmup", "0.1", "--duration", "0.3"]
 
 # Every benchmark and mode the kernel catalog runs.
 CASES = [
-    ("statbench", "fstat"), ("statbench", "statx"), ("openbench", None),
-    ("mailbench", "fork-exec"), ("mailbench", "posix-spawn"),
-    ("doexec", "static-private"), ("doexec", "static-shared"),
-    ("doexec", "dynamic-private"), ("doexec", "dynamic-shared"),
-    ("faultzf", None), ("docomp", None),
-    ("procbench", "fork-exit"), ("procbench", "fork-exec"), ("procbench", "fork-sh"),
+    ("statbench", "fstat"),
+    ("statbench", "statx"),
+    ("openbench", None),
+    ("mailbench", "fork-exec"),
+    ("mailbench", "posix-spawn"),
+    ("doexec", "static-private"),
+    ("doexec", "static-shared"),
+    ("doexec", "dynamic-private"),
+    ("doexec", "dynamic-shared"),
+    ("faultzf", None),
+    ("docomp", None),
+    ("procbench", "fork-exit"),
+    ("procbench", "fork-exec"),
+    ("procbench", "fork-sh"),
 ]
 
 # A benchmark written only against harness.h, as another family would: it exercises
@@ -78,14 +86,30 @@ def api_benchmark(built, tmp_path_factory):
     source.write_text(API_BENCHMARK)
     program = directory / "apitest"
     harness = REPO / "native" / "harness"
-    subprocess.run(["cc", "-O2", "-Wall", "-Werror", f"-I{harness}", str(source), str(harness / "harness.c"),
-                    "-o", str(program), "-lpthread", "-lm"], check=True)
+    subprocess.run(
+        [
+            "cc",
+            "-O2",
+            "-Wall",
+            "-Werror",
+            f"-I{harness}",
+            str(source),
+            str(harness / "harness.c"),
+            "-o",
+            str(program),
+            "-lpthread",
+            "-lm",
+        ],
+        check=True,
+    )
     return program
 
 
 def run_program(program, *args, tmpdir=None):
     env = dict(os.environ, TMPDIR=str(tmpdir)) if tmpdir else None
-    return subprocess.run([str(program), *args], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [str(program), *args], capture_output=True, text=True, timeout=60, env=env
+    )
 
 
 def result_of(completed) -> dict:
@@ -121,7 +145,9 @@ def test_benchmark_json_validates(built, tmp_path, name, mode):
     assert 0 < result["harness"]["worker_cpu_share"] <= 1.02
     topology = result["harness"]["topology"]
     assert [t["worker"] for t in topology] == [0, 1]
-    assert len({t["cpu"] for t in topology}) == min(2, len(os.sched_getaffinity(0))), "workers must get distinct CPUs"
+    assert len({t["cpu"] for t in topology}) == min(2, len(os.sched_getaffinity(0))), (
+        "workers must get distinct CPUs"
+    )
     machine = result["machine"]
     assert machine["kernel"] == os.uname().release and machine["online_cpus"] == os.cpu_count()
     assert isinstance(machine["mitigations"], dict) and machine["cpu_model"]
@@ -131,11 +157,15 @@ def test_benchmark_json_validates(built, tmp_path, name, mode):
 def test_benchmark_specific_figures(built):
     stat = result_not_starved(built / "statbench", "--workers", "2", *SHORT)
     assert stat["extra"]["link_unlinks"] > 0 and stat["extra"]["link_workers"] == 1
-    assert result_of(run_program(built / "openbench", *SHORT))["extra"]["lowest_fd_semantics"] is True
+    assert (
+        result_of(run_program(built / "openbench", *SHORT))["extra"]["lowest_fd_semantics"] is True
+    )
     faultzf = result_not_starved(built / "faultzf", *SHORT, "--param", "region=1M")
     assert faultzf["extra"]["region_bytes"] == 1 << 20
     # GB/s is regions/s times the region size.
-    assert faultzf["ops_per_sec"] == pytest.approx(faultzf["extra"]["regions_per_sec"] * (1 << 20) / 1e9)
+    assert faultzf["ops_per_sec"] == pytest.approx(
+        faultzf["extra"]["regions_per_sec"] * (1 << 20) / 1e9
+    )
     docomp = result_not_starved(built / "docomp", *SHORT)
     assert docomp["extra"]["execs_per_compile"] >= 2  # the driver and at least cc1
     mail = result_not_starved(built / "mailbench", "--workers", "2", *SHORT)
@@ -144,8 +174,9 @@ def test_benchmark_specific_figures(built):
 
 def test_api_counts_extra_sums_and_report_fields(api_benchmark):
     for kind in ("--threads", "--processes"):
-        result = result_not_starved(api_benchmark, "--workers", "2", kind, *SHORT, "--mode", "other",
-                                    "--param", "label=x y")
+        result = result_not_starved(
+            api_benchmark, "--workers", "2", kind, *SHORT, "--mode", "other", "--param", "label=x y"
+        )
         extra = result["extra"]
         assert result["mode"] == "other"
         assert extra["doubled"] == pytest.approx(2 * extra["ops"], rel=1e-3)
@@ -156,20 +187,27 @@ def test_api_counts_extra_sums_and_report_fields(api_benchmark):
 
 @pytest.mark.parametrize("kind", ["--threads", "--processes"])
 def test_worker_failure_ends_the_run_with_its_message(api_benchmark, kind):
-    completed = run_program(api_benchmark, "--workers", "2", kind, *SHORT, "--param", "fail_after=1000")
+    completed = run_program(
+        api_benchmark, "--workers", "2", kind, *SHORT, "--param", "fail_after=1000"
+    )
     assert completed.returncode == 1
-    assert completed.stderr.strip().splitlines()[-1] == "apitest: error: worker 1 gave up on purpose"
+    assert (
+        completed.stderr.strip().splitlines()[-1] == "apitest: error: worker 1 gave up on purpose"
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--mode", "nope"], "unknown mode nope"),
-    (["--workers", "0"], "--workers 0: expected a whole number"),
-    (["--duration", "0"], "--duration must be more than 0"),
-    (["--warmup", "-1"], "--warmup -1: expected a number of seconds"),
-    (["--bogus"], "unknown argument --bogus"),
-    (["--threads", "--processes"], "exclude each other"),
-    (["--param", "novalue"], "expected KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--mode", "nope"], "unknown mode nope"),
+        (["--workers", "0"], "--workers 0: expected a whole number"),
+        (["--duration", "0"], "--duration must be more than 0"),
+        (["--warmup", "-1"], "--warmup -1: expected a number of seconds"),
+        (["--bogus"], "unknown argument --bogus"),
+        (["--threads", "--processes"], "exclude each other"),
+        (["--param", "novalue"], "expected KEY=VALUE"),
+    ],
+)
 def test_bad_arguments_get_one_line(built, args, message):
     completed = run_program(built / "statbench", *args)
     assert completed.returncode == 2
@@ -182,12 +220,15 @@ def test_doexec_refuses_threads(built):
     assert completed.returncode == 2 and "can only be processes" in completed.stderr
 
 
-@pytest.mark.parametrize("program,args,message", [
-    ("docomp", ["--param", "cc=/nonexistent/cc"], "no C compiler: /nonexistent/cc not found"),
-    ("mailbench", ["--mode", "posix-spawn+any-fd"], "O_ANYFD, which Linux does not have"),
-    ("mailbench", ["--mode", "fork-exec+unordered-socket"], "no unordered datagram socket"),
-    ("faultzf", ["--param", "region=12"], "must be at least one page"),
-])
+@pytest.mark.parametrize(
+    "program,args,message",
+    [
+        ("docomp", ["--param", "cc=/nonexistent/cc"], "no C compiler: /nonexistent/cc not found"),
+        ("mailbench", ["--mode", "posix-spawn+any-fd"], "O_ANYFD, which Linux does not have"),
+        ("mailbench", ["--mode", "fork-exec+unordered-socket"], "no unordered datagram socket"),
+        ("faultzf", ["--param", "region=12"], "must be at least one page"),
+    ],
+)
 def test_setup_failures_are_one_line_reasons(built, program, args, message):
     completed = run_program(built / program, *SHORT, *args)
     assert completed.returncode == 1

@@ -18,15 +18,37 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     kernel = (DEFAULT_CATALOG_DIR / "kernel.toml").read_text()
-    broken = kernel.replace("bin/docomp --workers", "bin/docomp --param cc=/nonexistent/cc --workers")
+    broken = kernel.replace(
+        "bin/docomp --workers", "bin/docomp --param cc=/nonexistent/cc --workers"
+    )
     assert broken != kernel
     (catalog / "kernel.toml").write_text(broken)
     out = tmp_path / "out"
     cli = [sys.executable, "-m", "scalecheck.cli", "bench"]
     completed = subprocess.run(
-        [*cli, "run", "--all", "--catalog", str(catalog), "--cores", "1,2", "--runs", "1",
-         "--warmup", "0.1", "--duration", "0.3", "--out", str(out), "--json"],
-        capture_output=True, text=True, cwd=REPO, timeout=300)
+        [
+            *cli,
+            "run",
+            "--all",
+            "--catalog",
+            str(catalog),
+            "--cores",
+            "1,2",
+            "--runs",
+            "1",
+            "--warmup",
+            "0.1",
+            "--duration",
+            "0.3",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     # statbench 2 modes x 2 cores only; openbench, faultzf, docomp 2; mailbench 2x2; doexec 4x2; procbench 3x2
@@ -37,8 +59,10 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     measured = [e for e in report["summary"] if e["benchmark"] != "docomp"]
     # (Positive counts are checked per benchmark in test_bench_harness.py, with retries for
     # windows in which a loaded machine gave a pinned worker no CPU.)
-    assert all(e["runs_ok"] == 1 and e["mean"] >= 0 and e["worker_cpu_share_mean"] is not None
-               for e in measured)
+    assert all(
+        e["runs_ok"] == 1 and e["mean"] >= 0 and e["worker_cpu_share_mean"] is not None
+        for e in measured
+    )
 
     for line in (out / "runs.jsonl").read_text().splitlines():
         record = json.loads(line)
@@ -46,9 +70,13 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
             assert record["result"]["workers"] == record["cores"]
             assert record["result"]["benchmark"] == record["benchmark"]
     sweep = json.loads((out / "sweep.json").read_text())
-    assert sweep["machine"]["usable_cpus"] >= 2 and sweep["benchmarks"]["faultzf"]["metric"] == "GB/s"
+    assert (
+        sweep["machine"]["usable_cpus"] >= 2 and sweep["benchmarks"]["faultzf"]["metric"] == "GB/s"
+    )
 
-    plotted = subprocess.run([*cli, "plot", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    plotted = subprocess.run(
+        [*cli, "plot", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert plotted.returncode == 0, plotted.stderr
     names = sorted(Path(line).name for line in plotted.stdout.split())
     expected = ["doexec", "faultzf", "mailbench", "openbench", "procbench", "statbench"]

@@ -13,8 +13,12 @@ from scalecheck.testfile import read_tests
 
 
 def scalecheck(*args):
-    return subprocess.run([sys.executable, "-m", "scalecheck.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "scalecheck.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_every_command_has_help():
@@ -53,8 +57,20 @@ def test_a_stopped_analysis_keeps_its_finished_pairs(tmp_path):
     """SIGTERM (a CI system cancelling the job) stops like Ctrl-C: exit 130, one line,
     finished pairs kept for the rerun."""
     pairs = tmp_path / "analysis" / "pairs"
-    command = [sys.executable, "-m", "scalecheck.cli", "analyze", "--model", "posix", "--out",
-               str(tmp_path), "--ops", "open,link,unlink,rename,stat,close", "--jobs", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "scalecheck.cli",
+        "analyze",
+        "--model",
+        "posix",
+        "--out",
+        str(tmp_path),
+        "--ops",
+        "open,link,unlink,rename,stat,close",
+        "--jobs",
+        "1",
+    ]
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while not (pairs.exists() and any(pairs.glob("*.json"))) and time.monotonic() < deadline:
@@ -63,7 +79,9 @@ def test_a_stopped_analysis_keeps_its_finished_pairs(tmp_path):
     _, err = job.communicate(timeout=60)
     assert job.returncode == 130, err
     # The progress bar's last state, then one line.
-    assert err.strip().splitlines()[-1].startswith("scalecheck: interrupted; finished work is saved")
+    assert (
+        err.strip().splitlines()[-1].startswith("scalecheck: interrupted; finished work is saved")
+    )
     kept = sorted(pairs.glob("*.json"))
     assert 0 < len(kept) < 21
     assert all(json.loads(path.read_text()) for path in kept)
@@ -82,11 +100,16 @@ def test_user_model_file(tmp_path):
         "        return ok()\n"
         "    @operation()\n"
         "    def get(self):\n"
-        "        return ok(self.up)\n")
-    assert main(["analyze", "--model", str(model), "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0
+        "        return ok(self.up)\n"
+    )
+    assert (
+        main(["analyze", "--model", str(model), "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0
+    )
     summary = json.loads((tmp_path / "out" / "analysis" / "summary.json").read_text())
     by_pair = {tuple(row["pair"]): row for row in summary["pairs"]}
-    assert by_pair[("set", "get")]["noncommutative_paths"] == 1  # get sees the flag change when it was down
+    assert (
+        by_pair[("set", "get")]["noncommutative_paths"] == 1
+    )  # get sees the flag change when it was down
     assert by_pair[("set", "set")]["noncommutative_paths"] == 0
 
 
@@ -100,7 +123,9 @@ def test_model_with_syntax_error_gives_one_line_error(tmp_path):
 
 
 def test_unknown_operation_gives_one_line_error(tmp_path):
-    result = scalecheck("analyze", "--model", "counter", "--ops", "inc,frobnicate", "--out", tmp_path)
+    result = scalecheck(
+        "analyze", "--model", "counter", "--ops", "inc,frobnicate", "--out", tmp_path
+    )
     assert result.returncode == 2
     assert "unknown operation 'frobnicate'" in result.stderr and "inc, dec, iszero" in result.stderr
     assert result.stderr.strip().count("\n") == 0

@@ -19,13 +19,18 @@ TWO_WORKERS = min(2, len(os.sched_getaffinity(0)))
 
 @pytest.fixture(scope="module", autouse=True)
 def built():
-    subprocess.run(["make", "-s", "-C", str(REPO / "native" / "ldu"), "bin/lduset"], check=True,
-                   timeout=600)
+    subprocess.run(
+        ["make", "-s", "-C", str(REPO / "native" / "ldu"), "bin/lduset"], check=True, timeout=600
+    )
 
 
 def lduset(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LDUSET), "--warmup", "0.1", "--duration", "0.5", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(LDUSET), "--warmup", "0.1", "--duration", "0.5", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def result_of(run: subprocess.CompletedProcess) -> dict:
@@ -35,8 +40,9 @@ def result_of(run: subprocess.CompletedProcess) -> dict:
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_benchmark_reports_throughput_and_wait_time(impl):
-    result = result_of(lduset("--workers", str(TWO_WORKERS), "--mode", impl,
-                              "--param", "update_pct=90"))
+    result = result_of(
+        lduset("--workers", str(TWO_WORKERS), "--mode", impl, "--param", "update_pct=90")
+    )
     extra = result["extra"]
     assert (result["benchmark"], result["mode"], result["workers"]) == ("lduset", impl, TWO_WORKERS)
     assert result["ops_per_sec"] > 0 and result["samples"]
@@ -55,16 +61,21 @@ def test_benchmark_reports_throughput_and_wait_time(impl):
 
 @pytest.mark.parametrize("update_pct, only", [("100", "updates"), ("0", "walks")])
 def test_update_ratio_extremes(update_pct, only):
-    extra = result_of(lduset("--mode", "ldu-global", "--param", f"update_pct={update_pct}"))["extra"]
+    extra = result_of(lduset("--mode", "ldu-global", "--param", f"update_pct={update_pct}"))[
+        "extra"
+    ]
     other = "walks" if only == "updates" else "updates"
     assert extra[only] > 0 and extra[other] == 0
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--param", "update_pct=150"], "update_pct=150"),
-    (["--param", "window=0"], "window=0"),
-    (["--mode", "skiplist"], "skiplist"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--param", "update_pct=150"], "update_pct=150"),
+        (["--param", "window=0"], "window=0"),
+        (["--mode", "skiplist"], "skiplist"),
+    ],
+)
 def test_bad_input_fails_with_one_line(args, message):
     run = lduset(*args)
     assert run.returncode != 0
@@ -83,15 +94,33 @@ def test_catalog_has_one_entry_per_update_ratio_with_every_implementation():
 
 def test_sweep_runs_through_the_driver_and_plots(tmp_path):
     cores = "1,2" if TWO_WORKERS == 2 else "1"
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "ldu_sweep.py"), "--out",
-                          str(tmp_path), "--cores", cores, "--runs", "1", "--warmup", "0.05",
-                          "--duration", "0.2"], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "ldu_sweep.py"),
+            "--out",
+            str(tmp_path),
+            "--cores",
+            cores,
+            "--runs",
+            "1",
+            "--warmup",
+            "0.05",
+            "--duration",
+            "0.2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     document = json.loads((tmp_path / "ldu_sweep.json").read_text())
     cells = {(r["update_pct"], r["mode"], r["threads"]) for r in document["rows"]}
     assert len(cells) == 5 * 4 * len(cores.split(","))
     for comparison in document["orderings"]:
-        assert comparison["verdict"] in ("holds", "flipped") or comparison["verdict"].startswith("mixed")
+        assert comparison["verdict"] in ("holds", "flipped") or comparison["verdict"].startswith(
+            "mixed"
+        )
         assert comparison["ratio_min"] <= comparison["ratio"] <= comparison["ratio_max"]
     for name in ("ldu_update_ratio", "ldu_scalability"):
         for suffix in (".png", ".svg"):

@@ -40,8 +40,7 @@ def test_sequential_walks_match_the_model(impl, variant):
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_concurrent_walks_see_each_objects_last_update(impl):
-    result = ldu_check("release", "concurrent", "--impl", impl, "--threads", "4",
-                       "--seconds", "1")
+    result = ldu_check("release", "concurrent", "--impl", impl, "--threads", "4", "--seconds", "1")
     assert_clean(result)
     # The run really interleaved updates and checked walks.
     counts = result.stdout.split(", ")
@@ -59,8 +58,21 @@ def test_concurrent_walks_see_each_objects_last_update(impl):
 def test_ldu_walks_merging_many_unapplied_logs(impl, variant):
     """Many objects per thread: walks that cannot take the write lock then often find
     more than 32 queued inserts, which they sort with qsort instead of insertion sort."""
-    assert_clean(ldu_check(variant, "concurrent", "--impl", impl, "--threads", "4",
-                           "--pairs", "300", "--seconds", "1", timeout=300))
+    assert_clean(
+        ldu_check(
+            variant,
+            "concurrent",
+            "--impl",
+            impl,
+            "--threads",
+            "4",
+            "--pairs",
+            "300",
+            "--seconds",
+            "1",
+            timeout=300,
+        )
+    )
 
 
 def test_rwlock_walks_are_snapshots():
@@ -78,12 +90,15 @@ def test_debug_build_rejects_a_double_insert(impl):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args, message", [
-    (["concurrent", "--impl", "btree"], "unknown implementation btree"),
-    (["concurrent", "--impl", "rwlock", "--threads", "many"], "--threads"),
-    (["sideways", "--impl", "rwlock"], "unknown command sideways"),
-    (["sequential"], "--impl is required"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["concurrent", "--impl", "btree"], "unknown implementation btree"),
+        (["concurrent", "--impl", "rwlock", "--threads", "many"], "--threads"),
+        (["sideways", "--impl", "rwlock"], "unknown command sideways"),
+        (["sequential"], "--impl is required"),
+    ],
+)
 def test_bad_usage_is_one_line_and_exit_2(args, message):
     result = ldu_check("release", *args)
     assert result.returncode == 2
@@ -93,8 +108,11 @@ def test_bad_usage_is_one_line_and_exit_2(args, message):
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_threadsanitizer_finds_no_race(impl):
-    assert_clean(ldu_check("tsan", "concurrent", "--impl", impl, "--threads", "3",
-                           "--seconds", "1", timeout=300))
+    assert_clean(
+        ldu_check(
+            "tsan", "concurrent", "--impl", impl, "--threads", "3", "--seconds", "1", timeout=300
+        )
+    )
     assert_clean(ldu_check("tsan", "sequential", "--impl", impl, "--ops", "20000", timeout=300))
 
 
@@ -103,19 +121,36 @@ def test_address_and_leak_sanitizer_find_nothing(impl):
     # Few pairs and many walks: churned objects are freed right after objset_barrier
     # while other threads' walks read what they visit, so a barrier that returned
     # early would show up as a use-after-free.
-    assert_clean(ldu_check("asan", "concurrent", "--impl", impl, "--pairs", "4",
-                           "--read-pct", "50", "--seconds", "1", timeout=300))
+    assert_clean(
+        ldu_check(
+            "asan",
+            "concurrent",
+            "--impl",
+            impl,
+            "--pairs",
+            "4",
+            "--read-pct",
+            "50",
+            "--seconds",
+            "1",
+            timeout=300,
+        )
+    )
     assert_clean(ldu_check("asan", "sequential", "--impl", impl, "--ops", "20000", timeout=300))
 
 
 def test_leak_sanitizer_is_active_in_this_build(tmp_path):
     """Guards the test above: the same flags must report a deliberate leak."""
     source = tmp_path / "leak.c"
-    source.write_text("#include <stdlib.h>\nvoid *volatile keep;\n"
-                      "int main(void) { keep = malloc(64); keep = 0; return 0; }\n")
+    source.write_text(
+        "#include <stdlib.h>\nvoid *volatile keep;\n"
+        "int main(void) { keep = malloc(64); keep = 0; return 0; }\n"
+    )
     binary = tmp_path / "leak"
-    subprocess.run(["gcc", "-O1", "-g", "-fsanitize=address,undefined", str(source), "-o",
-                    str(binary)], check=True)
+    subprocess.run(
+        ["gcc", "-O1", "-g", "-fsanitize=address,undefined", str(source), "-o", str(binary)],
+        check=True,
+    )
     result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "LeakSanitizer: detected memory leaks" in result.stderr

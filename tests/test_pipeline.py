@@ -7,7 +7,9 @@ from scalecheck.cli import main
 
 def test_pipeline_from_model_to_report(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["pipeline", "--ops", "stat,close", "--limit", "24", "--repeats", "1", "--out", str(out)])
+    code = main(
+        ["pipeline", "--ops", "stat,close", "--limit", "24", "--repeats", "1", "--out", str(out)]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err[-2000:]
     summary = json.loads((out / "report" / "summary.json").read_text())

@@ -46,7 +46,7 @@ def test_fake_run_loads_with_ops_in_order_of_first_appearance(run_dir):
     # close first appears in the 9th test (stat-close), after open and stat.
     assert run.ops == ["open", "stat", "close"]
     assert len(run.tests) == 10
-    assert len(run.results) == 9      # open-stat/p2/t1 has no results line
+    assert len(run.results) == 9  # open-stat/p2/t1 has no results line
     assert run.kernel_name == "6.1.0-fake-a"
 
 
@@ -99,6 +99,7 @@ def test_conflict_without_code_sites(run_dir, capsys):
         result = json.loads(text)
         del result["conflicts"][0]["b"]["pcs"]
         return json.dumps(result)
+
     rewrite_line(run_dir / "trace" / "results.jsonl", 2, drop_pcs)
     assert "'pcs'" in report_error(run_dir, capsys)
 

@@ -59,8 +59,12 @@ def pair_counts(summary, first, second):
 def test_totals_count_not_run_tests_separately_and_never_as_conflict_free(report_a):
     _, summary = report_a
     totals = summary["totals"]
-    assert (totals["tests"], totals["conflict_free"], totals["conflicting"],
-            totals["not_run"]) == (10, 4, 4, 2)
+    assert (totals["tests"], totals["conflict_free"], totals["conflicting"], totals["not_run"]) == (
+        10,
+        4,
+        4,
+        2,
+    )
     assert totals["not_run_by_status"] == {"missing": 1, "timeout": 1}
     assert (totals["mismatch"], totals["unstable"]) == (1, 1)
     assert totals["share_conflict_free"] == pytest.approx(0.4)
@@ -72,8 +76,13 @@ def test_pairs_form_the_triangle_of_the_model_operations(report_a):
     _, summary = report_a
     assert summary["ops"] == ["open", "stat", "close"]
     assert [p["pair"] for p in summary["pairs"]] == [
-        ["open", "open"], ["open", "stat"], ["open", "close"],
-        ["stat", "stat"], ["stat", "close"], ["close", "close"]]
+        ["open", "open"],
+        ["open", "stat"],
+        ["open", "close"],
+        ["stat", "stat"],
+        ["stat", "close"],
+        ["close", "close"],
+    ]
     # close-open/p1/t1 lands on the unordered pair open x close.
     assert pair_counts(summary, "open", "close")["conflicting"] == 1
     empty = pair_counts(summary, "close", "close")
@@ -92,7 +101,7 @@ def test_bottleneck_sites_group_by_functions_without_offsets_with_sides_sorted(r
     assert top["example_tests"] == ["open-open/p1/t1", "open-open/p2/t1"]
     assert top["lines"] == 1 and top["op_pairs"] == 1
     labels = [site["label"] for site in summary["top_sites"]]
-    assert "heap data in get_cred / put_cred" in labels      # "+0x8/0x40" stripped
+    assert "heap data in get_cred / put_cred" in labels  # "+0x8/0x40" stripped
     assert "init_fs+0x8 in filp_close / path_init" in labels
     assert summary["bottleneck_sites"] == len(summary["top_sites"]) == 4
     text = (directory / "report" / "bottlenecks.txt").read_text()
@@ -109,8 +118,11 @@ def test_summary_json_on_disk_is_what_make_report_returns(report_a):
 
 def svg_texts(path: Path) -> list[str]:
     root = ElementTree.parse(path).getroot()
-    return ["".join(element.itertext()).strip() for element in root.iter()
-            if element.tag.endswith("}text")]
+    return [
+        "".join(element.itertext()).strip()
+        for element in root.iter()
+        if element.tag.endswith("}text")
+    ]
 
 
 def test_heatmap_png_and_svg_label_each_cell_with_its_conflicting_count(report_a):
@@ -156,8 +168,13 @@ def test_html_drills_from_heat_cells_to_tests_and_their_conflicts(report_a):
     assert not page.external
     assert set(page.links) <= page.ids, set(page.links) - page.ids
     pair_links = {link for link in page.links if link.startswith("pair-")}
-    assert pair_links == {"pair-open-open", "pair-open-stat", "pair-open-close",
-                          "pair-stat-stat", "pair-stat-close"}
+    assert pair_links == {
+        "pair-open-open",
+        "pair-open-stat",
+        "pair-open-close",
+        "pair-stat-stat",
+        "pair-stat-close",
+    }
     for line in (DATA / "report_fake_run_a" / "tests.jsonl").read_text().splitlines()[1:]:
         assert f"test-{json.loads(line)['id']}" in page.ids
     for site in ("alloc_fd+0x4a", "fd_install+0x1f", "init_fs+0x8", "path_init+0x91"):

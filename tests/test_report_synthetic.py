@@ -12,9 +12,26 @@ import pytest
 from scalecheck.report import make_report
 from test_report_outputs import parse_page, svg_texts
 
-POSIX_OPS = ["open", "link", "unlink", "rename", "stat", "fstat", "lseek", "close", "pipe",
-             "read", "write", "pread", "pwrite", "mmap", "munmap", "mprotect", "memread",
-             "memwrite"]
+POSIX_OPS = [
+    "open",
+    "link",
+    "unlink",
+    "rename",
+    "stat",
+    "fstat",
+    "lseek",
+    "close",
+    "pipe",
+    "read",
+    "write",
+    "pread",
+    "pwrite",
+    "mmap",
+    "munmap",
+    "mprotect",
+    "memread",
+    "memwrite",
+]
 # (kind, data symbol, a-side pcs, b-side pcs) a fake conflict can be made of.
 FAKE_CONFLICTS = [
     ("heap", "", ["alloc_fd+0x4a", "fd_install+0x1f"], ["alloc_fd+0x4a"]),
@@ -23,7 +40,7 @@ FAKE_CONFLICTS = [
     ("percpu", "mm_cpumask_pcpu+0x8", ["flush_tlb_mm_range+0x9e"], ["switch_mm_irqs_off+0x1c"]),
     ("pagetable", "", ["__handle_mm_fault+0x2f0"], ["zap_pte_range+0x88"]),
 ]
-STATUSES = ["ok"] * 12 + ["mismatch", "timeout", "crash", "error", None]   # None: no line
+STATUSES = ["ok"] * 12 + ["mismatch", "timeout", "crash", "error", None]  # None: no line
 
 
 def write_fake_run(directory: Path, seed: int):
@@ -39,29 +56,52 @@ def write_fake_run(directory: Path, seed: int):
                 # Pairs are unordered; half of the tests name them the other way round.
                 a, b = (first, second) if rng.random() < 0.5 else (second, first)
                 test_id = f"{a}-{b}/p1/t{number}"
-                tests.append({"id": test_id, "pair": [a, b], "path": 1, "model": "posix",
-                              "setup": {}, "calls": [{"op": a, "args": {}}, {"op": b, "args": {}}],
-                              "expect": {"ab": [{}, {}], "ba": [{}, {}]}})
+                tests.append(
+                    {
+                        "id": test_id,
+                        "pair": [a, b],
+                        "path": 1,
+                        "model": "posix",
+                        "setup": {},
+                        "calls": [{"op": a, "args": {}}, {"op": b, "args": {}}],
+                        "expect": {"ab": [{}, {}], "ba": [{}, {}]},
+                    }
+                )
                 status = rng.choice(STATUSES)
                 if status is None:
                     continue
                 result = {"id": test_id, "pair": [a, b], "status": status, "detail": ""}
                 if status in ("ok", "mismatch"):
                     picked = rng.sample(FAKE_CONFLICTS, rng.choice([0, 0, 1, 2]))
-                    result.update(conflict_free=not picked, agree=True, conflicts=[
-                        {"line": hex(0xffff888000000000 + 64 * rng.randrange(4)), "kind": kind,
-                         "data_symbol": symbol, "a": {"write": True, "pcs": a_pcs},
-                         "b": {"write": True, "pcs": b_pcs}}
-                        for kind, symbol, a_pcs, b_pcs in picked])
+                    result.update(
+                        conflict_free=not picked,
+                        agree=True,
+                        conflicts=[
+                            {
+                                "line": hex(0xFFFF888000000000 + 64 * rng.randrange(4)),
+                                "kind": kind,
+                                "data_symbol": symbol,
+                                "a": {"write": True, "pcs": a_pcs},
+                                "b": {"write": True, "pcs": b_pcs},
+                            }
+                            for kind, symbol, a_pcs, b_pcs in picked
+                        ],
+                    )
                 results.append(result)
     (directory / "trace").mkdir(parents=True)
     header = {"format": "scalecheck-tests", "version": 1, "model": "posix"}
     (directory / "tests.jsonl").write_text(
-        "\n".join(json.dumps(line) for line in [header, *tests]) + "\n")
-    results_header = {"format": "scalecheck-results", "version": 1, "target": "linux",
-                      "kernel": {"release": "fake"}}
+        "\n".join(json.dumps(line) for line in [header, *tests]) + "\n"
+    )
+    results_header = {
+        "format": "scalecheck-results",
+        "version": 1,
+        "target": "linux",
+        "kernel": {"release": "fake"},
+    }
     (directory / "trace" / "results.jsonl").write_text(
-        "\n".join(json.dumps(line) for line in [results_header, *results]) + "\n")
+        "\n".join(json.dumps(line) for line in [results_header, *results]) + "\n"
+    )
     return tests, {result["id"]: result for result in results}
 
 
@@ -94,8 +134,9 @@ def test_all_171_pairs_of_the_posix_model_are_counted(fake_run):
     assert len(summary["pairs"]) == 171
     expected = recount_pairs(tests, results)
     for entry in summary["pairs"]:
-        counted = expected.get(tuple(entry["pair"]), {"tests": 0, "conflict_free": 0,
-                                                      "conflicting": 0, "not_run": 0})
+        counted = expected.get(
+            tuple(entry["pair"]), {"tests": 0, "conflict_free": 0, "conflicting": 0, "not_run": 0}
+        )
         assert {key: entry[key] for key in counted} == counted, entry["pair"]
     assert summary["totals"]["tests"] == len(tests)
     assert summary["totals"]["conflict_free"] == sum(c["conflict_free"] for c in expected.values())
@@ -107,8 +148,10 @@ def test_sites_are_ranked_by_distinct_tests(fake_run):
     tests_per_site = defaultdict(set)
     for result in results.values():
         for conflict in result.get("conflicts", []):
-            sides = sorted(", ".join(sorted({re.split(r"[+ ]", pc)[0] for pc in side["pcs"]}))
-                           for side in (conflict["a"], conflict["b"]))
+            sides = sorted(
+                ", ".join(sorted({re.split(r"[+ ]", pc)[0] for pc in side["pcs"]}))
+                for side in (conflict["a"], conflict["b"])
+            )
             tests_per_site[(conflict["kind"], *sides)].add(result["id"])
     ranked = [(site["kind"], *site["sites"]) for site in summary["top_sites"]]
     assert sorted(ranked) == sorted(tests_per_site)
@@ -119,11 +162,13 @@ def test_sites_are_ranked_by_distinct_tests(fake_run):
 
 def test_heatmap_and_html_cover_every_pair_with_tests(fake_run):
     directory, tests, results, summary = fake_run
-    labels = sorted(int(text) for text in svg_texts(directory / "report" / "heatmap.svg")
-                    if text.isdigit())
+    labels = sorted(
+        int(text) for text in svg_texts(directory / "report" / "heatmap.svg") if text.isdigit()
+    )
     assert labels == sorted(p["conflicting"] for p in summary["pairs"] if p["conflicting"])
     page, _ = parse_page(directory / "report" / "index.html")
     assert set(page.links) <= page.ids
-    pairs_with_tests = {f"pair-{p['pair'][0]}-{p['pair'][1]}" for p in summary["pairs"]
-                        if p["tests"]}
+    pairs_with_tests = {
+        f"pair-{p['pair'][0]}-{p['pair'][1]}" for p in summary["pairs"] if p["tests"]
+    }
     assert {link for link in page.links if link.startswith("pair-")} == pairs_with_tests

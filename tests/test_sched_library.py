@@ -13,8 +13,9 @@ TESTS = ["park_unpark_stress", "idle_wakeups", "join_all", "semaphore_counts", "
 
 
 def make(*targets: str) -> None:
-    completed = subprocess.run(["make", "-s", "-C", str(SCHED), *targets], capture_output=True, text=True,
-                               timeout=300)
+    completed = subprocess.run(
+        ["make", "-s", "-C", str(SCHED), *targets], capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 0, completed.stderr
 
 
@@ -47,10 +48,25 @@ def test_a_lost_wakeup_is_caught(tmp_path):
     assert source.count(call) == 1
     (tmp_path / "ulsched.c").write_text(source.replace(call, "        ;\n"))
     binary = tmp_path / "test_ulsched"
-    subprocess.run(["gcc", "-std=gnu11", "-O2", "-I", str(SCHED / "include"), str(tmp_path / "ulsched.c"),
-                    str(SCHED / "src" / "switch.S"), str(SCHED / "tests" / "test_ulsched.c"), "-lpthread",
-                    "-o", str(binary)], check=True, timeout=120)
-    completed = subprocess.run([str(binary), "-p", "2", "idle_wakeups"], capture_output=True, text=True,
-                               timeout=300)
+    subprocess.run(
+        [
+            "gcc",
+            "-std=gnu11",
+            "-O2",
+            "-I",
+            str(SCHED / "include"),
+            str(tmp_path / "ulsched.c"),
+            str(SCHED / "src" / "switch.S"),
+            str(SCHED / "tests" / "test_ulsched.c"),
+            "-lpthread",
+            "-o",
+            str(binary),
+        ],
+        check=True,
+        timeout=120,
+    )
+    completed = subprocess.run(
+        [str(binary), "-p", "2", "idle_wakeups"], capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 1
     assert "lost wake-up" in completed.stderr

@@ -17,26 +17,41 @@ REPO = Path(__file__).resolve().parents[1]
 RUN_SH = REPO / "native" / "schedbench" / "run.sh"
 RUNTIMES = ["ours", "pthreads", "go", "tokio"]
 # (benchmark, mode, threads per processor)
-CASES = [("cycle", "", 10), ("cycle", "rings1", 5), ("yield", "", 4), ("churn", "", 8),
-         ("locality", "own", 8),
-         ("locality", "share", 8), ("transfer", "yield", 1), ("transfer", "park", 1)]
+CASES = [
+    ("cycle", "", 10),
+    ("cycle", "rings1", 5),
+    ("yield", "", 4),
+    ("churn", "", 8),
+    ("locality", "own", 8),
+    ("locality", "share", 8),
+    ("transfer", "yield", 1),
+    ("transfer", "park", 1),
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def built():
-    completed = subprocess.run(["bash", str(REPO / "native" / "schedbench" / "build.sh")], capture_output=True,
-                               text=True, timeout=900)
+    completed = subprocess.run(
+        ["bash", str(REPO / "native" / "schedbench" / "build.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert completed.returncode == 0, completed.stderr
 
 
 def run(runtime: str, bench: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([str(RUN_SH), runtime, bench, *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(RUN_SH), runtime, bench, *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("bench,mode,per_proc", CASES)
 def test_port_runs_and_output_parses(runtime, bench, mode, per_proc):
-    args = ["-p", "2", "--per-proc", str(per_proc), "-d", "0.3"] + (["--mode", mode] if mode else [])
+    args = ["-p", "2", "--per-proc", str(per_proc), "-d", "0.3"] + (
+        ["--mode", mode] if mode else []
+    )
     completed = run(runtime, bench, *args)
     if (runtime, bench, mode) == ("tokio", "transfer", "park") and completed.returncode != 0:
         # Tokio puts a task woken by a running task into that worker's LIFO slot, which
@@ -51,7 +66,10 @@ def test_port_runs_and_output_parses(runtime, bench, mode, per_proc):
     extra = result["extra"]
     assert extra["processors"] == 2 and extra["threads"] == 2 * per_proc
     assert extra["measured_ops"] > 0 and extra["total_ops"] >= extra["measured_ops"]
-    assert abs(extra["ops_per_sec_per_proc"] * 2 - result["ops_per_sec"]) < 1e-6 * result["ops_per_sec"] + 1e-3
+    assert (
+        abs(extra["ops_per_sec_per_proc"] * 2 - result["ops_per_sec"])
+        < 1e-6 * result["ops_per_sec"] + 1e-3
+    )
     if runtime == "ours" and bench in ("cycle", "churn", "locality"):
         # Nearly every operation of these blocks and wakes a thread: a run without
         # context switches measured something else (e.g. churn with nobody waiting).
@@ -75,8 +93,15 @@ def test_iterations_mode(runtime):
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
-@pytest.mark.parametrize("args", [["-p", "1", "-d", "0"], ["-p", "1", "-t", "7", "-r", "5"],
-                                  ["-p", "1", "-d", "1", "-i", "5"], ["-p", "1", "-x", "3"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-p", "1", "-d", "0"],
+        ["-p", "1", "-t", "7", "-r", "5"],
+        ["-p", "1", "-d", "1", "-i", "5"],
+        ["-p", "1", "-x", "3"],
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(runtime, args):
     completed = run(runtime, "cycle", *args)
     assert completed.returncode == 2, completed.stdout + completed.stderr
@@ -85,8 +110,11 @@ def test_bad_input_is_one_line_and_exit_2(runtime, args):
 
 
 def test_dispatcher_rejects_bad_runtime_and_mode():
-    for args in (["nope", "cycle", "-p", "1"], ["ours", "cycle", "-p", "1", "--mode", "park"],
-                 ["ours", "nope", "-p", "1"]):
+    for args in (
+        ["nope", "cycle", "-p", "1"],
+        ["ours", "cycle", "-p", "1", "--mode", "park"],
+        ["ours", "nope", "-p", "1"],
+    ):
         completed = subprocess.run([str(RUN_SH), *args], capture_output=True, text=True, timeout=30)
         assert completed.returncode == 2 and len(completed.stderr.strip().splitlines()) == 1
 
@@ -103,22 +131,50 @@ def test_transfer_needs_and_gets_fairness_on_ours():
 def test_catalog_runs_through_the_driver(tmp_path):
     out = tmp_path / "out"
     completed = subprocess.run(
-        [sys.executable, "-m", "scalecheck.cli", "bench", "run", "sched-churn", "sched-transfer", "--cores", "2",
-         "--runs", "1", "--warmup", "0", "--duration", "0.3", "--out", str(out), "--json"],
-        capture_output=True, text=True, cwd=REPO, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "scalecheck.cli",
+            "bench",
+            "run",
+            "sched-churn",
+            "sched-transfer",
+            "--cores",
+            "2",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--duration",
+            "0.3",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     outcomes = {(e["benchmark"], e["mode"], e["runtime"]): e for e in report["summary"]}
     expected = {("sched-churn", "", r) for r in RUNTIMES} | {
-        ("sched-transfer", m, r) for m in ("yield", "park") for r in RUNTIMES}
+        ("sched-transfer", m, r) for m in ("yield", "park") for r in RUNTIMES
+    }
     assert set(outcomes) == expected
     for key, entry in outcomes.items():
         if key == ("sched-transfer", "park", "tokio") and entry["runs_failed"]:
             assert "stalled" in entry["failure_reasons"][0]  # see test_port_runs_and_output_parses
         else:
             assert entry["runs_ok"] == 1 and entry["mean"] > 0, entry
-    completed = subprocess.run([sys.executable, "-m", "scalecheck.cli", "bench", "plot", str(out)],
-                               capture_output=True, text=True, cwd=REPO, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-m", "scalecheck.cli", "bench", "plot", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr
     assert (out / "plots" / "sched-churn.png").stat().st_size > 0
     assert (out / "plots" / "sched-transfer.svg").stat().st_size > 0

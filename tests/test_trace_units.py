@@ -16,19 +16,23 @@ from scalecheck.trace.store import ResultsStore
 from scalecheck.trace.symbols import KernelSymbols
 
 DATA = Path(__file__).parent / "data"
-CALIBRATION = Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+CALIBRATION = (
+    Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+)
 HEADER = {"format": "scalecheck-tests", "version": 1, "model": "posix"}
 
 
 def write_tests(path: Path, header, *tests):
-    path.write_text("\n".join(json.dumps(x) if not isinstance(x, str) else x
-                              for x in (header, *tests)) + "\n")
+    path.write_text(
+        "\n".join(json.dumps(x) if not isinstance(x, str) else x for x in (header, *tests)) + "\n"
+    )
     return path
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "scalecheck.cli", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "scalecheck.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_shipped_test_files_render_for_the_driver():
@@ -49,12 +53,15 @@ def test_all_posix_ops_are_covered_by_the_ops_batch():
     assert used == posix_ops
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"format": "scalecheck-tests", "version": 1}\n{not json', "malformed JSON"),
-    ('{"format": "scalecheck-tests", "version": 2}\n', "version 2"),
-    ('{"format": "something-else", "version": 1}\n', "not a scalecheck-tests file"),
-    ('{"format": "scalecheck-tests", "version": 1}\n{"id": "x"}\n', "needs"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"format": "scalecheck-tests", "version": 1}\n{not json', "malformed JSON"),
+        ('{"format": "scalecheck-tests", "version": 2}\n', "version 2"),
+        ('{"format": "something-else", "version": 1}\n', "not a scalecheck-tests file"),
+        ('{"format": "scalecheck-tests", "version": 1}\n{"id": "x"}\n', "needs"),
+    ],
+)
 def test_bad_test_files_are_user_errors(tmp_path, content, message):
     (tmp_path / "tests.jsonl").write_text(content)
     with pytest.raises(UserError, match=message):
@@ -89,7 +96,9 @@ def test_unsupported_setups_are_reported_per_test():
     base = json.loads(CALIBRATION.read_text().splitlines()[1])
     too_many = dict(base, setup=dict(base["setup"], inodes=[{"nlink": 1, "data": []}] * 40))
     bad_op = dict(base, calls=[{"op": "fork", "proc": 0, "args": {}}, base["calls"][1]])
-    bad_name = dict(base, calls=[{"op": "stat", "proc": 0, "args": {"pn": "a/b"}}, base["calls"][1]])
+    bad_name = dict(
+        base, calls=[{"op": "stat", "proc": 0, "args": {"pn": "a/b"}}, base["calls"][1]]
+    )
     for raw, why in ((too_many, "inodes"), (bad_op, "unknown op"), (bad_name, "plain file name")):
         with pytest.raises(testfile.UnsupportedTest, match=why):
             testfile.render(testfile.Test("x", ["open", "open"], raw), 0)
@@ -117,8 +126,12 @@ def _region_bytes(vcpu, tag, lines):
 
 def test_region_reader_follows_a_growing_file(tmp_path):
     path = tmp_path / "trace.bin"
-    a = _region_bytes(1, 0, [(0x1000, [(0xFFFFFFFF81000010, 1, 0)]), (0x2000, [(0xFFFFFFFF81000020, 0, 0xF0)])])
-    b = _region_bytes(2, 1, [(0x1000, [(0xFFFFFFFF81000030, 0, 1)]), (0x3000, [(0xFFFFFFFF81000040, 1, 0)])])
+    a = _region_bytes(
+        1, 0, [(0x1000, [(0xFFFFFFFF81000010, 1, 0)]), (0x2000, [(0xFFFFFFFF81000020, 0, 0xF0)])]
+    )
+    b = _region_bytes(
+        2, 1, [(0x1000, [(0xFFFFFFFF81000030, 0, 1)]), (0x3000, [(0xFFFFFFFF81000040, 1, 0)])]
+    )
     path.write_bytes(regions.FILE_MAGIC + a + b[:20])
     reader = regions.RegionReader(path)
     first = reader.read_new()
@@ -145,8 +158,13 @@ def _line(vaddr, *sites):
     read = write = 0
     for _, r, w in sites:
         read, write = read | r, write | w
-    return regions.Line(vaddr - 0xFFFF888000000000 if vaddr >= 0xFFFF888000000000 else vaddr & 0xFFFFFFF,
-                        vaddr, read, write, site_bytes=b"".join(struct.pack("<QQQ", *s) for s in sites))
+    return regions.Line(
+        vaddr - 0xFFFF888000000000 if vaddr >= 0xFFFF888000000000 else vaddr & 0xFFFFFFF,
+        vaddr,
+        read,
+        write,
+        site_bytes=b"".join(struct.pack("<QQQ", *s) for s in sites),
+    )
 
 
 def _regions(lines_a, lines_b):
@@ -163,15 +181,19 @@ def test_sharing_is_told_apart_by_the_bytes_each_site_touched():
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     # Heap line: A's alloc_fd writes bytes 0-3, B's alloc_fd reads them -> true sharing.
     # Static line: A writes byte 0, B writes byte 8 -> false sharing on a fixed address.
-    a, b = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF)), _line(STATIC, (FD_INSTALL, 0, 0x1))],
-                    [_line(HEAP, (ALLOC_FD, 0x3, 0), (SWITCH, 0xF000, 0)), _line(STATIC, (SWITCH, 0, 0x100))])
+    a, b = _regions(
+        [_line(HEAP, (ALLOC_FD, 0, 0xF)), _line(STATIC, (FD_INSTALL, 0, 0x1))],
+        [_line(HEAP, (ALLOC_FD, 0x3, 0), (SWITCH, 0xF000, 0)), _line(STATIC, (SWITCH, 0, 0x100))],
+    )
     shared = {c["kind"]: c for c in outcome._shared(a, b, syms)}
     assert shared["heap"]["sharing"] == "true"
     # Only the sites touching the same bytes make the pair: __switch_to read other bytes.
     assert shared["heap"]["sites"] == [["alloc_fd", "alloc_fd"]]
     assert shared["static"]["sharing"] == "false"
     assert shared["static"]["sites"] == [["fd_install", "__switch_to"]]
-    assert outcome.counts(shared["static"], "stable") and not outcome.counts(shared["static"], "bytes")
+    assert outcome.counts(shared["static"], "stable") and not outcome.counts(
+        shared["static"], "bytes"
+    )
     heap_false = dict(shared["heap"], sharing="false")
     assert not outcome.counts(heap_false, "stable") and outcome.counts(heap_false, "line")
 
@@ -180,16 +202,30 @@ def test_conflict_signature_ignores_heap_addresses_and_line_boundaries():
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     # One run: the two fields both calls write share a line. Another run: the object
     # sits elsewhere and the fields fall into two lines. Same signature.
-    a1, b1 = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF), (FD_INSTALL, 0, 0xF0))],
-                      [_line(HEAP, (ALLOC_FD, 0, 0xF), (FD_INSTALL, 0, 0xF0))])
-    a2, b2 = _regions([_line(HEAP + 0x1000, (ALLOC_FD, 0, 0xF000000000000000)),
-                       _line(HEAP + 0x1040, (FD_INSTALL, 0, 0xF))],
-                      [_line(HEAP + 0x1000, (ALLOC_FD, 0, 0xF000000000000000)),
-                       _line(HEAP + 0x1040, (FD_INSTALL, 0, 0xF))])
+    a1, b1 = _regions(
+        [_line(HEAP, (ALLOC_FD, 0, 0xF), (FD_INSTALL, 0, 0xF0))],
+        [_line(HEAP, (ALLOC_FD, 0, 0xF), (FD_INSTALL, 0, 0xF0))],
+    )
+    a2, b2 = _regions(
+        [
+            _line(HEAP + 0x1000, (ALLOC_FD, 0, 0xF000000000000000)),
+            _line(HEAP + 0x1040, (FD_INSTALL, 0, 0xF)),
+        ],
+        [
+            _line(HEAP + 0x1000, (ALLOC_FD, 0, 0xF000000000000000)),
+            _line(HEAP + 0x1040, (FD_INSTALL, 0, 0xF)),
+        ],
+    )
     one = outcome.conflict_set(outcome._shared(a1, b1, syms))
     two = outcome.conflict_set(outcome._shared(a2, b2, syms))
-    assert one == two == {("heap", "", "true", "alloc_fd", "alloc_fd"),
-                          ("heap", "", "true", "fd_install", "fd_install")}
+    assert (
+        one
+        == two
+        == {
+            ("heap", "", "true", "alloc_fd", "alloc_fd"),
+            ("heap", "", "true", "fd_install", "fd_install"),
+        }
+    )
     assert outcome.tag(3, 1, 1) == (3 << 8) | 3
     assert outcome.is_warmup(outcome.tag(3, outcome.WARMUP_REP, 0))
 
@@ -197,9 +233,13 @@ def test_conflict_signature_ignores_heap_addresses_and_line_boundaries():
 def test_a_conflict_counts_only_if_every_repeat_shows_it():
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     steady = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF))], [_line(HEAP, (ALLOC_FD, 0xF, 0))])
-    noisy = _regions([_line(HEAP, (ALLOC_FD, 0, 0xF)), _line(STATIC, (SWITCH, 0, 1))],
-                     [_line(HEAP, (ALLOC_FD, 0xF, 0)), _line(STATIC, (SWITCH, 1, 0))])
-    kept, signatures, _ = outcome._repeated([outcome._shared(*noisy, syms), outcome._shared(*steady, syms)])
+    noisy = _regions(
+        [_line(HEAP, (ALLOC_FD, 0, 0xF)), _line(STATIC, (SWITCH, 0, 1))],
+        [_line(HEAP, (ALLOC_FD, 0xF, 0)), _line(STATIC, (SWITCH, 1, 0))],
+    )
+    kept, signatures, _ = outcome._repeated(
+        [outcome._shared(*noisy, syms), outcome._shared(*steady, syms)]
+    )
     assert [c["kind"] for c in kept] == ["heap"]
     assert signatures[0] != signatures[1]
 
@@ -209,9 +249,17 @@ def test_cpu_time_accounting_is_dropped_as_tick_work():
     ACCOUNTING = 0xFFFFFFFF81300020
     # A's accounting reads the bytes B's fd_install writes: gone. A's alloc_fd wrote bytes
     # B's alloc_fd reads on another line: stays, with the line's masks from alloc_fd alone.
-    a, b = _regions([_line(HEAP, (ACCOUNTING, 0xF, 0)), _line(STATIC, (ACCOUNTING, 0xF0, 0), (ALLOC_FD, 0, 0x1))],
-                    [_line(HEAP, (FD_INSTALL, 0, 0xF)), _line(STATIC, (ALLOC_FD, 0x1, 0))])
-    (kept_a, gone_a), (kept_b, gone_b) = outcome.without_tick_work(a, syms), outcome.without_tick_work(b, syms)
+    a, b = _regions(
+        [
+            _line(HEAP, (ACCOUNTING, 0xF, 0)),
+            _line(STATIC, (ACCOUNTING, 0xF0, 0), (ALLOC_FD, 0, 0x1)),
+        ],
+        [_line(HEAP, (FD_INSTALL, 0, 0xF)), _line(STATIC, (ALLOC_FD, 0x1, 0))],
+    )
+    (kept_a, gone_a), (kept_b, gone_b) = (
+        outcome.without_tick_work(a, syms),
+        outcome.without_tick_work(b, syms),
+    )
     assert (gone_a, gone_b) == (2, 0)
     assert list(kept_a.lines) == [_line(STATIC).paddr]
     assert kept_a.lines[_line(STATIC).paddr].read_mask == 0
@@ -225,14 +273,22 @@ def test_page_table_pages_are_told_by_their_split_lock():
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     SPIN_LOCK, VMEMMAP = 0xFFFFFFFF81400010, 0xFFFFEA0000000000
     pte_page, slab_page = 0x5893, 0x5894
-    pte_line, slab_line = 0xFFFF888000000000 + (pte_page << 12) + 0x40, 0xFFFF888000000000 + (slab_page << 12)
+    pte_line, slab_line = (
+        0xFFFF888000000000 + (pte_page << 12) + 0x40,
+        0xFFFF888000000000 + (slab_page << 12),
+    )
     # A took the lock in the struct page of frame 0x5893 (bytes 40-43) and wrote an entry
     # of it; B wrote the same entry. Frame 0x5894's struct page had bytes 40-43 written
     # too, but by non-lock code (a slab's counters): its lines stay heap.
-    a, b = _regions([_line(VMEMMAP + pte_page * 64, (SPIN_LOCK, 0, 0xF << 40)),
-                     _line(VMEMMAP + slab_page * 64, (ALLOC_FD, 0, 0xFF << 40)),
-                     _line(pte_line, (ALLOC_FD, 0, 0xFF)), _line(slab_line, (ALLOC_FD, 0, 0xF))],
-                    [_line(pte_line, (FD_INSTALL, 0, 0xFF)), _line(slab_line, (FD_INSTALL, 0, 0xF0))])
+    a, b = _regions(
+        [
+            _line(VMEMMAP + pte_page * 64, (SPIN_LOCK, 0, 0xF << 40)),
+            _line(VMEMMAP + slab_page * 64, (ALLOC_FD, 0, 0xFF << 40)),
+            _line(pte_line, (ALLOC_FD, 0, 0xFF)),
+            _line(slab_line, (ALLOC_FD, 0, 0xF)),
+        ],
+        [_line(pte_line, (FD_INSTALL, 0, 0xFF)), _line(slab_line, (FD_INSTALL, 0, 0xF0))],
+    )
     assert outcome.page_table_frames((a, b), syms) == {pte_page}
     kinds = {c["line"]: c["kind"] for c in outcome._shared(a, b, syms)}
     assert kinds == {hex(pte_line): "pagetable", hex(slab_line): "heap"}
@@ -242,8 +298,14 @@ def test_page_table_pages_are_told_by_their_split_lock():
 
 
 def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
-    header = {"format": "scalecheck-results", "version": 1, "target": "linux", "kernel": {"release": "x"},
-              "repeats": 2, "granularity": "line"}
+    header = {
+        "format": "scalecheck-results",
+        "version": 1,
+        "target": "linux",
+        "kernel": {"release": "x"},
+        "repeats": 2,
+        "granularity": "line",
+    }
     store = ResultsStore(tmp_path / "results.jsonl", header)
     store.append({"id": "a/p1/t1", "status": "ok"})
     store.close()
@@ -303,18 +365,23 @@ def test_cpio_archive_layout(tmp_path):
     base_bytes = base.read_bytes()
     assert len(base_bytes) % 4 == 0 and data.startswith(base_bytes)
     # The second archive holds the batch alone and ends with its own trailer.
-    assert data[len(base_bytes):].count(b"TRAILER!!!") == 1
+    assert data[len(base_bytes) :].count(b"TRAILER!!!") == 1
 
 
 def test_kallsyms_block_ends_only_at_its_own_marker_line(tmp_path):
     from scalecheck.trace.vm import GuestSession
+
     session = GuestSession.__new__(GuestSession)  # only its output file is needed here
     session.out_path = tmp_path / "driver.out"
-    session.out_path.write_text("READY 3\nK\nffffffff82a1e2a0 d event_attr_STALLED_CYCLES_BACKEND\n"
-                                "ffffffff84a00000 D __init_scratch_end\nKEND\nO 0 1000\n")
+    session.out_path.write_text(
+        "READY 3\nK\nffffffff82a1e2a0 d event_attr_STALLED_CYCLES_BACKEND\n"
+        "ffffffff84a00000 D __init_scratch_end\nKEND\nO 0 1000\n"
+    )
     block = session.read_block("K", "KEND")
-    assert block.splitlines() == ["ffffffff82a1e2a0 d event_attr_STALLED_CYCLES_BACKEND",
-                                  "ffffffff84a00000 D __init_scratch_end"]
+    assert block.splitlines() == [
+        "ffffffff82a1e2a0 d event_attr_STALLED_CYCLES_BACKEND",
+        "ffffffff84a00000 D __init_scratch_end",
+    ]
 
 
 VMLINUX_SOURCE = """int start_kernel(int x)
@@ -331,14 +398,17 @@ def _tiny_vmlinux(tmp_path, debug=True):
     src = tmp_path / "kernel.c"
     src.write_text(VMLINUX_SOURCE)
     out = tmp_path / ("vmlinux" if debug else "vmlinux-stripped")
-    subprocess.run(["gcc", "-O0", "-no-pie", *(["-g"] if debug else []), "-o", str(out), str(src)],
-                   check=True)
+    subprocess.run(
+        ["gcc", "-O0", "-no-pie", *(["-g"] if debug else []), "-o", str(out), str(src)], check=True
+    )
     nm = subprocess.run(["nm", str(out)], check=True, capture_output=True, text=True).stdout
     address = next(int(l.split()[0], 16) for l in nm.splitlines() if l.endswith(" start_kernel"))
     return out, address
 
 
-@pytest.mark.skipif(not shutil.which("gcc") or not shutil.which("addr2line"), reason="needs gcc, binutils")
+@pytest.mark.skipif(
+    not shutil.which("gcc") or not shutil.which("addr2line"), reason="needs gcc, binutils"
+)
 def test_vmlinux_gives_file_and_line_and_must_match_the_kernel(tmp_path):
     vmlinux, address = _tiny_vmlinux(tmp_path)
     kallsyms = f"{address:016x} T start_kernel\n"

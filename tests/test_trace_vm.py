@@ -21,7 +21,8 @@ OPS = REPO / "tests" / "data" / "trace_ops.jsonl"
 
 pytestmark = pytest.mark.skipif(
     not shutil.which(vm.QEMU) or not list(Path("/boot").glob("vmlinuz-*")),
-    reason="needs qemu-system-x86 and linux-image-amd64 (scripts/setup.d/20-tracer.sh)")
+    reason="needs qemu-system-x86 and linux-image-amd64 (scripts/setup.d/20-tracer.sh)",
+)
 
 
 def _tests(path):
@@ -31,11 +32,23 @@ def _tests(path):
 
 def _diagnostic(name, op):
     """A test whose call A is a diagnostic op (see testfile.OP_ARGS)."""
-    return {"id": f"{op}-stat/{name}", "pair": [op, "stat"], "path": 0, "model": "posix",
-            "setup": {"files": {"f0": 0}, "inodes": [{"nlink": 1, "data": []}], "pipes": [],
-                      "procs": [{"fds": {}, "maps": {}}, {"fds": {}, "maps": {}}]},
-            "calls": [{"op": op, "proc": 0, "args": {}}, {"op": "stat", "proc": 1, "args": {"pn": "f0"}}],
-            "expect": {"ab": [{"ret": 0}, {"ret": 0}], "ba": [{"ret": 0}, {"ret": 0}]}}
+    return {
+        "id": f"{op}-stat/{name}",
+        "pair": [op, "stat"],
+        "path": 0,
+        "model": "posix",
+        "setup": {
+            "files": {"f0": 0},
+            "inodes": [{"nlink": 1, "data": []}],
+            "pipes": [],
+            "procs": [{"fds": {}, "maps": {}}, {"fds": {}, "maps": {}}],
+        },
+        "calls": [
+            {"op": op, "proc": 0, "args": {}},
+            {"op": "stat", "proc": 1, "args": {"pn": "f0"}},
+        ],
+        "expect": {"ab": [{"ret": 0}, {"ret": 0}], "ba": [{"ret": 0}, {"ret": 0}]},
+    }
 
 
 def _write(dir_path: Path, header, tests):
@@ -56,7 +69,12 @@ def main_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("trace-main")
     header, calibration = _tests(CALIBRATION)
     _, ops = _tests(OPS)
-    tests = calibration + ops[:8] + [_diagnostic("hang", "_hang"), _diagnostic("panic", "_panic")] + ops[8:]
+    tests = (
+        calibration
+        + ops[:8]
+        + [_diagnostic("hang", "_hang"), _diagnostic("panic", "_panic")]
+        + ops[8:]
+    )
     _write(out, header, tests)
     summary = run_tests(out, repeats=2, timeout=2.0, jobs=1)
     return out, summary, calibration, ops
@@ -70,7 +88,12 @@ def test_calibration_answers(main_run):
         want = test["calibration"]
         assert record["status"] == "ok", record
         assert record["conflict_free"] == want["conflict_free"], (test["id"], record["conflicts"])
-        touched = {pc.split("+")[0] for c in record["conflicts"] for side in ("a", "b") for pc in c[side]["pcs"]}
+        touched = {
+            pc.split("+")[0]
+            for c in record["conflicts"]
+            for side in ("a", "b")
+            for pc in c[side]["pcs"]
+        }
         for function in want.get("must_touch", []):
             assert function in touched, (test["id"], sorted(touched))
         if not want["conflict_free"]:

@@ -28,17 +28,32 @@ ANALYSIS_VERSION = 1
 
 def register(subparsers):
     parser = subparsers.add_parser(
-        "analyze", help="find when each pair of a model's operations commutes",
+        "analyze",
+        help="find when each pair of a model's operations commutes",
         description="Symbolically execute every pair of operations in both orders and record, "
-                    "per path, whether the pair commutes and under which condition.")
-    parser.add_argument("--model", required=True,
-                        help="a shipped model (posix, rename, counter) or a path to a .py file "
-                             "(path.py:ClassName if it defines several)")
+        "per path, whether the pair commutes and under which condition.",
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="a shipped model (posix, rename, counter) or a path to a .py file "
+        "(path.py:ClassName if it defines several)",
+    )
     parser.add_argument("--ops", help="comma-separated operations to analyse (default: all)")
     parser.add_argument("--out", required=True, type=Path, help="output directory")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count(), help="pairs analysed in parallel (default: all cores)")
-    parser.add_argument("--solver-timeout", type=int, default=60, metavar="SECONDS",
-                        help="per solver query; a query that times out counts as unknown (default: 60)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count(),
+        help="pairs analysed in parallel (default: all cores)",
+    )
+    parser.add_argument(
+        "--solver-timeout",
+        type=int,
+        default=60,
+        metavar="SECONDS",
+        help="per solver query; a query that times out counts as unknown (default: 60)",
+    )
     parser.add_argument("--conditions", action="store_true", help="print every path's condition")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
@@ -47,8 +62,9 @@ def register(subparsers):
 def run(args) -> int:
     model_cls = load_model(args.model)
     ops = select_ops(model_cls, args.ops)
-    summary = analyze_model(args.model, ops, args.out, jobs=args.jobs,
-                            solver_timeout_ms=args.solver_timeout * 1000)
+    summary = analyze_model(
+        args.model, ops, args.out, jobs=args.jobs, solver_timeout_ms=args.solver_timeout * 1000
+    )
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -65,8 +81,10 @@ def select_ops(model_cls, ops_text: str | None) -> list[str]:
     ops = [op.strip() for op in ops_text.split(",") if op.strip()]
     unknown = [op for op in ops if op not in available]
     if unknown:
-        raise UserError(f"unknown operation {unknown[0]!r} in model {model_cls.__name__}; "
-                        f"it has: {', '.join(available)}")
+        raise UserError(
+            f"unknown operation {unknown[0]!r} in model {model_cls.__name__}; "
+            f"it has: {', '.join(available)}"
+        )
     return ops
 
 
@@ -78,14 +96,26 @@ def pair_file(out: Path, a: str, b: str) -> Path:
     return out / "analysis" / "pairs" / f"{a}-{b}.json"
 
 
-def analyze_model(model_spec: str, ops: list[str], out: Path, jobs: int | None = None,
-                  solver_timeout_ms: int = 60_000, quiet: bool = False) -> dict:
+def analyze_model(
+    model_spec: str,
+    ops: list[str],
+    out: Path,
+    jobs: int | None = None,
+    solver_timeout_ms: int = 60_000,
+    quiet: bool = False,
+) -> dict:
     model_cls = load_model(model_spec)
     fingerprint = model_fingerprint(model_cls)
     prepare_output(out)
-    meta = {"format": ANALYSIS_FORMAT, "version": ANALYSIS_VERSION, "generator": f"scalecheck {__version__}",
-            "model": model_spec if model_spec.count("/") == 0 else str(Path(model_spec).resolve()),
-            "model_class": model_cls.__name__, "fingerprint": fingerprint, "ops": ops}
+    meta = {
+        "format": ANALYSIS_FORMAT,
+        "version": ANALYSIS_VERSION,
+        "generator": f"scalecheck {__version__}",
+        "model": model_spec if model_spec.count("/") == 0 else str(Path(model_spec).resolve()),
+        "model_class": model_cls.__name__,
+        "fingerprint": fingerprint,
+        "ops": ops,
+    }
     write_json_atomically(out / "analysis" / "meta.json", meta)
 
     pairs = all_pairs(ops)
@@ -131,17 +161,32 @@ def _analyze_one(job):
 
 
 def summarize(out: Path, ops: list[str]) -> dict:
-    pairs, totals = [], {"pairs": 0, "paths": 0, "commutative_paths": 0, "noncommutative_paths": 0,
-                         "error_paths": 0, "unknown_paths": 0, "seconds": 0.0}
+    pairs, totals = (
+        [],
+        {
+            "pairs": 0,
+            "paths": 0,
+            "commutative_paths": 0,
+            "noncommutative_paths": 0,
+            "error_paths": 0,
+            "unknown_paths": 0,
+            "seconds": 0.0,
+        },
+    )
     for a, b in all_pairs(ops):
         data = read_json(pair_file(out, a, b))
         paths = data["paths"]
-        row = {"pair": [a, b], "paths": len(paths),
-               "commutative_paths": sum(1 for p in paths if p["commutes"] and not p["unknown"]),
-               "noncommutative_paths": sum(1 for p in paths if p["commutes"] is False and not p["unknown"]),
-               "error_paths": sum(1 for p in paths if p["commutes"] is None),
-               "unknown_paths": sum(1 for p in paths if p["unknown"]),
-               "seconds": data["seconds"]}
+        row = {
+            "pair": [a, b],
+            "paths": len(paths),
+            "commutative_paths": sum(1 for p in paths if p["commutes"] and not p["unknown"]),
+            "noncommutative_paths": sum(
+                1 for p in paths if p["commutes"] is False and not p["unknown"]
+            ),
+            "error_paths": sum(1 for p in paths if p["commutes"] is None),
+            "unknown_paths": sum(1 for p in paths if p["unknown"]),
+            "seconds": data["seconds"],
+        }
         pairs.append(row)
         for key in totals:
             totals[key] += row[key] if key != "pairs" else 1
@@ -155,14 +200,22 @@ def print_summary(summary: dict):
     for column in ("pair", "paths", "commute", "diverge", "errors", "unknown", "seconds"):
         table.add_column(column, justify="left" if column == "pair" else "right")
     for row in summary["pairs"]:
-        table.add_row(" || ".join(row["pair"]), str(row["paths"]), str(row["commutative_paths"]),
-                      str(row["noncommutative_paths"]), str(row["error_paths"]), str(row["unknown_paths"]),
-                      f"{row['seconds']:.1f}")
+        table.add_row(
+            " || ".join(row["pair"]),
+            str(row["paths"]),
+            str(row["commutative_paths"]),
+            str(row["noncommutative_paths"]),
+            str(row["error_paths"]),
+            str(row["unknown_paths"]),
+            f"{row['seconds']:.1f}",
+        )
     console.print(table)
     t = summary["totals"]
-    console.print(f"{t['pairs']} pairs, {t['paths']} paths: {t['commutative_paths']} commutative, "
-                  f"{t['noncommutative_paths']} not, {t['error_paths']} model errors, "
-                  f"{t['unknown_paths']} unknown; {t['seconds']:.0f} s of analysis")
+    console.print(
+        f"{t['pairs']} pairs, {t['paths']} paths: {t['commutative_paths']} commutative, "
+        f"{t['noncommutative_paths']} not, {t['error_paths']} model errors, "
+        f"{t['unknown_paths']} unknown; {t['seconds']:.0f} s of analysis"
+    )
 
 
 def print_conditions(out: Path, summary: dict):
@@ -170,8 +223,13 @@ def print_conditions(out: Path, summary: dict):
         a, b = row["pair"]
         print(f"\n== {a} || {b}")
         for path in read_json(pair_file(out, a, b))["paths"]:
-            verdict = ("ERROR " + path["error"] if path["commutes"] is None
-                       else "commutes" if path["commutes"] else "diverges")
+            verdict = (
+                "ERROR " + path["error"]
+                if path["commutes"] is None
+                else "commutes"
+                if path["commutes"]
+                else "diverges"
+            )
             flag = " (unknown)" if path["unknown"] else ""
             print(f"  path {path['path']}: {verdict}{flag} when {path['condition']}")
     sys.stdout.flush()

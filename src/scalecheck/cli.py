@@ -57,8 +57,10 @@ def main(argv=None) -> int:
         print(f"scalecheck: error: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
-        print("scalecheck: interrupted; finished work is saved, rerun the same command to resume",
-              file=sys.stderr)
+        print(
+            "scalecheck: interrupted; finished work is saved, rerun the same command to resume",
+            file=sys.stderr,
+        )
         return 130
 
 

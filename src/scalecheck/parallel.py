@@ -12,8 +12,13 @@ def map_unordered(function, work: list, jobs: int | None):
     if not work:
         return
     serial = (jobs or 1) <= 1 or len(work) == 1
-    with contextlib.nullcontext() if serial else \
-            multiprocessing.get_context("fork").Pool(min(jobs, len(work)), maxtasksperchild=8) as pool:
+    with (
+        contextlib.nullcontext()
+        if serial
+        else multiprocessing.get_context("fork").Pool(
+            min(jobs, len(work)), maxtasksperchild=8
+        ) as pool
+    ):
         for result in map(function, work) if serial else pool.imap_unordered(function, work):
             yield result
             check_stop()

@@ -21,18 +21,33 @@ DEFAULT_OPS = "open,link,unlink,rename,stat,fstat,close,read"
 
 def register(subparsers):
     parser = subparsers.add_parser(
-        "pipeline", help="run every stage: analyze, testgen, run on Linux under QEMU, report",
+        "pipeline",
+        help="run every stage: analyze, testgen, run on Linux under QEMU, report",
         description="Analyze a model, generate tests, trace them on a real Linux kernel under QEMU "
-                    "and write the report. Defaults: the shipped posix model, a subset of its "
-                    f"operations ({DEFAULT_OPS}), Debian's stock kernel.")
-    parser.add_argument("--model", default="posix", help="shipped model name or path to a .py file (default: posix)")
+        "and write the report. Defaults: the shipped posix model, a subset of its "
+        f"operations ({DEFAULT_OPS}), Debian's stock kernel.",
+    )
+    parser.add_argument(
+        "--model", default="posix", help="shipped model name or path to a .py file (default: posix)"
+    )
     scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--ops", help=f"comma-separated operations (default for posix: {DEFAULT_OPS})")
+    scope.add_argument(
+        "--ops", help=f"comma-separated operations (default for posix: {DEFAULT_OPS})"
+    )
     scope.add_argument("--full", action="store_true", help="every operation of the model")
-    parser.add_argument("--out", type=Path, default=Path("out/pipeline"), help="output directory (default: out/pipeline)")
-    parser.add_argument("--cap", type=int, default=DEFAULT_CAP, help="tests per commutative path at most")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out/pipeline"),
+        help="output directory (default: out/pipeline)",
+    )
+    parser.add_argument(
+        "--cap", type=int, default=DEFAULT_CAP, help="tests per commutative path at most"
+    )
     parser.add_argument("--limit", type=int, help="trace only the first N tests")
-    parser.add_argument("--kernel", type=Path, help="kernel image to trace (default: the installed Debian kernel)")
+    parser.add_argument(
+        "--kernel", type=Path, help="kernel image to trace (default: the installed Debian kernel)"
+    )
     parser.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     parser.add_argument("--repeats", type=int, default=2, help="runs per test (default 2)")
     parser.add_argument("--jobs", type=int, help="parallel workers (default: all cores)")
@@ -55,11 +70,22 @@ def run(args) -> int:
     generated = generate_tests(args.out, cap=args.cap, jobs=args.jobs)
     console.print(f"{generated['totals']['tests']} tests written to {args.out / 'tests.jsonl'}")
     console.rule("3/4 run on Linux under QEMU")
-    run_tests(args.out, kernel=args.kernel, kernel_args=args.kernel_args, jobs=args.jobs,
-              repeats=args.repeats, limit=args.limit, set_aside_incompatible=True)
+    run_tests(
+        args.out,
+        kernel=args.kernel,
+        kernel_args=args.kernel_args,
+        jobs=args.jobs,
+        repeats=args.repeats,
+        limit=args.limit,
+        set_aside_incompatible=True,
+    )
     console.rule("4/4 report")
     summary = make_report(args.out)
     console.print(summary["summary"])
     console.print(f"report: {(args.out / 'report' / 'index.html').resolve()}")
-    lost = analysis["totals"]["unknown_paths"] + analysis["totals"]["error_paths"] + generated["totals"]["failed_paths"]
+    lost = (
+        analysis["totals"]["unknown_paths"]
+        + analysis["totals"]["error_paths"]
+        + generated["totals"]["failed_paths"]
+    )
     return 1 if lost else 0

@@ -33,19 +33,30 @@ def read_jsonl(path: Path, expected_format: str, expected_version: int, hint: st
     if header.get("format") != expected_format:
         raise UserError(f"{path}:1: not a {expected_format} file (format {header.get('format')!r})")
     if header.get("version") != expected_version:
-        raise UserError(f"{path}:1: {expected_format} version {header.get('version')!r}; this scalecheck "
-                        f"reads version {expected_version}")
-    return header, [(f"{path}:{number}", _json_object(path, number, text))
-                    for number, text in enumerate(lines[1:], start=2) if text.strip()]
+        raise UserError(
+            f"{path}:1: {expected_format} version {header.get('version')!r}; this scalecheck "
+            f"reads version {expected_version}"
+        )
+    return header, [
+        (f"{path}:{number}", _json_object(path, number, text))
+        for number, text in enumerate(lines[1:], start=2)
+        if text.strip()
+    ]
 
 
 def read_tests(path: Path) -> tuple[dict, list[dict]]:
     """The header and the tests; a malformed or foreign file gives a one-line UserError."""
-    header, entries = read_jsonl(path, TESTS_FORMAT, TESTS_VERSION, "run `scalecheck testgen` first")
+    header, entries = read_jsonl(
+        path, TESTS_FORMAT, TESTS_VERSION, "run `scalecheck testgen` first"
+    )
     tests, seen = [], set()
     for where, test in entries:
-        if not isinstance(test.get("id"), str) or not isinstance(test.get("calls"), list) or "setup" not in test:
-            raise UserError(f"{where}: a test needs \"id\", \"setup\" and \"calls\"")
+        if (
+            not isinstance(test.get("id"), str)
+            or not isinstance(test.get("calls"), list)
+            or "setup" not in test
+        ):
+            raise UserError(f'{where}: a test needs "id", "setup" and "calls"')
         if test["id"] in seen:
             raise UserError(f"{where}: test id {test['id']!r} appears twice")
         seen.add(test["id"])

@@ -39,12 +39,21 @@ DEFAULT_CAP = 8
 
 def register(subparsers):
     parser = subparsers.add_parser(
-        "testgen", help="generate concrete tests from an analysis",
+        "testgen",
+        help="generate concrete tests from an analysis",
         description="Write DIR/tests.jsonl: for every commutative path of DIR/analysis, one test "
-                    "per isomorphism class of its solutions, up to --cap per path.")
+        "per isomorphism class of its solutions, up to --cap per path.",
+    )
     parser.add_argument("dir", type=Path, help="the directory given to `scalecheck analyze --out`")
-    parser.add_argument("--cap", type=int, default=DEFAULT_CAP, help=f"tests per path at most (default {DEFAULT_CAP})")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count(), help="pairs processed in parallel")
+    parser.add_argument(
+        "--cap",
+        type=int,
+        default=DEFAULT_CAP,
+        help=f"tests per path at most (default {DEFAULT_CAP})",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count(), help="pairs processed in parallel"
+    )
     parser.add_argument("--json", action="store_true", help="print the per-pair counts as JSON")
     parser.set_defaults(func=run)
 
@@ -67,37 +76,58 @@ def read_analysis_meta(out: Path) -> dict:
     except ValueError as err:
         raise UserError(f"{meta_path} is not valid JSON: {err}") from None
     if meta.get("format") != ANALYSIS_FORMAT or meta.get("version") != ANALYSIS_VERSION:
-        raise UserError(f"{meta_path} is {meta.get('format')} version {meta.get('version')}; "
-                        f"this scalecheck reads {ANALYSIS_FORMAT} version {ANALYSIS_VERSION}")
+        raise UserError(
+            f"{meta_path} is {meta.get('format')} version {meta.get('version')}; "
+            f"this scalecheck reads {ANALYSIS_FORMAT} version {ANALYSIS_VERSION}"
+        )
     return meta
 
 
-def generate_tests(out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, quiet: bool = False) -> dict:
+def generate_tests(
+    out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, quiet: bool = False
+) -> dict:
     if cap < 1:
         raise UserError("--cap must be at least 1")
     meta = read_analysis_meta(out)
     pairs = all_pairs(meta["ops"])
     missing = [f"{a}-{b}" for a, b in pairs if not pair_file(out, a, b).exists()]
     if missing:
-        raise UserError(f"analysis in {out} is incomplete ({len(missing)} pairs missing, e.g. {missing[0]}): "
-                        f"rerun `scalecheck analyze` to finish it")
+        raise UserError(
+            f"analysis in {out} is incomplete ({len(missing)} pairs missing, e.g. {missing[0]}): "
+            f"rerun `scalecheck analyze` to finish it"
+        )
     work = [(meta["model"], str(out), a, b, cap) for a, b in pairs]
     per_pair = {}
     with stage_progress("testgen", quiet) as progress:
         task = progress.add_task("", total=len(work))
         for pair, tests, counts in map_unordered(_pair_tests, work, jobs):
             per_pair[pair] = (tests, counts)
-            progress.update(task, advance=1, description=f"{pair[0]} || {pair[1]}: {len(tests)} tests")
-    header = {"model": meta["model"], "generator": f"scalecheck {__version__}", "cap": cap,
-              "constants": getattr(load_model(meta["model"]), "TEST_CONSTANTS", {})}
+            progress.update(
+                task, advance=1, description=f"{pair[0]} || {pair[1]}: {len(tests)} tests"
+            )
+    header = {
+        "model": meta["model"],
+        "generator": f"scalecheck {__version__}",
+        "cap": cap,
+        "constants": getattr(load_model(meta["model"]), "TEST_CONSTANTS", {}),
+    }
     all_tests, rows = [], []
     for pair in pairs:
         tests, counts = per_pair[tuple(pair)]
         all_tests += tests
         rows.append({"pair": list(pair), **counts})
     write_tests(out / "tests.jsonl", header, all_tests)
-    totals = {key: sum(row[key] for row in rows) for key in
-              ("tests", "commutative_paths", "capped_paths", "unknown_paths", "failed_paths", "unrealizable_paths")}
+    totals = {
+        key: sum(row[key] for row in rows)
+        for key in (
+            "tests",
+            "commutative_paths",
+            "capped_paths",
+            "unknown_paths",
+            "failed_paths",
+            "unrealizable_paths",
+        )
+    }
     summary = {"cap": cap, "totals": totals, "pairs": rows}
     write_json_atomically(out / "testgen.json", summary)
     return summary
@@ -108,8 +138,15 @@ def _pair_tests(job):
     model_cls = load_model(model_spec)
     analysis = read_json(pair_file(Path(out), a, b))
     tests = []
-    counts = {"tests": 0, "commutative_paths": 0, "capped_paths": 0, "unknown_paths": 0,
-              "failed_paths": 0, "unrealizable_paths": 0, "failures": []}
+    counts = {
+        "tests": 0,
+        "commutative_paths": 0,
+        "capped_paths": 0,
+        "unknown_paths": 0,
+        "failed_paths": 0,
+        "unrealizable_paths": 0,
+        "failures": [],
+    }
     for path in analysis["paths"]:
         if not path["commutes"] or path["unknown"]:
             continue
@@ -118,7 +155,9 @@ def _pair_tests(job):
             path_tests, outcome = _path_tests(model_cls, (a, b), path, cap)
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
-            counts["failures"].append(f"{a} || {b} path {path['path']}: {type(err).__name__}: {err}")
+            counts["failures"].append(
+                f"{a} || {b} path {path['path']}: {type(err).__name__}: {err}"
+            )
             continue
         if outcome != "complete":
             counts[outcome] += 1
@@ -135,8 +174,11 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
     solver = z3.Solver()
     solver.set("timeout", 60_000)
     solver.from_string(path["smt2"])
-    terms = next(assertion.children() for assertion in solver.assertions()
-                 if z3.is_app(assertion) and assertion.decl().name() == OBSERVED)
+    terms = next(
+        assertion.children()
+        for assertion in solver.assertions()
+        if z3.is_app(assertion) and assertion.decl().name() == OBSERVED
+    )
     observations = path["observations"]
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms)
@@ -189,8 +231,10 @@ class IsomorphismPattern:
 
     def exclude(self, values) -> z3.BoolRef:
         """A clause true exactly outside the class of ``values``."""
-        literals = [self._equality_differs(i, j, values[i] == (0 if j is None else values[j]))
-                    for i, j in self.equalities]
+        literals = [
+            self._equality_differs(i, j, values[i] == (0 if j is None else values[j]))
+            for i, j in self.equalities
+        ]
         literals += [self._value_differs(i, values[i]) for i in self.valued]
         if not literals:
             return z3.BoolVal(False)
@@ -245,14 +289,24 @@ def _pattern_features(observations, kinds) -> tuple[list, list]:
         return kinds.get(entry["kind"], {}).get("class") in ("uninterpreted", "key")
 
     def is_flag(entry):
-        return entry["kind"] in ("bool", "enum") or kinds.get(entry["kind"], {}).get("class") == "enum"
+        return (
+            entry["kind"] in ("bool", "enum") or kinds.get(entry["kind"], {}).get("class") == "enum"
+        )
 
     reads = observations["reads"]
-    arguments = [entry for call_args in observations["args"].values() for entry in call_args.values()]
+    arguments = [
+        entry for call_args in observations["args"].values() for entry in call_args.values()
+    ]
     counted = [read["key"] for read in reads if read["key"]]
-    counted += [entry for entry in arguments if is_identity(entry) or is_flag(entry) and entry["decided"]]
-    counted += [entry for read in reads for entry in (read["present"], *read["leaves"].values())
-                if entry and is_flag(entry) and entry["decided"]]
+    counted += [
+        entry for entry in arguments if is_identity(entry) or is_flag(entry) and entry["decided"]
+    ]
+    counted += [
+        entry
+        for read in reads
+        for entry in (read["present"], *read["leaves"].values())
+        if entry and is_flag(entry) and entry["decided"]
+    ]
     by_kind = defaultdict(list)
     valued = []
     for entry in counted:
@@ -295,11 +349,23 @@ def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
         if read["present"] is not None:
             fields = {"present": concrete(read["present"]), **fields}
         snapshot[read["map"]][concrete(read["key"])] = fields
-    args = [{name: concrete(entry) for name, entry in observations["args"][call].items()} for call in "AB"]
-    results = {order: [_raw_result(result, values) for result in order_results]
-               for order, order_results in observations["results"].items()}
+    args = [
+        {name: concrete(entry) for name, entry in observations["args"][call].items()}
+        for call in "AB"
+    ]
+    results = {
+        order: [_raw_result(result, values) for result in order_results]
+        for order, order_results in observations["results"].items()
+    }
     setup, calls, expect = model_cls.describe_test(list(ops), dict(snapshot), args, results, label)
-    return {"id": "", "pair": list(ops), "path": path["path"], "setup": setup, "calls": calls, "expect": expect}
+    return {
+        "id": "",
+        "pair": list(ops),
+        "path": path["path"],
+        "setup": setup,
+        "calls": calls,
+        "expect": expect,
+    }
 
 
 def _labels(observations, kinds, values) -> dict:
@@ -330,17 +396,33 @@ def _raw_result(result, values):
 def print_summary(summary: dict):
     console = Console()
     table = Table(title="generated tests")
-    for column in ("pair", "tests", "commutative paths", "capped", "unrealizable", "unknown", "failed"):
+    for column in (
+        "pair",
+        "tests",
+        "commutative paths",
+        "capped",
+        "unrealizable",
+        "unknown",
+        "failed",
+    ):
         table.add_column(column, justify="left" if column == "pair" else "right")
     for row in summary["pairs"]:
-        table.add_row(" || ".join(row["pair"]), str(row["tests"]), str(row["commutative_paths"]),
-                      str(row["capped_paths"]), str(row["unrealizable_paths"]), str(row["unknown_paths"]),
-                      str(row["failed_paths"]))
+        table.add_row(
+            " || ".join(row["pair"]),
+            str(row["tests"]),
+            str(row["commutative_paths"]),
+            str(row["capped_paths"]),
+            str(row["unrealizable_paths"]),
+            str(row["unknown_paths"]),
+            str(row["failed_paths"]),
+        )
     console.print(table)
     for row in summary["pairs"]:
         for failure in row["failures"]:
             console.print(f"[red]failed:[/red] {failure}")
     t = summary["totals"]
-    console.print(f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
-                  f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
-                  f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, {t['failed_paths']} failed)")
+    console.print(
+        f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
+        f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
+        f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, {t['failed_paths']} failed)"
+    )

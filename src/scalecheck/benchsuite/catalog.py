@@ -28,7 +28,9 @@ class Benchmark:
 
     def series(self) -> list[tuple[str, str]]:
         """Every (mode, runtime) pair this benchmark is run with; "" where the axis is absent."""
-        return [(mode, runtime) for mode in self.modes or ("",) for runtime in self.runtimes or ("",)]
+        return [
+            (mode, runtime) for mode in self.modes or ("",) for runtime in self.runtimes or ("",)
+        ]
 
 
 def _string(entry: dict, key: str, where: str, default: str | None = None) -> str:
@@ -82,12 +84,16 @@ def load_catalog(directories: list[Path] | None = None) -> dict[str, Benchmark]:
                 raise UserError(f"catalog {path}: not valid TOML: {err}") from None
             entries = document.get("benchmark", [])
             if not isinstance(entries, list):
-                raise UserError(f"catalog {path}: 'benchmark' must be an array of tables ([[benchmark]])")
+                raise UserError(
+                    f"catalog {path}: 'benchmark' must be an array of tables ([[benchmark]])"
+                )
             for index, entry in enumerate(entries):
                 benchmark = _parse_entry(entry, f"catalog {path.name} entry {index + 1}", path.name)
                 if benchmark.name in benchmarks:
                     other = benchmarks[benchmark.name].catalog_file
-                    raise UserError(f"benchmark {benchmark.name} is defined in both {other} and {path.name}")
+                    raise UserError(
+                        f"benchmark {benchmark.name} is defined in both {other} and {path.name}"
+                    )
                 benchmarks[benchmark.name] = benchmark
     return benchmarks
 
@@ -104,5 +110,7 @@ def select(catalog: dict[str, Benchmark], names: list[str], everything: bool) ->
         raise UserError("name at least one benchmark or pass --all (see `scalecheck bench list`)")
     unknown = [name for name in names if name not in catalog]
     if unknown:
-        raise UserError(f"unknown benchmark {', '.join(unknown)}; known: {', '.join(catalog) or 'none'}")
+        raise UserError(
+            f"unknown benchmark {', '.join(unknown)}; known: {', '.join(catalog) or 'none'}"
+        )
     return [catalog[name] for name in dict.fromkeys(names)]

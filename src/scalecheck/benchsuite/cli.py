@@ -17,7 +17,12 @@ from rich.table import Table
 from scalecheck.benchsuite.catalog import load_catalog, select
 from scalecheck.benchsuite.compare import compare, format_change
 from scalecheck.benchsuite.plot import plot_results
-from scalecheck.benchsuite.results import SPREAD_BAR_PCT, ResultsDir, machine_description, series_name
+from scalecheck.benchsuite.results import (
+    SPREAD_BAR_PCT,
+    ResultsDir,
+    machine_description,
+    series_name,
+)
 from scalecheck.benchsuite.runner import Sweep, SweepSettings, repo_root
 from scalecheck.errors import UserError
 
@@ -55,7 +60,9 @@ def parse_cores(text: str | None, usable: int) -> list[int]:
 
 def _seconds(option: str, value: float, allow_zero: bool) -> float:
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise UserError(f"{option} {value:g}: expected a number of seconds {'>=' if allow_zero else '>'} 0")
+        raise UserError(
+            f"{option} {value:g}: expected a number of seconds {'>=' if allow_zero else '>'} 0"
+        )
     return value
 
 
@@ -92,16 +99,35 @@ def _share_text(share: float | None) -> str:
 
 def summary_table(summary: list[dict], sweep: dict, title: str) -> Table:
     table = Table(title=title)
-    for column in ("benchmark", "series", "cores", "mean", "per core", "min", "max", "spread",
-                   "runs ok/failed", "cycles/op", "cpu share"):
+    for column in (
+        "benchmark",
+        "series",
+        "cores",
+        "mean",
+        "per core",
+        "min",
+        "max",
+        "spread",
+        "runs ok/failed",
+        "cycles/op",
+        "cpu share",
+    ):
         table.add_column(column, justify="left" if column in ("benchmark", "series") else "right")
     for entry in summary:
         metric = sweep.get("benchmarks", {}).get(entry["benchmark"], {}).get("metric", "ops/s")
-        table.add_row(f"{entry['benchmark']} ({metric})", series_name(entry["mode"], entry["runtime"]),
-                      str(entry["cores"]), human(entry["mean"]), human(entry["per_core_mean"]),
-                      human(entry["min"]), human(entry["max"]), _spread_text(entry["spread_pct"]),
-                      f"{entry['runs_ok']}/{entry['runs_failed']}", human(entry["cycles_per_op_mean"]),
-                      _share_text(entry["worker_cpu_share_mean"]))
+        table.add_row(
+            f"{entry['benchmark']} ({metric})",
+            series_name(entry["mode"], entry["runtime"]),
+            str(entry["cores"]),
+            human(entry["mean"]),
+            human(entry["per_core_mean"]),
+            human(entry["min"]),
+            human(entry["max"]),
+            _spread_text(entry["spread_pct"]),
+            f"{entry['runs_ok']}/{entry['runs_failed']}",
+            human(entry["cycles_per_op_mean"]),
+            _share_text(entry["worker_cpu_share_mean"]),
+        )
     return table
 
 
@@ -111,10 +137,13 @@ def run_command(args) -> int:
     if args.runs < 1:
         raise UserError(f"--runs {args.runs}: at least 1 run")
     settings = SweepSettings(
-        cores=parse_cores(args.cores, machine_description()["usable_cpus"]), runs=args.runs,
+        cores=parse_cores(args.cores, machine_description()["usable_cpus"]),
+        runs=args.runs,
         warmup=_seconds("--warmup", args.warmup, allow_zero=True),
         duration=_seconds("--duration", args.duration, allow_zero=False),
-        slack=_seconds("--slack", args.slack, allow_zero=False), repo=repo_root())
+        slack=_seconds("--slack", args.slack, allow_zero=False),
+        repo=repo_root(),
+    )
     results = ResultsDir(Path(args.out))
     results.open_for_sweep(settings.warmup, settings.duration, benchmarks)
     outcome = Sweep(benchmarks, settings, results, console).run()
@@ -122,18 +151,36 @@ def run_command(args) -> int:
     names = {b.name for b in benchmarks}
     summary = [e for e in results.write_summary() if e["benchmark"] in names]
     if args.json:
-        print(json.dumps({"summary": summary, "ran": outcome.ran, "failed": outcome.failed,
-                          "already_done": outcome.skipped_done}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "summary": summary,
+                    "ran": outcome.ran,
+                    "failed": outcome.failed,
+                    "already_done": outcome.skipped_done,
+                },
+                indent=2,
+            )
+        )
     else:
-        stdout_console().print(summary_table(summary, results.read_sweep(),
-                                      f"{results.path}: mean of runs; spread = largest deviation "
-                                      f"from the mean (bar {SPREAD_BAR_PCT:g}%)"))
+        stdout_console().print(
+            summary_table(
+                summary,
+                results.read_sweep(),
+                f"{results.path}: mean of runs; spread = largest deviation "
+                f"from the mean (bar {SPREAD_BAR_PCT:g}%)",
+            )
+        )
     failures = [e for e in summary if e["runs_failed"]]
     for entry in failures:
-        console.print(f"[red]failed[/] {entry['benchmark']} {series_name(entry['mode'], entry['runtime'])} "
-                      f"cores={entry['cores']}: {'; '.join(entry['failure_reasons'])}")
-    console.print(f"{outcome.ran} cells ran ({outcome.failed} failed), {outcome.skipped_done} were already "
-                  f"done; results in {results.path} (summary.json, runs.jsonl)")
+        console.print(
+            f"[red]failed[/] {entry['benchmark']} {series_name(entry['mode'], entry['runtime'])} "
+            f"cores={entry['cores']}: {'; '.join(entry['failure_reasons'])}"
+        )
+    console.print(
+        f"{outcome.ran} cells ran ({outcome.failed} failed), {outcome.skipped_done} were already "
+        f"done; results in {results.path} (summary.json, runs.jsonl)"
+    )
     return 1 if args.strict and outcome.failed else 0
 
 
@@ -153,16 +200,39 @@ def compare_command(args) -> int:
     before, after = ResultsDir(Path(args.before)), ResultsDir(Path(args.after))
     rows, notes = compare(before, after)
     if args.json:
-        print(json.dumps({"before": args.before, "after": args.after, "rows": rows, "notes": notes}, indent=2))
+        print(
+            json.dumps(
+                {"before": args.before, "after": args.after, "rows": rows, "notes": notes}, indent=2
+            )
+        )
         return 0
     table = Table(title=f"{args.after} relative to {args.before}")
-    for column in ("benchmark", "series", "cores", "A", "B", "change", "spread A", "spread B", "note"):
-        table.add_column(column, justify="left" if column in ("benchmark", "series", "note") else "right")
+    for column in (
+        "benchmark",
+        "series",
+        "cores",
+        "A",
+        "B",
+        "change",
+        "spread A",
+        "spread B",
+        "note",
+    ):
+        table.add_column(
+            column, justify="left" if column in ("benchmark", "series", "note") else "right"
+        )
     for row in rows:
-        table.add_row(row["benchmark"], series_name(row["mode"], row["runtime"]), str(row["cores"]),
-                      human(row["mean_a"]), human(row["mean_b"]), format_change(row["change_pct"]),
-                      _spread_text(row["spread_a_pct"]), _spread_text(row["spread_b_pct"]),
-                      "within noise" if row["within_noise"] else "")
+        table.add_row(
+            row["benchmark"],
+            series_name(row["mode"], row["runtime"]),
+            str(row["cores"]),
+            human(row["mean_a"]),
+            human(row["mean_b"]),
+            format_change(row["change_pct"]),
+            _spread_text(row["spread_a_pct"]),
+            _spread_text(row["spread_b_pct"]),
+            "within noise" if row["within_noise"] else "",
+        )
     console = stdout_console()
     console.print(table)
     for note in notes:
@@ -173,69 +243,127 @@ def compare_command(args) -> int:
 def list_command(args) -> int:
     catalog = load_catalog(_catalog_dirs(args))
     if args.json:
-        print(json.dumps([{"name": b.name, "catalog": b.catalog_file, "description": b.description,
-                           "seed": b.seed, "modes": list(b.modes), "runtimes": list(b.runtimes),
-                           "metric": b.metric, "min_cores": b.min_cores} for b in catalog.values()], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": b.name,
+                        "catalog": b.catalog_file,
+                        "description": b.description,
+                        "seed": b.seed,
+                        "modes": list(b.modes),
+                        "runtimes": list(b.runtimes),
+                        "metric": b.metric,
+                        "min_cores": b.min_cores,
+                    }
+                    for b in catalog.values()
+                ],
+                indent=2,
+            )
+        )
         return 0
     console = stdout_console()
     for b in catalog.values():
-        axes = "".join(f"; {axis}: {', '.join(values)}" for axis, values in
-                       (("modes", b.modes), ("runtimes", b.runtimes)) if values)
+        axes = "".join(
+            f"; {axis}: {', '.join(values)}"
+            for axis, values in (("modes", b.modes), ("runtimes", b.runtimes))
+            if values
+        )
         minimum = f"; min {b.min_cores} cores" if b.min_cores > 1 else ""
-        console.print(f"[bold]{b.name}[/] " + escape(f"({b.metric}{axes}{minimum}) [{b.catalog_file}, seed: {b.seed}]"),
-                      highlight=False)
+        console.print(
+            f"[bold]{b.name}[/] "
+            + escape(f"({b.metric}{axes}{minimum}) [{b.catalog_file}, seed: {b.seed}]"),
+            highlight=False,
+        )
         console.print(f"    {b.description}", highlight=False, markup=False)
     return 0
 
 
 def _add_catalog_option(parser) -> None:
-    parser.add_argument("--catalog", action="append", metavar="DIR",
-                        help="read catalog *.toml files from DIR instead of the built-in catalog (repeatable)")
+    parser.add_argument(
+        "--catalog",
+        action="append",
+        metavar="DIR",
+        help="read catalog *.toml files from DIR instead of the built-in catalog (repeatable)",
+    )
 
 
 def register(subparsers) -> None:
-    bench = subparsers.add_parser("bench", help="run the scalability benchmark suite, plot and compare results",
-                                  description="Scalability benchmarks swept over core counts.")
+    bench = subparsers.add_parser(
+        "bench",
+        help="run the scalability benchmark suite, plot and compare results",
+        description="Scalability benchmarks swept over core counts.",
+    )
+
     def show_help(args) -> int:
         bench.print_help()
         return 2
 
     bench.set_defaults(func=show_help)
-    commands = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND",
-                                    parser_class=OneLineErrorParser)
+    commands = bench.add_subparsers(
+        dest="bench_command", metavar="SUBCOMMAND", parser_class=OneLineErrorParser
+    )
 
-    run = commands.add_parser("run", help="sweep benchmarks over core counts (resumable)",
-                              description="Run each benchmark x mode x runtime x core count x run; finished "
-                              "cells are kept in --out, so rerunning the same command resumes.")
-    run.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run (see `bench list`)")
+    run = commands.add_parser(
+        "run",
+        help="sweep benchmarks over core counts (resumable)",
+        description="Run each benchmark x mode x runtime x core count x run; finished "
+        "cells are kept in --out, so rerunning the same command resumes.",
+    )
+    run.add_argument(
+        "names", nargs="*", metavar="NAME", help="benchmarks to run (see `bench list`)"
+    )
     run.add_argument("--all", action="store_true", help="run every catalog entry")
-    run.add_argument("--cores", help="core counts, e.g. 1,2,4 or 1-4 (default: 1 to all usable CPUs)")
+    run.add_argument(
+        "--cores", help="core counts, e.g. 1,2,4 or 1-4 (default: 1 to all usable CPUs)"
+    )
     run.add_argument("--runs", type=int, default=3, help="runs per cell (default 3)")
-    run.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per run (default 1)")
-    run.add_argument("--duration", type=float, default=5.0, help="measured seconds per run (default 5)")
-    run.add_argument("--out", required=True, metavar="DIR", help="results directory (created or resumed)")
-    run.add_argument("--slack", type=float, default=120.0,
-                     help="seconds a run may take beyond warm-up + duration before it is killed (default 120)")
+    run.add_argument(
+        "--warmup", type=float, default=1.0, help="warm-up seconds per run (default 1)"
+    )
+    run.add_argument(
+        "--duration", type=float, default=5.0, help="measured seconds per run (default 5)"
+    )
+    run.add_argument(
+        "--out", required=True, metavar="DIR", help="results directory (created or resumed)"
+    )
+    run.add_argument(
+        "--slack",
+        type=float,
+        default=120.0,
+        help="seconds a run may take beyond warm-up + duration before it is killed (default 120)",
+    )
     run.add_argument("--strict", action="store_true", help="exit with status 1 if any cell failed")
-    run.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    run.add_argument(
+        "--json", action="store_true", help="print the summary as JSON instead of a table"
+    )
     _add_catalog_option(run)
     run.set_defaults(func=run_command)
 
-    plot = commands.add_parser("plot", help="draw throughput and throughput per core against cores",
-                               description="Write DIR/plots/<benchmark>.png and .svg for each benchmark.")
+    plot = commands.add_parser(
+        "plot",
+        help="draw throughput and throughput per core against cores",
+        description="Write DIR/plots/<benchmark>.png and .svg for each benchmark.",
+    )
     plot.add_argument("dir", metavar="DIR", help="a `bench run --out` directory")
     plot.add_argument("--json", action="store_true", help="list the written files as JSON")
     plot.set_defaults(func=plot_command)
 
-    comp = commands.add_parser("compare", help="improvement table of B over A (+23%%) with spreads",
-                               description="Compare two `bench run` directories cell by cell.")
+    comp = commands.add_parser(
+        "compare",
+        help="improvement table of B over A (+23%%) with spreads",
+        description="Compare two `bench run` directories cell by cell.",
+    )
     comp.add_argument("before", metavar="A", help="baseline results directory")
     comp.add_argument("after", metavar="B", help="results directory to compare with A")
     comp.add_argument("--json", action="store_true", help="print rows as JSON instead of a table")
     comp.set_defaults(func=compare_command)
 
-    listing = commands.add_parser("list", help="show the benchmark catalog",
-                                  description="List every benchmark of the catalog files.")
+    listing = commands.add_parser(
+        "list",
+        help="show the benchmark catalog",
+        description="List every benchmark of the catalog files.",
+    )
     listing.add_argument("--json", action="store_true", help="print the catalog as JSON")
     _add_catalog_option(listing)
     listing.set_defaults(func=list_command)

@@ -20,11 +20,22 @@ def compare(before: ResultsDir, after: ResultsDir) -> tuple[list[dict], list[str
         a, b = measured_a[k], measured_b[k]
         change = (b["mean"] / a["mean"] - 1) * 100 if a["mean"] else None
         noise = max(a["spread_pct"] or 0.0, b["spread_pct"] or 0.0)
-        rows.append({"benchmark": k[0], "mode": k[1], "runtime": k[2], "cores": k[3],
-                     "mean_a": a["mean"], "mean_b": b["mean"], "change_pct": change,
-                     "spread_a_pct": a["spread_pct"], "spread_b_pct": b["spread_pct"],
-                     "runs_a": a["runs_ok"], "runs_b": b["runs_ok"],
-                     "within_noise": change is not None and abs(change) <= noise})
+        rows.append(
+            {
+                "benchmark": k[0],
+                "mode": k[1],
+                "runtime": k[2],
+                "cores": k[3],
+                "mean_a": a["mean"],
+                "mean_b": b["mean"],
+                "change_pct": change,
+                "spread_a_pct": a["spread_pct"],
+                "spread_b_pct": b["spread_pct"],
+                "runs_a": a["runs_ok"],
+                "runs_b": b["runs_ok"],
+                "within_noise": change is not None and abs(change) <= noise,
+            }
+        )
     if not rows:
         raise UserError(f"{before.path} and {after.path} have no measured cell in common")
     notes = []

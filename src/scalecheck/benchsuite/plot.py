@@ -55,8 +55,11 @@ def plot_results(results: ResultsDir) -> tuple[list[Path], list[str]]:
         per_core_axis.set_title("throughput per core")
         per_core_axis.legend(fontsize="small")
         seed = f" ({info['seed']})" if info.get("seed") else ""
-        figure.suptitle(f"{benchmark}{seed} - {machine.get('cpu_model', '?')}, "
-                        f"Linux {machine.get('kernel', '?')}", fontsize="medium")
+        figure.suptitle(
+            f"{benchmark}{seed} - {machine.get('cpu_model', '?')}, "
+            f"Linux {machine.get('kernel', '?')}",
+            fontsize="medium",
+        )
         figure.tight_layout()
         for suffix in ("png", "svg"):
             path = results.plots / f"{benchmark}.{suffix}"

@@ -97,15 +97,28 @@ class ResultsDir:
             if (sweep.get("warmup_s"), sweep.get("duration_s")) != (warmup, duration):
                 raise UserError(
                     f"{self.path} holds a sweep with --warmup {sweep.get('warmup_s')} --duration "
-                    f"{sweep.get('duration_s')}; use the same values to resume it or another --out")
+                    f"{sweep.get('duration_s')}; use the same values to resume it or another --out"
+                )
         else:
-            sweep = {"format": FORMAT_VERSION, "warmup_s": warmup, "duration_s": duration,
-                     "started": now_iso(), "machine": machine_description(), "benchmarks": {}}
+            sweep = {
+                "format": FORMAT_VERSION,
+                "warmup_s": warmup,
+                "duration_s": duration,
+                "started": now_iso(),
+                "machine": machine_description(),
+                "benchmarks": {},
+            }
         for b in benchmarks:
             sweep["benchmarks"][b.name] = {
-                "description": b.description, "seed": b.seed, "metric": b.metric,
-                "modes": list(b.modes), "runtimes": list(b.runtimes), "min_cores": b.min_cores,
-                "catalog": b.catalog_file, "command": b.command}
+                "description": b.description,
+                "seed": b.seed,
+                "metric": b.metric,
+                "modes": list(b.modes),
+                "runtimes": list(b.runtimes),
+                "min_cores": b.min_cores,
+                "catalog": b.catalog_file,
+                "command": b.command,
+            }
         self._write_json(self.sweep_file, sweep)
         self._drop_torn_last_line()
 
@@ -127,8 +140,10 @@ class ResultsDir:
 
     def write_summary(self) -> list[dict]:
         summary = self.summarize()
-        self._write_json(self.summary_file, {"format": FORMAT_VERSION, "spread_bar_pct": SPREAD_BAR_PCT,
-                                             "series": summary})
+        self._write_json(
+            self.summary_file,
+            {"format": FORMAT_VERSION, "spread_bar_pct": SPREAD_BAR_PCT, "series": summary},
+        )
         return summary
 
     def log_path(self, cell: Cell, suffix: str) -> Path:
@@ -149,7 +164,9 @@ class ResultsDir:
         try:
             return json.loads(self.sweep_file.read_text())
         except FileNotFoundError:
-            raise UserError(f"{self.path} is not a bench results directory (no sweep.json)") from None
+            raise UserError(
+                f"{self.path} is not a bench results directory (no sweep.json)"
+            ) from None
         except json.JSONDecodeError as err:
             raise UserError(f"{self.sweep_file}: not valid JSON: {err}") from None
 
@@ -161,15 +178,22 @@ class ResultsDir:
         for line in self.runs_file.read_text().splitlines():
             try:
                 record = json.loads(line)
-                cell = Cell(record["benchmark"], record["mode"], record["runtime"],
-                            int(record["cores"]), int(record["run"]))
+                cell = Cell(
+                    record["benchmark"],
+                    record["mode"],
+                    record["runtime"],
+                    int(record["cores"]),
+                    int(record["run"]),
+                )
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue
             records[cell] = record
         return records
 
     def finished_cells(self) -> set[Cell]:
-        return {cell for cell, record in self.latest_records().items() if record.get("status") == "ok"}
+        return {
+            cell for cell, record in self.latest_records().items() if record.get("status") == "ok"
+        }
 
     def summarize(self) -> list[dict]:
         """One entry per (benchmark, mode, runtime, cores): mean, min, max, spread over runs."""
@@ -183,18 +207,38 @@ class ResultsDir:
             values = [r["ops_per_sec"] for r in ok]
             cycles = [r["cycles_per_op"] for r in ok if r.get("cycles_per_op") is not None]
             # Recorded by the C harness: how much of the window its workers were on a CPU.
-            shares = [r["result"]["harness"]["worker_cpu_share"] for r in ok
-                      if isinstance((r.get("result") or {}).get("harness"), dict)
-                      and isinstance(r["result"]["harness"].get("worker_cpu_share"), (int, float))]
-            entry = {"benchmark": benchmark, "mode": mode, "runtime": runtime, "cores": cores,
-                     "runs_ok": len(ok), "runs_failed": len(failed),
-                     "failure_reasons": sorted({r.get("reason") or "unknown" for r in failed}),
-                     "values": values, "mean": None, "min": None, "max": None, "spread_pct": None,
-                     "per_core_mean": None, "cycles_per_op_mean": None, "worker_cpu_share_mean": None}
+            shares = [
+                r["result"]["harness"]["worker_cpu_share"]
+                for r in ok
+                if isinstance((r.get("result") or {}).get("harness"), dict)
+                and isinstance(r["result"]["harness"].get("worker_cpu_share"), (int, float))
+            ]
+            entry = {
+                "benchmark": benchmark,
+                "mode": mode,
+                "runtime": runtime,
+                "cores": cores,
+                "runs_ok": len(ok),
+                "runs_failed": len(failed),
+                "failure_reasons": sorted({r.get("reason") or "unknown" for r in failed}),
+                "values": values,
+                "mean": None,
+                "min": None,
+                "max": None,
+                "spread_pct": None,
+                "per_core_mean": None,
+                "cycles_per_op_mean": None,
+                "worker_cpu_share_mean": None,
+            }
             if values:
                 mean = statistics.fmean(values)
-                entry.update(mean=mean, min=min(values), max=max(values), spread_pct=spread_pct(values),
-                             per_core_mean=mean / cores)
+                entry.update(
+                    mean=mean,
+                    min=min(values),
+                    max=max(values),
+                    spread_pct=spread_pct(values),
+                    per_core_mean=mean / cores,
+                )
             if cycles:
                 entry["cycles_per_op_mean"] = statistics.fmean(cycles)
             if shares:
@@ -209,7 +253,9 @@ class ResultsDir:
         sweep = self.read_sweep()
         summary = self.summarize()
         if not summary:
-            raise UserError(f"{self.path} has no finished runs yet (runs.jsonl is empty or missing)")
+            raise UserError(
+                f"{self.path} has no finished runs yet (runs.jsonl is empty or missing)"
+            )
         return sweep, summary
 
 

@@ -16,8 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from scalecheck.benchsuite.catalog import Benchmark
 from scalecheck.benchsuite.results import Cell, ResultsDir, now_iso
@@ -63,8 +70,10 @@ def plan(benchmarks: list[Benchmark], settings: SweepSettings) -> tuple[list[Cel
     for benchmark in benchmarks:
         too_few = [c for c in settings.cores if c < benchmark.min_cores]
         if too_few:
-            below_min.append(f"{benchmark.name} needs at least {benchmark.min_cores} cores: "
-                             f"skipped at {', '.join(map(str, too_few))}")
+            below_min.append(
+                f"{benchmark.name} needs at least {benchmark.min_cores} cores: "
+                f"skipped at {', '.join(map(str, too_few))}"
+            )
     for run in range(1, settings.runs + 1):
         for benchmark in benchmarks:
             series = list(benchmark.series())
@@ -94,13 +103,21 @@ def _describe_exit(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
-def _run_shell(command: str, cwd: Path, stdout_path: Path, stderr_path: Path,
-               timeout: float) -> tuple[int | None, float]:
+def _run_shell(
+    command: str, cwd: Path, stdout_path: Path, stderr_path: Path, timeout: float
+) -> tuple[int | None, float]:
     """Runs `command` in its own process group; returns (exit code or None on timeout, seconds)."""
     started = time.monotonic()
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-        process = subprocess.Popen(command, shell=True, cwd=cwd, stdout=out, stderr=err,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            shell=True,
+            cwd=cwd,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -157,8 +174,13 @@ def parse_result(stdout: str) -> dict:
 
 
 class Sweep:
-    def __init__(self, benchmarks: list[Benchmark], settings: SweepSettings, results: ResultsDir,
-                 console: Console):
+    def __init__(
+        self,
+        benchmarks: list[Benchmark],
+        settings: SweepSettings,
+        results: ResultsDir,
+        console: Console,
+    ):
         self.benchmarks = {b.name: b for b in benchmarks}
         self.settings = settings
         self.results = results
@@ -174,9 +196,17 @@ class Sweep:
         for note in below_min:
             self.console.print(f"[yellow]note:[/] {note}")
         if outcome.skipped_done:
-            self.console.print(f"resuming: {outcome.skipped_done} of {len(cells)} cells already done")
-        columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TimeRemainingColumn())
+            self.console.print(
+                f"resuming: {outcome.skipped_done} of {len(cells)} cells already done"
+            )
+        columns = (
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
         with Progress(*columns, console=self.console, transient=False) as progress:
             task = progress.add_task("sweep", total=len(todo))
             for cell in todo:
@@ -200,39 +230,64 @@ class Sweep:
         progress.console.print(f"building {benchmark.name}: {benchmark.build}")
         log = self.results.logs / f"build-{benchmark.name}"
         stdout_path, stderr_path = log.with_suffix(".out"), log.with_suffix(".err")
-        returncode, _ = _run_shell(benchmark.build, self.settings.repo, stdout_path, stderr_path,
-                                   BUILD_TIMEOUT_S)
+        returncode, _ = _run_shell(
+            benchmark.build, self.settings.repo, stdout_path, stderr_path, BUILD_TIMEOUT_S
+        )
         if returncode == 0:
             self.built.add(benchmark.build)
             return None
         if returncode is None:
             why = f"timed out after {BUILD_TIMEOUT_S} s"
         else:
-            why = _build_error_line(stderr_path.read_text(errors="replace")) or _describe_exit(returncode)
+            why = _build_error_line(stderr_path.read_text(errors="replace")) or _describe_exit(
+                returncode
+            )
         reason = f"build failed: {why}"
         self.build_failures[benchmark.build] = reason
         return reason
 
     def _run_cell(self, cell: Cell, progress: Progress) -> dict:
         benchmark = self.benchmarks[cell.benchmark]
-        record = {"benchmark": cell.benchmark, "mode": cell.mode, "runtime": cell.runtime,
-                  "cores": cell.cores, "run": cell.run, "status": "failed", "reason": None,
-                  "ops_per_sec": None, "cycles_per_op": None, "result": None, "command": None,
-                  "seconds": None}
+        record = {
+            "benchmark": cell.benchmark,
+            "mode": cell.mode,
+            "runtime": cell.runtime,
+            "cores": cell.cores,
+            "run": cell.run,
+            "status": "failed",
+            "reason": None,
+            "ops_per_sec": None,
+            "cycles_per_op": None,
+            "result": None,
+            "command": None,
+            "seconds": None,
+        }
         build_failure = self._build(benchmark, progress)
         if build_failure:
             record.update(reason=build_failure, finished_at=now_iso())
             return record
-        with tempfile.TemporaryDirectory(prefix=f"scalecheck-{cell.benchmark}-",
-                                         ignore_cleanup_errors=True) as workdir:
-            command = fill_placeholders(benchmark.command, {
-                "cores": cell.cores, "warmup": self.settings.warmup, "duration": self.settings.duration,
-                "mode": cell.mode, "runtime": cell.runtime, "repo": self.settings.repo, "workdir": workdir})
+        with tempfile.TemporaryDirectory(
+            prefix=f"scalecheck-{cell.benchmark}-", ignore_cleanup_errors=True
+        ) as workdir:
+            command = fill_placeholders(
+                benchmark.command,
+                {
+                    "cores": cell.cores,
+                    "warmup": self.settings.warmup,
+                    "duration": self.settings.duration,
+                    "mode": cell.mode,
+                    "runtime": cell.runtime,
+                    "repo": self.settings.repo,
+                    "workdir": workdir,
+                },
+            )
             record["command"] = command
             stdout_path = self.results.log_path(cell, "out")
             stderr_path = self.results.log_path(cell, "err")
             timeout = self.settings.warmup + self.settings.duration + self.settings.slack
-            returncode, seconds = _run_shell(command, self.settings.repo, stdout_path, stderr_path, timeout)
+            returncode, seconds = _run_shell(
+                command, self.settings.repo, stdout_path, stderr_path, timeout
+            )
         record.update(seconds=round(seconds, 3), finished_at=now_iso())
         if returncode is None:
             record["reason"] = f"timed out after {timeout:g} s"
@@ -246,6 +301,10 @@ class Sweep:
         except ValueError as err:
             record["reason"] = str(err)
             return record
-        record.update(status="ok", ops_per_sec=float(result["ops_per_sec"]),
-                      cycles_per_op=result.get("cycles_per_op"), result=result)
+        record.update(
+            status="ok",
+            ops_per_sec=float(result["ops_per_sec"]),
+            cycles_per_op=result.get("cycles_per_op"),
+            result=result,
+        )
         return record

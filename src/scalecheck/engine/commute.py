@@ -21,12 +21,22 @@ import z3
 
 from scalecheck.engine import explore
 from scalecheck.engine.sexpr import show
-from scalecheck.engine.types import (ArrayValue, MapType, MapValue, ScalarType, StructValue,
-                                     SymType, Unbound, as_expr, join_name)
+from scalecheck.engine.types import (
+    ArrayValue,
+    MapType,
+    MapValue,
+    ScalarType,
+    StructValue,
+    SymType,
+    Unbound,
+    as_expr,
+    join_name,
+)
 from scalecheck.model.results import Chosen
 
 
 # ---------------------------------------------------------------- model state handling
+
 
 def instantiate(model_cls, path: explore.Path):
     """A fresh model instance whose ``any()`` placeholders are named initial values."""
@@ -46,8 +56,17 @@ def _bind(value, name, path):
         bound = symtype.build(iter(leaves))
         for constraint in symtype.invariant(bound):
             path.assume(constraint)
-        path.reads.append(explore.BaseRead(name, None, None, leaves, [t for _, t in leaf_specs], None,
-                                           [suffix for suffix, _ in leaf_specs]))
+        path.reads.append(
+            explore.BaseRead(
+                name,
+                None,
+                None,
+                leaves,
+                [t for _, t in leaf_specs],
+                None,
+                [suffix for suffix, _ in leaf_specs],
+            )
+        )
         return bound
     if isinstance(value, (list, tuple)):
         return type(value)(_bind(item, f"{name}[{i}]", path) for i, item in enumerate(value))
@@ -87,7 +106,11 @@ def state_components(a, b) -> list:
     if isinstance(a, (list, tuple)):
         return [part for x, y in zip(a, b) for part in state_components(x, y)]
     if hasattr(a, "__dict__") and not isinstance(a, (z3.AstRef, StructValue, ArrayValue)):
-        return [part for attr, item in vars(a).items() for part in state_components(item, getattr(b, attr))]
+        return [
+            part
+            for attr, item in vars(a).items()
+            for part in state_components(item, getattr(b, attr))
+        ]
     return [equal(a, b)]
 
 
@@ -136,13 +159,14 @@ def equal(a, b) -> z3.BoolRef:
 
 # ---------------------------------------------------------------- one pair
 
+
 @dataclass
 class PathRecord:
     number: int
-    commutes: bool | None       # None: the path ended in an error
-    unknown: bool               # Z3 answered unknown somewhere on this path
-    error: str                  # the model error on this path, if any
-    condition: z3.BoolRef       # the path condition (including the commute outcome)
+    commutes: bool | None  # None: the path ended in an error
+    unknown: bool  # Z3 answered unknown somewhere on this path
+    error: str  # the model error on this path, if any
+    condition: z3.BoolRef  # the path condition (including the commute outcome)
     smt2: str = ""
     observations: dict = field(default_factory=dict)
 
@@ -155,9 +179,13 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
 
     def program(path):
         base = instantiate(model_cls, path)
-        args = {call: {name: _argument(f"{call}.{name}", symtype, path)
-                       for name, symtype in operations[op].argument_types.items()}
-                for call, op in (("A", op_a), ("B", op_b))}
+        args = {
+            call: {
+                name: _argument(f"{call}.{name}", symtype, path)
+                for name, symtype in operations[op].argument_types.items()
+            }
+            for call, op in (("A", op_a), ("B", op_b))
+        }
         ops = {"A": op_a, "B": op_b}
         results, states = {}, {}
         for order in ("AB", "BA"):
@@ -169,17 +197,22 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
             path.call = ""
             states[order] = state
         # One branch per component, so a path's condition names only what decides it.
-        components = [equal(results["AB", "A"], results["BA", "A"]),
-                      equal(results["AB", "B"], results["BA", "B"]),
-                      *state_components(states["AB"], states["BA"])]
+        components = [
+            equal(results["AB", "A"], results["BA", "A"]),
+            equal(results["AB", "B"], results["BA", "B"]),
+            *state_components(states["AB"], states["BA"]),
+        ]
         commutes = all(path.decide(z3.simplify(component)) for component in components)
         return base, args, results, commutes
 
     for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms)):
         condition = z3.And(path.decisions) if path.decisions else z3.BoolVal(True)
         if isinstance(outcome, Exception):
-            records.append(PathRecord(number, None, path.unknown,
-                                      f"{type(outcome).__name__}: {outcome}", condition))
+            records.append(
+                PathRecord(
+                    number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
+                )
+            )
             continue
         base, args, results, commutes = outcome
         record = PathRecord(number, commutes, path.unknown, "", condition)
@@ -234,6 +267,7 @@ def readable_condition(condition: z3.BoolRef) -> str:
 
 # ---------------------------------------------------------------- what testgen needs
 
+
 def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, dict]:
     """The path's constraints plus one atom ``observed(t0, t1, ...)`` whose arguments are
     every term a test needs; observation entries refer to those terms by position."""
@@ -249,8 +283,12 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
             kind_table[kind] = symtype.describe()
         terms.append(term)
         text = term.sexpr()
-        return {"obs": len(terms) - 1, "kind": kind, "chosen": any(name in text for name in choice_names),
-                "decided": term.get_id() in decided}
+        return {
+            "obs": len(terms) - 1,
+            "kind": kind,
+            "chosen": any(name in text for name in choice_names),
+            "decided": term.get_id() in decided,
+        }
 
     def observe_result(value):
         if isinstance(value, dict):
@@ -265,22 +303,38 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
 
     reads = []
     for read in path.reads:
-        reads.append({"map": read.map_name,
-                      "key": observe(read.key, read.key_type) if read.key is not None else None,
-                      "present": observe(read.present, None) if read.present is not None else None,
-                      "leaves": {suffix: observe(leaf, leaf_type)
-                                 for suffix, leaf, leaf_type in zip(read.leaf_names, read.leaves, read.leaf_types)}})
-    arguments = {call: {name: observe(expr, kinds[call][name]) for name, expr in call_args.items()}
-                 for call, call_args in args.items()}
-    observed_results = {order: [observe_result(results[order, call]) for call in "AB"] for order in ("AB", "BA")}
+        reads.append(
+            {
+                "map": read.map_name,
+                "key": observe(read.key, read.key_type) if read.key is not None else None,
+                "present": observe(read.present, None) if read.present is not None else None,
+                "leaves": {
+                    suffix: observe(leaf, leaf_type)
+                    for suffix, leaf, leaf_type in zip(
+                        read.leaf_names, read.leaves, read.leaf_types
+                    )
+                },
+            }
+        )
+    arguments = {
+        call: {name: observe(expr, kinds[call][name]) for name, expr in call_args.items()}
+        for call, call_args in args.items()
+    }
+    observed_results = {
+        order: [observe_result(results[order, call]) for call in "AB"] for order in ("AB", "BA")
+    }
     observed = z3.Function(OBSERVED, *[term.sort() for term in terms], z3.BoolSort())
     solver = z3.Solver()
     solver.add(path.decisions)
     solver.add(path.assumptions)
     solver.add(base.setup_constraints(path.reads))
     solver.add(observed(*terms))
-    return solver.to_smt2(), {"reads": reads, "args": arguments, "results": observed_results,
-                              "kinds": kind_table}
+    return solver.to_smt2(), {
+        "reads": reads,
+        "args": arguments,
+        "results": observed_results,
+        "kinds": kind_table,
+    }
 
 
 OBSERVED = "observed"

@@ -59,21 +59,25 @@ class Path:
     schedule: list[tuple[bool, bool]]  # (outcome, forced) per undecided branch
     queue: list
     stats: "Stats"
-    decisions: list = field(default_factory=list)   # branch conditions, as taken
+    decisions: list = field(default_factory=list)  # branch conditions, as taken
     assumptions: list = field(default_factory=list)  # domain axioms and implementation choices
     taken: list = field(default_factory=list)
     reads: list[BaseRead] = field(default_factory=list)
-    choices: dict = field(default_factory=dict)      # name -> (expr, type)
+    choices: dict = field(default_factory=dict)  # name -> (expr, type)
     unknown: bool = False
-    call: str = ""                                   # which call is running: "A" or "B"
-    shared_reads: dict = field(default_factory=dict)  # base reads, shared by all paths of an exploration
+    call: str = ""  # which call is running: "A" or "B"
+    shared_reads: dict = field(
+        default_factory=dict
+    )  # base reads, shared by all paths of an exploration
     _choice_counts: dict = field(default_factory=dict)
     _base_cache: dict = field(default_factory=dict)
     _decided: dict = field(default_factory=dict)
     _kept_alive: list = field(default_factory=list)
-    _model: object = None        # a model of the path so far, when one is known
+    _model: object = None  # a model of the path so far, when one is known
     _models: dict = field(default_factory=dict)  # condition id -> model of path and condition
-    _unchecked_assumptions: list = field(default_factory=list)  # added since the model was last validated
+    _unchecked_assumptions: list = field(
+        default_factory=list
+    )  # added since the model was last validated
 
     # -- branching --
     def decide(self, cond: z3.BoolRef) -> bool:
@@ -215,8 +219,10 @@ def _build_base_read(map_value, key) -> tuple:
     leaf_specs = symtype.value.leaves()
     from scalecheck.engine.types import join_name
 
-    leaves = [_function(join_name(map_value.name, suffix), symtype.key.sort, leaf_type.sort)(key)
-              for suffix, leaf_type in leaf_specs]
+    leaves = [
+        _function(join_name(map_value.name, suffix), symtype.key.sort, leaf_type.sort)(key)
+        for suffix, leaf_type in leaf_specs
+    ]
     present = None
     if symtype.partial:
         present = _function(f"{map_value.name}.present", symtype.key.sort, z3.BoolSort())(key)
@@ -227,8 +233,15 @@ def _build_base_read(map_value, key) -> tuple:
     for constraint in symtype.value.invariant(value):
         constraints.append(z3.Implies(present, constraint) if present is not None else constraint)
     constraints = [z3.And(constraints)] if constraints else []  # one solver call per read
-    read = BaseRead(map_value.name, key, present, leaves, [t for _, t in leaf_specs], symtype.key,
-                    [suffix for suffix, _ in leaf_specs])
+    read = BaseRead(
+        map_value.name,
+        key,
+        present,
+        leaves,
+        [t for _, t in leaf_specs],
+        symtype.key,
+        [suffix for suffix, _ in leaf_specs],
+    )
     return read, constraints
 
 

@@ -50,7 +50,9 @@ class Unbound:
 
 class ScalarType(SymType):
     sort: z3.SortRef
-    kind = "int"  # how test generation treats a value: "int", "bool", "enum" or an uninterpreted kind
+    kind = (
+        "int"  # how test generation treats a value: "int", "bool", "enum" or an uninterpreted kind
+    )
 
     def describe(self) -> dict:
         return {"class": self.kind}
@@ -159,12 +161,20 @@ class Struct(SymType):
             value = values[name]
             if isinstance(ftype, Array) and not isinstance(value, (list, tuple)):
                 value = [value] * ftype.size
-            leaves += [as_expr(v, leaf) for v, (_, leaf) in zip(value if isinstance(value, (list, tuple)) else [value], ftype.leaves())]
+            leaves += [
+                as_expr(v, leaf)
+                for v, (_, leaf) in zip(
+                    value if isinstance(value, (list, tuple)) else [value], ftype.leaves()
+                )
+            ]
         return self.build(iter(leaves))
 
     def leaves(self):
-        return [(join_name(name, sub), leaf)
-                for name, ftype in self.fields.items() for sub, leaf in ftype.leaves()]
+        return [
+            (join_name(name, sub), leaf)
+            for name, ftype in self.fields.items()
+            for sub, leaf in ftype.leaves()
+        ]
 
     def build(self, exprs, on_change=None):
         value = StructValue(self, on_change)
@@ -173,10 +183,16 @@ class Struct(SymType):
         return value
 
     def flatten(self, value):
-        return [leaf for name, ftype in self.fields.items() for leaf in ftype.flatten(getattr(value, name))]
+        return [
+            leaf
+            for name, ftype in self.fields.items()
+            for leaf in ftype.flatten(getattr(value, name))
+        ]
 
     def invariant(self, value):
-        constraints = [c for name, ftype in self.fields.items() for c in ftype.invariant(getattr(value, name))]
+        constraints = [
+            c for name, ftype in self.fields.items() for c in ftype.invariant(getattr(value, name))
+        ]
         if self._invariant:
             constraints += list(self._invariant(value))
         return constraints
@@ -254,7 +270,6 @@ class ArrayValue:
             self._on_change()
 
 
-
 class MapType:
     """A map from keys to values. ``Map`` is total (every key has a value); ``Dict`` is
     partial (keys may be absent; ``in``, ``del``)."""
@@ -316,7 +331,9 @@ class MapValue:
     def __getitem__(self, key):
         present, leaves = self.lookup(key)
         if self.type.partial and not present:
-            raise explore.ModelError(f"{self.name}[key] read where the key may be absent; test `in` first")
+            raise explore.ModelError(
+                f"{self.name}[key] read where the key may be absent; test `in` first"
+            )
         key = as_expr(key, self.type.key)
         value = self.type.value.build(iter(leaves), lambda: self._write_back(key, value))
         return value
@@ -325,7 +342,9 @@ class MapValue:
         self.log.append((key, z3.BoolVal(True), self.type.value.flatten(value)))
 
     def __setitem__(self, key, value):
-        self.log.append((as_expr(key, self.type.key), z3.BoolVal(True), self.type.value.flatten(value)))
+        self.log.append(
+            (as_expr(key, self.type.key), z3.BoolVal(True), self.type.value.flatten(value))
+        )
 
     def __delitem__(self, key):
         key = as_expr(key, self.type.key)
@@ -373,4 +392,3 @@ def as_expr(value, symtype: ScalarType):
     if isinstance(value, int):
         return z3.IntVal(value)
     raise TypeError(f"not a scalar value: {value!r}")
-

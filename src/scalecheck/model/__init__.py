@@ -20,12 +20,31 @@ are asked for where they are chosen: ``Inum.fresh()`` (an unused inode number),
 
 from z3 import And, If, Implies, Not, Or
 
-from scalecheck.engine.types import (Array, Bool, Dict, Enum, Int, Key, Map, Struct,
-                                     Uninterpreted)
+from scalecheck.engine.types import Array, Bool, Dict, Enum, Int, Key, Map, Struct, Uninterpreted
 from scalecheck.model.results import Chosen, error, fault, ok
 
-__all__ = ["Model", "operation", "ok", "error", "fault", "Chosen", "Array", "Bool", "Dict", "Enum",
-           "Int", "Key", "Map", "Struct", "Uninterpreted", "And", "If", "Implies", "Not", "Or"]
+__all__ = [
+    "Model",
+    "operation",
+    "ok",
+    "error",
+    "fault",
+    "Chosen",
+    "Array",
+    "Bool",
+    "Dict",
+    "Enum",
+    "Int",
+    "Key",
+    "Map",
+    "Struct",
+    "Uninterpreted",
+    "And",
+    "If",
+    "Implies",
+    "Not",
+    "Or",
+]
 
 
 class Model:
@@ -47,8 +66,10 @@ class Model:
         needs (uninterpreted values already replaced by small labels); ``args``: per call
         {name: value}; ``results``: {"AB": [A, B], "BA": [A, B]} with raw values;
         ``label(kind, raw)`` maps a raw uninterpreted value to its label."""
-        calls = [{"op": op, "proc": number, "args": call_args}
-                 for number, (op, call_args) in enumerate(zip(ops, args))]
+        calls = [
+            {"op": op, "proc": number, "args": call_args}
+            for number, (op, call_args) in enumerate(zip(ops, args))
+        ]
         return snapshot, calls, {"ab": results["AB"], "ba": results["BA"]}
 
     @classmethod
@@ -70,4 +91,3 @@ def operation(**argument_types):
         return method
 
     return mark
-

@@ -7,19 +7,37 @@ MAX_UNITS pages, two calls grow a file by at most two units and a pipe by two by
 fds range over NFD numbers per process and mappings over NPAGES pages.
 """
 
-from scalecheck.model import (And, Array, Bool, Chosen, Dict, Enum, If, Implies, Int, Key, Map,
-                              Model, Struct, Uninterpreted, error, fault, ok, operation)
+from scalecheck.model import (
+    And,
+    Array,
+    Bool,
+    Chosen,
+    Dict,
+    Enum,
+    If,
+    Implies,
+    Int,
+    Key,
+    Map,
+    Model,
+    Struct,
+    Uninterpreted,
+    error,
+    fault,
+    ok,
+    operation,
+)
 from scalecheck.models.rename import Filename, Inum, RenameFS
 
-MAX_UNITS = 3           # length and offsets of initial files, and offsets given as arguments
-FILE_CAPACITY = 6       # MAX_UNITS plus what lseek(+2) and a write can add
-PIPE_CAPACITY = 4       # two queued bytes plus two writes
+MAX_UNITS = 3  # length and offsets of initial files, and offsets given as arguments
+FILE_CAPACITY = 6  # MAX_UNITS plus what lseek(+2) and a write can add
+PIPE_CAPACITY = 4  # two queued bytes plus two writes
 NFD = 6
-MAX_LINKS = 4           # nothing branches on a link count, so a small bound loses nothing
+MAX_LINKS = 4  # nothing branches on a link count, so a small bound loses nothing
 NPAGES = 4
-ZERO = 0                # the Byte value of a zero-filled page
-FD_BASE = 10            # model fd k is real fd FD_BASE + k; the driver holds every fd below
-MAP_BASE = 1 << 32      # model page k is mapped at MAP_BASE + k * PAGE_SIZE
+ZERO = 0  # the Byte value of a zero-filled page
+FD_BASE = 10  # model fd k is real fd FD_BASE + k; the driver holds every fd below
+MAP_BASE = 1 << 32  # model page k is mapped at MAP_BASE + k * PAGE_SIZE
 PAGE_SIZE = 4096
 
 PipeId = Uninterpreted("PipeId", allocatable=True)
@@ -36,7 +54,9 @@ Inode = Struct(
     length=Offset,
     data=Array(Byte, FILE_CAPACITY),
     # a file reads as zeros past its end, so growing it later exposes zeros
-    invariant=lambda inode: [Implies(i >= inode.length, inode.data[i] == ZERO) for i in range(FILE_CAPACITY)],
+    invariant=lambda inode: [
+        Implies(i >= inode.length, inode.data[i] == ZERO) for i in range(FILE_CAPACITY)
+    ],
 )
 FileDescriptor = Struct(ispipe=Bool(), pipe=PipeId, writer=Bool(), inum=Inum, off=Offset)
 Pipe = Struct(data=Array(Byte, PIPE_CAPACITY), head=Int(0, 0), tail=Int(0, 2))
@@ -50,7 +70,12 @@ class Process:
 
 
 class Posix(Model):
-    TEST_CONSTANTS = {"fd_base": FD_BASE, "map_base": MAP_BASE, "page_size": PAGE_SIZE, "unit_size": PAGE_SIZE}
+    TEST_CONSTANTS = {
+        "fd_base": FD_BASE,
+        "map_base": MAP_BASE,
+        "page_size": PAGE_SIZE,
+        "unit_size": PAGE_SIZE,
+    }
 
     def __init__(self):
         self.fname_to_inum = Dict(Filename, Inum).any()
@@ -242,8 +267,9 @@ class Posix(Model):
                 return error("EACCES" if proc.fds[fd].writer else "ENODEV")
             inum = proc.fds[fd].inum
         addr = va if fixed else proc.vmas.any_free_key()
-        proc.vmas[addr] = Mapping.new(anon=anon, writable=writable, inum=inum, off=0 if anon else off,
-                                      anondata=ZERO)
+        proc.vmas[addr] = Mapping.new(
+            anon=anon, writable=writable, inum=inum, off=0 if anon else off, anondata=ZERO
+        )
         return ok(addr)
 
     @operation(va=Page, pid=Pid)
@@ -299,9 +325,18 @@ class Posix(Model):
         constraints = []
         for inode_read in (r for r in reads if r.map_name == "inodes"):
             nlink = inode_read.leaves[inode_read.leaf_names.index("nlink")]
-            linked = [If(And(r.present, r.leaves[0] == inode_read.key,
-                             *[r.key != earlier.key for earlier in names[:i]]), 1, 0)
-                      for i, r in enumerate(names)]
+            linked = [
+                If(
+                    And(
+                        r.present,
+                        r.leaves[0] == inode_read.key,
+                        *[r.key != earlier.key for earlier in names[:i]],
+                    ),
+                    1,
+                    0,
+                )
+                for i, r in enumerate(names)
+            ]
             constraints.append(nlink >= sum(linked))
         return constraints
 
@@ -316,46 +351,75 @@ class Posix(Model):
         def pipe(label_):
             return pipe_index.setdefault(label_, len(pipe_index))
 
-        files = {f"f{name}": inode(entry[""])
-                 for name, entry in snapshot.get("fname_to_inum", {}).items() if entry["present"]}
+        files = {
+            f"f{name}": inode(entry[""])
+            for name, entry in snapshot.get("fname_to_inum", {}).items()
+            if entry["present"]
+        }
         procs = []
         for pid in range(2):
             fds, maps = {}, {}
             for fd, entry in snapshot.get(f"procs[{pid}].fds", {}).items():
                 if entry["present"] and entry["ispipe"]:
-                    fds[str(fd + FD_BASE)] = {"pipe": pipe(entry["pipe"]), "end": "w" if entry["writer"] else "r"}
+                    fds[str(fd + FD_BASE)] = {
+                        "pipe": pipe(entry["pipe"]),
+                        "end": "w" if entry["writer"] else "r",
+                    }
                 elif entry["present"]:
                     fds[str(fd + FD_BASE)] = {"file": inode(entry["inum"]), "off": entry["off"]}
             for page, entry in snapshot.get(f"procs[{pid}].vmas", {}).items():
                 if entry["present"] and entry["anon"]:
-                    maps[str(_address(page))] = {"anon": True, "writable": entry["writable"],
-                                                 "data": _byte(entry["anondata"])}
+                    maps[str(_address(page))] = {
+                        "anon": True,
+                        "writable": entry["writable"],
+                        "data": _byte(entry["anondata"]),
+                    }
                 elif entry["present"]:
-                    maps[str(_address(page))] = {"anon": False, "writable": entry["writable"],
-                                                 "file": inode(entry["inum"]), "off": entry["off"]}
+                    maps[str(_address(page))] = {
+                        "anon": False,
+                        "writable": entry["writable"],
+                        "file": inode(entry["inum"]),
+                        "off": entry["off"],
+                    }
             procs.append({"fds": fds, "maps": maps})
         names_per_inode = [list(files.values()).count(index) for index in range(len(inode_index))]
         inodes = []
         for label_, index in sorted(inode_index.items(), key=lambda item: item[1]):
             known = snapshot.get("inodes", {}).get(label_)
-            inodes.append({"nlink": known["nlink"], "data": [_byte(known[f"data[{i}]"]) for i in range(known["length"])]}
-                          if known else {"nlink": names_per_inode[index], "data": []})
+            inodes.append(
+                {
+                    "nlink": known["nlink"],
+                    "data": [_byte(known[f"data[{i}]"]) for i in range(known["length"])],
+                }
+                if known
+                else {"nlink": names_per_inode[index], "data": []}
+            )
         pipes = []
         for label_, _ in sorted(pipe_index.items(), key=lambda item: item[1]):
             known = snapshot.get("pipes", {}).get(label_)
-            pipes.append({"data": [_byte(known[f"data[{i}]"]) for i in range(known["head"], known["tail"])]}
-                         if known else {"data": []})
+            pipes.append(
+                {"data": [_byte(known[f"data[{i}]"]) for i in range(known["head"], known["tail"])]}
+                if known
+                else {"data": []}
+            )
         setup = {"files": files, "inodes": inodes, "pipes": pipes, "procs": procs}
 
         calls = []
         for number, (op, call_args) in enumerate(zip(ops, args)):
             types = cls.operations()[op].argument_types
             proc = call_args.get("pid", number)
-            described = {name: _describe_argument(types[name], value)
-                         for name, value in call_args.items() if name != "pid"}
+            described = {
+                name: _describe_argument(types[name], value)
+                for name, value in call_args.items()
+                if name != "pid"
+            }
             calls.append({"op": op, "proc": proc, "args": described})
-        expect = {order.lower(): [_describe_result(op, result, label) for op, result in zip(ops, order_results)]
-                  for order, order_results in results.items()}
+        expect = {
+            order.lower(): [
+                _describe_result(op, result, label) for op, result in zip(ops, order_results)
+            ]
+            for order, order_results in results.items()
+        }
         return setup, calls, expect
 
 

@@ -9,5 +9,6 @@ def __getattr__(name):
     # every scalecheck command (the CLI imports each stage's cli module to build its parser).
     if name == "make_report":
         from scalecheck.report.build import make_report
+
         return make_report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -41,8 +41,10 @@ def make_report(out_dir, other_dir=None) -> dict:
         # What counted as a conflict (docs/tracer.md); "line" for runs that predate the choice.
         "granularity": run.results_header.get("granularity", "line"),
         "summary": line,
-        "totals": {**totals.as_json(),
-                   "not_run_by_status": dict(sorted(not_run_by_status.items()))},
+        "totals": {
+            **totals.as_json(),
+            "not_run_by_status": dict(sorted(not_run_by_status.items())),
+        },
         "ops": run.ops,
         "pairs": [{"pair": list(pair), **counts.as_json()} for pair, counts in pairs.items()],
         "bottleneck_sites": len(sites),
@@ -54,15 +56,14 @@ def make_report(out_dir, other_dir=None) -> dict:
     what = f"model {run.model} on {run.kernel_name} ({summary['granularity']} conflicts)"
     title = f"{what}: {line}"
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)
-    (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title),
-                                                encoding="utf-8")
+    (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title), encoding="utf-8")
     if diff is not None:
         (report_dir / "diff.txt").write_text(format_diff_text(diff), encoding="utf-8")
     else:
         # A diff.txt left by an earlier --diff run would describe another comparison.
         (report_dir / "diff.txt").unlink(missing_ok=True)
-    write_index(report_dir / "index.html", run, pairs, totals, not_run_by_status, line,
-                top_sites, diff)
-    (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n",
-                                             encoding="utf-8")
+    write_index(
+        report_dir / "index.html", run, pairs, totals, not_run_by_status, line, top_sites, diff
+    )
+    (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary

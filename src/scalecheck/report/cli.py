@@ -22,13 +22,23 @@ def register(subparsers):
         "tests that conflict in DIR but were conflict-free in OTHER_DIR; 2 bad input.",
     )
     parser.add_argument("dir", metavar="DIR", type=Path, help="run directory")
-    parser.add_argument("--diff", metavar="OTHER_DIR", type=Path,
-                        help="compare with another run of the same tests (e.g. another kernel), "
-                        "matching tests by id; OTHER_DIR is the baseline")
-    parser.add_argument("--fail-on-new", action="store_true",
-                        help=f"exit {EXIT_NEW_CONFLICTS} if --diff finds new conflicts (for CI)")
-    parser.add_argument("--json", action="store_true",
-                        help="print summary.json to stdout instead of the human summary")
+    parser.add_argument(
+        "--diff",
+        metavar="OTHER_DIR",
+        type=Path,
+        help="compare with another run of the same tests (e.g. another kernel), "
+        "matching tests by id; OTHER_DIR is the baseline",
+    )
+    parser.add_argument(
+        "--fail-on-new",
+        action="store_true",
+        help=f"exit {EXIT_NEW_CONFLICTS} if --diff finds new conflicts (for CI)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print summary.json to stdout instead of the human summary",
+    )
     parser.set_defaults(func=run_report)
 
 

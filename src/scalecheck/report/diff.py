@@ -2,8 +2,15 @@
 
 from scalecheck.errors import UserError
 from scalecheck.report.load import Run
-from scalecheck.report.stats import (CONFLICT_FREE, CONFLICTING, NOT_RUN, bottleneck_sites,
-                                     count_pairs, outcome, percent_text)
+from scalecheck.report.stats import (
+    CONFLICT_FREE,
+    CONFLICTING,
+    NOT_RUN,
+    bottleneck_sites,
+    count_pairs,
+    outcome,
+    percent_text,
+)
 from scalecheck.report.tables import SITE_HEADERS, format_table, site_rows
 
 LISTED_IDS_IN_TEXT = 50
@@ -12,8 +19,10 @@ LISTED_IDS_IN_TEXT = 50
 def diff_runs(run: Run, other: Run) -> dict:
     """``run`` is the new one; ``other`` is the baseline it is compared against."""
     if run.model != other.model:
-        raise UserError(f"cannot compare {run.directory} (model {run.model}) with "
-                        f"{other.directory} (model {other.model})")
+        raise UserError(
+            f"cannot compare {run.directory} (model {run.model}) with "
+            f"{other.directory} (model {other.model})"
+        )
     other_ids = {test["id"] for test in other.tests}
     here_ids = {test["id"] for test in run.tests}
     new_conflicts, fixed, no_longer_run = [], [], []
@@ -44,10 +53,16 @@ def diff_runs(run: Run, other: Run) -> dict:
         "fixed": fixed,
         "no_longer_run": no_longer_run,
         "pair_changes": _pair_changes(run, other),
-        "new_sites": [site.as_json(rank) for rank, site in enumerate(sites, start=1)
-                      if site.key not in other_keys],
-        "gone_sites": [site.as_json(rank) for rank, site in enumerate(other_sites, start=1)
-                       if site.key not in here_keys],
+        "new_sites": [
+            site.as_json(rank)
+            for rank, site in enumerate(sites, start=1)
+            if site.key not in other_keys
+        ],
+        "gone_sites": [
+            site.as_json(rank)
+            for rank, site in enumerate(other_sites, start=1)
+            if site.key not in here_keys
+        ],
     }
 
 
@@ -57,52 +72,76 @@ def _pair_changes(run: Run, other: Run) -> list[dict]:
     changes = []
     for pair in pairs.keys() & other_pairs.keys():
         now, before = pairs[pair], other_pairs[pair]
-        if (now.share_conflict_free, now.conflicting) == (before.share_conflict_free,
-                                                          before.conflicting):
+        if (now.share_conflict_free, now.conflicting) == (
+            before.share_conflict_free,
+            before.conflicting,
+        ):
             continue
         change = None
         if now.share_conflict_free is not None and before.share_conflict_free is not None:
             change = now.share_conflict_free - before.share_conflict_free
-        changes.append({"pair": list(pair),
-                        "share_other": before.share_conflict_free,
-                        "share": now.share_conflict_free, "change": change,
-                        "conflicting_other": before.conflicting,
-                        "conflicting": now.conflicting})
+        changes.append(
+            {
+                "pair": list(pair),
+                "share_other": before.share_conflict_free,
+                "share": now.share_conflict_free,
+                "change": change,
+                "conflicting_other": before.conflicting,
+                "conflicting": now.conflicting,
+            }
+        )
     # Worst regressions first; pairs whose tests appeared or vanished go last.
     return sorted(changes, key=lambda c: (c["change"] is None, c["change"] or 0, c["pair"]))
 
 
 def diff_line(diff: dict) -> str:
-    return (f"against {diff['other']} ({diff['other_kernel']}): "
-            f"{len(diff['new_conflicts'])} new conflicts, {len(diff['fixed'])} fixed, "
-            f"{len(diff['no_longer_run'])} no longer run, "
-            f"{len(diff['pair_changes'])} pairs changed, "
-            f"{len(diff['new_sites'])} new bottleneck sites")
-
+    return (
+        f"against {diff['other']} ({diff['other_kernel']}): "
+        f"{len(diff['new_conflicts'])} new conflicts, {len(diff['fixed'])} fixed, "
+        f"{len(diff['no_longer_run'])} no longer run, "
+        f"{len(diff['pair_changes'])} pairs changed, "
+        f"{len(diff['new_sites'])} new bottleneck sites"
+    )
 
 
 def format_diff_text(diff: dict) -> str:
-    parts = [diff_line(diff) + "\n",
-             f"compared {diff['compared_tests']} tests by id; {diff['only_here']} only here, "
-             f"{diff['only_in_other']} only in {diff['other']}\n"]
-    for title, ids in (("New conflicts (conflict-free before, conflicting now)",
-                        diff["new_conflicts"]),
-                       ("Fixed (conflicting before, conflict-free now)", diff["fixed"]),
-                       ("No longer run (ran before; now timeout, crash, error or missing)",
-                        diff["no_longer_run"])):
+    parts = [
+        diff_line(diff) + "\n",
+        f"compared {diff['compared_tests']} tests by id; {diff['only_here']} only here, "
+        f"{diff['only_in_other']} only in {diff['other']}\n",
+    ]
+    for title, ids in (
+        ("New conflicts (conflict-free before, conflicting now)", diff["new_conflicts"]),
+        ("Fixed (conflicting before, conflict-free now)", diff["fixed"]),
+        ("No longer run (ran before; now timeout, crash, error or missing)", diff["no_longer_run"]),
+    ):
         if ids:
             shown = "\n".join(f"  {test_id}" for test_id in ids[:LISTED_IDS_IN_TEXT])
-            more = (f"\n  ... and {len(ids) - LISTED_IDS_IN_TEXT} more (see summary.json)"
-                    if len(ids) > LISTED_IDS_IN_TEXT else "")
+            more = (
+                f"\n  ... and {len(ids) - LISTED_IDS_IN_TEXT} more (see summary.json)"
+                if len(ids) > LISTED_IDS_IN_TEXT
+                else ""
+            )
             parts.append(f"{title}: {len(ids)}\n{shown}{more}\n")
     if diff["pair_changes"]:
-        rows = [[f"{c['pair'][0]} x {c['pair'][1]}", percent_text(c["share_other"]),
-                 percent_text(c["share"]), c["conflicting_other"], c["conflicting"]]
-                for c in diff["pair_changes"]]
-        parts.append("Pairs whose share of conflict-free tests changed:\n" + format_table(
-            ["pair", "before", "now", "conflicting before", "conflicting now"], rows))
-    for title, sites in (("New bottleneck sites", diff["new_sites"]),
-                         ("Bottleneck sites gone", diff["gone_sites"])):
+        rows = [
+            [
+                f"{c['pair'][0]} x {c['pair'][1]}",
+                percent_text(c["share_other"]),
+                percent_text(c["share"]),
+                c["conflicting_other"],
+                c["conflicting"],
+            ]
+            for c in diff["pair_changes"]
+        ]
+        parts.append(
+            "Pairs whose share of conflict-free tests changed:\n"
+            + format_table(["pair", "before", "now", "conflicting before", "conflicting now"], rows)
+        )
+    for title, sites in (
+        ("New bottleneck sites", diff["new_sites"]),
+        ("Bottleneck sites gone", diff["gone_sites"]),
+    ):
         if sites:
             parts.append(f"{title}:\n" + format_table(SITE_HEADERS, site_rows(sites)))
     return "\n".join(parts)

@@ -14,7 +14,8 @@ from scalecheck.report.stats import Counts
 
 # Red where everything conflicts, near white where nothing does: the eye goes to the red.
 SHARE_COLORMAP = LinearSegmentedColormap.from_list(
-    "conflict_free_share", ["#a50f15", "#fb6a4a", "#fee0d2", "#f7fcf5"])
+    "conflict_free_share", ["#a50f15", "#fb6a4a", "#fee0d2", "#f7fcf5"]
+)
 EMPTY_PAIR_HATCH = "////"
 NOT_RUN_COLOR = "#bdbdbd"
 
@@ -30,12 +31,11 @@ def label_color(share: float) -> str:
 def triangle_cells(ops: list[str]):
     """(row, column, pair) of every lower-triangle cell; the pair is in model order."""
     for row, row_op in enumerate(ops):
-        for column, column_op in enumerate(ops[:row + 1]):
+        for column, column_op in enumerate(ops[: row + 1]):
             yield row, column, (column_op, row_op)
 
 
-def write_heatmap(ops: list[str], pairs: dict[tuple[str, str], Counts], title: str,
-                  out_dir: Path):
+def write_heatmap(ops: list[str], pairs: dict[tuple[str, str], Counts], title: str, out_dir: Path):
     size = len(ops)
     inches = max(4.0, 0.42 * size + 2.5)
     figure = Figure(figsize=(inches + 1.2, inches))
@@ -53,8 +53,12 @@ def write_heatmap(ops: list[str], pairs: dict[tuple[str, str], Counts], title: s
     axes.set_title(title, fontsize=10)
     colorbar = figure.colorbar(ScalarMappable(cmap=SHARE_COLORMAP), ax=axes, shrink=0.6)
     colorbar.set_label("share of tests conflict-free")
-    axes.set_xlabel("number = conflicting tests;  hatched = no tests;  grey = no test ran;  "
-                    "dot = some tests not run", fontsize=7, labelpad=8)
+    axes.set_xlabel(
+        "number = conflicting tests;  hatched = no tests;  grey = no test ran;  "
+        "dot = some tests not run",
+        fontsize=7,
+        labelpad=8,
+    )
 
     # Text stays text in the SVG (not glyph outlines): smaller, searchable, selectable.
     with matplotlib.rc_context({"svg.fonttype": "none"}):
@@ -78,15 +82,27 @@ def _draw_cells(axes, ops: list[str], pairs: dict[tuple[str, str], Counts]):
         shaded.append(cell)
         shades.append(share_color(share))
         if counts.conflicting:
-            axes.text(column, row, str(counts.conflicting), ha="center", va="center",
-                      fontsize=7 if counts.conflicting < 1000 else 5, color=label_color(share))
+            axes.text(
+                column,
+                row,
+                str(counts.conflicting),
+                ha="center",
+                va="center",
+                fontsize=7 if counts.conflicting < 1000 else 5,
+                color=label_color(share),
+            )
         if counts.not_run:
             dots.append((column + 0.32, row - 0.32))
-    axes.add_collection(PatchCollection(shaded, facecolors=shades, edgecolors="white",
-                                        linewidths=0.5))
-    axes.add_collection(PatchCollection(not_run, facecolors=NOT_RUN_COLOR, edgecolors="white",
-                                        linewidths=0.5))
-    axes.add_collection(PatchCollection(empty, facecolors="white", edgecolors="#bdbdbd",
-                                        hatch=EMPTY_PAIR_HATCH, linewidths=0.3))
+    axes.add_collection(
+        PatchCollection(shaded, facecolors=shades, edgecolors="white", linewidths=0.5)
+    )
+    axes.add_collection(
+        PatchCollection(not_run, facecolors=NOT_RUN_COLOR, edgecolors="white", linewidths=0.5)
+    )
+    axes.add_collection(
+        PatchCollection(
+            empty, facecolors="white", edgecolors="#bdbdbd", hatch=EMPTY_PAIR_HATCH, linewidths=0.3
+        )
+    )
     if dots:
         axes.scatter(*zip(*dots), s=4, color="#525252", zorder=3)

@@ -7,8 +7,15 @@ from urllib.parse import quote
 
 from scalecheck.report.heatmap import NOT_RUN_COLOR, label_color, share_color, triangle_cells
 from scalecheck.report.load import Run
-from scalecheck.report.stats import (CONFLICT_FREE, CONFLICTING, NOT_RUN, Counts, outcome,
-                                     percent_text, status_of)
+from scalecheck.report.stats import (
+    CONFLICT_FREE,
+    CONFLICTING,
+    NOT_RUN,
+    Counts,
+    outcome,
+    percent_text,
+    status_of,
+)
 
 # Drill-down order inside a pair: what needs attention first.
 OUTCOME_ORDER = {CONFLICTING: 0, NOT_RUN: 1, CONFLICT_FREE: 2}
@@ -69,7 +76,6 @@ def _href(anchor: str) -> str:
     return "#" + quote(anchor, safe="")
 
 
-
 def _pair_name(pair) -> str:
     return f"{pair[0]} &times; {pair[1]}" if pair[0] != pair[1] else f"{pair[0]} &times; itself"
 
@@ -91,9 +97,16 @@ def _badge(result: dict | None) -> str:
     return badge
 
 
-def write_index(path, run: Run, pairs: dict[tuple[str, str], Counts], totals: Counts,
-                not_run_by_status: dict, summary_line: str, site_jsons: list[dict],
-                diff: dict | None):
+def write_index(
+    path,
+    run: Run,
+    pairs: dict[tuple[str, str], Counts],
+    totals: Counts,
+    not_run_by_status: dict,
+    summary_line: str,
+    site_jsons: list[dict],
+    diff: dict | None,
+):
     title = f"scalecheck report: model {run.model} on {run.kernel_name}"
     parts = [
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
@@ -111,8 +124,10 @@ def write_index(path, run: Run, pairs: dict[tuple[str, str], Counts], totals: Co
     if diff is not None:
         parts.append(_diff_section(diff))
     parts.append(_sites_section(site_jsons))
-    parts.append("<h2>Tests by pair</h2><p class='legend'>Click a pair to list its tests, "
-                 "and a test for its setup, results and conflicting cache lines.</p>")
+    parts.append(
+        "<h2>Tests by pair</h2><p class='legend'>Click a pair to list its tests, "
+        "and a test for its setup, results and conflicting cache lines.</p>"
+    )
     parts.extend(_pair_sections(run, pairs, _changes_by_test(diff)))
     parts.append("</body></html>\n")
     path.write_text("\n".join(parts), encoding="utf-8")
@@ -120,13 +135,17 @@ def write_index(path, run: Run, pairs: dict[tuple[str, str], Counts], totals: Co
 
 def _totals_table(totals: Counts, not_run_by_status: dict) -> str:
     why = ", ".join(f"{count} {status}" for status, count in sorted(not_run_by_status.items()))
-    rows = [("tests", totals.tests), ("conflict-free", totals.conflict_free),
-            ("conflicting", totals.conflicting),
-            ("not run", f"{totals.not_run} ({why})" if why else totals.not_run),
-            ("result mismatch (counted by their conflicts)", totals.mismatch),
-            ("repeats disagreed", totals.unstable)]
-    body = "".join(f"<tr><th>{escape(name)}</th><td>{escape(str(value))}</td></tr>"
-                   for name, value in rows)
+    rows = [
+        ("tests", totals.tests),
+        ("conflict-free", totals.conflict_free),
+        ("conflicting", totals.conflicting),
+        ("not run", f"{totals.not_run} ({why})" if why else totals.not_run),
+        ("result mismatch (counted by their conflicts)", totals.mismatch),
+        ("repeats disagreed", totals.unstable),
+    ]
+    body = "".join(
+        f"<tr><th>{escape(name)}</th><td>{escape(str(value))}</td></tr>" for name, value in rows
+    )
     return f"<table class='grid'>{body}</table>"
 
 
@@ -137,17 +156,24 @@ def _heat_table(ops: list[str], pairs: dict[tuple[str, str], Counts]) -> str:
         rows[ops[row]].append(_heat_cell(pair, counts))
     lines = ["<table class='heat'>"]
     lines += [f"<tr>{''.join(cells)}</tr>" for cells in rows.values()]
-    lines.append("<tr><th></th>" + "".join(f"<th class='col'>{escape(op)}</th>" for op in ops)
-                 + "</tr></table>")
-    lines.append("<p class='legend'>Shade: share of the pair's tests that are conflict-free "
-                 "(red = none, white = all). Number: conflicting tests. Hatched: no tests. "
-                 "Grey: no test ran. &bull;: some tests did not run.</p>")
+    lines.append(
+        "<tr><th></th>"
+        + "".join(f"<th class='col'>{escape(op)}</th>" for op in ops)
+        + "</tr></table>"
+    )
+    lines.append(
+        "<p class='legend'>Shade: share of the pair's tests that are conflict-free "
+        "(red = none, white = all). Number: conflicting tests. Hatched: no tests. "
+        "Grey: no test ran. &bull;: some tests did not run.</p>"
+    )
     return "\n".join(lines)
 
 
 def _heat_cell(pair, counts: Counts) -> str:
-    tip = (f"{pair[0]} x {pair[1]}: {counts.tests} tests, {counts.conflict_free} conflict-free, "
-           f"{counts.conflicting} conflicting, {counts.not_run} not run")
+    tip = (
+        f"{pair[0]} x {pair[1]}: {counts.tests} tests, {counts.conflict_free} conflict-free, "
+        f"{counts.conflicting} conflicting, {counts.not_run} not run"
+    )
     if counts.tests == 0:
         return f"<td class='none' title='{escape(tip)}'></td>"
     if counts.not_run == counts.tests:
@@ -157,22 +183,30 @@ def _heat_cell(pair, counts: Counts) -> str:
         style = f"background:{share_color(share)};color:{label_color(share)}"
     css_class = " class='notrun'" if counts.not_run else ""
     label = str(counts.conflicting) if counts.conflicting else ""
-    return (f"<td{css_class} style='{style}' title='{escape(tip)}'>"
-            f"<a href='{_href(pair_anchor(pair))}'>{label}</a></td>")
+    return (
+        f"<td{css_class} style='{style}' title='{escape(tip)}'>"
+        f"<a href='{_href(pair_anchor(pair))}'>{label}</a></td>"
+    )
 
 
 def _sites_table(site_jsons: list[dict]) -> str:
-    rows = ["<table class='grid'><tr><th>#</th><th>tests</th><th>op pairs</th><th>lines</th>"
-            "<th>kind</th><th>data</th><th>a-side code</th><th>b-side code</th>"
-            "<th>example tests</th></tr>"]
+    rows = [
+        "<table class='grid'><tr><th>#</th><th>tests</th><th>op pairs</th><th>lines</th>"
+        "<th>kind</th><th>data</th><th>a-side code</th><th>b-side code</th>"
+        "<th>example tests</th></tr>"
+    ]
     for site in site_jsons:
-        examples = " ".join(f"<a href='{_href(test_anchor(test_id))}'>{escape(test_id)}</a>"
-                            for test_id in site["example_tests"])
-        rows.append(f"<tr><td>{site['rank']}</td><td>{site['tests']}</td>"
-                    f"<td>{site['op_pairs']}</td><td>{site['lines']}</td>"
-                    f"<td>{escape(site['kind'])}</td><td>{escape(site['data_symbol'] or '-')}</td>"
-                    f"<td>{escape(site['sites'][0])}</td><td>{escape(site['sites'][1])}</td>"
-                    f"<td>{examples}</td></tr>")
+        examples = " ".join(
+            f"<a href='{_href(test_anchor(test_id))}'>{escape(test_id)}</a>"
+            for test_id in site["example_tests"]
+        )
+        rows.append(
+            f"<tr><td>{site['rank']}</td><td>{site['tests']}</td>"
+            f"<td>{site['op_pairs']}</td><td>{site['lines']}</td>"
+            f"<td>{escape(site['kind'])}</td><td>{escape(site['data_symbol'] or '-')}</td>"
+            f"<td>{escape(site['sites'][0])}</td><td>{escape(site['sites'][1])}</td>"
+            f"<td>{examples}</td></tr>"
+        )
     rows.append("</table>")
     return "\n".join(rows)
 
@@ -180,9 +214,11 @@ def _sites_table(site_jsons: list[dict]) -> str:
 def _sites_section(site_jsons: list[dict]) -> str:
     if not site_jsons:
         return "<h2>Bottleneck sites</h2><p>No conflicting test recorded a conflict site.</p>"
-    return ("<h2>Bottleneck sites</h2><p class='legend'>Conflicts grouped by the code on each "
-            "side (functions without offsets) and the data, ranked by distinct tests. The full "
-            "list is in bottlenecks.txt.</p>" + _sites_table(site_jsons))
+    return (
+        "<h2>Bottleneck sites</h2><p class='legend'>Conflicts grouped by the code on each "
+        "side (functions without offsets) and the data, ranked by distinct tests. The full "
+        "list is in bottlenecks.txt.</p>" + _sites_table(site_jsons)
+    )
 
 
 def _test_links(ids: list[str]) -> str:
@@ -192,25 +228,34 @@ def _test_links(ids: list[str]) -> str:
 
 
 def _diff_section(diff: dict) -> str:
-    parts = [f"<h2>Compared with {escape(diff['other'])} ({escape(diff['other_kernel'])})</h2>",
-             f"<p>{diff['compared_tests']} tests compared by id ({diff['only_here']} only here, "
-             f"{diff['only_in_other']} only in the other run).</p>"]
-    for title, key in (("New conflicts (conflict-free before, conflicting now)", "new_conflicts"),
-                       ("Fixed (conflicting before, conflict-free now)", "fixed"),
-                       ("No longer run (ran before, not now)", "no_longer_run")):
+    parts = [
+        f"<h2>Compared with {escape(diff['other'])} ({escape(diff['other_kernel'])})</h2>",
+        f"<p>{diff['compared_tests']} tests compared by id ({diff['only_here']} only here, "
+        f"{diff['only_in_other']} only in the other run).</p>",
+    ]
+    for title, key in (
+        ("New conflicts (conflict-free before, conflicting now)", "new_conflicts"),
+        ("Fixed (conflicting before, conflict-free now)", "fixed"),
+        ("No longer run (ran before, not now)", "no_longer_run"),
+    ):
         ids = diff[key]
-        parts.append(f"<details{' open' if key == 'new_conflicts' else ''}><summary>"
-                     f"{escape(title)}: {len(ids)}</summary><p class='test'>{_test_links(ids)}"
-                     "</p></details>")
+        parts.append(
+            f"<details{' open' if key == 'new_conflicts' else ''}><summary>"
+            f"{escape(title)}: {len(ids)}</summary><p class='test'>{_test_links(ids)}"
+            "</p></details>"
+        )
     if diff["pair_changes"]:
         rows = "".join(
             f"<tr><td><a href='{_href(pair_anchor(c['pair']))}'>{_pair_name(c['pair'])}</a></td>"
             f"<td>{percent_text(c['share_other'])}</td><td>{percent_text(c['share'])}</td>"
             f"<td>{c['conflicting_other']}</td><td>{c['conflicting']}</td></tr>"
-            for c in diff["pair_changes"])
-        parts.append("<h3>Pairs whose share of conflict-free tests changed</h3><table "
-                     "class='grid'><tr><th>pair</th><th>before</th><th>now</th>"
-                     f"<th>conflicting before</th><th>conflicting now</th></tr>{rows}</table>")
+            for c in diff["pair_changes"]
+        )
+        parts.append(
+            "<h3>Pairs whose share of conflict-free tests changed</h3><table "
+            "class='grid'><tr><th>pair</th><th>before</th><th>now</th>"
+            f"<th>conflicting before</th><th>conflicting now</th></tr>{rows}</table>"
+        )
     if diff["new_sites"]:
         parts.append("<h3>New bottleneck sites</h3>" + _sites_table(diff["new_sites"]))
     return "\n".join(parts)
@@ -221,8 +266,11 @@ def _changes_by_test(diff: dict | None) -> dict[str, str]:
     if diff is None:
         return {}
     changes = {}
-    for key, label in (("new_conflicts", "new conflict"), ("fixed", "fixed"),
-                       ("no_longer_run", "no longer run")):
+    for key, label in (
+        ("new_conflicts", "new conflict"),
+        ("fixed", "fixed"),
+        ("no_longer_run", "no longer run"),
+    ):
         changes.update((test_id, label) for test_id in diff[key])
     return changes
 
@@ -236,10 +284,12 @@ def _pair_sections(run: Run, pairs: dict[tuple[str, str], Counts], changes: dict
         if not tests:
             continue
         tests.sort(key=lambda t: OUTCOME_ORDER[outcome(run.results.get(t["id"]))])
-        yield (f"<details class='pair' id='{escape(pair_anchor(pair))}'><summary>"
-               f"{_pair_name(pair)}: {counts.tests} tests, {counts.conflict_free} conflict-free "
-               f"({percent_text(counts.share_conflict_free)}), {counts.conflicting} conflicting, "
-               f"{counts.not_run} not run</summary>")
+        yield (
+            f"<details class='pair' id='{escape(pair_anchor(pair))}'><summary>"
+            f"{_pair_name(pair)}: {counts.tests} tests, {counts.conflict_free} conflict-free "
+            f"({percent_text(counts.share_conflict_free)}), {counts.conflicting} conflicting, "
+            f"{counts.not_run} not run</summary>"
+        )
         for test in tests:
             yield _test_entry(test, run.results.get(test["id"]), changes.get(test["id"]))
         yield "</details>"
@@ -256,8 +306,10 @@ def _test_entry(test: dict, result: dict | None, change: str | None) -> str:
     if outcome(result) == CONFLICT_FREE and result["status"] == "ok":
         # Most tests are plain conflict-free ones; a one-liner keeps the page small.
         return f"<div class='test' id='{anchor}'>{line}</div>"
-    return (f"<details class='test' id='{anchor}'><summary>{line}</summary>"
-            f"<div class='body'>{_test_body(test, result)}</div></details>")
+    return (
+        f"<details class='test' id='{anchor}'><summary>{line}</summary>"
+        f"<div class='body'>{_test_body(test, result)}</div></details>"
+    )
 
 
 def _json_block(label: str, value) -> str:
@@ -278,8 +330,10 @@ def _test_body(test: dict, result: dict | None) -> str:
     elif outcome(result) == CONFLICTING:
         parts.append("<p>Marked conflicting, but no conflicting line was recorded.</p>")
     if result.get("false_sharing"):
-        parts.append("<p><b>false sharing not counted</b> (heap lines whose sharing depends on "
-                     "where objects were allocated; see docs/tracer.md)</p>")
+        parts.append(
+            "<p><b>false sharing not counted</b> (heap lines whose sharing depends on "
+            "where objects were allocated; see docs/tracer.md)</p>"
+        )
         parts.append(_conflicts_table(result["false_sharing"]))
     return "".join(parts)
 
@@ -290,16 +344,20 @@ def _access(access: dict) -> tuple[str, str]:
 
 
 def _conflicts_table(conflicts: list[dict]) -> str:
-    rows = ["<table class='grid'><tr><th>line</th><th>kind</th><th>data</th><th>sharing</th>"
-            "<th>a</th><th>a-side code</th><th>b</th><th>b-side code</th></tr>"]
+    rows = [
+        "<table class='grid'><tr><th>line</th><th>kind</th><th>data</th><th>sharing</th>"
+        "<th>a</th><th>a-side code</th><th>b</th><th>b-side code</th></tr>"
+    ]
     for conflict in conflicts:
         a_mode, a_sites = _access(conflict["a"])
         b_mode, b_sites = _access(conflict["b"])
         pairs = "<br>".join(escape(f"{a} / {b}") for a, b in conflict.get("sites", []))
         sharing = escape(conflict.get("sharing", "?")) + (f"<br>{pairs}" if pairs else "")
-        rows.append(f"<tr><td>{escape(str(conflict.get('line', '?')))}</td>"
-                    f"<td>{escape(conflict['kind'])}</td>"
-                    f"<td>{escape(conflict.get('data_symbol') or '-')}</td><td>{sharing}</td>"
-                    f"<td>{a_mode}</td><td>{a_sites}</td><td>{b_mode}</td><td>{b_sites}</td></tr>")
+        rows.append(
+            f"<tr><td>{escape(str(conflict.get('line', '?')))}</td>"
+            f"<td>{escape(conflict['kind'])}</td>"
+            f"<td>{escape(conflict.get('data_symbol') or '-')}</td><td>{sharing}</td>"
+            f"<td>{a_mode}</td><td>{a_sites}</td><td>{b_mode}</td><td>{b_sites}</td></tr>"
+        )
     rows.append("</table>")
     return "".join(rows)

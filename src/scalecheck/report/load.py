@@ -25,9 +25,9 @@ class Run:
 
     directory: Path
     model: str
-    ops: list[str]                 # the model's operations, in order of first appearance
+    ops: list[str]  # the model's operations, in order of first appearance
     tests: list[dict]
-    results: dict[str, dict]       # test id -> its line of results.jsonl
+    results: dict[str, dict]  # test id -> its line of results.jsonl
     results_header: dict
 
     @property
@@ -54,8 +54,9 @@ def load_run(directory) -> Run:
     if not tests_path.is_file():
         raise UserError(f"{tests_path}: not found; run `scalecheck testgen {directory}` first")
     if not results_path.is_file():
-        raise UserError(f"{results_path}: not found; "
-                        f"run `scalecheck run --target linux {directory}` first")
+        raise UserError(
+            f"{results_path}: not found; run `scalecheck run --target linux {directory}` first"
+        )
 
     tests_header, tests = read_tests(tests_path)
     for test in tests:
@@ -70,14 +71,21 @@ def load_run(directory) -> Run:
     for where, result in result_lines:
         _check_result(result, where)
         if result["id"] not in seen_ids:
-            raise UserError(f"{where}: test id {result['id']!r} is not in {tests_path} "
-                            "(were the tests regenerated after the run?)")
+            raise UserError(
+                f"{where}: test id {result['id']!r} is not in {tests_path} "
+                "(were the tests regenerated after the run?)"
+            )
         # The file is an append-only log, so a later line about the same test supersedes.
         results[result["id"]] = result
 
-    return Run(directory=directory, model=str(tests_header.get("model", "unknown model")),
-               ops=_ops_in_order_of_appearance(tests), tests=tests, results=results,
-               results_header=results_header)
+    return Run(
+        directory=directory,
+        model=str(tests_header.get("model", "unknown model")),
+        ops=_ops_in_order_of_appearance(tests),
+        tests=tests,
+        results=results,
+        results_header=results_header,
+    )
 
 
 def _ops_in_order_of_appearance(tests) -> list[str]:
@@ -118,11 +126,14 @@ def _check_result(result: dict, where: str):
             raise UserError(f"{where}: every conflict must be an object, got {conflict!r}")
         kind = conflict.get("kind")
         if kind not in CONFLICT_KINDS:
-            raise UserError(f"{where}: conflict kind {kind!r} is not one of "
-                            f"{', '.join(sorted(CONFLICT_KINDS))}")
+            raise UserError(
+                f"{where}: conflict kind {kind!r} is not one of {', '.join(sorted(CONFLICT_KINDS))}"
+            )
         for side in ("a", "b"):
             access = _require(conflict, side, dict, where)
             pcs = access.get("pcs")
             if not isinstance(pcs, list) or not all(isinstance(pc, str) for pc in pcs):
-                raise UserError(f"{where}: conflict side {side!r} needs 'pcs', "
-                                f"a list of code sites, got {pcs!r}")
+                raise UserError(
+                    f"{where}: conflict side {side!r} needs 'pcs', "
+                    f"a list of code sites, got {pcs!r}"
+                )

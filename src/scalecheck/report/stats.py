@@ -34,8 +34,8 @@ class Counts:
     conflict_free: int = 0
     conflicting: int = 0
     not_run: int = 0
-    mismatch: int = 0     # ran, but a result matched neither order the model allows
-    unstable: int = 0     # repeats gave different conflict sets
+    mismatch: int = 0  # ran, but a result matched neither order the model allows
+    unstable: int = 0  # repeats gave different conflict sets
 
     def add(self, result: dict | None):
         self.tests += 1
@@ -56,10 +56,15 @@ class Counts:
         return self.conflict_free / self.tests if self.tests else None
 
     def as_json(self) -> dict:
-        return {"tests": self.tests, "conflict_free": self.conflict_free,
-                "conflicting": self.conflicting, "not_run": self.not_run,
-                "mismatch": self.mismatch, "unstable": self.unstable,
-                "share_conflict_free": self.share_conflict_free}
+        return {
+            "tests": self.tests,
+            "conflict_free": self.conflict_free,
+            "conflicting": self.conflicting,
+            "not_run": self.not_run,
+            "mismatch": self.mismatch,
+            "unstable": self.unstable,
+            "share_conflict_free": self.share_conflict_free,
+        }
 
 
 def count_pairs(run: Run) -> dict[tuple[str, str], Counts]:
@@ -97,8 +102,10 @@ def conflict_code(conflict: dict) -> tuple[str, str]:
     """The code on each side of a conflict: the functions that touched the shared data
     (``sites``, when the tracer recorded them), else every function that touched the line."""
     if conflict.get("sites"):
-        return (", ".join(sorted({a for a, _ in conflict["sites"]})),
-                ", ".join(sorted({b for _, b in conflict["sites"]})))
+        return (
+            ", ".join(sorted({a for a, _ in conflict["sites"]})),
+            ", ".join(sorted({b for _, b in conflict["sites"]})),
+        )
     return side_site(conflict["a"]), side_site(conflict["b"])
 
 
@@ -109,7 +116,7 @@ class Site:
     kind: str
     data_symbol: str
     sites: tuple[str, str]
-    tests: list[str] = field(default_factory=list)    # distinct test ids, in file order
+    tests: list[str] = field(default_factory=list)  # distinct test ids, in file order
     pairs: set = field(default_factory=set)
     lines: set = field(default_factory=set)
 
@@ -125,10 +132,17 @@ class Site:
         return f"{data} in {code}"
 
     def as_json(self, rank: int) -> dict:
-        return {"rank": rank, "label": self.label, "tests": len(self.tests),
-                "op_pairs": len(self.pairs), "lines": len(self.lines), "kind": self.kind,
-                "data_symbol": self.data_symbol, "sites": list(self.sites),
-                "example_tests": self.tests[:5]}
+        return {
+            "rank": rank,
+            "label": self.label,
+            "tests": len(self.tests),
+            "op_pairs": len(self.pairs),
+            "lines": len(self.lines),
+            "kind": self.kind,
+            "data_symbol": self.data_symbol,
+            "sites": list(self.sites),
+            "example_tests": self.tests[:5],
+        }
 
 
 def bottleneck_sites(run: Run) -> list[Site]:
@@ -155,6 +169,8 @@ def percent_text(share: float | None) -> str:
 
 
 def summary_line(totals: Counts) -> str:
-    return (f"{totals.conflict_free} of {totals.tests} tests conflict-free "
-            f"({percent_text(totals.share_conflict_free)}); "
-            f"{totals.conflicting} conflicting, {totals.not_run} not run")
+    return (
+        f"{totals.conflict_free} of {totals.tests} tests conflict-free "
+        f"({percent_text(totals.share_conflict_free)}); "
+        f"{totals.conflicting} conflicting, {totals.not_run} not run"
+    )

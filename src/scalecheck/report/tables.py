@@ -8,15 +8,26 @@ SITE_HEADERS = ["rank", "tests", "op pairs", "lines", "kind", "data", "a-side co
 def format_table(headers: list[str], rows: list[list]) -> str:
     cells = [[str(value) for value in row] for row in [headers, *rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip()
-             for row in cells]
+    lines = [
+        "  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip() for row in cells
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines) + "\n"
 
 
 def site_rows(site_jsons: list[dict]) -> list[list]:
-    return [[s["rank"], s["tests"], s["op_pairs"], s["lines"], s["kind"],
-             s["data_symbol"] or "-", *s["sites"]] for s in site_jsons]
+    return [
+        [
+            s["rank"],
+            s["tests"],
+            s["op_pairs"],
+            s["lines"],
+            s["kind"],
+            s["data_symbol"] or "-",
+            *s["sites"],
+        ]
+        for s in site_jsons
+    ]
 
 
 def format_bottlenecks(sites: list[Site], title: str) -> str:
@@ -24,5 +35,7 @@ def format_bottlenecks(sites: list[Site], title: str) -> str:
         return f"{title}\n\nNo conflicting test recorded a conflict site.\n"
     ranked = [site.as_json(rank) for rank, site in enumerate(sites, start=1)]
     headline = "\n".join(f"{s['rank']:>3}. {s['label']}: {s['tests']} tests" for s in ranked[:10])
-    return (f"{title}\n\nTop sites:\n{headline}\n\nAll sites, ranked by distinct tests:\n"
-            + format_table(SITE_HEADERS, site_rows(ranked)))
+    return (
+        f"{title}\n\nTop sites:\n{headline}\n\nAll sites, ranked by distinct tests:\n"
+        + format_table(SITE_HEADERS, site_rows(ranked))
+    )

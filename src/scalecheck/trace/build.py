@@ -22,7 +22,9 @@ def _run(cmd, what):
     try:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
     except FileNotFoundError:
-        raise UserError(f"cannot build the {what}: {cmd[0]} not found (run scripts/setup.sh)") from None
+        raise UserError(
+            f"cannot build the {what}: {cmd[0]} not found (run scripts/setup.sh)"
+        ) from None
     except subprocess.CalledProcessError as err:
         last = (err.stderr or err.stdout or "").strip().splitlines()[-1:] or ["(no output)"]
         raise UserError(f"building the {what} failed: {last[0]}") from None
@@ -36,8 +38,18 @@ def ensure_built() -> dict:
     """Paths of the plugin, the driver and the base initramfs, rebuilt if stale."""
     if not (PLUGIN_DIR / "Cargo.toml").exists():
         raise UserError(f"tracer sources not found under {REPO / 'tracer'}")
-    _run([_cargo(), "build", "--release", "--locked", "-q", "--manifest-path",
-          str(PLUGIN_DIR / "Cargo.toml")], "QEMU plugin")
+    _run(
+        [
+            _cargo(),
+            "build",
+            "--release",
+            "--locked",
+            "-q",
+            "--manifest-path",
+            str(PLUGIN_DIR / "Cargo.toml"),
+        ],
+        "QEMU plugin",
+    )
     _run(["make", "-s", "-C", str(GUEST_DIR)], "guest driver")
     if not BASE_IMAGE.exists() or BASE_IMAGE.stat().st_mtime < DRIVER.stat().st_mtime:
         initramfs.build_base(DRIVER, BASE_IMAGE)
@@ -46,9 +58,12 @@ def ensure_built() -> dict:
 
 # What decides the content of a results record: the driver, the plugin and the host's
 # rules for noise and conflicts.
-TRACER_SOURCES = (GUEST_DIR / "driver.c", *sorted((PLUGIN_DIR / "src").glob("*.rs")),
-                  REPO / "src" / "scalecheck" / "trace" / "outcome.py",
-                  REPO / "src" / "scalecheck" / "trace" / "regions.py")
+TRACER_SOURCES = (
+    GUEST_DIR / "driver.c",
+    *sorted((PLUGIN_DIR / "src").glob("*.rs")),
+    REPO / "src" / "scalecheck" / "trace" / "outcome.py",
+    REPO / "src" / "scalecheck" / "trace" / "regions.py",
+)
 
 
 def tracer_fingerprint() -> str:

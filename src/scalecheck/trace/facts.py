@@ -19,7 +19,9 @@ from scalecheck.trace.vm import GuestSession
 
 PROBE_TIMEOUT = 600
 # IDT entries that are asynchronous (their accesses are not the traced call's work).
-IRQ_ENTRY = re.compile(r"^(asm_common_interrupt|asm_spurious_interrupt|asm_sysvec_\w+|asm_exc_nmi)$")
+IRQ_ENTRY = re.compile(
+    r"^(asm_common_interrupt|asm_spurious_interrupt|asm_sysvec_\w+|asm_exc_nmi)$"
+)
 EXC_ENTRY = re.compile(r"^asm_exc_\w+$")
 SWITCH = {"__switch_to_asm"}
 
@@ -41,20 +43,32 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
         return facts_dir
     log(f"probing kernel {kernel} once (symbols, per-cpu offsets)...")
     facts_dir.mkdir(parents=True, exist_ok=True)
-    session = GuestSession(facts_dir / "probe", kernel, kernel_args, built["base_image"],
-                           "S facts=1\n", plugin=None, entries=None)
+    session = GuestSession(
+        facts_dir / "probe",
+        kernel,
+        kernel_args,
+        built["base_image"],
+        "S facts=1\n",
+        plugin=None,
+        entries=None,
+    )
     try:
         deadline = time.monotonic() + PROBE_TIMEOUT
         while not session.exited() and time.monotonic() < deadline:
             time.sleep(0.5)
     finally:
         session.stop()
-    lines = session.out_path.read_bytes().decode("utf-8", "replace").splitlines() \
-        if session.out_path.exists() else []
+    lines = (
+        session.out_path.read_bytes().decode("utf-8", "replace").splitlines()
+        if session.out_path.exists()
+        else []
+    )
     if not any(line.startswith("DONE") for line in lines):
         tail = session.panic_message() or session.console_tail(3).replace("\n", " | ")
-        raise UserError(f"kernel {kernel} did not boot the tracer's guest ({session.exit_description()}; "
-                        f"console: {tail or 'empty'})")
+        raise UserError(
+            f"kernel {kernel} did not boot the tracer's guest ({session.exit_description()}; "
+            f"console: {tail or 'empty'})"
+        )
     kallsyms = session.read_block("K", "KEND")
     release = next((l[2:] for l in lines if l.startswith("U ")), "")
     offsets = {}
@@ -64,8 +78,9 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
             offsets[cpu] = int(off, 16)
     (facts_dir / "kallsyms").write_text(kallsyms)
     (facts_dir / "entries.txt").write_text(entry_points(kallsyms))
-    (facts_dir / "facts.json").write_text(json.dumps(
-        {"release": release, "image": str(kernel), "percpu_offsets": offsets}, indent=1))
+    (facts_dir / "facts.json").write_text(
+        json.dumps({"release": release, "image": str(kernel), "percpu_offsets": offsets}, indent=1)
+    )
     return facts_dir
 
 
@@ -84,6 +99,8 @@ def entry_points(kallsyms: str) -> str:
         elif name in SWITCH:
             out.append(f"switch {addr}")
     if not any(l.startswith("irq") for l in out):
-        raise UserError("kernel symbols have no interrupt entry points (asm_common_interrupt ...): "
-                        "is this an x86-64 Linux kernel of 5.8 or later?")
+        raise UserError(
+            "kernel symbols have no interrupt entry points (asm_common_interrupt ...): "
+            "is this an x86-64 Linux kernel of 5.8 or later?"
+        )
     return "\n".join(out) + "\n"

@@ -19,8 +19,7 @@ class CpioWriter:
 
     def _entry(self, name: str, mode: int, data: bytes = b"", rdev=(0, 0)):
         encoded = name.encode() + b"\0"
-        fields = [self._inode, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1],
-                  len(encoded), 0]
+        fields = [self._inode, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1], len(encoded), 0]
         header = b"070701" + b"".join(b"%08X" % f for f in fields)
         self._inode += 1
         self._file.write(header + encoded)

@@ -17,13 +17,15 @@ WARMUP_REP = 127
 @dataclass
 class TestProgress:
     """Everything reported so far about one test in a running VM."""
+
     test: Test
     index: int
     repeats: dict = field(default_factory=dict)  # rep -> ("R", res_a, res_b) | ("X"|"H", why)
 
     def complete(self, repeats: int) -> bool:
-        return len(self.repeats) >= repeats or any(kind == "X" and rep < 0
-                                                   for rep, (kind, *_) in self.repeats.items())
+        return len(self.repeats) >= repeats or any(
+            kind == "X" and rep < 0 for rep, (kind, *_) in self.repeats.items()
+        )
 
 
 def tag(index: int, rep: int, side: int) -> int:
@@ -36,15 +38,27 @@ def is_warmup(region_tag: int) -> bool:
 
 
 def base_record(test: Test, status: str, detail: str = "") -> dict:
-    return {"id": test.id, "pair": test.pair, "status": status, "detail": detail,
-            "conflict_free": None, "agree": None,
-            "noise": {"ctxswitch": False, "interrupts_dropped": 0},
-            "accesses": {"a": 0, "b": 0}, "conflicts": [], "false_sharing": [], "results": {}}
+    return {
+        "id": test.id,
+        "pair": test.pair,
+        "status": status,
+        "detail": detail,
+        "conflict_free": None,
+        "agree": None,
+        "noise": {"ctxswitch": False, "interrupts_dropped": 0},
+        "accesses": {"a": 0, "b": 0},
+        "conflicts": [],
+        "false_sharing": [],
+        "results": {},
+    }
 
 
 def _side(line, symbols) -> dict:
-    return {"write": line.written, "pcs": [_site_name(site.pc, symbols) for site in line.sites],
-            "write_pcs": [_site_name(site.pc, symbols) for site in line.sites if site.write_mask]}
+    return {
+        "write": line.written,
+        "pcs": [_site_name(site.pc, symbols) for site in line.sites],
+        "write_pcs": [_site_name(site.pc, symbols) for site in line.sites if site.write_mask],
+    }
 
 
 def _site_name(pc: int, symbols) -> str:
@@ -57,12 +71,17 @@ def _site_pairs(la, lb, symbols) -> tuple:
     share the line only, at least one writing): false sharing."""
     named_a = [(function_of(_site_name(s.pc, symbols)), s) for s in la.sites]
     named_b = [(function_of(_site_name(s.pc, symbols)), s) for s in lb.sites]
-    true_pairs = {(fa, fb) for fa, sa in named_a for fb, sb in named_b
-                  if sa.write_mask & sb.touched or sb.write_mask & sa.touched}
+    true_pairs = {
+        (fa, fb)
+        for fa, sa in named_a
+        for fb, sb in named_b
+        if sa.write_mask & sb.touched or sb.write_mask & sa.touched
+    }
     if true_pairs:
         return "true", sorted(true_pairs)
-    return "false", sorted({(fa, fb) for fa, sa in named_a for fb, sb in named_b
-                            if sa.write_mask or sb.write_mask})
+    return "false", sorted(
+        {(fa, fb) for fa, sa in named_a for fb, sb in named_b if sa.write_mask or sb.write_mask}
+    )
 
 
 # What counts as a conflict (`scalecheck run --granularity`):
@@ -93,13 +112,26 @@ def counts(conflict: dict, granularity: str) -> bool:
 # (it reads e.g. mm->total_vm, which a concurrent mmap writes). The plugin drops the
 # tick's interrupt; its accesses are dropped here for the same reason. Functions of
 # kernel/sched/cputime.c, kernel/tsacct.c and the cgroup/cpuacct accounting hooks.
-TICK_WORK = frozenset({
-    "vtime_user_enter", "vtime_user_exit", "vtime_account_kernel", "vtime_account_idle",
-    "vtime_task_switch_generic", "account_user_time", "account_system_time",
-    "account_system_index_time", "account_guest_time", "account_idle_time",
-    "account_steal_time", "acct_account_cputime", "acct_update_integrals",
-    "__cgroup_account_cputime", "__cgroup_account_cputime_field", "cpuacct_account_field",
-})
+TICK_WORK = frozenset(
+    {
+        "vtime_user_enter",
+        "vtime_user_exit",
+        "vtime_account_kernel",
+        "vtime_account_idle",
+        "vtime_task_switch_generic",
+        "account_user_time",
+        "account_system_time",
+        "account_system_index_time",
+        "account_guest_time",
+        "account_idle_time",
+        "account_steal_time",
+        "acct_account_cputime",
+        "acct_update_integrals",
+        "__cgroup_account_cputime",
+        "__cgroup_account_cputime_field",
+        "cpuacct_account_field",
+    }
+)
 
 
 @functools.cache
@@ -133,8 +165,9 @@ def page_table_frames(regions, symbols) -> set:
     for region in regions:
         for line in region.lines.values():
             if VMEMMAP[0] <= line.vaddr < VMEMMAP[1] and any(
-                    site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
-                    for site in line.sites):
+                site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
+                for site in line.sites
+            ):
                 frames.add((line.vaddr - VMEMMAP[0]) // STRUCT_PAGE_SIZE)
     return frames
 
@@ -148,10 +181,18 @@ def _shared(region_a, region_b, symbols) -> list:
         if kind == "heap" and la.paddr >> 12 in page_tables:
             kind = "pagetable"
         sharing, pairs = _site_pairs(la, lb, symbols)
-        conflicts.append({"line": f"{la.vaddr:#x}", "paddr": f"{la.paddr:#x}", "kind": kind,
-                          "data_symbol": data_symbol, "sharing": sharing,
-                          "sites": [list(p) for p in pairs],
-                          "a": _side(la, symbols), "b": _side(lb, symbols)})
+        conflicts.append(
+            {
+                "line": f"{la.vaddr:#x}",
+                "paddr": f"{la.paddr:#x}",
+                "kind": kind,
+                "data_symbol": data_symbol,
+                "sharing": sharing,
+                "sites": [list(p) for p in pairs],
+                "a": _side(la, symbols),
+                "b": _side(lb, symbols),
+            }
+        )
     return conflicts
 
 
@@ -162,8 +203,14 @@ def signature(conflict: dict) -> frozenset:
     data). Heap addresses differ between repeats, and so do the fields of an object that
     share a line (slab objects are not line-aligned); the pairs of functions touching the
     same field do not."""
-    data = conflict["data_symbol"].split(" [cpu")[0] if conflict["kind"] in ("static", "percpu") else ""
-    return frozenset((conflict["kind"], data, conflict["sharing"], a, b) for a, b in conflict["sites"])
+    data = (
+        conflict["data_symbol"].split(" [cpu")[0]
+        if conflict["kind"] in ("static", "percpu")
+        else ""
+    )
+    return frozenset(
+        (conflict["kind"], data, conflict["sharing"], a, b) for a, b in conflict["sites"]
+    )
 
 
 def conflict_set(conflicts: list) -> frozenset:
@@ -181,8 +228,16 @@ def site_pairs(conflicts: list) -> list:
     groups = {}
     for c in conflicts:
         for a, b in c["sites"]:
-            group = groups.setdefault((a, b), {"a": a, "b": b, "lines": 0, "kinds": set(),
-                                               "false_sharing": c["sharing"] == "false"})
+            group = groups.setdefault(
+                (a, b),
+                {
+                    "a": a,
+                    "b": b,
+                    "lines": 0,
+                    "kinds": set(),
+                    "false_sharing": c["sharing"] == "false",
+                },
+            )
             group["lines"] += 1
             group["kinds"].add(c["kind"])
     return [dict(g, kinds=sorted(g["kinds"])) for g in groups.values()]
@@ -220,14 +275,19 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
             return base_record(test, "error", f"repeat {rep}: unreadable result from the driver")
         order = check_results(test, res_a, res_b)
         if order is None and not mismatch:
-            mismatch = f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}, expected " \
-                       f"{json.dumps((test.raw.get('expect') or {}).get('ab'))}"
+            mismatch = (
+                f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}, expected "
+                f"{json.dumps((test.raw.get('expect') or {}).get('ab'))}"
+            )
         if rep == 0:
             results = {"a": res_a, "b": res_b, "expected_order": order}
         ra, rb = regions.get(tag(progress.index, rep, 0)), regions.get(tag(progress.index, rep, 1))
         if ra is None or rb is None:
-            return base_record(test, "error", f"repeat {rep}: no trace from the plugin for call "
-                                              f"{'A' if ra is None else 'B'}")
+            return base_record(
+                test,
+                "error",
+                f"repeat {rep}: no trace from the plugin for call {'A' if ra is None else 'B'}",
+            )
         (ra, tick_a), (rb, tick_b) = without_tick_work(ra, symbols), without_tick_work(rb, symbols)
         tick_sites += tick_a + tick_b
         noise_switch |= ra.context_switched or rb.context_switched
@@ -243,18 +303,24 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
     false_sharing, _, _ = _repeated([uncounted for _, _, _, uncounted in per_repeat])
     transient = {element for s in signatures for element in s - repeated}
     record = base_record(test, "mismatch" if mismatch else "ok", mismatch)
-    record.update({
-        "conflict_free": not conflicts,
-        "agree": all(s == signatures[0] for s in signatures),
-        "noise": {"ctxswitch": noise_switch, "interrupts_dropped": interrupts,
-                  "accesses_dropped": dropped, "tick_sites_dropped": tick_sites,
-                  "transient_conflicts": len(transient),
-                  "transient": sorted(show(e) for e in transient)},
-        "accesses": {"a": first_a.accesses, "b": first_b.accesses},
-        "lines": {"a": len(first_a.lines), "b": len(first_b.lines)},
-        "conflicts": conflicts,
-        "false_sharing": false_sharing,
-        "site_pairs": site_pairs(conflicts),
-        "results": results,
-    })
+    record.update(
+        {
+            "conflict_free": not conflicts,
+            "agree": all(s == signatures[0] for s in signatures),
+            "noise": {
+                "ctxswitch": noise_switch,
+                "interrupts_dropped": interrupts,
+                "accesses_dropped": dropped,
+                "tick_sites_dropped": tick_sites,
+                "transient_conflicts": len(transient),
+                "transient": sorted(show(e) for e in transient),
+            },
+            "accesses": {"a": first_a.accesses, "b": first_b.accesses},
+            "lines": {"a": len(first_a.lines), "b": len(first_b.lines)},
+            "conflicts": conflicts,
+            "false_sharing": false_sharing,
+            "site_pairs": site_pairs(conflicts),
+            "results": results,
+        }
+    )
     return record

@@ -39,6 +39,7 @@ def _pcs_of(nsites: int) -> struct.Struct:
 @dataclass
 class Site:
     """The bytes of a line one instruction read and wrote."""
+
     pc: int
     read_mask: int
     write_mask: int
@@ -52,11 +53,24 @@ class Line:
     """One cache line a region touched. Its sites are decoded from the trace only when
     asked for: a region has hundreds of lines and only the few it shares with the other
     call are looked at site by site."""
+
     __slots__ = ("paddr", "vaddr", "read_mask", "write_mask", "_sites", "_site_bytes")
 
-    def __init__(self, paddr: int, vaddr: int, read_mask: int, write_mask: int,
-                 sites: list = None, site_bytes: bytes = b""):
-        self.paddr, self.vaddr, self.read_mask, self.write_mask = paddr, vaddr, read_mask, write_mask
+    def __init__(
+        self,
+        paddr: int,
+        vaddr: int,
+        read_mask: int,
+        write_mask: int,
+        sites: list = None,
+        site_bytes: bytes = b"",
+    ):
+        self.paddr, self.vaddr, self.read_mask, self.write_mask = (
+            paddr,
+            vaddr,
+            read_mask,
+            write_mask,
+        )
         self._sites, self._site_bytes = sites, site_bytes
 
     @property
@@ -104,8 +118,15 @@ class Region:
                 for s in sites:
                     read, write = read | s.read_mask, write | s.write_mask
                 kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
-        return Region(self.vcpu, self.tag, self.flags, self.accesses, self.dropped_in_interrupts,
-                      self.interrupts, kept_lines), gone
+        return Region(
+            self.vcpu,
+            self.tag,
+            self.flags,
+            self.accesses,
+            self.dropped_in_interrupts,
+            self.interrupts,
+            kept_lines,
+        ), gone
 
 
 class PcSet:
@@ -188,5 +209,8 @@ class RegionReader:
 
 def shared_lines(a: Region, b: Region) -> list:
     """Lines both regions touched, at least one of them writing (pairs of Line)."""
-    return [(a.lines[paddr], b.lines[paddr]) for paddr in sorted(a.lines.keys() & b.lines.keys())
-            if a.lines[paddr].written or b.lines[paddr].written]
+    return [
+        (a.lines[paddr], b.lines[paddr])
+        for paddr in sorted(a.lines.keys() & b.lines.keys())
+        if a.lines[paddr].written or b.lines[paddr].written
+    ]

@@ -37,46 +37,80 @@ HANG_TRIES = 2
 
 def register(subparsers):
     p = subparsers.add_parser(
-        "run", help="run generated tests on a real kernel and record conflicting cache lines",
+        "run",
+        help="run generated tests on a real kernel and record conflicting cache lines",
         description="Boot a stock Linux kernel under QEMU (TCG) with a tracing plugin, run each "
         "test's two calls on two isolated vCPUs, and record the cache lines both calls touched "
-        "with at least one write. Results go to DIR/trace/results.jsonl; rerunning resumes.")
-    p.add_argument("dir", type=Path, help="directory holding tests.jsonl (from `scalecheck testgen`)")
+        "with at least one write. Results go to DIR/trace/results.jsonl; rerunning resumes.",
+    )
+    p.add_argument(
+        "dir", type=Path, help="directory holding tests.jsonl (from `scalecheck testgen`)"
+    )
     p.add_argument("--target", default="linux", choices=["linux"], help="implementation to trace")
     p.add_argument("--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*)")
     p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
     p.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
-    p.add_argument("--jobs", "-j", type=int, help="VMs run in parallel (default: one per host core)")
-    p.add_argument("--repeats", type=int, default=2, help="runs per test; a conflict counts only "
-                   "if every run shows it (default 2)")
+    p.add_argument(
+        "--jobs", "-j", type=int, help="VMs run in parallel (default: one per host core)"
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="runs per test; a conflict counts only if every run shows it (default 2)",
+    )
     p.add_argument("--limit", type=int, help="trace only the first N matching tests")
     p.add_argument("--ops", help="comma-separated ops: trace only tests whose calls all use them")
-    p.add_argument("--fs", default="tmpfs", choices=["tmpfs", "ramfs"], help="file system the "
-                   "tests' files live on")
-    p.add_argument("--granularity", default="stable", choices=outcome.GRANULARITIES,
-                   help="what counts as a conflict: 'stable' (default) overlapping bytes, or a "
-                   "shared line of static, per-cpu or page-table data; heap false sharing, which depends on "
-                   "where objects were allocated, is listed but not counted. 'line': every "
-                   "shared cache line. 'bytes': overlapping bytes only")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds one call may take (default 5)")
+    p.add_argument(
+        "--fs",
+        default="tmpfs",
+        choices=["tmpfs", "ramfs"],
+        help="file system the tests' files live on",
+    )
+    p.add_argument(
+        "--granularity",
+        default="stable",
+        choices=outcome.GRANULARITIES,
+        help="what counts as a conflict: 'stable' (default) overlapping bytes, or a "
+        "shared line of static, per-cpu or page-table data; heap false sharing, which depends on "
+        "where objects were allocated, is listed but not counted. 'line': every "
+        "shared cache line. 'bytes': overlapping bytes only",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds one call may take (default 5)"
+    )
     p.add_argument("--batch", type=int, default=2000, help="tests per boot (default 2000)")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.set_defaults(func=_cli)
 
 
 def _cli(args) -> int:
-    summary = run_tests(args.dir, target=args.target, kernel=args.kernel, kernel_args=args.kernel_args,
-                        jobs=args.jobs, repeats=args.repeats, limit=args.limit, ops=args.ops,
-                        vmlinux=args.vmlinux, fs=args.fs, granularity=args.granularity,
-                        timeout=args.timeout, batch=args.batch, quiet=args.json)
+    summary = run_tests(
+        args.dir,
+        target=args.target,
+        kernel=args.kernel,
+        kernel_args=args.kernel_args,
+        jobs=args.jobs,
+        repeats=args.repeats,
+        limit=args.limit,
+        ops=args.ops,
+        vmlinux=args.vmlinux,
+        fs=args.fs,
+        granularity=args.granularity,
+        timeout=args.timeout,
+        batch=args.batch,
+        quiet=args.json,
+    )
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
-        print(f"{summary['finished']} tests finished ({summary['skipped_already_done']} already done): "
-              f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting, "
-              f"{summary['mismatch']} mismatch, {summary['error']} error, {summary['timeout']} timeout, "
-              f"{summary['crash']} crash; {summary['boots']} boots, {summary['seconds']:.0f} s, "
-              f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}")
+        print(
+            f"{summary['finished']} tests finished ({summary['skipped_already_done']} already done): "
+            f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting, "
+            f"{summary['mismatch']} mismatch, {summary['error']} error, {summary['timeout']} timeout, "
+            f"{summary['crash']} crash; {summary['boots']} boots, {summary['seconds']:.0f} s, "
+            f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}"
+        )
     return 0
 
 
@@ -90,9 +124,24 @@ def _select(tests, limit, ops):
     return tests[:limit] if limit is not None else tests
 
 
-def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, repeats=2,
-              limit=None, ops=None, vmlinux=None, fs="tmpfs", granularity="stable", timeout=5.0,
-              batch=2000, quiet=False, on_vm_start=None, set_aside_incompatible=False) -> dict:
+def run_tests(
+    out_dir,
+    target="linux",
+    kernel=None,
+    kernel_args="",
+    jobs=None,
+    repeats=2,
+    limit=None,
+    ops=None,
+    vmlinux=None,
+    fs="tmpfs",
+    granularity="stable",
+    timeout=5.0,
+    batch=2000,
+    quiet=False,
+    on_vm_start=None,
+    set_aside_incompatible=False,
+) -> dict:
     """Runs DIR/tests.jsonl (or the selected part) and returns the run summary.
 
     ``on_vm_start(session)`` is called after each boot starts (used by tests that kill a VM).
@@ -107,8 +156,10 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
         raise UserError("--repeats is at most 100")
     tests_header, tests = testfile.read_tests(out_dir / "tests.jsonl")
     if tests_header.get("model", "posix") != "posix":
-        raise UserError(f"tests of model {tests_header.get('model')!r} have no Linux mapping; "
-                        "`scalecheck run --target linux` runs posix-model tests")
+        raise UserError(
+            f"tests of model {tests_header.get('model')!r} have no Linux mapping; "
+            "`scalecheck run --target linux` runs posix-model tests"
+        )
     kernel = vm.check_kernel(Path(kernel)) if kernel else vm.default_kernel()
     if vmlinux and not Path(vmlinux).is_file():
         raise UserError(f"--vmlinux {vmlinux} does not exist")
@@ -121,12 +172,22 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
     symbols = KernelSymbols.load(facts_dir, Path(vmlinux) if vmlinux else None)
 
     trace_dir = out_dir / "trace"
-    header = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "target": target,
-              "kernel": {"release": kfacts["release"], "image": str(kernel),
-                         "args": vm.kernel_command_line(kernel_args)},
-              "tests": "tests.jsonl", "repeats": repeats, "granularity": granularity, "fs": fs,
-              "tracer": build.tracer_fingerprint(),
-              "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    header = {
+        "format": RESULTS_FORMAT,
+        "version": RESULTS_VERSION,
+        "target": target,
+        "kernel": {
+            "release": kfacts["release"],
+            "image": str(kernel),
+            "args": vm.kernel_command_line(kernel_args),
+        },
+        "tests": "tests.jsonl",
+        "repeats": repeats,
+        "granularity": granularity,
+        "fs": fs,
+        "tracer": build.tracer_fingerprint(),
+        "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     store = ResultsStore(trace_dir / "results.jsonl", header, set_aside_incompatible, log)
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
     started = time.monotonic()
@@ -134,12 +195,29 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
     # CPU 0 mostly sleeps. One VM per core traced 15.7 tests/s on 2 cores, one VM 10.8.
     jobs = max(1, jobs or os.cpu_count() or 1)
     jobs = min(jobs, max(1, len(pending)))
-    config = _RunConfig(kernel=kernel, kernel_args=kernel_args, built=built,
-                        entries=facts_dir / "entries.txt", symbols=symbols, repeats=repeats,
-                        fs=fs, granularity=granularity, timeout=timeout, batch=batch,
-                        store=store, on_vm_start=on_vm_start, trace_dir=trace_dir)
-    progress = Progress(TextColumn("[bold]tracing"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), disable=quiet)
+    config = _RunConfig(
+        kernel=kernel,
+        kernel_args=kernel_args,
+        built=built,
+        entries=facts_dir / "entries.txt",
+        symbols=symbols,
+        repeats=repeats,
+        fs=fs,
+        granularity=granularity,
+        timeout=timeout,
+        batch=batch,
+        store=store,
+        on_vm_start=on_vm_start,
+        trace_dir=trace_dir,
+    )
+    progress = Progress(
+        TextColumn("[bold]tracing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        disable=quiet,
+    )
     workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
     threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
     try:
@@ -149,8 +227,11 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
 
             def count(record):
                 by_status[record["status"]] = by_status.get(record["status"], 0) + 1
-                progress.update(task, advance=1,
-                                status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())))
+                progress.update(
+                    task,
+                    advance=1,
+                    status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
+                )
 
             config.on_record = count
             for th in threads:
@@ -173,11 +254,17 @@ def run_tests(out_dir, target="linux", kernel=None, kernel_args="", jobs=None, r
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
     summary = _summarize(records, selected)
-    summary.update({"results": str(trace_dir / "results.jsonl"), "boots": boots,
-                    "seconds": round(elapsed, 1), "finished": finished_now,
-                    "skipped_already_done": len(selected) - len(pending),
-                    "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
-                    "kernel": header["kernel"]})
+    summary.update(
+        {
+            "results": str(trace_dir / "results.jsonl"),
+            "boots": boots,
+            "seconds": round(elapsed, 1),
+            "finished": finished_now,
+            "skipped_already_done": len(selected) - len(pending),
+            "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
+            "kernel": header["kernel"],
+        }
+    )
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
@@ -195,13 +282,18 @@ def _summarize(records, selected) -> dict:
             entry["tests"] += 1
             entry["lines"] += g["lines"]
     return {
-        "tests": len(selected), "recorded": len(records), **status,
+        "tests": len(selected),
+        "recorded": len(records),
+        **status,
         "conflict_free": sum(1 for r in traced if r["conflict_free"]),
         "conflicting": sum(1 for r in traced if not r["conflict_free"]),
         # Conflict-free as counted, yet sharing heap lines with false sharing only.
-        "conflict_free_with_false_sharing": sum(1 for r in traced
-                                                if r["conflict_free"] and r.get("false_sharing")),
-        "repeat_agreement": round(sum(1 for r in traced if r["agree"]) / len(traced), 4) if traced else None,
+        "conflict_free_with_false_sharing": sum(
+            1 for r in traced if r["conflict_free"] and r.get("false_sharing")
+        ),
+        "repeat_agreement": round(sum(1 for r in traced if r["agree"]) / len(traced), 4)
+        if traced
+        else None,
         "ctxswitch_tests": sum(1 for r in traced if r["noise"]["ctxswitch"]),
         "site_pairs": sorted(groups.values(), key=lambda g: -g["tests"])[:50],
     }
@@ -235,9 +327,11 @@ class _VmWorker:
                 failed_boots = 0 if done or hung else failed_boots + 1
                 if failed_boots >= MAX_FAILED_BOOTS:
                     qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
-                    raise UserError(f"{MAX_FAILED_BOOTS} boots in a row finished no test "
-                                    f"(QEMU: {qemu_said.splitlines()[-1] if qemu_said else 'no message'}); "
-                                    f"see {self.workdir / 'console.log'}")
+                    raise UserError(
+                        f"{MAX_FAILED_BOOTS} boots in a row finished no test "
+                        f"(QEMU: {qemu_said.splitlines()[-1] if qemu_said else 'no message'}); "
+                        f"see {self.workdir / 'console.log'}"
+                    )
                 self.pending = [p for p in self.pending if p[1].id not in done]
                 if hung:
                     retried = next(p for p in self.pending if p[1].id == hung)
@@ -253,8 +347,10 @@ class _VmWorker:
 
     def _batch_text(self, batch, done):
         c = self.config
-        parts = [f"S repeats={c.repeats} timeout_ms={int(c.timeout * 1000)} fs={c.fs} "
-                 f"warmup={min(WARMUP_TESTS, len(batch))}\n"]
+        parts = [
+            f"S repeats={c.repeats} timeout_ms={int(c.timeout * 1000)} fs={c.fs} "
+            f"warmup={min(WARMUP_TESTS, len(batch))}\n"
+        ]
         runnable = {}
         for index, test in batch:
             try:
@@ -272,8 +368,15 @@ class _VmWorker:
         text, runnable = self._batch_text(batch, done)
         if not runnable:
             return done, hung
-        session = vm.GuestSession(self.workdir, c.kernel, c.kernel_args, c.built["base_image"], text,
-                                  c.built["plugin"], c.entries)
+        session = vm.GuestSession(
+            self.workdir,
+            c.kernel,
+            c.kernel_args,
+            c.built["base_image"],
+            text,
+            c.built["plugin"],
+            c.entries,
+        )
         if c.on_vm_start:
             c.on_vm_start(session)
         regions, current, ready, finished = {}, None, False, False
@@ -299,7 +402,11 @@ class _VmWorker:
                         # crash or hang the guest, the test it ran gets the blame.
                         current = self._close(current, regions, done)
                         index = int(rest)
-                        current = outcome.TestProgress(runnable[index], index) if index in runnable else None
+                        current = (
+                            outcome.TestProgress(runnable[index], index)
+                            if index in runnable
+                            else None
+                        )
                     elif kind in ("R", "X", "H") and current is not None:
                         index, rep, payload = _split_report(rest)
                         if kind == "H":
@@ -322,13 +429,23 @@ class _VmWorker:
                 if finished or hung:
                     break
                 if exited:
-                    self._fail(current, done, "crash", session.panic_message() or session.exit_description())
+                    self._fail(
+                        current,
+                        done,
+                        "crash",
+                        session.panic_message() or session.exit_description(),
+                    )
                     break
                 stalled = time.monotonic() - last_progress
-                if (not ready and time.monotonic() - session.started > BOOT_TIMEOUT) or \
-                        (ready and stalled > stall_limit):
-                    self._fail(current, done, "timeout",
-                               f"no progress from the guest for {stalled:.0f} s; VM killed and rebooted")
+                if (not ready and time.monotonic() - session.started > BOOT_TIMEOUT) or (
+                    ready and stalled > stall_limit
+                ):
+                    self._fail(
+                        current,
+                        done,
+                        "timeout",
+                        f"no progress from the guest for {stalled:.0f} s; VM killed and rebooted",
+                    )
                     break
                 time.sleep(0.05)
         finally:
@@ -340,8 +457,9 @@ class _VmWorker:
             return None
         if not current.complete(self.config.repeats):
             return current
-        record = outcome.finish(current, regions, self.config.symbols, self.config.repeats,
-                                self.config.granularity)
+        record = outcome.finish(
+            current, regions, self.config.symbols, self.config.repeats, self.config.granularity
+        )
         self._record(done, record)
         for rep in range(self.config.repeats):
             for side in (0, 1):

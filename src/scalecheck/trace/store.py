@@ -71,16 +71,22 @@ class ResultsStore:
         try:
             old = json.loads(lines[0])
         except (json.JSONDecodeError, IndexError):
-            raise UserError(f"{self.path} is not a results file; move it away to start afresh") from None
+            raise UserError(
+                f"{self.path} is not a results file; move it away to start afresh"
+            ) from None
         if old.get("format") != RESULTS_FORMAT or old.get("version") != RESULTS_VERSION:
-            raise UserError(f"{self.path}: results format {old.get('format')!r} version "
-                            f"{old.get('version')!r}; this scalecheck writes {RESULTS_FORMAT!r} "
-                            f"version {RESULTS_VERSION}")
+            raise UserError(
+                f"{self.path}: results format {old.get('format')!r} version "
+                f"{old.get('version')!r}; this scalecheck writes {RESULTS_FORMAT!r} "
+                f"version {RESULTS_VERSION}"
+            )
         for key in MUST_MATCH:
             if old.get(key) != header.get(key):
-                raise IncompatibleStore(f"{self.path} was made with other {key} settings "
-                                        f"({_difference(old.get(key), header.get(key))})",
-                                        old.get("started", "old"))
+                raise IncompatibleStore(
+                    f"{self.path} was made with other {key} settings "
+                    f"({_difference(old.get(key), header.get(key))})",
+                    old.get("started", "old"),
+                )
         for line in lines[1:]:
             record = json.loads(line)
             self.finished[record["id"]] = record

@@ -43,10 +43,16 @@ class KernelSymbols:
         # Per-cpu variables are listed as absolute ("A") offsets into the per-cpu area.
         self.percpu_size = by_name.get("__per_cpu_end", 0)
         self._text = _SortedNames([(a, n) for a, k, n in symbols if k in TEXT_TYPES])
-        self._data = _SortedNames([(a, n) for a, k, n in symbols
-                                   if k in DATA_TYPES and KERNEL_IMAGE[0] <= a < KERNEL_IMAGE[1]])
-        self._percpu = _SortedNames([(a, n) for a, k, n in symbols
-                                     if k == "A" and a < self.percpu_size])
+        self._data = _SortedNames(
+            [
+                (a, n)
+                for a, k, n in symbols
+                if k in DATA_TYPES and KERNEL_IMAGE[0] <= a < KERNEL_IMAGE[1]
+            ]
+        )
+        self._percpu = _SortedNames(
+            [(a, n) for a, k, n in symbols if k == "A" and a < self.percpu_size]
+        )
         self.percpu_offsets = {int(cpu): off for cpu, off in percpu_offsets.items()}
         self._addr2line = _Addr2Line(vmlinux) if vmlinux else None
         self._pc_names = {}
@@ -74,7 +80,10 @@ class KernelSymbols:
             return "static", self._data.describe(vaddr) or ""
         for cpu, base in sorted(self.percpu_offsets.items()):
             if self.percpu_size and base <= vaddr < base + self.percpu_size:
-                return "percpu", f"{self._percpu.describe(vaddr - base) or hex(vaddr - base)} [cpu{cpu}]"
+                return (
+                    "percpu",
+                    f"{self._percpu.describe(vaddr - base) or hex(vaddr - base)} [cpu{cpu}]",
+                )
         if VMEMMAP[0] <= vaddr < VMEMMAP[1]:
             return "heap", "struct page"
         if DIRECT_MAP[0] <= vaddr < DIRECT_MAP[1] or VMALLOC[0] <= vaddr < VMALLOC[1]:
@@ -114,16 +123,21 @@ def check_vmlinux(vmlinux: Path, running: dict):
     except (OSError, ELFError) as err:
         raise UserError(f"--vmlinux {vmlinux}: not a readable ELF file ({err})") from None
     if not has_lines:
-        raise UserError(f"--vmlinux {vmlinux} has no line information (.debug_line): "
-                        "pass the debug vmlinux (e.g. Debian's linux-image-<version>-dbg)")
+        raise UserError(
+            f"--vmlinux {vmlinux} has no line information (.debug_line): "
+            "pass the debug vmlinux (e.g. Debian's linux-image-<version>-dbg)"
+        )
     common = [name for name in anchors if name in running]
     if not common:
-        raise UserError(f"--vmlinux {vmlinux} has none of {', '.join(ANCHOR_SYMBOLS)}: "
-                        "is it a Linux kernel?")
+        raise UserError(
+            f"--vmlinux {vmlinux} has none of {', '.join(ANCHOR_SYMBOLS)}: is it a Linux kernel?"
+        )
     for name in common:
         if anchors[name] != running[name]:
-            raise UserError(f"--vmlinux {vmlinux} is not the traced kernel: {name} is at "
-                            f"{anchors[name]:#x} there and at {running[name]:#x} in the guest")
+            raise UserError(
+                f"--vmlinux {vmlinux} is not the traced kernel: {name} is at "
+                f"{anchors[name]:#x} there and at {running[name]:#x} in the guest"
+            )
 
 
 class _SortedNames:
@@ -150,8 +164,13 @@ class _Addr2Line:
         tool = shutil.which("addr2line")
         self._proc = None
         if tool:
-            self._proc = subprocess.Popen([tool, "-e", str(vmlinux)], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, text=True, bufsize=1)
+            self._proc = subprocess.Popen(
+                [tool, "-e", str(vmlinux)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+            )
 
     def lookup(self, pc: int) -> str:
         if not self._proc:

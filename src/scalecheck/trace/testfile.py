@@ -54,8 +54,10 @@ class UnsupportedTest(Exception):
 def read_tests(path: Path):
     """Returns (header, [Test]); raises UserError on a file that is not a tests file."""
     header, tests = shared_testfile.read_tests(path)
-    return header, [Test(test["id"], test.get("pair") or [call.get("op") for call in test["calls"]], test)
-                    for test in tests]
+    return header, [
+        Test(test["id"], test.get("pair") or [call.get("op") for call in test["calls"]], test)
+        for test in tests
+    ]
 
 
 def _int(value, what):
@@ -100,7 +102,9 @@ def render(test: Test, index: int) -> str:
         lines.append(f"F {_name(name, 'file name')} {inode}")
     for i, inode in enumerate(inodes):
         data = [_int(b, f"inode {i} data") & 0xFF for b in _limit(inode.get("data", []), "units")]
-        lines.append(" ".join(map(str, ["I", i, _int(inode.get("nlink", 1), "nlink"), len(data), *data])))
+        lines.append(
+            " ".join(map(str, ["I", i, _int(inode.get("nlink", 1), "nlink"), len(data), *data]))
+        )
     pipes = _limit(setup.get("pipes", []), "pipes")
     for i, pipe in enumerate(pipes):
         data = [_int(b, f"pipe {i} data") & 0xFF for b in _limit(pipe.get("data", []), "units")]
@@ -128,12 +132,16 @@ def render(test: Test, index: int) -> str:
             nmaps += 1
             writable = int(bool(desc.get("writable")))
             if desc.get("anon"):
-                lines.append(f"M {p} {va:#x} anon {writable} {_int(desc.get('data', 0), 'data') & 0xFF}")
+                lines.append(
+                    f"M {p} {va:#x} anon {writable} {_int(desc.get('data', 0), 'data') & 0xFF}"
+                )
             else:
                 inode = _int(desc.get("file"), f"proc {p} map {va:#x} file")
                 if not 0 <= inode < len(inodes):
                     raise UnsupportedTest(f"proc {p} map {va:#x}: missing inode {inode}")
-                lines.append(f"M {p} {va:#x} file {writable} {inode} {_int(desc.get('off', 0), 'off')}")
+                lines.append(
+                    f"M {p} {va:#x} file {writable} {inode} {_int(desc.get('off', 0), 'off')}"
+                )
     if nfds > LIMITS["fds"] or nmaps > LIMITS["maps"]:
         raise UnsupportedTest("setup has more fds or mappings than the driver handles")
     calls = raw["calls"]
@@ -167,11 +175,17 @@ def result_matches(actual, expected) -> bool:
     if expected == "*":
         return True
     if isinstance(expected, dict):
-        return (isinstance(actual, dict) and actual.keys() == expected.keys()
-                and all(result_matches(actual[k], expected[k]) for k in expected))
+        return (
+            isinstance(actual, dict)
+            and actual.keys() == expected.keys()
+            and all(result_matches(actual[k], expected[k]) for k in expected)
+        )
     if isinstance(expected, list):
-        return (isinstance(actual, list) and len(actual) == len(expected)
-                and all(result_matches(a, e) for a, e in zip(actual, expected)))
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(result_matches(a, e) for a, e in zip(actual, expected))
+        )
     return actual == expected
 
 
@@ -180,7 +194,11 @@ def check_results(test: Test, results_a, results_b):
     expect = test.raw.get("expect") or {}
     for order in ("ab", "ba"):
         want = expect.get(order)
-        if isinstance(want, list) and len(want) == 2 and \
-                result_matches(results_a, want[0]) and result_matches(results_b, want[1]):
+        if (
+            isinstance(want, list)
+            and len(want) == 2
+            and result_matches(results_a, want[0])
+            and result_matches(results_b, want[1])
+        ):
             return order
     return None

@@ -24,8 +24,10 @@ QEMU = "qemu-system-x86_64"
 # threads poll, so a call queueing a callback never decides, by timing, to wake them.
 # nokaslr keeps kallsyms addresses valid across boots; a fixed kernel stack offset keeps
 # repeats identical.
-ISOLATION_ARGS = ("nokaslr randomize_kstack_offset=off nohz_full=1-2 isolcpus=nohz,domain,1-2 "
-                  "rcu_nocbs=1-2 rcu_nocb_poll")
+ISOLATION_ARGS = (
+    "nokaslr randomize_kstack_offset=off nohz_full=1-2 isolcpus=nohz,domain,1-2 "
+    "rcu_nocbs=1-2 rcu_nocb_poll"
+)
 # AppArmor (on by default in Debian) adds a label refcount every open shares; with only
 # apparmor=0, SELinux (built in, no policy; Debian's kernel ignores selinux=0) takes its
 # place with its own shared inode security state. Neither belongs to the interface under
@@ -39,8 +41,10 @@ MEMORY = "512M"
 def default_kernel() -> Path:
     images = sorted(glob.glob("/boot/vmlinuz-*"))
     if not images:
-        raise UserError("no kernel found at /boot/vmlinuz-*: run scripts/setup.sh "
-                        "(installs linux-image-amd64) or pass --kernel PATH")
+        raise UserError(
+            "no kernel found at /boot/vmlinuz-*: run scripts/setup.sh "
+            "(installs linux-image-amd64) or pass --kernel PATH"
+        )
     return Path(images[-1])
 
 
@@ -66,8 +70,16 @@ def kernel_command_line(extra: str) -> str:
 class GuestSession:
     """One boot of the VM running one batch; poll() returns new driver lines and regions."""
 
-    def __init__(self, workdir: Path, kernel: Path, kernel_args: str, base_image: Path,
-                 batch_text: str, plugin: Path | None, entries: Path | None):
+    def __init__(
+        self,
+        workdir: Path,
+        kernel: Path,
+        kernel_args: str,
+        base_image: Path,
+        batch_text: str,
+        plugin: Path | None,
+        entries: Path | None,
+    ):
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.out_path = workdir / "driver.out"
@@ -77,14 +89,35 @@ class GuestSession:
         for stale in (self.out_path, self.trace_path, self.console_path, self.pid_path):
             stale.unlink(missing_ok=True)
         image = initramfs.build_boot_image(base_image, batch_text, workdir / "boot.cpio")
-        cmd = [qemu_binary(), "-accel", "tcg,thread=multi", "-smp", str(VCPUS), "-m", MEMORY,
-               "-nographic", "-no-reboot", "-nic", "none", "-monitor", "none",
-               "-kernel", str(kernel), "-initrd", str(image),
-               "-append", kernel_command_line(kernel_args),
-               "-serial", f"file:{self.console_path}",
-               "-chardev", f"file,id=driver,path={self.out_path}",
-               "-device", "isa-debugcon,iobase=0xe9,chardev=driver",
-               "-pidfile", str(self.pid_path)]
+        cmd = [
+            qemu_binary(),
+            "-accel",
+            "tcg,thread=multi",
+            "-smp",
+            str(VCPUS),
+            "-m",
+            MEMORY,
+            "-nographic",
+            "-no-reboot",
+            "-nic",
+            "none",
+            "-monitor",
+            "none",
+            "-kernel",
+            str(kernel),
+            "-initrd",
+            str(image),
+            "-append",
+            kernel_command_line(kernel_args),
+            "-serial",
+            f"file:{self.console_path}",
+            "-chardev",
+            f"file,id=driver,path={self.out_path}",
+            "-device",
+            "isa-debugcon,iobase=0xe9,chardev=driver",
+            "-pidfile",
+            str(self.pid_path),
+        ]
         if plugin:
             plugin_arg = f"{plugin},out={self.trace_path}"
             if entries:
@@ -95,8 +128,13 @@ class GuestSession:
         self._log = open(workdir / "qemu.log", "wb")
         # Own process group: a Ctrl-C in the terminal reaches the runner, which then
         # stops QEMU itself, instead of QEMU dying mid-write.
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._out_offset = 0
         self._partial = b""
         self._regions = RegionReader(self.trace_path) if plugin else None
@@ -122,7 +160,7 @@ class GuestSession:
         text = self.out_path.read_bytes().decode("utf-8", "replace")
         start = text.index(f"\n{start_marker}\n") + len(start_marker) + 2
         # The end marker is a line of its own ("KEND" also ends "...BACKEND").
-        return text[start:text.index(f"\n{end_marker}\n", start - 1) + 1]
+        return text[start : text.index(f"\n{end_marker}\n", start - 1) + 1]
 
     def exited(self) -> bool:
         return self.proc.poll() is not None
