@@ -14,12 +14,12 @@ from scalecheck.benchsuite.results import machine_description, spread_pct  # noq
 from scalecheck.benchsuite.runner import parse_result  # noqa: E402
 
 __all__ = [
-    "REPO",
     "BIN",
+    "REPO",
     "build",
-    "run_harness_program",
-    "mean_and_spread",
     "machine_description",
+    "mean_and_spread",
+    "run_harness_program",
     "usable_cpus",
 ]
 

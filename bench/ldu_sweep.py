@@ -31,9 +31,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.pyplot as plt
 
-from scalecheck.benchsuite.results import ResultsDir, spread_pct  # noqa: E402
+from scalecheck.benchsuite.results import ResultsDir, spread_pct
 
 RATIOS = (50, 80, 90, 99, 100)
 MODES = ("ldu-percore", "ldu-global", "rwlock", "harris")

@@ -20,11 +20,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchlib import REPO, machine_description, spread_pct
-from scalecheck.benchsuite.runner import parse_result
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+
+from benchlib import REPO, machine_description, spread_pct
+from scalecheck.benchsuite.runner import parse_result
 
 RUNTIMES = ["ours", "pthreads", "go", "tokio"]
 # (benchmark, mode, threads per processor): the same load as the catalog (sched.toml).

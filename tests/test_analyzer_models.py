@@ -12,7 +12,7 @@ from scalecheck.models.rename import RenameFS
 from scalecheck.testgen import _pair_tests
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def analyze_pair(model_cls, a, b):
     """The posix pairs are the slow part of this file: analyse each once."""
     return analyze_pair_uncached(model_cls, a, b)

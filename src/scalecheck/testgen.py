@@ -299,7 +299,7 @@ def _pattern_features(observations, kinds) -> tuple[list, list]:
     ]
     counted = [read["key"] for read in reads if read["key"]]
     counted += [
-        entry for entry in arguments if is_identity(entry) or is_flag(entry) and entry["decided"]
+        entry for entry in arguments if is_identity(entry) or (is_flag(entry) and entry["decided"])
     ]
     counted += [
         entry

@@ -9,9 +9,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.pyplot as plt
 
-from scalecheck.benchsuite.results import ResultsDir, series_name  # noqa: E402
+from scalecheck.benchsuite.results import ResultsDir, series_name
 
 
 def _draw_series(axis, points: list[dict], per_core: bool, label: str) -> None:

@@ -9,7 +9,7 @@ import os
 import platform
 import statistics
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from scalecheck.errors import UserError
@@ -64,7 +64,7 @@ def machine_description() -> dict:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def spread_pct(values: list[float]) -> float | None:

@@ -34,7 +34,6 @@ from scalecheck.engine.types import (
 )
 from scalecheck.model.results import Chosen
 
-
 # ---------------------------------------------------------------- model state handling
 
 

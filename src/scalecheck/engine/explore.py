@@ -31,10 +31,10 @@ class Infeasible(Exception):
     """The assumptions made on this path contradict each other; the path does not exist."""
 
 
-_current: "Path | None" = None
+_current: Path | None = None
 
 
-def current() -> "Path":
+def current() -> Path:
     if _current is None:
         raise RuntimeError("symbolic operation outside of a path exploration")
     return _current
@@ -58,7 +58,7 @@ class Path:
     solver: z3.Solver
     schedule: list[tuple[bool, bool]]  # (outcome, forced) per undecided branch
     queue: list
-    stats: "Stats"
+    stats: Stats
     decisions: list = field(default_factory=list)  # branch conditions, as taken
     assumptions: list = field(default_factory=list)  # domain axioms and implementation choices
     taken: list = field(default_factory=list)

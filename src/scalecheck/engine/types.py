@@ -22,7 +22,7 @@ FRESH_BASE = 1000
 class SymType:
     """A type whose values are made of scalar Z3 leaves."""
 
-    def leaves(self) -> list[tuple[str, "ScalarType"]]:
+    def leaves(self) -> list[tuple[str, ScalarType]]:
         raise NotImplementedError
 
     def build(self, exprs, on_change=None):
@@ -297,7 +297,7 @@ class MapValue:
         self.name = name
         self.log: list[tuple] = []  # (key, present, leaves), newest last
 
-    def copy(self) -> "MapValue":
+    def copy(self) -> MapValue:
         twin = MapValue(self.type, self.name)
         twin.log = list(self.log)
         return twin

@@ -24,26 +24,26 @@ from scalecheck.engine.types import Array, Bool, Dict, Enum, Int, Key, Map, Stru
 from scalecheck.model.results import Chosen, error, fault, ok
 
 __all__ = [
-    "Model",
-    "operation",
-    "ok",
-    "error",
-    "fault",
-    "Chosen",
+    "And",
     "Array",
     "Bool",
+    "Chosen",
     "Dict",
     "Enum",
+    "If",
+    "Implies",
     "Int",
     "Key",
     "Map",
-    "Struct",
-    "Uninterpreted",
-    "And",
-    "If",
-    "Implies",
+    "Model",
     "Not",
     "Or",
+    "Struct",
+    "Uninterpreted",
+    "error",
+    "fault",
+    "ok",
+    "operation",
 ]
 
 

@@ -4,10 +4,10 @@ share of the pair's tests that are conflict-free and labelled with its conflicti
 from pathlib import Path
 
 import matplotlib
-from matplotlib.colors import LinearSegmentedColormap, to_hex
-from matplotlib.figure import Figure
 from matplotlib.cm import ScalarMappable
 from matplotlib.collections import PatchCollection
+from matplotlib.colors import LinearSegmentedColormap, to_hex
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from scalecheck.report.stats import Counts

@@ -9,7 +9,6 @@ from scalecheck.trace.regions import PcSet, shared_lines
 from scalecheck.trace.symbols import VMEMMAP, function_of
 from scalecheck.trace.testfile import Test, check_results
 
-
 # The repeat number the driver gives its unreported warm-up runs.
 WARMUP_REP = 127
 

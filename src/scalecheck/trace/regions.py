@@ -54,7 +54,7 @@ class Line:
     asked for: a region has hundreds of lines and only the few it shares with the other
     call are looked at site by site."""
 
-    __slots__ = ("paddr", "vaddr", "read_mask", "write_mask", "_sites", "_site_bytes")
+    __slots__ = ("_site_bytes", "_sites", "paddr", "read_mask", "vaddr", "write_mask")
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -186,7 +186,7 @@ def run_tests(
         "granularity": granularity,
         "fs": fs,
         "tracer": build.tracer_fingerprint(),
-        "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "started": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     store = ResultsStore(trace_dir / "results.jsonl", header, set_aside_incompatible, log)
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
@@ -270,7 +270,7 @@ def run_tests(
 
 
 def _summarize(records, selected) -> dict:
-    status = {s: 0 for s in ("ok", "mismatch", "timeout", "crash", "error")}
+    status = dict.fromkeys(("ok", "mismatch", "timeout", "crash", "error"), 0)
     for r in records:
         status[r["status"]] = status.get(r["status"], 0) + 1
     traced = [r for r in records if r["status"] in ("ok", "mismatch")]
