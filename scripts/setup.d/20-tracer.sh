@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The conflict tracer's system packages: QEMU (TCG plugins), Debian's stock kernel,
 # busybox for the guest's initramfs, a static C toolchain and Rust for the QEMU plugin.
+# bpftool reads the kernel's BTF (struct layouts, for naming conflicting data); dwarves
+# (pahole) makes the small BTF blob the unit tests read.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 source scripts/lib/apt.sh
-ensure_packages qemu-system-x86 linux-image-amd64 busybox-static gcc libc6-dev make
+ensure_packages qemu-system-x86 linux-image-amd64 busybox-static gcc libc6-dev make bpftool dwarves
 
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   echo "20-tracer: cargo not found; install Rust (rustup) to build the QEMU plugin" >&2

@@ -1,12 +1,15 @@
 """Kernel facts the tracer needs, learnt once per kernel image by a probe boot.
 
 The probe boot (no plugin, no tests) has the driver dump /proc/kallsyms, the kernel
-release and each CPU's per-cpu area offset (read through /proc/kcore). With ``nokaslr``
+release and each CPU's per-cpu area offset (read through /proc/kcore); once the guest has
+powered off, the host copies the kernel's BTF out of the guest's RAM file (``btf``, the
+bytes of /sys/kernel/btf/vmlinux; absent for a kernel built without BTF). With ``nokaslr``
 these hold for every later boot of the same image, so they are cached by the image's
 identity. From kallsyms come the plugin's entry points: interrupt entries (accesses are
 dropped until their ``iretq``), exception entries (kept) and the context-switch routine.
 """
 
+import functools
 import hashlib
 import json
 import re
@@ -14,7 +17,9 @@ import time
 from pathlib import Path
 
 from scalecheck.errors import UserError
+from scalecheck.trace.btf import Types
 from scalecheck.trace.build import cache_dir
+from scalecheck.trace.kernelmem import GuestMemory, KernelMemory, read_kernel_btf
 from scalecheck.trace.vm import GuestSession
 
 PROBE_TIMEOUT = 600
@@ -27,7 +32,7 @@ SWITCH = {"__switch_to_asm"}
 
 
 # Bumped whenever what the probe records changes, so stale caches are not used.
-FACTS_VERSION = 2
+FACTS_VERSION = 3
 
 
 def image_key(kernel: Path) -> str:
@@ -56,6 +61,7 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
         deadline = time.monotonic() + PROBE_TIMEOUT
         while not session.exited() and time.monotonic() < deadline:
             time.sleep(0.5)
+        btf = _probe_btf(session) if session.exited() else None
     finally:
         session.stop()
     lines = (
@@ -76,12 +82,51 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
         if line.startswith("O "):
             _, cpu, off = line.split()
             offsets[cpu] = int(off, 16)
+    if btf:
+        (facts_dir / "btf").write_bytes(btf)
     (facts_dir / "kallsyms").write_text(kallsyms)
     (facts_dir / "entries.txt").write_text(entry_points(kallsyms))
     (facts_dir / "facts.json").write_text(
-        json.dumps({"release": release, "image": str(kernel), "percpu_offsets": offsets}, indent=1)
+        json.dumps(
+            {
+                "release": release,
+                "image": str(kernel),
+                "percpu_offsets": offsets,
+                "btf": bool(btf),
+            },
+            indent=1,
+        )
     )
     return facts_dir
+
+
+# Kernel symbols the host needs to find the BTF in guest memory.
+BTF_SYMBOLS = frozenset({"__start_BTF", "__stop_BTF", "linux_banner", "init_top_pgt"})
+
+
+def _probe_btf(session: GuestSession) -> bytes | None:
+    """The kernel's BTF, from the RAM file of the probe's powered-off guest."""
+    try:
+        kallsyms = session.read_block("K", "KEND")
+    except (OSError, ValueError):
+        return None
+    addresses = {}
+    for line in kallsyms.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] in BTF_SYMBOLS:
+            addresses[parts[2]] = int(parts[0], 16)
+    memory = GuestMemory(session.memory_path)
+    try:
+        return read_kernel_btf(KernelMemory(memory, addresses.get("init_top_pgt", 0)), addresses)
+    finally:
+        memory.close()
+
+
+@functools.cache
+def kernel_types(facts_dir: Path) -> Types | None:
+    """The struct layouts of a probed kernel (None: it has no BTF); parsed once per process."""
+    btf = facts_dir / "btf"
+    return Types.from_file(btf) if btf.exists() else None
 
 
 def entry_points(kallsyms: str) -> str:

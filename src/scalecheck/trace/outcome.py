@@ -64,6 +64,16 @@ def _site_name(pc: int, symbols) -> str:
     return symbols.pc_name(pc) if pc else "(more sites)"
 
 
+def conflict_bytes(la, lb) -> int:
+    """The bytes of a shared line that make the conflict (bit i = byte i): those one call
+    wrote and the other touched (true sharing); without such bytes (false sharing), the
+    bytes either call wrote."""
+    overlap = la.write_mask & (lb.read_mask | lb.write_mask) | lb.write_mask & (
+        la.read_mask | la.write_mask
+    )
+    return overlap or la.write_mask | lb.write_mask
+
+
 def _site_pairs(la, lb, symbols) -> tuple:
     """("true", pairs) when some code sites of A and B touched the same bytes, at least one
     writing: the pairs of their functions. Otherwise ("false", pairs of the sites that
@@ -186,6 +196,7 @@ def _shared(region_a, region_b, symbols) -> list:
                 "paddr": f"{la.paddr:#x}",
                 "kind": kind,
                 "data_symbol": data_symbol,
+                "bytes": f"{conflict_bytes(la, lb):#x}",
                 "sharing": sharing,
                 "sites": [list(p) for p in pairs],
                 "a": _side(la, symbols),
@@ -255,8 +266,26 @@ def _repeated(per_repeat: list) -> tuple:
     return kept, signatures, repeated
 
 
-def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granularity: str) -> dict:
-    """The record of a test whose repeats all reported (regions: tag -> Region)."""
+def name_data(conflicts: list, namer) -> None:
+    """Sets each conflict's ``data`` name (datanames.DataNamer; "" without a namer)."""
+    for c in conflicts:
+        c["data"] = (
+            namer.name(c["kind"], int(c["line"], 16), int(c["paddr"], 16), int(c["bytes"], 16))
+            if namer
+            else ""
+        )
+
+
+def finish(
+    progress: TestProgress,
+    regions: dict,
+    symbols,
+    repeats: int,
+    granularity: str,
+    namer=None,
+) -> dict:
+    """The record of a test whose repeats all reported (regions: tag -> Region). Conflicting
+    lines (counted or not) are named by ``namer``, once, on the first repeat's lines."""
     test = progress.test
     reports = progress.repeats
     for rep, (kind, *rest) in sorted(reports.items()):
@@ -300,6 +329,7 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
     # A conflict counts only if every repeat shows it.
     conflicts, signatures, repeated = _repeated([counted for _, _, counted, _ in per_repeat])
     false_sharing, _, _ = _repeated([uncounted for _, _, _, uncounted in per_repeat])
+    name_data(conflicts + false_sharing, namer)
     transient = {element for s in signatures for element in s - repeated}
     record = base_record(test, "mismatch" if mismatch else "ok", mismatch)
     record.update(

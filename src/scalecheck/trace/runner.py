@@ -17,7 +17,8 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from scalecheck.errors import UserError
-from scalecheck.trace import build, facts, outcome, testfile, vm
+from scalecheck.trace import build, datanames, facts, outcome, testfile, vm
+from scalecheck.trace.kernelmem import GuestMemory, KernelMemory
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, ResultsStore
 from scalecheck.trace.symbols import KernelSymbols
 
@@ -201,6 +202,8 @@ def run_tests(
         built=built,
         entries=facts_dir / "entries.txt",
         symbols=symbols,
+        types=facts.kernel_types(facts_dir),
+        slab_types=datanames.load_slab_types(),
         repeats=repeats,
         fs=fs,
         granularity=granularity,
@@ -262,6 +265,11 @@ def run_tests(
             "finished": finished_now,
             "skipped_already_done": len(selected) - len(pending),
             "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
+            # Host time spent naming conflicting data (datanames.py), over all VMs.
+            "naming": {
+                "lines": sum(w.named_lines for w in workers),
+                "seconds": round(sum(w.naming_seconds for w in workers), 3),
+            },
             "kernel": header["kernel"],
         }
     )
@@ -316,6 +324,8 @@ class _VmWorker:
         self.boots = 0
         self.error = None
         self.hangs = collections.Counter()  # test id -> boots in which it hung
+        self.namer = None  # names conflicting data in the current boot
+        self.named_lines, self.naming_seconds = 0, 0.0
 
     def run(self):
         try:
@@ -379,6 +389,13 @@ class _VmWorker:
         )
         if c.on_vm_start:
             c.on_vm_start(session)
+        memory = GuestMemory(session.memory_path)
+        self.namer = datanames.DataNamer(
+            c.symbols,
+            c.types,
+            c.slab_types,
+            KernelMemory(memory, c.symbols.address_of.get("init_top_pgt", 0)),
+        )
         regions, current, ready, finished = {}, None, False, False
         last_progress = time.monotonic()
         # A call may take `timeout` in the guest, its setup as long again; beyond that
@@ -449,6 +466,9 @@ class _VmWorker:
                     break
                 time.sleep(0.05)
         finally:
+            self.named_lines += self.namer.lines
+            self.naming_seconds += self.namer.seconds
+            memory.close()
             session.stop()
         return done, hung
 
@@ -458,7 +478,12 @@ class _VmWorker:
         if not current.complete(self.config.repeats):
             return current
         record = outcome.finish(
-            current, regions, self.config.symbols, self.config.repeats, self.config.granularity
+            current,
+            regions,
+            self.config.symbols,
+            self.config.repeats,
+            self.config.granularity,
+            self.namer,
         )
         self._record(done, record)
         for rep in range(self.config.repeats):

@@ -38,6 +38,7 @@ class KernelSymbols:
                 except ValueError:
                     continue
         by_name = {name: addr for addr, _, name in symbols}
+        self.address_of = by_name
         if vmlinux:
             check_vmlinux(vmlinux, by_name)
         # Per-cpu variables are listed as absolute ("A") offsets into the per-cpu area.
@@ -78,17 +79,32 @@ class KernelSymbols:
             return "user", ""
         if KERNEL_IMAGE[0] <= vaddr < KERNEL_IMAGE[1]:
             return "static", self._data.describe(vaddr) or ""
-        for cpu, base in sorted(self.percpu_offsets.items()):
-            if self.percpu_size and base <= vaddr < base + self.percpu_size:
-                return (
-                    "percpu",
-                    f"{self._percpu.describe(vaddr - base) or hex(vaddr - base)} [cpu{cpu}]",
-                )
+        cpu_base = self._percpu_area(vaddr)
+        if cpu_base:
+            cpu, base = cpu_base
+            return (
+                "percpu",
+                f"{self._percpu.describe(vaddr - base) or hex(vaddr - base)} [cpu{cpu}]",
+            )
         if VMEMMAP[0] <= vaddr < VMEMMAP[1]:
             return "heap", "struct page"
         if DIRECT_MAP[0] <= vaddr < DIRECT_MAP[1] or VMALLOC[0] <= vaddr < VMALLOC[1]:
             return "heap", ""
         return "unknown", ""
+
+    def _percpu_area(self, vaddr: int) -> tuple[int, int] | None:
+        """(cpu, base) of the per-cpu area holding vaddr."""
+        for cpu, base in sorted(self.percpu_offsets.items()):
+            if self.percpu_size and base <= vaddr < base + self.percpu_size:
+                return cpu, base
+        return None
+
+    def variable(self, vaddr: int) -> tuple[str, int] | None:
+        """(symbol, offset into it) of a static or per-cpu data address."""
+        if KERNEL_IMAGE[0] <= vaddr < KERNEL_IMAGE[1]:
+            return self._data.locate(vaddr)
+        cpu_base = self._percpu_area(vaddr)
+        return self._percpu.locate(vaddr - cpu_base[1]) if cpu_base else None
 
     @classmethod
     def load(cls, facts_dir: Path, vmlinux: Path | None = None) -> "KernelSymbols":
@@ -146,7 +162,8 @@ class _SortedNames:
         self._addrs = [a for a, _ in pairs]
         self._names = [n for _, n in pairs]
 
-    def describe(self, addr: int) -> str | None:
+    def locate(self, addr: int) -> tuple[str, int] | None:
+        """(nearest symbol at or below addr, offset from it)."""
         i = bisect.bisect_right(self._addrs, addr) - 1
         if i < 0:
             return None
@@ -154,7 +171,14 @@ class _SortedNames:
         # Beyond 1 MiB from the nearest symbol the name would be a guess.
         if offset > 1 << 20:
             return None
-        return f"{self._names[i]}+{offset:#x}" if offset else self._names[i]
+        return self._names[i], offset
+
+    def describe(self, addr: int) -> str | None:
+        found = self.locate(addr)
+        if found is None:
+            return None
+        name, offset = found
+        return f"{name}+{offset:#x}" if offset else name
 
 
 class _Addr2Line:

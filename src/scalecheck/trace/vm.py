@@ -7,6 +7,7 @@ was already written.
 """
 
 import glob
+import hashlib
 import os
 import shutil
 import signal
@@ -33,9 +34,16 @@ ISOLATION_ARGS = (
 # place with its own shared inode security state. Neither belongs to the interface under
 # test, so the LSM list keeps only the minor modules.
 DEFAULT_EXTRA_ARGS = "apparmor=0 lsm=landlock,lockdown,yama,loadpin,safesetid,integrity,bpf"
+# Without merging, every slab cache keeps objects of one type only, so the cache that holds
+# a conflicting object names its type (datanames.py); merged caches would mix types.
+NAMING_ARGS = "slab_nomerge"
 BASE_ARGS = "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic rdinit=/init"
 VCPUS = 3
 MEMORY = "512M"
+# Guest RAM lives in a shared file, so that the host can read the guest's struct pages and
+# slab caches to name conflicting data (kernelmem.py) without stopping or asking the guest.
+# /dev/shm keeps it in host memory, where QEMU's RAM would be anyway.
+MEMORY_DIR = Path("/dev/shm")
 
 
 def default_kernel() -> Path:
@@ -64,7 +72,9 @@ def qemu_binary() -> str:
 
 
 def kernel_command_line(extra: str) -> str:
-    return " ".join(p for p in (BASE_ARGS, ISOLATION_ARGS, DEFAULT_EXTRA_ARGS, extra) if p)
+    return " ".join(
+        p for p in (BASE_ARGS, ISOLATION_ARGS, NAMING_ARGS, DEFAULT_EXTRA_ARGS, extra) if p
+    )
 
 
 class GuestSession:
@@ -86,7 +96,19 @@ class GuestSession:
         self.trace_path = workdir / "trace.bin"
         self.console_path = workdir / "console.log"
         self.pid_path = workdir / "qemu.pid"
-        for stale in (self.out_path, self.trace_path, self.console_path, self.pid_path):
+        # One file per runner process and VM directory (the same directory is reused by
+        # later boots of the same VM).
+        self.memory_path = MEMORY_DIR / (
+            f"scalecheck-{os.getpid()}-"
+            f"{hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:12]}.ram"
+        )
+        for stale in (
+            self.out_path,
+            self.trace_path,
+            self.console_path,
+            self.pid_path,
+            self.memory_path,
+        ):
             stale.unlink(missing_ok=True)
         image = initramfs.build_boot_image(base_image, batch_text, workdir / "boot.cpio")
         cmd = [
@@ -97,6 +119,10 @@ class GuestSession:
             str(VCPUS),
             "-m",
             MEMORY,
+            "-object",
+            f"memory-backend-file,id=ram,size={MEMORY},mem-path={self.memory_path},share=on",
+            "-machine",
+            "memory-backend=ram",
             "-nographic",
             "-no-reboot",
             "-nic",
@@ -191,3 +217,4 @@ class GuestSession:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+        self.memory_path.unlink(missing_ok=True)

@@ -1,0 +1,144 @@
+"""The kernel's own type information (BTF), read with bpftool, and the names of the fields a
+byte range of an object covers.
+
+BTF comes from the traced kernel itself (the bytes behind /sys/kernel/btf/vmlinux, see
+``kernelmem.read_kernel_btf``), so struct layouts are those of the kernel that ran, whoever
+built it. ``bpftool btf dump file F`` with ``-j`` lists every type as JSON; this module
+only looks things up in that list.
+"""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from scalecheck.errors import UserError
+
+# Typedefs and qualifiers stand for the type they name.
+ALIASES = frozenset({"TYPEDEF", "CONST", "VOLATILE", "RESTRICT", "TYPE_TAG"})
+AGGREGATES = frozenset({"STRUCT", "UNION"})
+POINTER_SIZE = 8
+# A field is named down to the first member no larger than a cache line: `inode.i_rwsem`,
+# not `inode.i_rwsem.count.counter`; a larger embedded struct is looked into
+# (`shmem_inode_info.vfs_inode.i_rwsem`). Anonymous structs and unions are transparent.
+LINE = 64
+
+
+def dump_types(btf_file: Path) -> list[dict]:
+    """Every type of a BTF file (raw BTF, or an ELF object with a .BTF section)."""
+    tool = shutil.which("bpftool")
+    if not tool:
+        raise UserError("bpftool not found: run scripts/setup.sh (installs bpftool)")
+    done = subprocess.run(
+        [tool, "-j", "btf", "dump", "file", str(btf_file)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise UserError(f"bpftool cannot read BTF from {btf_file}: {done.stderr.strip()}")
+    return json.loads(done.stdout)["types"]
+
+
+def _named(name: str) -> bool:
+    return bool(name) and name != "(anon)"
+
+
+class Types:
+    """Structs, unions, per-cpu variables and enum values of one BTF."""
+
+    def __init__(self, types: list[dict]):
+        self._by_id = {t["id"]: t for t in types}
+        self._aggregates: dict[str, int] = {}
+        self._vars: dict[str, int] = {}
+        self._enum_values: dict[str, int] = {}
+        for t in types:
+            if t["kind"] in AGGREGATES and _named(t["name"]):
+                self._aggregates.setdefault(t["name"], t["id"])
+            elif t["kind"] == "VAR":
+                self._vars.setdefault(t["name"], t["type_id"])
+            elif t["kind"] in ("ENUM", "ENUM64"):
+                for value in t.get("values", []):
+                    self._enum_values.setdefault(value["name"], value["val"])
+
+    @classmethod
+    def from_file(cls, btf_file: Path) -> "Types":
+        return cls(dump_types(btf_file))
+
+    def struct(self, name: str) -> int | None:
+        """The type id of a named struct or union."""
+        return self._aggregates.get(name)
+
+    def var_type(self, name: str) -> int | None:
+        """The type id of a variable BTF describes (per-cpu variables in vmlinux BTF)."""
+        return self._vars.get(name)
+
+    def enum_value(self, name: str) -> int | None:
+        return self._enum_values.get(name)
+
+    def resolve(self, type_id: int) -> dict:
+        t = self._by_id[type_id]
+        while t["kind"] in ALIASES:
+            t = self._by_id[t["type_id"]]
+        return t
+
+    def size(self, type_id: int) -> int:
+        t = self.resolve(type_id)
+        if t["kind"] == "PTR":
+            return POINTER_SIZE
+        if t["kind"] == "ARRAY":
+            return t["nr_elems"] * self.size(t["type_id"])
+        return t.get("size", 0)
+
+    def offset_of(self, struct_name: str, member: str) -> int | None:
+        """Byte offset of a member of a named struct (anonymous members looked through)."""
+        struct_id = self.struct(struct_name)
+        return None if struct_id is None else self._find_member(struct_id, member)
+
+    def _find_member(self, type_id: int, member: str) -> int | None:
+        for m in self.resolve(type_id).get("members", []):
+            if m["name"] == member:
+                return m["bits_offset"] // 8
+            if not _named(m["name"]) and self.resolve(m["type_id"])["kind"] in AGGREGATES:
+                inner = self._find_member(m["type_id"], member)
+                if inner is not None:
+                    return m["bits_offset"] // 8 + inner
+        return None
+
+    def fields(self, type_id: int, start: int, end: int) -> list[str]:
+        """The fields of the object of type ``type_id`` that bytes [start, end) overlap, in
+        declaration order. Of a union's members only the first that overlaps is named."""
+        t = self.resolve(type_id)
+        if t["kind"] not in AGGREGATES:
+            return []
+        found: list[str] = []
+        members = t["members"]
+        for i, m in enumerate(members):
+            m_start = m["bits_offset"] // 8
+            if m.get("bitfield_size"):
+                m_end = (m["bits_offset"] + m["bitfield_size"] + 7) // 8
+            else:
+                m_end = m_start + self.size(m["type_id"])
+                if m_end == m_start and i == len(members) - 1:
+                    m_end = end  # a flexible array member runs to the end of the object
+            if m_end <= start or m_start >= end:
+                continue
+            inner = self.resolve(m["type_id"])
+            named = _named(m["name"])
+            if inner["kind"] in AGGREGATES and (not named or inner["size"] > LINE):
+                prefix = m["name"] + "." if named else ""
+                below = self.fields(m["type_id"], max(start, m_start) - m_start, end - m_start)
+                found += [prefix + f for f in below] or ([m["name"]] if named else [])
+            else:
+                found.append(m["name"])
+            if t["kind"] == "UNION" and found:
+                break
+        return list(dict.fromkeys(found))
+
+    def name_bytes(self, type_id: int, label: str, ranges: list[tuple[int, int]]) -> str:
+        """``label.field``, ``label.{field,field}`` for the fields the byte ranges cover, or
+        ``label+0xOFF`` where they cover none (padding, bytes beyond the type)."""
+        found: list[str] = []
+        for start, end in ranges:
+            found += self.fields(type_id, start, end)
+        found = list(dict.fromkeys(found))
+        if not found:
+            return f"{label}+{ranges[0][0]:#x}"
+        return f"{label}.{found[0]}" if len(found) == 1 else f"{label}.{{{','.join(found)}}}"

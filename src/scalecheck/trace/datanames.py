@@ -1,0 +1,265 @@
+"""Names the data of a conflicting cache line: `files_struct.file_lock`, `dentry.d_lockref`,
+`runqueues.nr_running`, `kmalloc-192+0x40`, `page cache`, ...
+
+- heap: the host reads the guest's own `struct page` / `struct slab` of the line's frame
+  (kernelmem: from QEMU's RAM file, while the guest runs), which gives the slab cache and
+  so the object's start; the cache's struct type comes from slab_types.txt (or a struct of
+  the cache's own name) and the fields from the kernel's BTF. Frames that are not slab
+  pages are named by what their `struct page` says: page cache, anonymous page, page;
+- `struct page` lines: the struct page (or struct slab, for a slab's head page) field;
+- static and per-cpu data: the symbol, plus the field where BTF knows the variable's type.
+
+Only conflicting lines are named, when the test's record is written. The slab page is read
+then, a few tests after the calls ran; a slab page outlives its objects (SLUB keeps it
+while the cache holds partial slabs), and a frame that is no longer a slab is named by what
+it is now ("page"), never guessed.
+"""
+
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import cast
+
+from scalecheck.trace.btf import Types
+from scalecheck.trace.kernelmem import PAGE_SHIFT, KernelMemory
+from scalecheck.trace.symbols import VMALLOC, VMEMMAP
+
+PAGE_MAPPING_ANON = 1
+LINE_BYTES = 64
+# Names of data that is not an object of a known type.
+KIND_NAMES = {"user": "user memory", "pagetable": "page table", "unknown": ""}
+
+
+def load_slab_types(text: str | None = None) -> dict[str, str]:
+    """The cache -> struct table (slab_types.txt: `cache struct` per line, # comments)."""
+    if text is None:
+        text = resources.files("scalecheck.trace").joinpath("slab_types.txt").read_text()
+    table = {}
+    for line in text.splitlines():
+        words = line.split("#")[0].split()
+        if len(words) == 2:
+            table[words[0]] = words[1]
+        elif words:
+            raise ValueError(f"slab_types.txt: expected `cache struct`, got {line!r}")
+    return table
+
+
+def byte_ranges(offsets) -> list[tuple[int, int]]:
+    """Sorted byte offsets -> [start, end) runs."""
+    runs: list[list[int]] = []
+    for off in sorted(offsets):
+        if runs and runs[-1][1] == off:
+            runs[-1][1] = off + 1
+        else:
+            runs.append([off, off + 1])
+    return [(start, end) for start, end in runs]
+
+
+def mask_bytes(mask: int) -> list[int]:
+    return [i for i in range(LINE_BYTES) if mask >> i & 1]
+
+
+@dataclass(frozen=True)
+class SlabCache:
+    name: str
+    size: int  # object stride in the slab
+    object_size: int
+    red_left_pad: int
+    type_id: int | None  # the objects' struct type, when known
+    label: str  # the struct's name, or the cache's when the type is not known
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Offsets of the fields of struct page, struct slab and struct kmem_cache that
+    naming reads, from the kernel's BTF."""
+
+    page_size: int
+    page_flags: int
+    compound_head: int
+    mapping: int
+    slab_cache: int
+    cache_name: int
+    cache_size: int
+    cache_object_size: int
+    cache_red_left_pad: int | None  # only with CONFIG_SLUB_DEBUG
+    pg_slab: int  # bit of page.flags
+
+    @classmethod
+    def of(cls, types: Types) -> "Layout | None":
+        """None when the BTF lacks one of them (a kernel whose slabs this does not know)."""
+        off = types.offset_of
+        page = types.struct("page")
+        slab_cache = off("slab", "slab_cache")
+        found = {
+            "page_size": types.size(page) if page is not None else None,
+            "page_flags": off("page", "flags"),
+            "compound_head": off("page", "compound_head"),
+            "mapping": off("page", "mapping"),
+            "slab_cache": off("page", "slab_cache") if slab_cache is None else slab_cache,
+            "cache_name": off("kmem_cache", "name"),
+            "cache_size": off("kmem_cache", "size"),
+            "cache_object_size": off("kmem_cache", "object_size"),
+            "pg_slab": types.enum_value("PG_slab"),
+        }
+        if None in found.values():
+            return None
+        return cls(
+            cache_red_left_pad=off("kmem_cache", "red_left_pad"), **cast(dict[str, int], found)
+        )
+
+
+class DataNamer:
+    """Names conflicting lines of one boot. ``types`` None (a kernel without BTF) leaves
+    symbol names only; ``kernel`` None (no guest memory) leaves heap data unnamed."""
+
+    def __init__(
+        self,
+        symbols,
+        types: Types | None,
+        slab_types: dict[str, str],
+        kernel: KernelMemory | None,
+    ):
+        self.symbols, self.types = symbols, types
+        layout = Layout.of(types) if types else None
+        self.slabs = (
+            _Slabs(kernel, types, layout, slab_types) if kernel and types and layout else None
+        )
+        self.lines, self.seconds = 0, 0.0  # what naming cost in this boot
+
+    def name(self, kind: str, vaddr: int, paddr: int, mask: int) -> str:
+        """The data name of the bytes ``mask`` of the line at vaddr (guest-physical paddr)."""
+        started = time.perf_counter()
+        name = self._name(kind, vaddr, paddr, mask)
+        self.lines += 1
+        self.seconds += time.perf_counter() - started
+        return name
+
+    def _name(self, kind: str, vaddr: int, paddr: int, mask: int) -> str:
+        if kind in KIND_NAMES:
+            return KIND_NAMES[kind]
+        offsets = mask_bytes(mask) or list(range(LINE_BYTES))
+        if kind in ("static", "percpu"):
+            return self._variables(vaddr, offsets)
+        if VMALLOC[0] <= vaddr < VMALLOC[1]:
+            return "vmalloc"
+        if self.slabs is None:
+            return "struct page" if VMEMMAP[0] <= vaddr < VMEMMAP[1] else ""
+        if VMEMMAP[0] <= vaddr < VMEMMAP[1]:
+            return self.slabs.struct_page(vaddr, offsets)
+        return self.slabs.heap(paddr, offsets)
+
+    def _variables(self, vaddr: int, offsets: list[int]) -> str:
+        by_symbol: dict[str, list[int]] = {}
+        for i in offsets:
+            found = self.symbols.variable(vaddr + i)
+            if found:
+                by_symbol.setdefault(found[0], []).append(found[1])
+        return join_names(
+            typed_name(self.types, self.types.var_type(sym) if self.types else None, sym, offs)
+            for sym, offs in by_symbol.items()
+        )
+
+
+def join_names(names) -> str:
+    """Names of the several objects or variables one line holds."""
+    return " & ".join(dict.fromkeys(n for n in names if n))
+
+
+def typed_name(types: Types | None, type_id: int | None, label: str, offsets: list[int]) -> str:
+    """The fields of ``label`` (of type ``type_id``) at byte offsets, or label+0xOFF."""
+    ranges = byte_ranges(offsets)
+    if type_id is None or types is None:
+        start = ranges[0][0]
+        return f"{label}+{start:#x}" if start else label
+    return types.name_bytes(type_id, label, ranges)
+
+
+class _Slabs:
+    """Heap lines and struct page lines, named from the guest's struct pages and slabs."""
+
+    def __init__(self, kernel: KernelMemory, types: Types, layout: Layout, slab_types: dict):
+        self.kernel, self.types, self.layout, self.slab_types = kernel, types, layout, slab_types
+        self._caches: dict[int, SlabCache | None] = {}  # kmem_cache address, for this boot
+
+    def _page_of(self, frame: int) -> int:
+        return VMEMMAP[0] + frame * self.layout.page_size
+
+    def _head(self, frame: int) -> int | None:
+        """The struct page address of the head of the compound page holding ``frame``."""
+        page = self._page_of(frame)
+        compound_head = self.kernel.u64(page + self.layout.compound_head)
+        if compound_head is None:
+            return None
+        return compound_head - 1 if compound_head & 1 else page
+
+    def _slab_cache(self, head: int) -> SlabCache | None:
+        """The cache of the slab whose head struct page is ``head`` (None: not a slab)."""
+        flags = self.kernel.u64(head + self.layout.page_flags)
+        if flags is None or not flags >> self.layout.pg_slab & 1:
+            return None
+        address = self.kernel.u64(head + self.layout.slab_cache)
+        if address is None:
+            return None
+        if address not in self._caches:
+            self._caches[address] = self._read_cache(address)
+        return self._caches[address]
+
+    def _read_cache(self, address: int) -> SlabCache | None:
+        lay, kernel = self.layout, self.kernel
+        name_at = kernel.u64(address + lay.cache_name)
+        size = kernel.u32(address + lay.cache_size)
+        object_size = kernel.u32(address + lay.cache_object_size)
+        pad = kernel.u32(address + lay.cache_red_left_pad) if lay.cache_red_left_pad else 0
+        name = kernel.string(name_at) if name_at else None
+        if not name or not size or object_size is None:
+            return None
+        type_name = self.slab_types.get(name, name)
+        type_id = self.types.struct(type_name)
+        if type_id is not None and self.types.size(type_id) > object_size:
+            type_id = None  # the table does not fit this kernel's cache
+        label = name if type_id is None else type_name
+        return SlabCache(name, size, object_size, pad or 0, type_id, label)
+
+    def heap(self, paddr: int, offsets: list[int]) -> str:
+        head = self._head(paddr >> PAGE_SHIFT)
+        if head is None:
+            return ""
+        cache = self._slab_cache(head)
+        if cache is None:
+            return self._page_kind(head)
+        # Objects follow each other from the slab's first byte (after a red zone, when
+        # slub_debug adds one).
+        first_object = (((head - VMEMMAP[0]) // self.layout.page_size) << PAGE_SHIFT) + (
+            cache.red_left_pad
+        )
+        line = paddr & ~(LINE_BYTES - 1)
+        objects: dict[int, list[int]] = {}
+        for i in offsets:
+            index, offset = divmod(line + i - first_object, cache.size)
+            objects.setdefault(index, []).append(offset)
+        return join_names(
+            typed_name(self.types, cache.type_id, cache.label, offs) for offs in objects.values()
+        )
+
+    def _page_kind(self, head: int) -> str:
+        mapping = self.kernel.u64(head + self.layout.mapping)
+        if mapping is None:
+            return ""
+        if mapping & PAGE_MAPPING_ANON:
+            return "anon page"
+        return "page cache" if mapping else "page"
+
+    def struct_page(self, vaddr: int, offsets: list[int]) -> str:
+        """A line of the struct page array: the field of struct page, or of struct slab when
+        the page described is a slab's head page (then with the slab's cache)."""
+        pages: dict[int, list[int]] = {}
+        for i in offsets:
+            frame, offset = divmod(vaddr + i - VMEMMAP[0], self.layout.page_size)
+            pages.setdefault(frame, []).append(offset)
+        names = []
+        for frame, offs in pages.items():
+            cache = self._slab_cache(self._page_of(frame))
+            struct_name, label = ("slab", f"slab[{cache.name}]") if cache else ("page", "page")
+            names.append(typed_name(self.types, self.types.struct(struct_name), label, offs))
+        return join_names(names)
