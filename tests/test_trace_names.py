@@ -1,0 +1,318 @@
+"""Naming of conflicting data: the BTF reader (bpftool) and field lookup on a small BTF blob
+made from tests/data/btf_types.c with `gcc -g` + `pahole`, the slab-cache-to-type table,
+guest-memory translation, and the namer over a fake guest memory. No VM is booted here;
+tests/test_trace_vm.py checks the names a real kernel gives."""
+
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scalecheck.trace import datanames, outcome
+from scalecheck.trace.btf import Types
+from scalecheck.trace.kernelmem import GuestMemory, KernelMemory, read_kernel_btf
+from scalecheck.trace.regions import Line
+from scalecheck.trace.symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
+
+SOURCE = Path(__file__).parent / "data" / "btf_types.c"
+TOOLS = ("gcc", "pahole", "bpftool")
+
+needs_tools = pytest.mark.skipif(
+    not all(shutil.which(t) for t in TOOLS),
+    reason="needs gcc, pahole (dwarves) and bpftool (scripts/setup.d/20-tracer.sh)",
+)
+
+
+@pytest.fixture(scope="module")
+def btf_file(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("btf")
+    obj, blob = out / "types.o", out / "types.btf"
+    subprocess.run(["gcc", "-g", "-c", str(SOURCE), "-o", str(obj)], check=True)
+    subprocess.run(["pahole", f"--btf_encode_detached={blob}", str(obj)], check=True)
+    return blob
+
+
+@pytest.fixture(scope="module")
+def types(btf_file) -> Types:
+    return Types.from_file(btf_file)
+
+
+# ---- BTF reader and field lookup ----
+
+
+@needs_tools
+def test_btf_reader_finds_structs_offsets_vars_and_enums(types):
+    files = types.struct("files_struct")
+    assert files is not None and types.size(files) == 152
+    assert types.struct("no_such_struct") is None
+    assert types.offset_of("files_struct", "file_lock") == 48
+    # Members of anonymous structs and unions are found through them.
+    assert types.offset_of("files_struct", "anon_b") == 20
+    assert types.offset_of("page", "compound_head") == 8
+    assert types.offset_of("page", "mapping") == 24
+    assert types.offset_of("slab", "slab_cache") == 24
+    assert types.enum_value("PG_slab") == 9
+    assert types.var_type("runqueues") == types.struct("rq")
+    assert types.size(types.struct("page")) == 64
+
+
+@needs_tools
+def test_field_lookup_names_the_fields_a_byte_range_covers(types):
+    files = types.struct("files_struct")
+    assert types.fields(files, 48, 52) == ["file_lock"]
+    assert types.fields(files, 48, 56) == ["file_lock", "next_fd"]
+    # Anonymous struct: its members are named directly.
+    assert types.fields(files, 20, 24) == ["anon_b"]
+    # Union: the first member that overlaps stands for the bytes.
+    assert types.fields(files, 12, 16) == ["second_alternative"]
+    assert types.fields(files, 8, 12) == ["first_alternative"]
+    # An embedded struct up to a line is one field; a larger one is looked into.
+    assert types.fields(files, 32, 40) == ["fdtab"]
+    assert types.fields(files, 56 + 80, 56 + 84) == ["wide.inner"]
+    # Bit fields, the hole after them, and a flexible array at the end.
+    assert types.fields(files, 144, 145) == ["small_bits", "more_bits"]
+    assert types.fields(files, 148, 152) == []
+    assert types.fields(files, 160, 168) == ["fd_array"]
+    # Padding holds no field.
+    assert types.fields(files, 5, 8) == []
+
+
+@needs_tools
+def test_names_read_struct_dot_field(types):
+    files = types.struct("files_struct")
+    assert types.name_bytes(files, "files_struct", [(48, 52)]) == "files_struct.file_lock"
+    assert (
+        types.name_bytes(files, "files_struct", [(0, 4), (52, 56)])
+        == "files_struct.{count,next_fd}"
+    )
+    assert types.name_bytes(files, "files_struct", [(5, 7)]) == "files_struct+0x5"
+
+
+# ---- the slab-cache-to-type table ----
+
+
+def test_slab_table_is_data_and_rejects_malformed_lines():
+    table = datanames.load_slab_types()
+    assert table["files_cache"] == "files_struct"
+    assert table["filp"] == "file"
+    assert table["shmem_inode_cache"] == "shmem_inode_info"
+    assert datanames.load_slab_types("# comment\nmy_cache  my_struct  # why\n\n") == {
+        "my_cache": "my_struct"
+    }
+    with pytest.raises(ValueError, match="expected `cache struct`"):
+        datanames.load_slab_types("only_one_word\n")
+
+
+# ---- guest memory ----
+
+
+def _ram_file(path: Path, size: int, writes: dict[int, bytes]) -> GuestMemory:
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for paddr, data in writes.items():
+            f.seek(paddr)
+            f.write(data)
+    return GuestMemory(path)
+
+
+def _entry(paddr: int, huge: bool = False) -> bytes:
+    return struct.pack("<Q", paddr | 0x63 | (0x80 if huge else 0))
+
+
+def test_kernel_memory_walks_page_tables_and_reads_btf(tmp_path):
+    """A 4-level walk through the guest's RAM file: a 2 MiB mapping and a 4 KiB one."""
+    top = 0x1000  # physical address of init_top_pgt
+    huge_va = VMEMMAP[0] + 0x20_1234
+    small_va = VMEMMAP[0] + (1 << 30) + 0x5678
+    banner_va, btf_va = KERNEL_IMAGE[0] + 0x8000, KERNEL_IMAGE[0] + 0x9000
+    pml4 = (VMEMMAP[0] >> 39) & 511
+    writes = {
+        top + pml4 * 8: _entry(0x2000),
+        0x2000 + 0 * 8: _entry(0x3000),  # the first GiB of vmemmap
+        0x2000 + 1 * 8: _entry(0x4000),  # the second
+        0x3000 + 1 * 8: _entry(0x40_0000, huge=True),  # 2 MiB page at 4 MiB
+        0x4000 + 0 * 8: _entry(0x5000),
+        0x5000 + 5 * 8: _entry(0x7000),  # 4 KiB page
+        0x40_0000 + 0x1234: b"huge",
+        0x7000 + 0x678: b"small",
+        0x8000: b"Linux version 6.1.0 (test)\0",
+        0x9000: b"\x9f\xeb\x01\0BTF",
+    }
+    memory = _ram_file(tmp_path / "ram", 8 << 20, writes)
+    kernel = KernelMemory(memory, KERNEL_IMAGE[0] + top)
+    assert kernel.phys(huge_va) == 0x40_1234
+    assert kernel.read(huge_va, 4) == b"huge"
+    assert kernel.read(small_va, 5) == b"small"
+    assert kernel.phys(VMEMMAP[0] + (2 << 30)) is None  # not mapped
+    assert kernel.phys(DIRECT_MAP[0] + 0x7678) == 0x7678
+    assert kernel.string(DIRECT_MAP[0] + 0x8000) == "Linux version 6.1.0 (test)"
+    symbols = {"__start_BTF": btf_va, "__stop_BTF": btf_va + 7, "linux_banner": banner_va}
+    assert read_kernel_btf(kernel, symbols) == b"\x9f\xeb\x01\0BTF"
+    # A kernel image not where it was linked: no BTF rather than wrong bytes.
+    assert read_kernel_btf(kernel, dict(symbols, linux_banner=banner_va + 8)) is None
+    memory.close()
+
+
+# ---- the namer over a fake guest memory ----
+
+
+class FakeKernelMemory:
+    """Stands in for KernelMemory in unit tests: kernel virtual memory as a dict of pages."""
+
+    def __init__(self):
+        self.pages: dict[int, bytearray] = {}
+
+    def write(self, vaddr: int, data: bytes):
+        for i, byte in enumerate(data):
+            page = self.pages.setdefault((vaddr + i) >> 12, bytearray(4096))
+            page[(vaddr + i) & 4095] = byte
+
+    def read(self, vaddr: int, size: int) -> bytes:
+        return bytes(
+            self.pages.get((vaddr + i) >> 12, bytes(4096))[(vaddr + i) & 4095] for i in range(size)
+        )
+
+    def u64(self, vaddr: int) -> int:
+        return struct.unpack("<Q", self.read(vaddr, 8))[0]
+
+    def u32(self, vaddr: int) -> int:
+        return struct.unpack("<I", self.read(vaddr, 4))[0]
+
+    def string(self, vaddr: int) -> str:
+        return self.read(vaddr, 64).split(b"\0")[0].decode()
+
+
+SLAB_FRAME, TAIL_FRAME, ANON_FRAME, CACHE_FRAME, PAGE_CACHE_FRAME = (
+    0x100,
+    0x101,
+    0x200,
+    0x300,
+    0x400,
+)
+CACHE = DIRECT_MAP[0] + 0x30_0000
+
+
+def _guest(types: Types, cache_name: str, object_size: int, stride: int) -> FakeKernelMemory:
+    """A slab of ``cache_name`` at SLAB_FRAME (two pages: a head and a tail), an anonymous
+    page and a page-cache page."""
+    mem = FakeKernelMemory()
+
+    def page(frame: int) -> int:
+        return VMEMMAP[0] + frame * 64
+
+    mem.write(page(SLAB_FRAME), struct.pack("<Q", 1 << 9 | 1 << 6))  # PG_slab | PG_head
+    mem.write(page(SLAB_FRAME) + types.offset_of("slab", "slab_cache"), struct.pack("<Q", CACHE))
+    mem.write(page(TAIL_FRAME) + 8, struct.pack("<Q", page(SLAB_FRAME) + 1))  # compound_head
+    mem.write(
+        CACHE + types.offset_of("kmem_cache", "size"), struct.pack("<II", stride, object_size)
+    )
+    mem.write(CACHE + types.offset_of("kmem_cache", "name"), struct.pack("<Q", CACHE + 0x100))
+    mem.write(CACHE + 0x100, cache_name.encode() + b"\0")
+    mem.write(page(ANON_FRAME) + 24, struct.pack("<Q", DIRECT_MAP[0] + 0x5001))
+    mem.write(page(PAGE_CACHE_FRAME) + 24, struct.pack("<Q", DIRECT_MAP[0] + 0x6000))
+    return mem
+
+
+def _symbols() -> KernelSymbols:
+    kallsyms = (
+        "0000000000000000 A __per_cpu_start\n"
+        "0000000000001000 A runqueues\n"
+        "0000000000002000 A __per_cpu_end\n"
+        "ffffffff82000000 D jiffies\n"
+    )
+    return KernelSymbols(kallsyms, {"1": DIRECT_MAP[0] + 0x100_0000})
+
+
+def _namer(types, mem) -> datanames.DataNamer:
+    return datanames.DataNamer(_symbols(), types, datanames.load_slab_types(), mem)
+
+
+def _mask(start: int, end: int) -> int:
+    return ((1 << (end - start)) - 1) << start
+
+
+@needs_tools
+def test_heap_line_named_by_slab_cache_struct_and_field(types):
+    namer = _namer(types, _guest(types, "files_cache", 152, 192))
+    slab = SLAB_FRAME << 12
+    # Object 2 starts at slab offset 384 = line 6; file_lock is at 48 in the object.
+    line = slab + 384
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(48, 52)) == (
+        "files_struct.file_lock"
+    )
+    # Object 1 (offset 192) spans lines 3 and 4; line 4 holds its bytes 64-127 (`wide`).
+    line = slab + 256
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(0, 8)) == (
+        "files_struct.wide.words"
+    )
+    # A line on the slab's second page (a tail page of the compound page): object 21
+    # (offset 4032) ends there; bytes 4096-4099 are its offset 64.
+    line = (TAIL_FRAME << 12) + 0
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(0, 4)) == (
+        "files_struct.wide.words"
+    )
+    # With a stride of 160, line 2 holds the end of object 0 (from its offset 128) and the
+    # start of object 1: both are named.
+    namer = _namer(types, _guest(types, "files_cache", 152, 160))
+    line = slab + 128
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(24, 28) | _mask(32, 36)) == (
+        "files_struct.fd_array & files_struct.count"
+    )
+
+
+@needs_tools
+def test_caches_without_a_known_type_fall_back_to_cache_and_offset(types):
+    line = (SLAB_FRAME << 12) + 64
+    # kmalloc caches hold objects of many types.
+    namer = _namer(types, _guest(types, "kmalloc-192", 192, 192))
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(8, 16)) == "kmalloc-192+0x48"
+    # A table entry whose struct does not fit the cache's objects (another kernel's layout).
+    namer = _namer(types, _guest(types, "files_cache", 96, 96))
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(0, 8)) == "files_cache+0x40"
+    # A cache named like a struct of the kernel needs no table entry.
+    namer = _namer(types, _guest(types, "rq", 24, 24))
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(12, 16)) == "rq.nr_running"
+
+
+@needs_tools
+def test_pages_that_are_not_slabs_are_named_by_what_they_hold(types):
+    namer = _namer(types, _guest(types, "files_cache", 152, 192))
+    for frame, name in (
+        (ANON_FRAME, "anon page"),
+        (PAGE_CACHE_FRAME, "page cache"),
+        (0x500, "page"),
+    ):
+        assert namer.name("heap", DIRECT_MAP[0] + (frame << 12), frame << 12, 0xFF) == name
+    # struct page lines: a slab's head page is described as a struct slab.
+    slab_page = VMEMMAP[0] + SLAB_FRAME * 64
+    assert namer.name("heap", slab_page, 0, _mask(24, 32)) == "slab[files_cache].slab_cache"
+    assert namer.name("heap", VMEMMAP[0] + ANON_FRAME * 64, 0, _mask(52, 56)) == "page._refcount"
+    assert namer.name("pagetable", DIRECT_MAP[0], 0, 0xFF) == "page table"
+    assert namer.name("user", 0x1000, 0, 0xFF) == "user memory"
+
+
+@needs_tools
+def test_static_and_percpu_data_named_by_symbol_and_field(types):
+    namer = _namer(types, FakeKernelMemory())
+    runqueues_cpu1 = DIRECT_MAP[0] + 0x100_1000
+    assert namer.name("percpu", runqueues_cpu1, 0, _mask(4, 8)) == "runqueues.nr_running"
+    assert namer.name("percpu", runqueues_cpu1, 0, _mask(0, 8)) == "runqueues.{__lock,nr_running}"
+    # No BTF type for the variable: the symbol and offset.
+    assert namer.name("static", 0xFFFFFFFF82000000, 0, _mask(8, 16)) == "jiffies+0x8"
+    assert namer.name("static", 0xFFFFFFFF82000000, 0, _mask(0, 8)) == "jiffies"
+
+
+def test_without_btf_or_guest_memory_heap_data_stays_unnamed():
+    namer = datanames.DataNamer(_symbols(), None, {}, None)
+    assert namer.name("heap", DIRECT_MAP[0] + 0x1000, 0x1000, 0xFF) == ""
+    assert namer.name("static", 0xFFFFFFFF82000000, 0, _mask(8, 16)) == "jiffies+0x8"
+
+
+def test_conflict_bytes_are_the_shared_bytes_or_else_the_written_ones():
+    a = Line(0, 0, read_mask=0x0F, write_mask=0xF0)
+    b = Line(0, 0, read_mask=0xF0, write_mask=0)
+    assert outcome.conflict_bytes(a, b) == 0xF0  # B read what A wrote
+    c = Line(0, 0, read_mask=0, write_mask=0xF00)
+    assert outcome.conflict_bytes(a, c) == 0xFF0  # false sharing: what either wrote
