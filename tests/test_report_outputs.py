@@ -240,3 +240,38 @@ def test_report_without_diff_removes_a_stale_diff_txt(runs):
     assert (runs["b"] / "report" / "diff.txt").exists()
     make_report(runs["b"])
     assert not (runs["b"] / "report" / "diff.txt").exists()
+
+
+def test_bottleneck_rows_lead_with_the_data_name_and_group_by_it(tmp_path):
+    """Results whose conflicts carry the tracer's data name: sites group by (data name,
+    code), and the label, bottlenecks.txt and the HTML lead with the name."""
+    directory = tmp_path / "run_a"
+    shutil.copytree(DATA / "report_fake_run_a", directory)
+    results = directory / "trace" / "results.jsonl"
+    lines = results.read_text().splitlines()
+    records = [json.loads(line) for line in lines[1:]]
+    names = {
+        "open-open/p1/t1": ["files_struct.file_lock", "cred.usage"],
+        "open-open/p2/t1": ["files_struct.next_fd"],
+    }
+    for record in records:
+        for conflict, name in zip(
+            record.get("conflicts", []), names.get(record["id"], []), strict=False
+        ):
+            conflict["data"] = name
+    results.write_text("\n".join([lines[0], *map(json.dumps, records)]) + "\n")
+    summary = make_report(directory)
+    labels = [site["label"] for site in summary["top_sites"]]
+    # The same alloc_fd code on two different fields: two sites now, not one of 2 tests.
+    assert "files_struct.file_lock in alloc_fd / alloc_fd, fd_install" in labels
+    assert "files_struct.next_fd in alloc_fd / alloc_fd, fd_install" in labels
+    assert "cred.usage in get_cred / put_cred" in labels
+    # Results without a name keep the symbol or kind.
+    assert "init_fs+0x8 in filp_close / path_init" in labels
+    assert {site["data"] for site in summary["top_sites"]} >= {"cred.usage", "init_fs+0x8"}
+    table = (directory / "report" / "bottlenecks.txt").read_text()
+    header = next(line for line in table.splitlines() if line.startswith("rank"))
+    assert header.split()[:2] == ["rank", "data"]
+    assert re.search(r"^\d+\s+cred\.usage\s+1\s", table, re.MULTILINE)
+    html = (directory / "report" / "index.html").read_text()
+    assert "<th>#</th><th>data</th>" in html and "<b>files_struct.file_lock</b>" in html

@@ -12,6 +12,7 @@ from scalecheck.report.stats import (
     CONFLICTING,
     NOT_RUN,
     Counts,
+    data_name,
     outcome,
     percent_text,
     status_of,
@@ -191,8 +192,8 @@ def _heat_cell(pair, counts: Counts) -> str:
 
 def _sites_table(site_jsons: list[dict]) -> str:
     rows = [
-        "<table class='grid'><tr><th>#</th><th>tests</th><th>op pairs</th><th>lines</th>"
-        "<th>kind</th><th>data</th><th>a-side code</th><th>b-side code</th>"
+        "<table class='grid'><tr><th>#</th><th>data</th><th>tests</th><th>op pairs</th>"
+        "<th>lines</th><th>kind</th><th>a-side code</th><th>b-side code</th>"
         "<th>example tests</th></tr>"
     ]
     for site in site_jsons:
@@ -201,9 +202,9 @@ def _sites_table(site_jsons: list[dict]) -> str:
             for test_id in site["example_tests"]
         )
         rows.append(
-            f"<tr><td>{site['rank']}</td><td>{site['tests']}</td>"
-            f"<td>{site['op_pairs']}</td><td>{site['lines']}</td>"
-            f"<td>{escape(site['kind'])}</td><td>{escape(site['data_symbol'] or '-')}</td>"
+            f"<tr><td>{site['rank']}</td><td><b>{escape(site['data'])}</b></td>"
+            f"<td>{site['tests']}</td><td>{site['op_pairs']}</td><td>{site['lines']}</td>"
+            f"<td>{escape(site['kind'])}</td>"
             f"<td>{escape(site['sites'][0])}</td><td>{escape(site['sites'][1])}</td>"
             f"<td>{examples}</td></tr>"
         )
@@ -216,7 +217,8 @@ def _sites_section(site_jsons: list[dict]) -> str:
         return "<h2>Bottleneck sites</h2><p>No conflicting test recorded a conflict site.</p>"
     return (
         "<h2>Bottleneck sites</h2><p class='legend'>Conflicts grouped by the code on each "
-        "side (functions without offsets) and the data, ranked by distinct tests. The full "
+        "side (functions without offsets) and the data they share (struct.field, slab cache "
+        "and offset, or symbol), ranked by distinct tests. The full "
         "list is in bottlenecks.txt.</p>" + _sites_table(site_jsons)
     )
 
@@ -345,7 +347,7 @@ def _access(access: dict) -> tuple[str, str]:
 
 def _conflicts_table(conflicts: list[dict]) -> str:
     rows = [
-        "<table class='grid'><tr><th>line</th><th>kind</th><th>data</th><th>sharing</th>"
+        "<table class='grid'><tr><th>line</th><th>data</th><th>kind</th><th>sharing</th>"
         "<th>a</th><th>a-side code</th><th>b</th><th>b-side code</th></tr>"
     ]
     for conflict in conflicts:
@@ -355,8 +357,8 @@ def _conflicts_table(conflicts: list[dict]) -> str:
         sharing = escape(conflict.get("sharing", "?")) + (f"<br>{pairs}" if pairs else "")
         rows.append(
             f"<tr><td>{escape(str(conflict.get('line', '?')))}</td>"
-            f"<td>{escape(conflict['kind'])}</td>"
-            f"<td>{escape(conflict.get('data_symbol') or '-')}</td><td>{sharing}</td>"
+            f"<td>{escape(data_name(conflict))}</td><td>{escape(conflict['kind'])}</td>"
+            f"<td>{sharing}</td>"
             f"<td>{a_mode}</td><td>{a_sites}</td><td>{b_mode}</td><td>{b_sites}</td></tr>"
         )
     rows.append("</table>")

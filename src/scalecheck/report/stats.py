@@ -109,32 +109,39 @@ def conflict_code(conflict: dict) -> tuple[str, str]:
     return side_site(conflict["a"]), side_site(conflict["b"])
 
 
+def data_name(conflict: dict) -> str:
+    """What the conflicting data is: the tracer's data name (`files_struct.file_lock`),
+    else, in results without one, the data symbol, else the kind of data."""
+    return conflict.get("data") or conflict.get("data_symbol") or f"{conflict['kind']} data"
+
+
 @dataclass
 class Site:
-    """Conflicts on one kind of data between the same code on both sides."""
+    """Conflicts on the same data between the same code on both sides."""
 
-    kind: str
-    data_symbol: str
+    data: str
     sites: tuple[str, str]
+    kind: str  # kind and symbol of the data (docs/format-results.md), as first seen
+    data_symbol: str
     tests: list[str] = field(default_factory=list)  # distinct test ids, in file order
     pairs: set = field(default_factory=set)
     lines: set = field(default_factory=set)
 
     @property
     def key(self) -> tuple:
-        return self.kind, self.data_symbol, self.sites
+        return self.data, self.sites
 
     @property
     def label(self) -> str:
-        data = self.data_symbol or f"{self.kind} data"
         a_site, b_site = self.sites
         code = a_site if a_site == b_site else f"{a_site} / {b_site}"
-        return f"{data} in {code}"
+        return f"{self.data} in {code}"
 
     def as_json(self, rank: int) -> dict:
         return {
             "rank": rank,
             "label": self.label,
+            "data": self.data,
             "tests": len(self.tests),
             "op_pairs": len(self.pairs),
             "lines": len(self.lines),
@@ -146,8 +153,8 @@ class Site:
 
 
 def bottleneck_sites(run: Run) -> list[Site]:
-    """Conflicting tests grouped by (data kind, data symbol, sorted pair of code sites),
-    ranked by how many distinct tests hit each group."""
+    """Conflicting tests grouped by (data name, sorted pair of code sites), ranked by how
+    many distinct tests hit each group."""
     sites: dict[tuple, Site] = {}
     for test in run.tests:
         result = run.results.get(test["id"])
@@ -155,7 +162,9 @@ def bottleneck_sites(run: Run) -> list[Site]:
             continue
         for conflict in result["conflicts"]:
             code = tuple(sorted(conflict_code(conflict)))
-            site = Site(conflict["kind"], conflict.get("data_symbol") or "", code)
+            site = Site(
+                data_name(conflict), code, conflict["kind"], conflict.get("data_symbol") or ""
+            )
             site = sites.setdefault(site.key, site)
             if not site.tests or site.tests[-1] != test["id"]:
                 site.tests.append(test["id"])

@@ -2,7 +2,7 @@
 
 from scalecheck.report.stats import Site
 
-SITE_HEADERS = ["rank", "tests", "op pairs", "lines", "kind", "data", "a-side code", "b-side code"]
+SITE_HEADERS = ["rank", "data", "tests", "op pairs", "lines", "kind", "a-side code", "b-side code"]
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:
@@ -19,11 +19,11 @@ def site_rows(site_jsons: list[dict]) -> list[list]:
     return [
         [
             s["rank"],
+            s["data"],
             s["tests"],
             s["op_pairs"],
             s["lines"],
             s["kind"],
-            s["data_symbol"] or "-",
             *s["sites"],
         ]
         for s in site_jsons
