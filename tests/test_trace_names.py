@@ -88,6 +88,11 @@ def test_names_read_struct_dot_field(types):
         == "files_struct.{count,next_fd}"
     )
     assert types.name_bytes(files, "files_struct", [(5, 7)]) == "files_struct+0x5"
+    # Fields of one embedded struct share its name.
+    assert (
+        types.name_bytes(files, "files_struct", [(56 + 72, 56 + 84)])
+        == "files_struct.wide.{words,inner}"
+    )
 
 
 # ---- the slab-cache-to-type table ----
@@ -194,24 +199,29 @@ SLAB_FRAME, TAIL_FRAME, ANON_FRAME, CACHE_FRAME, PAGE_CACHE_FRAME = (
 CACHE = DIRECT_MAP[0] + 0x30_0000
 
 
+def _page(frame: int) -> int:
+    return VMEMMAP[0] + frame * 64
+
+
+def _slab(mem, types, frame: int, cache: int, name: str, object_size: int, stride: int):
+    """A slab of cache ``name`` (its kmem_cache at ``cache``) in ``frame``."""
+    mem.write(_page(frame), struct.pack("<Q", 1 << 9 | 1 << 6))  # PG_slab | PG_head
+    mem.write(_page(frame) + types.offset_of("slab", "slab_cache"), struct.pack("<Q", cache))
+    mem.write(
+        cache + types.offset_of("kmem_cache", "size"), struct.pack("<II", stride, object_size)
+    )
+    mem.write(cache + types.offset_of("kmem_cache", "name"), struct.pack("<Q", cache + 0x100))
+    mem.write(cache + 0x100, name.encode() + b"\0")
+
+
 def _guest(types: Types, cache_name: str, object_size: int, stride: int) -> FakeKernelMemory:
     """A slab of ``cache_name`` at SLAB_FRAME (two pages: a head and a tail), an anonymous
     page and a page-cache page."""
     mem = FakeKernelMemory()
-
-    def page(frame: int) -> int:
-        return VMEMMAP[0] + frame * 64
-
-    mem.write(page(SLAB_FRAME), struct.pack("<Q", 1 << 9 | 1 << 6))  # PG_slab | PG_head
-    mem.write(page(SLAB_FRAME) + types.offset_of("slab", "slab_cache"), struct.pack("<Q", CACHE))
-    mem.write(page(TAIL_FRAME) + 8, struct.pack("<Q", page(SLAB_FRAME) + 1))  # compound_head
-    mem.write(
-        CACHE + types.offset_of("kmem_cache", "size"), struct.pack("<II", stride, object_size)
-    )
-    mem.write(CACHE + types.offset_of("kmem_cache", "name"), struct.pack("<Q", CACHE + 0x100))
-    mem.write(CACHE + 0x100, cache_name.encode() + b"\0")
-    mem.write(page(ANON_FRAME) + 24, struct.pack("<Q", DIRECT_MAP[0] + 0x5001))
-    mem.write(page(PAGE_CACHE_FRAME) + 24, struct.pack("<Q", DIRECT_MAP[0] + 0x6000))
+    _slab(mem, types, SLAB_FRAME, CACHE, cache_name, object_size, stride)
+    mem.write(_page(TAIL_FRAME) + 8, struct.pack("<Q", _page(SLAB_FRAME) + 1))  # compound_head
+    mem.write(_page(ANON_FRAME) + 24, struct.pack("<Q", DIRECT_MAP[0] + 0x5001))
+    mem.write(_page(PAGE_CACHE_FRAME) + 24, struct.pack("<Q", DIRECT_MAP[0] + 0x6000))
     return mem
 
 
@@ -274,6 +284,44 @@ def test_caches_without_a_known_type_fall_back_to_cache_and_offset(types):
     # A cache named like a struct of the kernel needs no table entry.
     namer = _namer(types, _guest(types, "rq", 24, 24))
     assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(12, 16)) == "rq.nr_running"
+
+
+@needs_tools
+def test_untyped_objects_named_by_the_typed_pointer_that_leads_to_them(types):
+    """An `owner` object points to an fdtable (kmalloc-64), whose open_fds points to a
+    bitmap (kmalloc-512); owner.direct_bits points to another kmalloc-512 object."""
+    mem = FakeKernelMemory()
+    owner_frame, table_frame, bits_frame = 0x600, 0x700, 0x800
+    _slab(mem, types, owner_frame, CACHE, "owner", 24, 24)
+    _slab(mem, types, table_frame, CACHE + 0x1000, "kmalloc-64", 64, 64)
+    _slab(mem, types, bits_frame, CACHE + 0x2000, "kmalloc-512", 512, 512)
+    owner = DIRECT_MAP[0] + (owner_frame << 12)
+    table = DIRECT_MAP[0] + (table_frame << 12) + 64
+    bits = DIRECT_MAP[0] + (bits_frame << 12)
+    mem.write(owner + 8, struct.pack("<QQ", table, bits + 512))
+    mem.write(table + 16, struct.pack("<Q", bits))
+    namer = _namer(types, mem)
+
+    def line(vaddr: int, start: int, end: int):
+        return ("heap", vaddr, vaddr - DIRECT_MAP[0], _mask(start, end))
+
+    assert namer.name_lines(
+        [
+            line(owner, 0, 4),
+            line(bits, 8, 16),  # through owner.fdt, then fdtable.open_fds
+            line(table, 8, 16),  # the fdtable itself: owner.fdt gives its type
+            line(bits + 512, 0, 8),  # owner.direct_bits
+            line(bits + 1536 + 64, 0, 8),  # nothing points there
+        ]
+    ) == [
+        "owner.count",
+        "fdtable.open_fds[]",
+        "fdtable.fd",
+        "owner.direct_bits[]",
+        "kmalloc-512+0x40",
+    ]
+    # Without a typed object among the lines, there is nothing to follow.
+    assert namer.name_lines([line(bits, 8, 16)]) == ["kmalloc-512+0x8"]
 
 
 @needs_tools

@@ -78,6 +78,13 @@ struct files_struct {
 	void *fd_array[];
 };
 
+/* Points to objects of caches without a type (kmalloc): directly and through a struct. */
+struct owner {
+	int count;
+	struct fdtable *fdt;
+	unsigned long *direct_bits;
+};
+
 struct rq {
 	spinlock_t __lock;
 	unsigned int nr_running;
@@ -91,3 +98,4 @@ struct slab slab_example;
 struct kmem_cache cache_example;
 struct files_struct files_example;
 enum pageflags flags_example;
+struct owner owner_example;

@@ -18,6 +18,8 @@ from scalecheck.errors import UserError
 ALIASES = frozenset({"TYPEDEF", "CONST", "VOLATILE", "RESTRICT", "TYPE_TAG"})
 AGGREGATES = frozenset({"STRUCT", "UNION"})
 POINTER_SIZE = 8
+# Arrays of pointers are read element by element up to this many elements.
+MAX_POINTER_ELEMENTS = 256
 # A field is named down to the first member no larger than a cache line: `inode.i_rwsem`,
 # not `inode.i_rwsem.count.counter`; a larger embedded struct is looked into
 # (`shmem_inode_info.vfs_inode.i_rwsem`). Anonymous structs and unions are transparent.
@@ -49,6 +51,7 @@ class Types:
         self._aggregates: dict[str, int] = {}
         self._vars: dict[str, int] = {}
         self._enum_values: dict[str, int] = {}
+        self._pointers: dict[int, list[tuple[str, int, int]]] = {}
         for t in types:
             if t["kind"] in AGGREGATES and _named(t["name"]):
                 self._aggregates.setdefault(t["name"], t["id"])
@@ -133,12 +136,49 @@ class Types:
         return list(dict.fromkeys(found))
 
     def name_bytes(self, type_id: int, label: str, ranges: list[tuple[int, int]]) -> str:
-        """``label.field``, ``label.{field,field}`` for the fields the byte ranges cover, or
-        ``label+0xOFF`` where they cover none (padding, bytes beyond the type)."""
+        """``label.field`` or ``label.outer.{field,field}`` for the fields the byte ranges
+        cover, or ``label+0xOFF`` where they cover none (padding, bytes beyond the type)."""
         found: list[str] = []
         for start, end in ranges:
             found += self.fields(type_id, start, end)
         found = list(dict.fromkeys(found))
         if not found:
-            return f"{label}+{ranges[0][0]:#x}"
-        return f"{label}.{found[0]}" if len(found) == 1 else f"{label}.{{{','.join(found)}}}"
+            start = ranges[0][0]
+            return f"{label}+{start:#x}" if start else label
+        if len(found) == 1:
+            return f"{label}.{found[0]}"
+        # Fields of one embedded struct: `inode.{i_mtime,i_ctime}`, not the path twice.
+        paths = [f.split(".") for f in found]
+        common = 0
+        while all(len(p) > common + 1 and p[common] == paths[0][common] for p in paths):
+            common += 1
+        prefix = "".join(part + "." for part in paths[0][:common])
+        return f"{label}.{prefix}{{{','.join('.'.join(p[common:]) for p in paths)}}}"
+
+    def pointers(self, type_id: int) -> list[tuple[str, int, int]]:
+        """(field path, byte offset, type id pointed to) of every pointer an object of this
+        type holds: members of embedded and anonymous structs and unions, and the elements
+        of arrays of pointers (which share their array's name)."""
+        if type_id not in self._pointers:
+            found: list[tuple[str, int, int]] = []
+            self._collect_pointers(type_id, 0, "", found)
+            self._pointers[type_id] = found
+        return self._pointers[type_id]
+
+    def _collect_pointers(self, type_id: int, at: int, path: str, found: list) -> None:
+        t = self.resolve(type_id)
+        if t["kind"] == "PTR":
+            found.append((path, at, t["type_id"]))
+        elif t["kind"] == "ARRAY":
+            element = t["type_id"]
+            if self.resolve(element)["kind"] in ("PTR", *AGGREGATES):
+                step = self.size(element)
+                for i in range(min(t["nr_elems"], MAX_POINTER_ELEMENTS)):
+                    self._collect_pointers(element, at + i * step, path, found)
+        elif t["kind"] in AGGREGATES:
+            for m in t["members"]:
+                if m.get("bitfield_size"):
+                    continue
+                name = m["name"] if _named(m["name"]) else ""
+                inner = f"{path}.{name}" if path and name else path or name
+                self._collect_pointers(m["type_id"], at + m["bits_offset"] // 8, inner, found)

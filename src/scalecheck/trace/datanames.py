@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import cast
 
-from scalecheck.trace.btf import Types
+from scalecheck.trace.btf import AGGREGATES, Types
 from scalecheck.trace.kernelmem import PAGE_SHIFT, KernelMemory
-from scalecheck.trace.symbols import VMALLOC, VMEMMAP
+from scalecheck.trace.symbols import DIRECT_MAP, VMALLOC, VMEMMAP
 
 PAGE_MAPPING_ANON = 1
+# Structs followed one pointer further when looking for what points to an untyped object.
+MAX_FOLLOWED = 256
 LINE_BYTES = 64
 # Names of data that is not an object of a known type.
 KIND_NAMES = {"user": "user memory", "pagetable": "page table", "unknown": ""}
@@ -129,25 +131,55 @@ class DataNamer:
 
     def name(self, kind: str, vaddr: int, paddr: int, mask: int) -> str:
         """The data name of the bytes ``mask`` of the line at vaddr (guest-physical paddr)."""
+        return self.name_lines([(kind, vaddr, paddr, mask)])[0]
+
+    def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
+        """Names of one test's conflicting lines, each (kind, vaddr, paddr, mask). Objects
+        of caches without a type (kmalloc-*) are looked for behind the pointers of the
+        typed objects among these lines: `fdtable.open_fds[]`, `super_block.s_inodes`."""
         started = time.perf_counter()
-        name = self._name(kind, vaddr, paddr, mask)
-        self.lines += 1
+        slabs = self.slabs
+        located: dict[int, list | str] = {}
+        for i, (kind, vaddr, paddr, mask) in enumerate(lines):
+            if slabs and kind == "heap" and DIRECT_MAP[0] <= vaddr < DIRECT_MAP[1]:
+                located[i] = slabs.objects(paddr, _offsets(mask))
+        roots = {
+            base: cache.type_id
+            for objects in located.values()
+            if isinstance(objects, list)
+            for cache, base, _ in objects
+            if cache.type_id is not None
+        }
+        names = []
+        for i, line in enumerate(lines):
+            objects = located.get(i)
+            if slabs is None or objects is None:
+                names.append(self._name(*line))
+            elif isinstance(objects, str):
+                names.append(objects)
+            else:
+                names.append(
+                    join_names(
+                        slabs.object_name(cache, address, offsets, roots)
+                        for cache, address, offsets in objects
+                    )
+                )
+        self.lines += len(lines)
         self.seconds += time.perf_counter() - started
-        return name
+        return names
 
     def _name(self, kind: str, vaddr: int, paddr: int, mask: int) -> str:
+        """The name of a line that is not a slab object's."""
         if kind in KIND_NAMES:
             return KIND_NAMES[kind]
-        offsets = mask_bytes(mask) or list(range(LINE_BYTES))
+        offsets = _offsets(mask)
         if kind in ("static", "percpu"):
             return self._variables(vaddr, offsets)
         if VMALLOC[0] <= vaddr < VMALLOC[1]:
             return "vmalloc"
-        if self.slabs is None:
-            return "struct page" if VMEMMAP[0] <= vaddr < VMEMMAP[1] else ""
         if VMEMMAP[0] <= vaddr < VMEMMAP[1]:
-            return self.slabs.struct_page(vaddr, offsets)
-        return self.slabs.heap(paddr, offsets)
+            return self.slabs.struct_page(vaddr, offsets) if self.slabs else "struct page"
+        return ""
 
     def _variables(self, vaddr: int, offsets: list[int]) -> str:
         by_symbol: dict[str, list[int]] = {}
@@ -159,6 +191,10 @@ class DataNamer:
             typed_name(self.types, self.types.var_type(sym) if self.types else None, sym, offs)
             for sym, offs in by_symbol.items()
         )
+
+
+def _offsets(mask: int) -> list[int]:
+    return mask_bytes(mask) or list(range(LINE_BYTES))
 
 
 def join_names(names) -> str:
@@ -221,7 +257,10 @@ class _Slabs:
         label = name if type_id is None else type_name
         return SlabCache(name, size, object_size, pad or 0, type_id, label)
 
-    def heap(self, paddr: int, offsets: list[int]) -> str:
+    def objects(self, paddr: int, offsets: list[int]) -> list[tuple[SlabCache, int, list]] | str:
+        """The slab objects the bytes at ``offsets`` of the line at paddr belong to, as
+        (cache, object address, offsets in the object); for a frame that is not a slab,
+        what the frame holds ("page cache", ...; "" if unreadable)."""
         head = self._head(paddr >> PAGE_SHIFT)
         if head is None:
             return ""
@@ -238,9 +277,60 @@ class _Slabs:
         for i in offsets:
             index, offset = divmod(line + i - first_object, cache.size)
             objects.setdefault(index, []).append(offset)
-        return join_names(
-            typed_name(self.types, cache.type_id, cache.label, offs) for offs in objects.values()
-        )
+        return [
+            (cache, DIRECT_MAP[0] + first_object + index * cache.size, offs)
+            for index, offs in objects.items()
+        ]
+
+    def object_name(self, cache: SlabCache, address: int, offsets: list, roots: dict) -> str:
+        """The fields of a typed object; for an object of unknown type, the pointer that
+        leads to it from one of the typed objects ``roots`` (address -> type id), or
+        cache+offset."""
+        if cache.type_id is None:
+            owner = self._owner(address, address + cache.object_size, address + offsets[0], roots)
+            if owner:
+                return owner
+        return typed_name(self.types, cache.type_id, cache.label, offsets)
+
+    def _owner(self, start: int, end: int, at: int, roots: dict) -> str:
+        """Pointers into [start, end) held by the typed objects ``roots`` or by the structs
+        they point to; named by the one pointing closest below ``at``."""
+        found: list[tuple[int, str, int]] = []  # (target, label, type pointed to)
+        followed = 0
+        for root, type_id in roots.items():
+            for path, target, pointee in self._pointers_of(root, type_id):
+                if start <= target < end:
+                    found.append((target, path, pointee))
+                elif (
+                    DIRECT_MAP[0] <= target < DIRECT_MAP[1]
+                    and self.types.resolve(pointee)["kind"] in AGGREGATES
+                    and followed < MAX_FOLLOWED
+                ):
+                    followed += 1
+                    found += [
+                        (t, p, pt)
+                        for p, t, pt in self._pointers_of(target, pointee)
+                        if start <= t < end
+                    ]
+        below = [f for f in found if f[0] <= at]
+        if not below:
+            return ""
+        target, label, pointee = max(below)
+        if self.types.resolve(pointee)["kind"] in AGGREGATES:
+            return self.types.name_bytes(
+                pointee, self.types.resolve(pointee)["name"], [(at - target, at - target + 1)]
+            )
+        return f"{label}[]"
+
+    def _pointers_of(self, address: int, type_id: int) -> list[tuple[str, int, int]]:
+        """(struct.field, value, type pointed to) of the pointers of the object at address."""
+        label = self.types.resolve(type_id)["name"]
+        values = []
+        for path, offset, pointee in self.types.pointers(type_id):
+            value = self.kernel.u64(address + offset)
+            if value:
+                values.append((f"{label}.{path}", value, pointee))
+        return values
 
     def _page_kind(self, head: int) -> str:
         mapping = self.kernel.u64(head + self.layout.mapping)

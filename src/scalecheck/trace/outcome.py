@@ -268,12 +268,12 @@ def _repeated(per_repeat: list) -> tuple:
 
 def name_data(conflicts: list, namer) -> None:
     """Sets each conflict's ``data`` name (datanames.DataNamer; "" without a namer)."""
-    for c in conflicts:
-        c["data"] = (
-            namer.name(c["kind"], int(c["line"], 16), int(c["paddr"], 16), int(c["bytes"], 16))
-            if namer
-            else ""
-        )
+    lines = [
+        (c["kind"], int(c["line"], 16), int(c["paddr"], 16), int(c["bytes"], 16)) for c in conflicts
+    ]
+    names = namer.name_lines(lines) if namer else [""] * len(lines)
+    for c, name in zip(conflicts, names, strict=True):
+        c["data"] = name
 
 
 def finish(
