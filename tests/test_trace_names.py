@@ -56,6 +56,9 @@ def test_btf_reader_finds_structs_offsets_vars_and_enums(types):
     assert types.enum_value("PG_slab") == 9
     assert types.var_type("runqueues") == types.struct("rq")
     assert types.size(types.struct("page")) == 64
+    # `void *mapping` points to type 0, void.
+    (pointee,) = [t for path, _, t in types.pointers(types.struct("page")) if path == "mapping"]
+    assert types.resolve(pointee)["kind"] == "VOID"
 
 
 @needs_tools

@@ -17,6 +17,8 @@ from scalecheck.errors import UserError
 # Typedefs and qualifiers stand for the type they name.
 ALIASES = frozenset({"TYPEDEF", "CONST", "VOLATILE", "RESTRICT", "TYPE_TAG"})
 AGGREGATES = frozenset({"STRUCT", "UNION"})
+# Type id 0 is void (what a `void *` points to).
+VOID = {"id": 0, "kind": "VOID", "name": "void"}
 POINTER_SIZE = 8
 # Arrays of pointers are read element by element up to this many elements.
 MAX_POINTER_ELEMENTS = 256
@@ -77,7 +79,7 @@ class Types:
         return self._enum_values.get(name)
 
     def resolve(self, type_id: int) -> dict:
-        t = self._by_id[type_id]
+        t = self._by_id.get(type_id, VOID)
         while t["kind"] in ALIASES:
             t = self._by_id[t["type_id"]]
         return t

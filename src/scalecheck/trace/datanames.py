@@ -15,6 +15,8 @@ while the cache holds partial slabs), and a frame that is no longer a slab is na
 it is now ("page"), never guessed.
 """
 
+import bisect
+import struct
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -27,6 +29,7 @@ from scalecheck.trace.symbols import DIRECT_MAP, VMALLOC, VMEMMAP
 PAGE_MAPPING_ANON = 1
 # Structs followed one pointer further when looking for what points to an untyped object.
 MAX_FOLLOWED = 256
+_POINTER = struct.Struct("<Q")
 LINE_BYTES = 64
 # Names of data that is not an object of a known type.
 KIND_NAMES = {"user": "user memory", "pagetable": "page table", "unknown": ""}
@@ -151,6 +154,7 @@ class DataNamer:
             if cache.type_id is not None
         }
         names = []
+        pointers = None
         for i, line in enumerate(lines):
             objects = located.get(i)
             if slabs is None or objects is None:
@@ -158,9 +162,11 @@ class DataNamer:
             elif isinstance(objects, str):
                 names.append(objects)
             else:
+                if pointers is None and any(c.type_id is None for c, _, _ in objects):
+                    pointers = slabs.pointer_index(roots)
                 names.append(
                     join_names(
-                        slabs.object_name(cache, address, offsets, roots)
+                        slabs.object_name(cache, address, offsets, pointers)
                         for cache, address, offsets in objects
                     )
                 )
@@ -191,6 +197,19 @@ class DataNamer:
             typed_name(self.types, self.types.var_type(sym) if self.types else None, sym, offs)
             for sym, offs in by_symbol.items()
         )
+
+
+class PointerIndex:
+    """Pointers (target, struct.field, type pointed to), searchable by target."""
+
+    def __init__(self, entries: list[tuple[int, str, int]]):
+        self.entries = sorted(entries)
+        self.targets = [target for target, _, _ in self.entries]
+
+    def closest_below(self, start: int, at: int) -> tuple[int, str, int] | None:
+        """The pointer to the highest address in [start, at]."""
+        i = bisect.bisect_right(self.targets, at) - 1
+        return self.entries[i] if i >= 0 and self.targets[i] >= start else None
 
 
 def _offsets(mask: int) -> list[int]:
@@ -282,54 +301,55 @@ class _Slabs:
             for index, offs in objects.items()
         ]
 
-    def object_name(self, cache: SlabCache, address: int, offsets: list, roots: dict) -> str:
+    def object_name(
+        self, cache: SlabCache, address: int, offsets: list, pointers: "PointerIndex | None"
+    ) -> str:
         """The fields of a typed object; for an object of unknown type, the pointer that
-        leads to it from one of the typed objects ``roots`` (address -> type id), or
-        cache+offset."""
-        if cache.type_id is None:
-            owner = self._owner(address, address + cache.object_size, address + offsets[0], roots)
-            if owner:
-                return owner
+        leads to it (``pointers``), or cache+offset."""
+        if cache.type_id is None and pointers:
+            at = address + offsets[0]
+            found = pointers.closest_below(address, at)
+            if found:
+                target, label, pointee = found
+                if self.types.resolve(pointee)["kind"] in AGGREGATES:
+                    name = self.types.resolve(pointee)["name"]
+                    ranges = byte_ranges(
+                        address + o - target for o in offsets if address + o >= target
+                    )
+                    return self.types.name_bytes(pointee, name, ranges)
+                return f"{label}[]"
         return typed_name(self.types, cache.type_id, cache.label, offsets)
 
-    def _owner(self, start: int, end: int, at: int, roots: dict) -> str:
-        """Pointers into [start, end) held by the typed objects ``roots`` or by the structs
-        they point to; named by the one pointing closest below ``at``."""
-        found: list[tuple[int, str, int]] = []  # (target, label, type pointed to)
-        followed = 0
+    def pointer_index(self, roots: dict[int, int]) -> "PointerIndex":
+        """The pointers held by the typed objects ``roots`` (address -> type id) and by the
+        structs those point to."""
+        entries: list[tuple[int, str, int]] = []
+        followed: set[int] = set()
         for root, type_id in roots.items():
-            for path, target, pointee in self._pointers_of(root, type_id):
-                if start <= target < end:
-                    found.append((target, path, pointee))
-                elif (
+            for target, label, pointee in self._pointers_of(root, type_id):
+                entries.append((target, label, pointee))
+                if (
                     DIRECT_MAP[0] <= target < DIRECT_MAP[1]
+                    and target not in followed
+                    and target not in roots
+                    and len(followed) < MAX_FOLLOWED
                     and self.types.resolve(pointee)["kind"] in AGGREGATES
-                    and followed < MAX_FOLLOWED
                 ):
-                    followed += 1
-                    found += [
-                        (t, p, pt)
-                        for p, t, pt in self._pointers_of(target, pointee)
-                        if start <= t < end
-                    ]
-        below = [f for f in found if f[0] <= at]
-        if not below:
-            return ""
-        target, label, pointee = max(below)
-        if self.types.resolve(pointee)["kind"] in AGGREGATES:
-            return self.types.name_bytes(
-                pointee, self.types.resolve(pointee)["name"], [(at - target, at - target + 1)]
-            )
-        return f"{label}[]"
+                    followed.add(target)
+                    entries += self._pointers_of(target, pointee)
+        return PointerIndex(entries)
 
-    def _pointers_of(self, address: int, type_id: int) -> list[tuple[str, int, int]]:
-        """(struct.field, value, type pointed to) of the pointers of the object at address."""
+    def _pointers_of(self, address: int, type_id: int) -> list[tuple[int, str, int]]:
+        """(value, struct.field, type pointed to) of the pointers of the object at address."""
+        raw = self.kernel.read(address, self.types.size(type_id))
+        if raw is None:
+            return []
         label = self.types.resolve(type_id)["name"]
         values = []
         for path, offset, pointee in self.types.pointers(type_id):
-            value = self.kernel.u64(address + offset)
+            (value,) = _POINTER.unpack_from(raw, offset)
             if value:
-                values.append((f"{label}.{path}", value, pointee))
+                values.append((value, f"{label}.{path}", pointee))
         return values
 
     def _page_kind(self, head: int) -> str:
