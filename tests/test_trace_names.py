@@ -291,22 +291,24 @@ def test_caches_without_a_known_type_fall_back_to_cache_and_offset(types):
 
 @needs_tools
 def test_untyped_objects_named_by_the_typed_pointer_that_leads_to_them(types):
-    """An `owner` object points to an fdtable (kmalloc-64), whose open_fds points to a
+    """An `owner` object points to an fdtable (kmalloc-32), whose open_fds points to a
     bitmap (kmalloc-512); owner.direct_bits points to another kmalloc-512 object."""
     mem = FakeKernelMemory()
     owner_frame, table_frame, bits_frame = 0x600, 0x700, 0x800
     _slab(mem, types, owner_frame, CACHE, "owner", 24, 24)
-    _slab(mem, types, table_frame, CACHE + 0x1000, "kmalloc-64", 64, 64)
+    _slab(mem, types, table_frame, CACHE + 0x1000, "kmalloc-32", 32, 32)
     _slab(mem, types, bits_frame, CACHE + 0x2000, "kmalloc-512", 512, 512)
     owner = DIRECT_MAP[0] + (owner_frame << 12)
-    table = DIRECT_MAP[0] + (table_frame << 12) + 64
+    table = DIRECT_MAP[0] + (table_frame << 12) + 32
     bits = DIRECT_MAP[0] + (bits_frame << 12)
     mem.write(owner + 8, struct.pack("<QQ", table, bits + 512))
     mem.write(table + 16, struct.pack("<Q", bits))
     namer = _namer(types, mem)
 
-    def line(vaddr: int, start: int, end: int):
-        return ("heap", vaddr, vaddr - DIRECT_MAP[0], _mask(start, end))
+    def line(address: int, start: int, end: int):
+        """The line holding bytes [start, end) of the object at address."""
+        at = address & ~63
+        return ("heap", at, at - DIRECT_MAP[0], _mask(address - at + start, address - at + end))
 
     assert namer.name_lines(
         [

@@ -96,6 +96,11 @@ def test_calibration_answers(main_run):
         }
         for function in want.get("must_touch", []):
             assert function in touched, (test["id"], sorted(touched))
+        # Conflicting data named by struct and field (trace/datanames.py): each entry
+        # begins the name of some conflicting line.
+        names = [c["data"] for c in record["conflicts"]]
+        for name in want.get("must_name", []):
+            assert any(n.startswith(name) for n in names), (test["id"], names)
         if not want["conflict_free"]:
             # The known conflicts are on data both calls really use, not neighbours of it.
             assert any(c["sharing"] == "true" for c in record["conflicts"]), record["conflicts"]

@@ -311,13 +311,14 @@ class _Slabs:
             found = pointers.closest_below(address, at)
             if found:
                 target, label, pointee = found
-                if self.types.resolve(pointee)["kind"] in AGGREGATES:
+                kind = self.types.resolve(pointee)["kind"]
+                if kind not in AGGREGATES:
+                    return f"{label}[]"  # `unsigned long *open_fds` -> fdtable.open_fds[]
+                # A struct pointer names the object's type only if it points to the whole
+                # object (not to a list_head inside it).
+                if target == address and 2 * self.types.size(pointee) > cache.object_size:
                     name = self.types.resolve(pointee)["name"]
-                    ranges = byte_ranges(
-                        address + o - target for o in offsets if address + o >= target
-                    )
-                    return self.types.name_bytes(pointee, name, ranges)
-                return f"{label}[]"
+                    return self.types.name_bytes(pointee, name, byte_ranges(offsets))
         return typed_name(self.types, cache.type_id, cache.label, offsets)
 
     def pointer_index(self, roots: dict[int, int]) -> "PointerIndex":
