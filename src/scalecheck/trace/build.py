@@ -56,13 +56,22 @@ def ensure_built() -> dict:
     return {"plugin": PLUGIN, "driver": DRIVER, "base_image": BASE_IMAGE}
 
 
-# What decides the content of a results record: the driver, the plugin and the host's
-# rules for noise and conflicts.
+# What decides the content of a results record: the driver, the plugin, the host's rules
+# for noise and conflicts, and those that name the conflicting data.
 TRACER_SOURCES = (
     GUEST_DIR / "driver.c",
     *sorted((PLUGIN_DIR / "src").glob("*.rs")),
-    REPO / "src" / "scalecheck" / "trace" / "outcome.py",
-    REPO / "src" / "scalecheck" / "trace" / "regions.py",
+    *(
+        REPO / "src" / "scalecheck" / "trace" / name
+        for name in (
+            "outcome.py",
+            "regions.py",
+            "datanames.py",
+            "btf.py",
+            "kernelmem.py",
+            "slab_types.txt",
+        )
+    ),
 )
 
 
