@@ -254,12 +254,14 @@ def site_pairs(conflicts: list) -> list:
 
 
 def _repeated(per_repeat: list) -> tuple:
-    """The first repeat's conflicts, cut down to the site pairs every repeat showed, each
+    """The last repeat's conflicts, cut down to the site pairs every repeat showed, each
     repeat's signature, and the elements every repeat showed."""
     signatures = [conflict_set(conflicts) for conflicts in per_repeat]
     repeated = frozenset.intersection(*signatures)
     kept = []
-    for c in per_repeat[0]:
+    # The last repeat's lines: its objects were freed most recently when the record is
+    # written, so naming finds them (and the pointers leading to them) still in place.
+    for c in per_repeat[-1]:
         elements = signature(c) & repeated
         if elements:
             kept.append(dict(c, sites=sorted([a, b] for _, _, _, a, b in elements)))
@@ -285,7 +287,7 @@ def finish(
     namer=None,
 ) -> dict:
     """The record of a test whose repeats all reported (regions: tag -> Region). Conflicting
-    lines (counted or not) are named by ``namer``, once, on the first repeat's lines."""
+    lines (counted or not) are named by ``namer``, once, on the last repeat's lines."""
     test = progress.test
     reports = progress.repeats
     for rep, (kind, *rest) in sorted(reports.items()):
