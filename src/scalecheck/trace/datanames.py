@@ -4,15 +4,17 @@
 - heap: the host reads the guest's own `struct page` / `struct slab` of the line's frame
   (kernelmem: from QEMU's RAM file, while the guest runs), which gives the slab cache and
   so the object's start; the cache's struct type comes from slab_types.txt (or a struct of
-  the cache's own name) and the fields from the kernel's BTF. Frames that are not slab
-  pages are named by what their `struct page` says: page cache, anonymous page, page;
+  the cache's own name) and the fields from the kernel's BTF. Objects of caches without a
+  type (kmalloc-*) are named by the typed pointer that leads to them from the test's
+  other objects (`fdtable.open_fds[]`). Frames that are not slab pages are named by what
+  their `struct page` says: page cache, anonymous page, page;
 - `struct page` lines: the struct page (or struct slab, for a slab's head page) field;
 - static and per-cpu data: the symbol, plus the field where BTF knows the variable's type.
 
-Only conflicting lines are named, when the test's record is written. The slab page is read
-then, a few tests after the calls ran; a slab page outlives its objects (SLUB keeps it
-while the cache holds partial slabs), and a frame that is no longer a slab is named by what
-it is now ("page"), never guessed.
+Only conflicting lines are named, once per test, when its record is written (the last
+repeat's lines). The slab page is read then, while the guest runs the next tests; a slab
+page outlives its objects (SLUB keeps it while the cache holds partial slabs), and a frame
+that is no longer a slab is named by what it is now ("page"), never guessed.
 """
 
 import bisect
