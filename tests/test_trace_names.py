@@ -12,7 +12,7 @@ import pytest
 
 from scalecheck.trace import datanames, outcome
 from scalecheck.trace.btf import Types
-from scalecheck.trace.kernelmem import GuestMemory, KernelMemory, read_kernel_btf
+from scalecheck.trace.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
 from scalecheck.trace.regions import Line
 from scalecheck.trace.symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
 
@@ -122,7 +122,7 @@ def _ram_file(path: Path, size: int, writes: dict[int, bytes]) -> GuestMemory:
         for paddr, data in writes.items():
             f.seek(paddr)
             f.write(data)
-    return GuestMemory(path)
+    return GuestMemory(path, size)
 
 
 def _entry(paddr: int, huge: bool = False) -> bytes:
@@ -160,6 +160,29 @@ def test_kernel_memory_walks_page_tables_and_reads_btf(tmp_path):
     assert read_kernel_btf(kernel, symbols) == b"\x9f\xeb\x01\0BTF"
     # A kernel image not where it was linked: no BTF rather than wrong bytes.
     assert read_kernel_btf(kernel, dict(symbols, linux_banner=banner_va + 8)) is None
+    memory.close()
+
+
+def test_qemu_ram_is_its_one_anonymous_mapping_of_the_guest_size():
+    maps = (
+        "55d0c0a00000-55d0c0c00000 r-xp 00000000 fe:01 123  /usr/bin/qemu-system-x86_64\n"
+        "7feaafe00000-7feacfe00000 rw-p 00000000 00:00 0\n"
+        "7feacfe00000-7feacfe01000 ---p 00000000 00:00 0\n"
+        "7feb00000000-7feb20000000 rw-s 00000000 00:1b 181  /dev/shm/other.ram\n"
+    )
+    assert ram_mapping(maps, 512 << 20) == 0x7FEAAFE00000
+    assert ram_mapping(maps, 256 << 20) is None
+    # Two candidates: none is trusted.
+    twice = maps + "7fec00000000-7fec20000000 rw-p 00000000 00:00 0\n"
+    assert ram_mapping(twice, 512 << 20) is None
+
+
+def test_guest_memory_reads_from_a_base_offset_and_refuses_beyond_its_size(tmp_path):
+    path = tmp_path / "mem"
+    path.write_bytes(b"x" * 100 + b"guest ram" + b"\0" * 27)
+    memory = GuestMemory(path, size=36, base=100)
+    assert memory.read(0, 9) == b"guest ram"
+    assert memory.read(30, 8) is None  # beyond the guest's RAM
     memory.close()
 
 

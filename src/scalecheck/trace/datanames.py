@@ -132,7 +132,12 @@ class DataNamer:
         self.slabs = (
             _Slabs(kernel, types, layout, slab_types) if kernel and types and layout else None
         )
+        self.kernel = kernel
         self.lines, self.seconds = 0, 0.0  # what naming cost in this boot
+
+    def close(self):
+        if self.kernel:
+            self.kernel.memory.close()
 
     def name(self, kind: str, vaddr: int, paddr: int, mask: int) -> str:
         """The data name of the bytes ``mask`` of the line at vaddr (guest-physical paddr)."""

@@ -20,7 +20,7 @@ from scalecheck.errors import UserError
 from scalecheck.trace.btf import Types
 from scalecheck.trace.build import cache_dir
 from scalecheck.trace.kernelmem import GuestMemory, KernelMemory, read_kernel_btf
-from scalecheck.trace.vm import GuestSession
+from scalecheck.trace.vm import MEMORY_BYTES, GuestSession
 
 PROBE_TIMEOUT = 600
 # IDT entries that are asynchronous (their accesses are not the traced call's work).
@@ -56,6 +56,7 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
         "S facts=1\n",
         plugin=None,
         entries=None,
+        ram_file=True,
     )
     try:
         deadline = time.monotonic() + PROBE_TIMEOUT
@@ -115,7 +116,7 @@ def _probe_btf(session: GuestSession) -> bytes | None:
         parts = line.split()
         if len(parts) == 3 and parts[2] in BTF_SYMBOLS:
             addresses[parts[2]] = int(parts[0], 16)
-    memory = GuestMemory(session.memory_path)
+    memory = GuestMemory(session.memory_path, MEMORY_BYTES)
     try:
         return read_kernel_btf(KernelMemory(memory, addresses.get("init_top_pgt", 0)), addresses)
     finally:

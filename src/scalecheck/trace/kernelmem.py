@@ -1,13 +1,16 @@
 """Reads the guest kernel's memory from the host, without stopping or asking the guest.
 
-QEMU backs the guest's RAM with a shared file (``-object memory-backend-file,share=on``),
-so guest-physical address P is byte P of that file (the VM has less RAM than the PCI hole
-starts at). Kernel virtual addresses are translated as the kernel does: direct map and
-kernel image by subtraction (``nokaslr``: the image runs where it was linked), anything
-else (vmemmap, vmalloc) by walking the kernel's page tables from ``init_top_pgt``.
+Guest-physical address P is byte P of the guest's RAM as QEMU holds it: its anonymous RAM
+mapping, read through ``/proc/<qemu pid>/mem`` while the guest runs (QEMU backs it with huge
+pages, which a shared file would not get), or, for the probe boot, whose memory is read
+after the guest powered off, a RAM file (``-object memory-backend-file,share=on``). The VM
+has less RAM than the PCI hole starts at, so RAM is one block from address 0. Kernel
+virtual addresses are translated as the kernel does: direct map and kernel image by
+subtraction (``nokaslr``: the image runs where it was linked), anything else (vmemmap,
+vmalloc) by walking the kernel's page tables from ``init_top_pgt``.
 """
 
-import mmap
+import os
 import struct
 from pathlib import Path
 
@@ -22,27 +25,50 @@ BANNER = b"Linux version "
 
 
 class GuestMemory:
-    """Guest-physical memory of one boot, mapped read-only from QEMU's RAM file."""
+    """Guest-physical memory of one boot: ``size`` bytes of a file from offset ``base`` (the
+    probe's RAM file, or /proc/<pid>/mem at the address of QEMU's RAM mapping)."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self._map: mmap.mmap | None = None
+    def __init__(self, path: Path, size: int, base: int = 0):
+        self.path, self.size, self.base = path, size, base
+        self._fd: int | None = None
 
     def read(self, paddr: int, size: int) -> bytes | None:
-        if self._map is None:
-            try:
-                with open(self.path, "rb") as f:
-                    self._map = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-            except (OSError, ValueError):
-                return None
-        if paddr < 0 or paddr + size > len(self._map):
+        if paddr < 0 or paddr + size > self.size:
             return None
-        return self._map[paddr : paddr + size]
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            data = os.pread(self._fd, size, self.base + paddr)
+        except OSError:
+            return None
+        return data if len(data) == size else None
 
     def close(self):
-        if self._map is not None:
-            self._map.close()
-            self._map = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def ram_mapping(maps: str, size: int) -> int | None:
+    """The address of QEMU's guest RAM in its /proc/<pid>/maps text: the one anonymous
+    writable mapping of exactly the guest's RAM size (None if there is not exactly one)."""
+    found = []
+    for line in maps.splitlines():
+        fields = line.split()
+        if len(fields) == 5 and fields[1].startswith("rw"):
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if end - start == size:
+                found.append(start)
+    return found[0] if len(found) == 1 else None
+
+
+def qemu_ram(pid: int, size: int) -> GuestMemory | None:
+    """The guest RAM of the running QEMU process ``pid`` (None if it cannot be found)."""
+    try:
+        base = ram_mapping(Path(f"/proc/{pid}/maps").read_text(), size)
+    except OSError:
+        return None
+    return None if base is None else GuestMemory(Path(f"/proc/{pid}/mem"), size, base)
 
 
 class KernelMemory:

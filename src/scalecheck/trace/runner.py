@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from scalecheck.errors import UserError
 from scalecheck.trace import build, datanames, facts, outcome, testfile, vm
-from scalecheck.trace.kernelmem import GuestMemory, KernelMemory
+from scalecheck.trace.kernelmem import KernelMemory
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, ResultsStore
 from scalecheck.trace.symbols import KernelSymbols
 
@@ -324,7 +324,8 @@ class _VmWorker:
         self.boots = 0
         self.error = None
         self.hangs = collections.Counter()  # test id -> boots in which it hung
-        self.namer = None  # names conflicting data in the current boot
+        self.session: vm.GuestSession | None = None
+        self.namer: datanames.DataNamer | None = None  # names conflicting data in this boot
         self.named_lines, self.naming_seconds = 0, 0.0
 
     def run(self):
@@ -389,13 +390,8 @@ class _VmWorker:
         )
         if c.on_vm_start:
             c.on_vm_start(session)
-        memory = GuestMemory(session.memory_path)
-        self.namer = datanames.DataNamer(
-            c.symbols,
-            c.types,
-            c.slab_types,
-            KernelMemory(memory, c.symbols.address_of.get("init_top_pgt", 0)),
-        )
+        # Made when the first record is written: QEMU has mapped the guest's RAM by then.
+        self.session, self.namer = session, None
         regions, current, ready, finished = {}, None, False, False
         last_progress = time.monotonic()
         # A call may take `timeout` in the guest, its setup as long again; beyond that
@@ -466,9 +462,10 @@ class _VmWorker:
                     break
                 time.sleep(0.05)
         finally:
-            self.named_lines += self.namer.lines
-            self.naming_seconds += self.namer.seconds
-            memory.close()
+            if self.namer:
+                self.named_lines += self.namer.lines
+                self.naming_seconds += self.namer.seconds
+                self.namer.close()
             session.stop()
         return done, hung
 
@@ -477,6 +474,8 @@ class _VmWorker:
             return None
         if not current.complete(self.config.repeats):
             return current
+        if self.namer is None:
+            self.namer = self._data_namer()
         record = outcome.finish(
             current,
             regions,
@@ -490,6 +489,15 @@ class _VmWorker:
             for side in (0, 1):
                 regions.pop(outcome.tag(current.index, rep, side), None)
         return None
+
+    def _data_namer(self) -> datanames.DataNamer:
+        """Names conflicting data from this boot's guest memory (none found: heap unnamed)."""
+        c = self.config
+        memory = self.session.guest_memory() if self.session else None
+        kernel = (
+            KernelMemory(memory, c.symbols.address_of.get("init_top_pgt", 0)) if memory else None
+        )
+        return datanames.DataNamer(c.symbols, c.types, c.slab_types, kernel)
 
     def _fail(self, current, done, status, detail):
         if current is None or current.test.id in done:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from scalecheck.errors import UserError
 from scalecheck.trace import initramfs
+from scalecheck.trace.kernelmem import GuestMemory, qemu_ram
 from scalecheck.trace.regions import RegionReader
 
 QEMU = "qemu-system-x86_64"
@@ -39,10 +40,11 @@ DEFAULT_EXTRA_ARGS = "apparmor=0 lsm=landlock,lockdown,yama,loadpin,safesetid,in
 NAMING_ARGS = "slab_nomerge"
 BASE_ARGS = "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic rdinit=/init"
 VCPUS = 3
-MEMORY = "512M"
-# Guest RAM lives in a shared file, so that the host can read the guest's struct pages and
-# slab caches to name conflicting data (kernelmem.py) without stopping or asking the guest.
-# /dev/shm keeps it in host memory, where QEMU's RAM would be anyway.
+MEMORY_BYTES = 512 << 20
+MEMORY = f"{MEMORY_BYTES >> 20}M"
+# The probe boot's RAM lives in a shared file, so that the host can copy the kernel's BTF
+# out of it once the guest has powered off (facts.py). /dev/shm keeps it in host memory.
+# Traced boots keep QEMU's own RAM (huge pages); the host reads it through /proc/<pid>/mem.
 MEMORY_DIR = Path("/dev/shm")
 
 
@@ -89,6 +91,7 @@ class GuestSession:
         batch_text: str,
         plugin: Path | None,
         entries: Path | None,
+        ram_file: bool = False,
     ):
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -96,8 +99,7 @@ class GuestSession:
         self.trace_path = workdir / "trace.bin"
         self.console_path = workdir / "console.log"
         self.pid_path = workdir / "qemu.pid"
-        # One file per runner process and VM directory (the same directory is reused by
-        # later boots of the same VM).
+        # One file per runner process and VM directory, if the boot wants one.
         self.memory_path = MEMORY_DIR / (
             f"scalecheck-{os.getpid()}-"
             f"{hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:12]}.ram"
@@ -119,10 +121,6 @@ class GuestSession:
             str(VCPUS),
             "-m",
             MEMORY,
-            "-object",
-            f"memory-backend-file,id=ram,size={MEMORY},mem-path={self.memory_path},share=on",
-            "-machine",
-            "memory-backend=ram",
             "-nographic",
             "-no-reboot",
             "-nic",
@@ -144,6 +142,13 @@ class GuestSession:
             "-pidfile",
             str(self.pid_path),
         ]
+        if ram_file:
+            cmd += [
+                "-object",
+                f"memory-backend-file,id=ram,size={MEMORY},mem-path={self.memory_path},share=on",
+                "-machine",
+                "memory-backend=ram",
+            ]
         if plugin:
             plugin_arg = f"{plugin},out={self.trace_path}"
             if entries:
@@ -187,6 +192,10 @@ class GuestSession:
         start = text.index(f"\n{start_marker}\n") + len(start_marker) + 2
         # The end marker is a line of its own ("KEND" also ends "...BACKEND").
         return text[start : text.index(f"\n{end_marker}\n", start - 1) + 1]
+
+    def guest_memory(self) -> GuestMemory | None:
+        """The guest's RAM while QEMU runs (kernelmem.qemu_ram)."""
+        return qemu_ram(self.proc.pid, MEMORY_BYTES)
 
     def exited(self) -> bool:
         return self.proc.poll() is not None
