@@ -156,21 +156,30 @@ fn parse_options(bench: &benches::Spec, args: &[String]) -> Options {
         let int = |min: u64| -> u64 {
             match value.parse::<u64>() {
                 Ok(v) if v >= min => v,
-                _ => usage_error(name, &format!("-{letter} needs an integer >= {min}, got '{value}'")),
+                _ => usage_error(
+                    name,
+                    &format!("-{letter} needs an integer >= {min}, got '{value}'"),
+                ),
             }
         };
         match letter {
             "d" => {
                 o.duration = match value.parse::<f64>() {
                     Ok(v) if v > 0.0 && v <= MAX_SAMPLES as f64 => v,
-                    _ => usage_error(name, &format!("-d needs seconds in (0, {MAX_SAMPLES}], got '{value}'")),
+                    _ => usage_error(
+                        name,
+                        &format!("-d needs seconds in (0, {MAX_SAMPLES}], got '{value}'"),
+                    ),
                 };
                 duration_given = true;
             }
             "W" => {
                 o.warmup = match value.parse::<f64>() {
                     Ok(v) if (0.0..=MAX_SAMPLES as f64).contains(&v) => v,
-                    _ => usage_error(name, &format!("-W needs seconds in [0, {MAX_SAMPLES}], got '{value}'")),
+                    _ => usage_error(
+                        name,
+                        &format!("-W needs seconds in [0, {MAX_SAMPLES}], got '{value}'"),
+                    ),
                 };
             }
             "i" => o.iterations = int(1),
