@@ -79,13 +79,13 @@ fn leak<T>(value: T) -> &'static T {
 }
 
 fn semaphores(n: usize) -> Vec<Sem> {
-    (0..n).map(|_| Sem::new()).collect()
+    (0..n).map(|_| Sem::default()).collect()
 }
 
 // ---- cycle ----
 
 fn validate_cycle(o: &Options) -> Result<(), String> {
-    if o.threads % o.ring != 0 {
+    if !o.threads.is_multiple_of(o.ring) {
         return Err(format!("-t {} is not a multiple of the ring size -r {}", o.threads, o.ring));
     }
     Ok(())
@@ -250,7 +250,7 @@ impl Locality {
     fn setup(o: &Options) -> &'static dyn Bench {
         leak(Locality {
             workers: (0..o.threads)
-                .map(|i| Worker { wake: Sem::new(), block: AtomicUsize::new(i) })
+                .map(|i| Worker { wake: Sem::default(), block: AtomicUsize::new(i) })
                 .collect(),
             blocks: (0..o.threads)
                 .map(|_| Block(UnsafeCell::new((0..o.work_words as u64).collect())))
@@ -333,7 +333,7 @@ impl Transfer {
     fn setup(o: &Options) -> &'static dyn Bench {
         leak(Transfer {
             members: (0..o.threads)
-                .map(|_| Member { seen: AtomicI64::new(0), wake: Sem::new() })
+                .map(|_| Member { seen: AtomicI64::new(0), wake: Sem::default() })
                 .collect(),
             exhaust: o.exhaust,
             round: AtomicI64::new(0),
@@ -371,7 +371,7 @@ impl Transfer {
             while m.seen.load(Ordering::SeqCst) != round {
                 std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
-                if spins % 1024 == 0 && start.elapsed() > STALL_LIMIT {
+                if spins.is_multiple_of(1024) && start.elapsed() > STALL_LIMIT {
                     failure(&format!(
                         "round {round} stalled: thread {i} did not acknowledge within {} s",
                         STALL_LIMIT.as_secs()

@@ -32,10 +32,14 @@ pub struct Options {
 #[repr(align(64))]
 pub struct Sem(Semaphore);
 
-impl Sem {
-    pub fn new() -> Self {
+/// A new semaphore holds no permits.
+impl Default for Sem {
+    fn default() -> Self {
         Sem(Semaphore::new(0))
     }
+}
+
+impl Sem {
     pub async fn p(&self) {
         self.0.acquire().await.expect("semaphore closed").forget();
     }
@@ -255,7 +259,7 @@ fn main() {
         .build()
         .unwrap_or_else(|e| failure(&format!("cannot start the Tokio runtime: {e}")));
     let bench = (spec.setup)(options());
-    let gates: &'static [Sem] = Box::leak((0..threads).map(|_| Sem::new()).collect());
+    let gates: &'static [Sem] = Box::leak((0..threads).map(|_| Sem::default()).collect());
     let handles: Vec<_> = (0..threads)
         .map(|index| {
             let body = bench.task(index);
