@@ -168,8 +168,8 @@ def _line(vaddr, *sites):
 
 
 def _regions(lines_a, lines_b):
-    a = regions.Region(1, 0, 0, 1, 0, 0, {l.paddr: l for l in lines_a})
-    b = regions.Region(2, 1, 0, 1, 0, 0, {l.paddr: l for l in lines_b})
+    a = regions.Region(1, 0, 0, 1, 0, 0, {line.paddr: line for line in lines_a})
+    b = regions.Region(2, 1, 0, 1, 0, 0, {line.paddr: line for line in lines_b})
     return a, b
 
 
@@ -316,7 +316,7 @@ def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
     again.append({"id": "b/p1/t1", "status": "ok"})
     again.close()
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 3 and all(json.loads(l) for l in lines)
+    assert len(lines) == 3 and all(json.loads(line) for line in lines)
     with pytest.raises(UserError, match="repeats"):
         ResultsStore(tmp_path / "results.jsonl", dict(header, repeats=3))
     with pytest.raises(UserError, match="tracer"):
@@ -326,7 +326,7 @@ def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
     fresh = ResultsStore(tmp_path / "results.jsonl", dict(header, repeats=3), True, said.append)
     fresh.close()
     assert fresh.finished == {} and "repeats" in said[0]
-    kept = [p for p in tmp_path.glob("results.*.jsonl")]
+    kept = list(tmp_path.glob("results.*.jsonl"))
     assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 3
 
 
@@ -402,7 +402,9 @@ def _tiny_vmlinux(tmp_path, debug=True):
         ["gcc", "-O0", "-no-pie", *(["-g"] if debug else []), "-o", str(out), str(src)], check=True
     )
     nm = subprocess.run(["nm", str(out)], check=True, capture_output=True, text=True).stdout
-    address = next(int(l.split()[0], 16) for l in nm.splitlines() if l.endswith(" start_kernel"))
+    address = next(
+        int(line.split()[0], 16) for line in nm.splitlines() if line.endswith(" start_kernel")
+    )
     return out, address
 
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
 
 def _tests(path):
     lines = path.read_text().splitlines()
-    return json.loads(lines[0]), [json.loads(l) for l in lines[1:] if l.strip()]
+    return json.loads(lines[0]), [json.loads(line) for line in lines[1:] if line.strip()]
 
 
 def _diagnostic(name, op):

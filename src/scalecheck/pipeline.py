@@ -1,4 +1,5 @@
-"""``scalecheck pipeline``: the whole job in one command, model -> analyze -> testgen -> run -> report.
+"""``scalecheck pipeline``: the whole job in one command,
+model -> analyze -> testgen -> run -> report.
 
 Each stage writes its files into the output directory and the next reads them, so a
 rerun after an interruption resumes where it stopped.

@@ -424,5 +424,6 @@ def print_summary(summary: dict):
     console.print(
         f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
         f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
-        f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, {t['failed_paths']} failed)"
+        f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, "
+        f"{t['failed_paths']} failed)"
     )

@@ -4,6 +4,7 @@ A cell that fails (build error, non-zero exit, timeout, unreadable output) is re
 with its reason and the sweep goes on.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -128,10 +129,8 @@ def _run_shell(
             raise
         finally:
             # Also ends helpers the program left behind in its group (e.g. a daemon it started).
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             process.wait()
     return returncode, time.monotonic() - started
 

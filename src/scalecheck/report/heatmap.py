@@ -105,4 +105,4 @@ def _draw_cells(axes, ops: list[str], pairs: dict[tuple[str, str], Counts]):
         )
     )
     if dots:
-        axes.scatter(*zip(*dots), s=4, color="#525252", zorder=3)
+        axes.scatter(*zip(*dots, strict=True), s=4, color="#525252", zorder=3)

@@ -219,7 +219,9 @@ def conflict_set(conflicts: list) -> frozenset:
 
 def show(element: tuple) -> str:
     kind, data, sharing, a, b = element
-    return f"{kind}{':' + data if data else ''}{'' if sharing == 'true' else ' (false sharing)'} {a} / {b}"
+    named = f"{kind}:{data}" if data else kind
+    false_sharing = "" if sharing == "true" else " (false sharing)"
+    return f"{named}{false_sharing} {a} / {b}"
 
 
 def site_pairs(conflicts: list) -> list:

@@ -105,9 +105,11 @@ def _cli(args) -> int:
         print(json.dumps(summary, indent=1))
     else:
         print(
-            f"{summary['finished']} tests finished ({summary['skipped_already_done']} already done): "
+            f"{summary['finished']} tests finished "
+            f"({summary['skipped_already_done']} already done): "
             f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting, "
-            f"{summary['mismatch']} mismatch, {summary['error']} error, {summary['timeout']} timeout, "
+            f"{summary['mismatch']} mismatch, {summary['error']} error, "
+            f"{summary['timeout']} timeout, "
             f"{summary['crash']} crash; {summary['boots']} boots, {summary['seconds']:.0f} s, "
             f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}"
         )
@@ -479,5 +481,5 @@ class _VmWorker:
 
 
 def _split_report(rest):
-    index, rep, payload = (rest.split(" ", 2) + ["", ""])[:3]
+    index, rep, payload = ([*rest.split(" ", 2), "", ""])[:3]
     return int(index), int(rep), payload

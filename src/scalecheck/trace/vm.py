@@ -125,7 +125,8 @@ class GuestSession:
             cmd += ["-plugin", plugin_arg]
         self.command = cmd
         self.started = time.monotonic()
-        self._log = open(workdir / "qemu.log", "wb")
+        # QEMU writes to it until the VM is stopped; stop() closes it.
+        self._log = open(workdir / "qemu.log", "wb")  # noqa: SIM115
         # Own process group: a Ctrl-C in the terminal reaches the runner, which then
         # stops QEMU itself, instead of QEMU dying mid-write.
         self.proc = subprocess.Popen(
