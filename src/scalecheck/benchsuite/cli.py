@@ -38,7 +38,7 @@ def parse_cores(text: str | None, usable: int) -> list[int]:
     """'1,2,4' or '1-4' (or a mix); default every count from 1 to the usable CPUs."""
     if text is None:
         return list(range(1, usable + 1))
-    cores = set()
+    cores: set[int] = set()
     for part in text.split(","):
         part = part.strip()
         try:

@@ -204,7 +204,8 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
         commutes = all(path.decide(z3.simplify(component)) for component in components)
         return base, args, results, commutes
 
-    for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms)):
+    stats = explore.Stats()
+    for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms, stats)):
         condition = z3.And(path.decisions) if path.decisions else z3.BoolVal(True)
         if isinstance(outcome, Exception):
             records.append(
@@ -219,7 +220,6 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
             kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
             record.smt2, record.observations = _observations(path, base, args, kinds, results)
         records.append(record)
-    stats = explore.explore.last_stats
     return {
         "pair": [op_a, op_b],
         "seconds": round(time.monotonic() - started, 3),

@@ -180,6 +180,7 @@ def _heat_cell(pair, counts: Counts) -> str:
         style = f"background:{NOT_RUN_COLOR}"
     else:
         share = counts.share_conflict_free
+        assert share is not None  # the cell has tests
         style = f"background:{share_color(share)};color:{label_color(share)}"
     css_class = " class='notrun'" if counts.not_run else ""
     label = str(counts.conflicting) if counts.conflicting else ""
@@ -265,7 +266,7 @@ def _changes_by_test(diff: dict | None) -> dict[str, str]:
     """Test id -> how it changed since the run compared against (only tests that changed)."""
     if diff is None:
         return {}
-    changes = {}
+    changes: dict[str, str] = {}
     for key, label in (
         ("new_conflicts", "new conflict"),
         ("fixed", "fixed"),
@@ -276,7 +277,7 @@ def _changes_by_test(diff: dict | None) -> dict[str, str]:
 
 
 def _pair_sections(run: Run, pairs: dict[tuple[str, str], Counts], changes: dict[str, str]):
-    tests_by_pair = {}
+    tests_by_pair: dict = {}
     for test in run.tests:
         tests_by_pair.setdefault(run.pair_of(test), []).append(test)
     for pair, counts in pairs.items():
@@ -303,7 +304,7 @@ def _test_entry(test: dict, result: dict | None, change: str | None) -> str:
     line = f"{escape(test['id'])} &middot; {calls} &middot; {_badge(result)}{count}"
     if change:
         line += f' <span class="badge b-change">{escape(change)}</span>'
-    if outcome(result) == CONFLICT_FREE and result["status"] == "ok":
+    if result is not None and outcome(result) == CONFLICT_FREE and result["status"] == "ok":
         # Most tests are plain conflict-free ones; a one-liner keeps the page small.
         return f"<div class='test' id='{anchor}'>{line}</div>"
     return (

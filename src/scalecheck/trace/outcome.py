@@ -226,7 +226,7 @@ def show(element: tuple) -> str:
 
 def site_pairs(conflicts: list) -> list:
     """Conflicts grouped by the pair of functions of A and B that touched the same data."""
-    groups = {}
+    groups: dict = {}
     for c in conflicts:
         for a, b in c["sites"]:
             group = groups.setdefault(
@@ -294,7 +294,8 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
         noise_switch |= ra.context_switched or rb.context_switched
         interrupts += ra.interrupts + rb.interrupts
         dropped += ra.dropped_in_interrupts + rb.dropped_in_interrupts
-        counted, uncounted = [], []
+        counted: list = []
+        uncounted: list = []
         for conflict in _shared(ra, rb, symbols):
             (counted if counts(conflict, granularity) else uncounted).append(conflict)
         per_repeat.append((ra, rb, counted, uncounted))

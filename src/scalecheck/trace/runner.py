@@ -11,6 +11,8 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -225,7 +227,7 @@ def run_tests(
     try:
         with progress:
             task = progress.add_task("trace", total=len(pending), status="")
-            by_status = {}
+            by_status: dict[str, int] = {}
 
             def count(record):
                 by_status[record["status"]] = by_status.get(record["status"], 0) + 1
@@ -276,7 +278,7 @@ def _summarize(records, selected) -> dict:
     for r in records:
         status[r["status"]] = status.get(r["status"], 0) + 1
     traced = [r for r in records if r["status"] in ("ok", "mismatch")]
-    groups = {}
+    groups: dict = {}
     for r in traced:
         for g in r.get("site_pairs", []):
             key = (g["a"], g["b"])
@@ -301,11 +303,23 @@ def _summarize(records, selected) -> dict:
     }
 
 
+@dataclass
 class _RunConfig:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-        self.stop = threading.Event()
-        self.on_record = lambda rec: None
+    kernel: Path
+    kernel_args: str
+    built: dict
+    entries: Path
+    symbols: KernelSymbols
+    repeats: int
+    fs: str
+    granularity: str
+    timeout: float
+    batch: int
+    store: ResultsStore
+    on_vm_start: Callable | None
+    trace_dir: Path
+    stop: threading.Event = field(default_factory=threading.Event)
+    on_record: Callable[[dict], None] = lambda record: None
 
 
 class _VmWorker:
@@ -316,8 +330,9 @@ class _VmWorker:
         self.pending = pending
         self.workdir = config.trace_dir / f"vm{number}"
         self.boots = 0
-        self.error = None
-        self.hangs = collections.Counter()  # test id -> boots in which it hung
+        self.error: BaseException | None = None
+        # test id -> boots in which it hung
+        self.hangs: collections.Counter[str] = collections.Counter()
 
     def run(self):
         try:

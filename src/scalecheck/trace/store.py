@@ -45,7 +45,7 @@ class ResultsStore:
     def __init__(self, path: Path, header: dict, set_aside_incompatible: bool = False, log=print):
         self.path = path
         self._lock = threading.Lock()
-        self.finished = {}
+        self.finished: dict[str, dict] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size:
             try:
