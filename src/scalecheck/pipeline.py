@@ -14,6 +14,7 @@ from rich.console import Console
 from scalecheck.analyze import analyze_model, print_summary, select_ops
 from scalecheck.modelfile import load_model
 from scalecheck.testgen import DEFAULT_CAP, generate_tests
+from scalecheck.trace.runner import add_conflict_options, conflict_settings, run_tests
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -51,13 +52,13 @@ def register(subparsers):
     )
     parser.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     parser.add_argument("--repeats", type=int, default=2, help="runs per test (default 2)")
+    add_conflict_options(parser)
     parser.add_argument("--jobs", type=int, help="parallel workers (default: all cores)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from scalecheck.report.build import make_report
-    from scalecheck.trace.runner import run_tests
 
     console = Console(stderr=True)
     model_cls = load_model(args.model)
@@ -79,6 +80,7 @@ def run(args) -> int:
         repeats=args.repeats,
         limit=args.limit,
         set_aside_incompatible=True,
+        **conflict_settings(args),
     )
     console.rule("4/4 report")
     summary = make_report(args.out)

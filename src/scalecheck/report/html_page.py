@@ -106,8 +106,10 @@ def write_index(
     summary_line: str,
     site_jsons: list[dict],
     diff: dict | None,
+    headline_filters: tuple[dict, list[dict], str],
 ):
     title = f"scalecheck report: model {run.model} on {run.kernel_name}"
+    shares, filters, lsm = headline_filters
     parts = [
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
         f"<title>{escape(title)}</title><style>{STYLE}</style><script>{SCRIPT}</script>",
@@ -115,6 +117,7 @@ def write_index(
         f"<h1>{escape(title)}</h1>",
         f"<p class='summary'>{escape(summary_line)}</p>",
         _totals_table(totals, not_run_by_status),
+        _filters_section(shares, filters, lsm, run.results_header.get("granularity", "line")),
         "<p class='legend'>Files next to this page: <a href='heatmap.svg'>heatmap.svg</a>, "
         "<a href='heatmap.png'>heatmap.png</a>, <a href='bottlenecks.txt'>bottlenecks.txt</a>, "
         "<a href='summary.json'>summary.json</a>.</p>",
@@ -147,6 +150,31 @@ def _totals_table(totals: Counts, not_run_by_status: dict) -> str:
         f"<tr><th>{escape(name)}</th><td>{escape(str(value))}</td></tr>" for name, value in rows
     )
     return f"<table class='grid'>{body}</table>"
+
+
+def _filters_section(shares: dict, filters: list[dict], lsm: str, granularity: str) -> str:
+    share_rows = "".join(
+        f"<tr><th>{escape(g)}{' (this run)' if g == granularity else ''}</th>"
+        f"<td>{percent_text(s['share'])}</td><td>{s['conflict_free']} of {s['tests']}</td>"
+        f"<td>{escape(s['meaning'])}</td></tr>"
+        for g, s in shares.items()
+    )
+    filter_rows = "".join(
+        f"<tr><th>{escape(f['filter'])}</th><td>{'on' if f['on'] else 'off'}</td>"
+        f"<td>{f['tests_made_conflict_free']}</td><td>{f['conflicts_removed']}</td>"
+        f"<td>{escape(f['what'])}</td></tr>"
+        for f in filters
+    )
+    return (
+        "<h2>What counts as a conflict</h2><table class='grid'><tr><th>granularity</th>"
+        "<th>conflict-free</th><th>tests</th><th>counts</th></tr>"
+        f"{share_rows}</table><table class='grid'><tr><th>filter</th><th>this run</th>"
+        "<th>tests it made conflict-free</th><th>conflicts it removed</th><th>what</th></tr>"
+        f"{filter_rows}</table><p class='legend'>Security modules in the guest: "
+        f"{escape(lsm)} (<code>scalecheck run --lsm</code>). Each filter can be switched off: "
+        "<code>--count-unrepeated</code>, <code>--keep-tick-work</code>, "
+        "<code>--granularity line</code>.</p>"
+    )
 
 
 def _heat_table(ops: list[str], pairs: dict[tuple[str, str], Counts]) -> str:

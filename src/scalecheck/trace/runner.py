@@ -69,6 +69,19 @@ def register(subparsers):
         choices=["tmpfs", "ramfs"],
         help="file system the tests' files live on",
     )
+    add_conflict_options(p)
+    p.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds one call may take (default 5)"
+    )
+    p.add_argument("--batch", type=int, default=2000, help="tests per boot (default 2000)")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    p.set_defaults(func=_cli)
+
+
+def add_conflict_options(p) -> None:
+    """What counts as a conflict, and the kernel's security modules: options that `run`
+    and `pipeline` share. Each filter can be switched off; the report counts, for every
+    run, how many conflicts each filter removed."""
     p.add_argument(
         "--granularity",
         default="stable",
@@ -76,14 +89,40 @@ def register(subparsers):
         help="what counts as a conflict: 'stable' (default) overlapping bytes, or a "
         "shared line of static, per-cpu or page-table data; heap false sharing, which depends on "
         "where objects were allocated, is listed but not counted. 'line': every "
-        "shared cache line. 'bytes': overlapping bytes only",
+        "shared cache line. 'bytes': overlapping bytes only. Records keep every shared line, "
+        "so the report gives the conflict-free share at all three side by side",
     )
     p.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds one call may take (default 5)"
+        "--count-unrepeated",
+        action="store_true",
+        help="switch off the repeat filter: a conflict seen in any repeat counts "
+        "(default: only one every repeat shows)",
     )
-    p.add_argument("--batch", type=int, default=2000, help="tests per boot (default 2000)")
-    p.add_argument("--json", action="store_true", help="print the run summary as JSON")
-    p.set_defaults(func=_cli)
+    p.add_argument(
+        "--keep-tick-work",
+        action="store_true",
+        help="switch off the tick-work filter: keep the accesses of CPU-time accounting, "
+        "which the kernel does at a call's entry or exit when 4 ms have gathered",
+    )
+    p.add_argument(
+        "--lsm",
+        default="minor",
+        choices=sorted(vm.LSM_ARGS),
+        help="security modules in the guest: 'minor' (default) keeps only the minor ones "
+        "(AppArmor and SELinux off: their shared state is not the interface's); 'default' "
+        "runs the kernel's own choice (AppArmor on Debian)",
+    )
+
+
+def conflict_settings(args) -> dict:
+    """run_tests() keyword arguments from the options add_conflict_options() made."""
+    return {
+        "granularity": args.granularity,
+        "filters": outcome.Filters(
+            count_unrepeated=args.count_unrepeated, keep_tick_work=args.keep_tick_work
+        ),
+        "lsm": args.lsm,
+    }
 
 
 def _cli(args) -> int:
@@ -98,10 +137,10 @@ def _cli(args) -> int:
         ops=args.ops,
         vmlinux=args.vmlinux,
         fs=args.fs,
-        granularity=args.granularity,
         timeout=args.timeout,
         batch=args.batch,
         quiet=args.json,
+        **conflict_settings(args),
     )
     if args.json:
         print(json.dumps(summary, indent=1))
@@ -140,6 +179,8 @@ def run_tests(
     vmlinux=None,
     fs="tmpfs",
     granularity="stable",
+    filters=outcome.ALL_FILTERS_ON,
+    lsm="minor",
     timeout=5.0,
     batch=2000,
     quiet=False,
@@ -168,6 +209,7 @@ def run_tests(
     if vmlinux and not Path(vmlinux).is_file():
         raise UserError(f"--vmlinux {vmlinux} does not exist")
     vm.qemu_binary()
+    kernel_args = " ".join(part for part in (vm.LSM_ARGS[lsm], kernel_args) if part)
     selected = _select(tests, limit, ops)
     log = (lambda *a: None) if quiet else print
     built = build.ensure_built()
@@ -188,6 +230,8 @@ def run_tests(
         "tests": "tests.jsonl",
         "repeats": repeats,
         "granularity": granularity,
+        "filters": filters.as_json(),
+        "lsm": lsm,
         "fs": fs,
         "tracer": build.tracer_fingerprint(),
         "started": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -208,6 +252,7 @@ def run_tests(
         repeats=repeats,
         fs=fs,
         granularity=granularity,
+        filters=filters,
         timeout=timeout,
         batch=batch,
         store=store,
@@ -313,6 +358,7 @@ class _RunConfig:
     repeats: int
     fs: str
     granularity: str
+    filters: outcome.Filters
     timeout: float
     batch: int
     store: ResultsStore
@@ -474,9 +520,8 @@ class _VmWorker:
             return None
         if not current.complete(self.config.repeats):
             return current
-        record = outcome.finish(
-            current, regions, self.config.symbols, self.config.repeats, self.config.granularity
-        )
+        c = self.config
+        record = outcome.finish(current, regions, c.symbols, c.repeats, c.granularity, c.filters)
         self._record(done, record)
         for rep in range(self.config.repeats):
             for side in (0, 1):

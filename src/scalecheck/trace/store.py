@@ -14,7 +14,7 @@ from scalecheck.errors import UserError
 RESULTS_FORMAT = "scalecheck-results"
 RESULTS_VERSION = 1
 # Header fields that must match for a rerun to add to an existing store.
-MUST_MATCH = ("target", "kernel", "repeats", "granularity", "fs", "tracer")
+MUST_MATCH = ("target", "kernel", "repeats", "granularity", "filters", "lsm", "fs", "tracer")
 
 
 class IncompatibleStore(Exception):

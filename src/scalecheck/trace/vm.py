@@ -31,8 +31,12 @@ ISOLATION_ARGS = (
 # AppArmor (on by default in Debian) adds a label refcount every open shares; with only
 # apparmor=0, SELinux (built in, no policy; Debian's kernel ignores selinux=0) takes its
 # place with its own shared inode security state. Neither belongs to the interface under
-# test, so the LSM list keeps only the minor modules.
-DEFAULT_EXTRA_ARGS = "apparmor=0 lsm=landlock,lockdown,yama,loadpin,safesetid,integrity,bpf"
+# test, so by default (`--lsm minor`) the LSM list keeps only the minor modules;
+# `--lsm default` leaves the kernel's own choice.
+LSM_ARGS = {
+    "minor": "apparmor=0 lsm=landlock,lockdown,yama,loadpin,safesetid,integrity,bpf",
+    "default": "",
+}
 BASE_ARGS = "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic rdinit=/init"
 VCPUS = 3
 MEMORY = "512M"
@@ -64,7 +68,7 @@ def qemu_binary() -> str:
 
 
 def kernel_command_line(extra: str) -> str:
-    return " ".join(p for p in (BASE_ARGS, ISOLATION_ARGS, DEFAULT_EXTRA_ARGS, extra) if p)
+    return " ".join(p for p in (BASE_ARGS, ISOLATION_ARGS, extra) if p)
 
 
 class GuestSession:
