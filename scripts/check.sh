@@ -12,6 +12,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"
+# ruff and mypy from the project's virtual environment (scripts/setup.d/10-python.sh).
+source scripts/lib/venv.sh
+use_venv
 
 RUST_CRATES=(tracer/plugin native/schedbench/rust)
 GO_MODULE=native/schedbench/go

@@ -4,5 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+source scripts/lib/venv.sh
+use_venv
 bash scripts/check.sh
 python3 -m pytest -q "$@"

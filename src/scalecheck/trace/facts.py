@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.trace.build import cache_dir
+from scalecheck.sources import cache_dir
 from scalecheck.trace.vm import GuestSession
 
 PROBE_TIMEOUT = 600
