@@ -25,6 +25,7 @@ C_BUILDS=(
   "-C native/schedbench/c"
   "-C native/benchmarks"
   "-C native/ldu all checks"
+  "-C native/libsv6 all checks"
   "-C tracer/guest"
   "-C bench/fidelity"
 )
