@@ -1,8 +1,9 @@
 """libsv6 (native/libsv6): each component's unit checks, its concurrency stress under
-ThreadSanitizer and AddressSanitizer/LeakSanitizer, and random operation sequences
-compared with a sequential reference of the POSIX model.  The checks themselves are C
-(native/libsv6/tests/); these tests build and drive them."""
+ThreadSanitizer and AddressSanitizer/LeakSanitizer, random operation sequences compared
+with a sequential reference of the POSIX model, and short runs of the benchmarks built on
+it.  The checks themselves are C (native/libsv6/tests/); these tests build and drive them."""
 
+import json
 import platform
 import re
 import subprocess
@@ -107,3 +108,35 @@ def test_leak_sanitizer_is_active_in_this_build():
     assert result.returncode != 0
     assert "LeakSanitizer: detected memory leaks" in result.stderr
     assert "sv6_world_create" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "benchmark, mode",
+    [
+        ("statbench", "fstat-refcache"),
+        ("statbench", "fstatx"),
+        ("statbench", "fstat-shared"),
+        ("openbench", "lowest"),
+        ("openbench", "anyfd"),
+        ("mailbench", "regular"),
+        ("mailbench", "commutative"),
+    ],
+)
+def test_benchmarks_run_on_the_harness(benchmark, mode):
+    """A short run of each mode at 2 workers: the harness's JSON line, work counted,
+    and a clean teardown of the world (exit 0)."""
+    result = subprocess.run(
+        [
+            str(LIBSV6 / "bin" / f"sv6-{benchmark}"),
+            *("--workers", "2", "--warmup", "0.1", "--duration", "0.3", "--mode", mode),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = json.loads(result.stdout.strip().splitlines()[-1])
+    assert run["benchmark"] == f"sv6-{benchmark}" and run["mode"] == mode
+    assert run["workers"] == 2 and run["ops_per_sec"] > 0, run
+    if benchmark == "statbench":
+        assert run["extra"]["links"] > 0, run  # the linker really ran beside the stats

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 void fdtable_init(struct fdtable *t)
 {
@@ -11,24 +12,39 @@ void fdtable_init(struct fdtable *t)
         pthread_mutex_init(&part->lock, NULL);
         part->used = 0;
         part->hint = 0;
-        for (unsigned i = 0; i < FDTABLE_PART_SIZE; i++)
-            atomic_init(&part->slots[i], NULL);
+        atomic_init(&part->slots, NULL);
     }
 }
 
 void fdtable_destroy(struct fdtable *t)
 {
-    for (unsigned p = 0; p < FDTABLE_PARTS; p++)
+    for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
         pthread_mutex_destroy(&t->parts[p].lock);
+        free(atomic_load(&t->parts[p].slots));
+    }
+}
+
+/* Under part->lock: the partition's slots, allocated on first use. */
+static _Atomic(void *) *slots_of(struct fdtable_part *part)
+{
+    _Atomic(void *) *slots = atomic_load(&part->slots);
+    if (!slots) {
+        slots = calloc(FDTABLE_PART_SIZE, sizeof *slots);
+        if (!slots)
+            abort();
+        atomic_store(&part->slots, slots); /* published whole: lookups read it unlocked */
+    }
+    return slots;
 }
 
 static int alloc_in(struct fdtable_part *part, unsigned p, void *value)
 {
     int fd = -EMFILE;
     pthread_mutex_lock(&part->lock);
+    _Atomic(void *) *slots = slots_of(part);
     for (unsigned i = part->hint; i < FDTABLE_PART_SIZE; i++) {
-        if (!atomic_load_explicit(&part->slots[i], memory_order_relaxed)) {
-            atomic_store(&part->slots[i], value);
+        if (!atomic_load_explicit(&slots[i], memory_order_relaxed)) {
+            atomic_store(&slots[i], value);
             part->used++;
             part->hint = i + 1;
             fd = (int)(p << FDTABLE_PART_BITS | i);
@@ -67,8 +83,9 @@ int fdtable_install(struct fdtable *t, int fd, void *value)
     struct fdtable_part *part = &t->parts[p];
     int result = -EEXIST;
     pthread_mutex_lock(&part->lock);
-    if (!atomic_load_explicit(&part->slots[i], memory_order_relaxed)) {
-        atomic_store(&part->slots[i], value);
+    _Atomic(void *) *slots = slots_of(part);
+    if (!atomic_load_explicit(&slots[i], memory_order_relaxed)) {
+        atomic_store(&slots[i], value);
         part->used++;
         result = 0;
     }
@@ -76,22 +93,31 @@ int fdtable_install(struct fdtable *t, int fd, void *value)
     return result;
 }
 
-void *fdtable_get(struct fdtable *t, int fd)
+/* The slot of fd, or NULL when fd is out of range or its partition unused. */
+static _Atomic(void *) *slot_of(struct fdtable *t, int fd)
 {
     unsigned p, i;
     if (!split(fd, &p, &i))
         return NULL;
-    return atomic_load(&t->parts[p].slots[i]);
+    _Atomic(void *) *slots = atomic_load(&t->parts[p].slots);
+    return slots ? &slots[i] : NULL;
+}
+
+void *fdtable_get(struct fdtable *t, int fd)
+{
+    _Atomic(void *) *slot = slot_of(t, fd);
+    return slot ? atomic_load(slot) : NULL;
 }
 
 void *fdtable_remove(struct fdtable *t, int fd)
 {
     unsigned p, i;
-    if (!split(fd, &p, &i))
+    _Atomic(void *) *slot = slot_of(t, fd);
+    if (!slot || !split(fd, &p, &i))
         return NULL;
     struct fdtable_part *part = &t->parts[p];
     pthread_mutex_lock(&part->lock);
-    void *value = atomic_exchange(&part->slots[i], NULL);
+    void *value = atomic_exchange(slot, NULL);
     if (value) {
         part->used--;
         if (i < part->hint)
@@ -105,11 +131,12 @@ int fdtable_visit(struct fdtable *t, int fd, void (*fn)(int fd, void *value, voi
                   void *arg)
 {
     unsigned p, i;
-    if (!split(fd, &p, &i))
+    _Atomic(void *) *slot = slot_of(t, fd);
+    if (!slot || !split(fd, &p, &i))
         return -EBADF;
     struct fdtable_part *part = &t->parts[p];
     pthread_mutex_lock(&part->lock);
-    void *value = atomic_load(&part->slots[i]);
+    void *value = atomic_load(slot);
     if (value)
         fn(fd, value, arg);
     pthread_mutex_unlock(&part->lock);
@@ -121,8 +148,9 @@ void fdtable_each(struct fdtable *t, void (*fn)(int fd, void *value, void *arg),
     for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
         struct fdtable_part *part = &t->parts[p];
         pthread_mutex_lock(&part->lock);
+        _Atomic(void *) *slots = atomic_load(&part->slots);
         for (unsigned i = 0; part->used && i < FDTABLE_PART_SIZE; i++) {
-            void *value = atomic_load(&part->slots[i]);
+            void *value = atomic_load(&slots[i]);
             if (value)
                 fn((int)(p << FDTABLE_PART_BITS | i), value, arg);
         }

@@ -10,6 +10,20 @@
 
 /* ------------------------------------------------------------ names */
 
+static void add_nlink(struct sv6_world *w, struct sv6_inode *inode, int delta)
+{
+    if (w->shared_nlink)
+        atomic_fetch_add(&inode->shared_nlink, delta);
+    else
+        refcache_add(&w->rc, &inode->nlink, delta);
+}
+
+static uint64_t read_nlink(struct sv6_world *w, struct sv6_inode *inode)
+{
+    return (uint64_t)(w->shared_nlink ? atomic_load(&inode->shared_nlink)
+                                      : refcache_read(&w->rc, &inode->nlink));
+}
+
 static int do_open(struct sv6_proc *p, const char *name, int flags)
 {
     struct sv6_world *w = p->world;
@@ -65,7 +79,7 @@ static int do_link(struct sv6_proc *p, const char *old, const char *new_name)
     refcache_inc(&w->rc, &inode->ref); /* for the new entry */
     int result = dir_insert(&w->root, new_name, inode);
     if (result == 0)
-        refcache_inc(&w->rc, &inode->nlink);
+        add_nlink(w, inode, 1);
     else
         refcache_dec(&w->rc, &inode->ref);
     return result;
@@ -86,7 +100,7 @@ int sv6_unlink(struct sv6_proc *p, const char *name)
     void *old;
     int result = dir_remove(&w->root, name, &old);
     if (result == 0) /* the entry's reference goes when the entry is freed */
-        refcache_dec(&w->rc, &((struct sv6_inode *)old)->nlink);
+        add_nlink(w, old, -1);
     ebr_exit();
     return result;
 }
@@ -98,7 +112,7 @@ int sv6_rename(struct sv6_proc *p, const char *src, const char *dst)
     void *moved, *replaced;
     int result = dir_rename(&w->root, src, dst, &moved, &replaced);
     if (result == 0 && replaced) /* dst named it; now it has one name fewer */
-        refcache_dec(&w->rc, &((struct sv6_inode *)replaced)->nlink);
+        add_nlink(w, replaced, -1);
     ebr_exit();
     return result;
 }
@@ -109,7 +123,7 @@ static void fill_inode_stat(struct sv6_world *w, struct sv6_inode *inode, unsign
     st->mask = mask;
     st->ino = mask & SV6_STATX_INO ? inode->ino : 0;
     /* Only when asked: reading the link count sums every core's cache. */
-    st->nlink = mask & SV6_STATX_NLINK ? (uint64_t)refcache_read(&w->rc, &inode->nlink) : 0;
+    st->nlink = mask & SV6_STATX_NLINK ? read_nlink(w, inode) : 0;
     st->size = mask & SV6_STATX_SIZE ? atomic_load(&inode->length) : 0;
 }
 

@@ -37,6 +37,7 @@ struct sv6_world {
     struct dir_ops names_own_inodes; /* entries hold inode references */
     struct dir root;
     struct ino_counter inos[SV6_NCORES]; /* per core: creates share no counter */
+    bool shared_nlink; /* SV6_WORLD_SHARED_NLINK */
     pthread_t ticker;
     bool has_ticker;
     atomic_bool stop;
@@ -45,6 +46,7 @@ struct sv6_world {
 struct sv6_inode {
     struct refcache_obj ref;
     struct refcache_obj nlink;
+    SV6_ALIGNED _Atomic int64_t shared_nlink; /* instead, with SV6_WORLD_SHARED_NLINK */
     struct sv6_world *world;
     uint64_t ino;
     SV6_ALIGNED pthread_mutex_t lock; /* data and capacity */

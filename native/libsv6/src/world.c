@@ -48,6 +48,7 @@ struct sv6_inode *sv6_new_inode(struct sv6_world *w)
     /* Two references: the new directory entry's and the new file's. */
     refcache_obj_init(&inode->ref, 2, inode_release);
     refcache_obj_init(&inode->nlink, 1, NULL);
+    atomic_init(&inode->shared_nlink, 1);
     inode->world = w;
     inode->ino = sv6_new_ino(w);
     pthread_mutex_init(&inode->lock, NULL);
@@ -117,13 +118,15 @@ static void *ticker_main(void *arg)
     return NULL;
 }
 
-struct sv6_world *sv6_world_create(bool ticker)
+struct sv6_world *sv6_world_create(unsigned flags)
 {
+    bool ticker = flags & SV6_WORLD_TICKER;
     struct sv6_world *w = zalloc_aligned(sizeof *w);
     refcache_init(&w->rc);
     w->names_own_inodes = (struct dir_ops){.hold = inode_hold, .drop = inode_drop, .ctx = w};
     dir_init(&w->root, &w->names_own_inodes);
     atomic_init(&w->stop, false);
+    w->shared_nlink = flags & SV6_WORLD_SHARED_NLINK;
     w->has_ticker = ticker;
     if (ticker && pthread_create(&w->ticker, NULL, ticker_main, w) != 0)
         abort();

@@ -177,7 +177,7 @@ int check_posix_unit(const struct check_args *args)
 {
     (void)args;
     sv6_core_set(2);
-    struct sv6_world *w = sv6_world_create(false);
+    struct sv6_world *w = sv6_world_create(0);
     struct sv6_proc *p0 = sv6_proc_create(w), *p1 = sv6_proc_create(w);
     check_names(p0);
     check_data(p0, p1);
@@ -291,7 +291,7 @@ static void posix_body(unsigned index, void *arg)
 int check_posix_stress(const struct check_args *args)
 {
     struct posix_stress s = {.threads = args->threads};
-    s.world = sv6_world_create(true); /* the ticker frees while threads run */
+    s.world = sv6_world_create(SV6_WORLD_TICKER); /* frees while threads run */
     for (int i = 0; i < 2; i++) {
         s.procs[i] = sv6_proc_create(s.world);
         s.shared_fd[i] = sv6_open(s.procs[i], "shared", O_CREAT);
@@ -314,7 +314,7 @@ int check_posix_stress(const struct check_args *args)
 int check_leak_on_purpose(const struct check_args *args)
 {
     (void)args;
-    struct sv6_world *w = sv6_world_create(false);
+    struct sv6_world *w = sv6_world_create(0);
     struct sv6_proc *p = sv6_proc_create(w);
     CHECK(sv6_open(p, "kept", O_CREAT) == 0, "open");
     printf("ok, a world left undestroyed on purpose\n");

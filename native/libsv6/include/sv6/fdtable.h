@@ -31,7 +31,9 @@ struct fdtable_part {
     SV6_ALIGNED pthread_mutex_t lock;
     unsigned used;  /* slots taken, under lock */
     unsigned hint;  /* no free slot below this index, under lock */
-    _Atomic(void *) slots[FDTABLE_PART_SIZE];
+    /* FDTABLE_PART_SIZE slots, allocated at the partition's first fd: a new
+     * process (spawn) costs a few cache lines, not every core's partition. */
+    _Atomic(_Atomic(void *) *) slots;
 };
 
 struct fdtable {

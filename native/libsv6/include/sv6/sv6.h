@@ -11,7 +11,7 @@
  *
  * Reclamation is lazy: an unreferenced file, inode or pipe is freed by
  * sv6_world_tick (run by the world's ticker thread, or by the caller when the
- * world was created without one) after two refcache epochs.
+ * world was created without SV6_WORLD_TICKER) after two refcache epochs.
  */
 #ifndef SV6_SV6_H
 #define SV6_SV6_H
@@ -48,8 +48,13 @@ struct sv6_stat {
 struct sv6_world;
 struct sv6_proc;
 
-/* ticker: a thread that runs sv6_world_tick every millisecond. */
-struct sv6_world *sv6_world_create(bool ticker);
+/* sv6_world_create flags. */
+#define SV6_WORLD_TICKER 1u /* a thread runs sv6_world_tick every millisecond */
+/* Link counts in one shared atomic counter per inode instead of refcache:
+ * the non-scalable baseline of statbench's "shared counter" mode. */
+#define SV6_WORLD_SHARED_NLINK 2u
+
+struct sv6_world *sv6_world_create(unsigned flags);
 /* Every process must be destroyed first; frees everything. */
 void sv6_world_destroy(struct sv6_world *w);
 /* Flushes the reference caches, ends an epoch and frees what is unreferenced. */
