@@ -53,6 +53,11 @@ def register(subparsers):
     parser.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     parser.add_argument("--repeats", type=int, default=2, help="runs per test (default 2)")
     add_conflict_options(parser)
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="trace on a Dask cluster: a scheduler's address or local:N (docs/cluster.md)",
+    )
     parser.add_argument("--jobs", type=int, help="parallel workers (default: all cores)")
     parser.set_defaults(func=run)
 
@@ -80,6 +85,7 @@ def run(args) -> int:
         repeats=args.repeats,
         limit=args.limit,
         set_aside_incompatible=True,
+        cluster=args.cluster,
         **conflict_settings(args),
     )
     console.rule("4/4 report")

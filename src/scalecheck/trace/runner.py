@@ -74,6 +74,12 @@ def register(subparsers):
         "--timeout", type=float, default=5.0, help="seconds one call may take (default 5)"
     )
     p.add_argument("--batch", type=int, default=2000, help="tests per boot (default 2000)")
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="trace on the workers of a Dask cluster: a scheduler's address "
+        "(tcp://host:8786), or local:N for N worker processes on this machine (docs/cluster.md)",
+    )
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.set_defaults(func=_cli)
 
@@ -140,6 +146,7 @@ def _cli(args) -> int:
         timeout=args.timeout,
         batch=args.batch,
         quiet=args.json,
+        cluster=args.cluster,
         **conflict_settings(args),
     )
     if args.json:
@@ -154,6 +161,11 @@ def _cli(args) -> int:
             f"{summary['crash']} crash; {summary['boots']} boots, {summary['seconds']:.0f} s, "
             f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}"
         )
+        if summary["per_worker"]:
+            print(
+                "per worker: "
+                + ", ".join(f"{w} {n} tests" for w, n in sorted(summary["per_worker"].items()))
+            )
     return 0
 
 
@@ -186,11 +198,13 @@ def run_tests(
     quiet=False,
     on_vm_start=None,
     set_aside_incompatible=False,
+    cluster=None,
 ) -> dict:
     """Runs DIR/tests.jsonl (or the selected part) and returns the run summary.
 
     ``on_vm_start(session)`` is called after each boot starts (used by tests that kill a VM).
     ``set_aside_incompatible``: see ResultsStore.
+    ``cluster``: a Dask scheduler's address, or ``local:N`` (trace/cluster.py).
     """
     out_dir = Path(out_dir)
     if target != "linux":
@@ -212,18 +226,25 @@ def run_tests(
     kernel_args = " ".join(part for part in (vm.LSM_ARGS[lsm], kernel_args) if part)
     selected = _select(tests, limit, ops)
     log = (lambda *a: None) if quiet else print
-    built = build.ensure_built()
-    facts_dir = facts.kernel_facts(kernel, kernel_args, built, log)
-    kfacts = json.loads((facts_dir / "facts.json").read_text())
-    symbols = KernelSymbols.load(facts_dir, Path(vmlinux) if vmlinux else None)
-
+    settings = VmSettings(
+        kernel=kernel,
+        kernel_args=kernel_args,
+        vmlinux=Path(vmlinux) if vmlinux else None,
+        repeats=repeats,
+        fs=fs,
+        granularity=granularity,
+        filters=filters,
+        timeout=timeout,
+        batch=batch,
+    )
     trace_dir = out_dir / "trace"
+    config = prepare_vms(settings, trace_dir, log, on_vm_start)
     header = {
         "format": RESULTS_FORMAT,
         "version": RESULTS_VERSION,
         "target": target,
         "kernel": {
-            "release": kfacts["release"],
+            "release": config.release,
             "image": str(kernel),
             "args": vm.kernel_command_line(kernel_args),
         },
@@ -243,22 +264,6 @@ def run_tests(
     # CPU 0 mostly sleeps. One VM per core traced 15.7 tests/s on 2 cores, one VM 10.8.
     jobs = max(1, jobs or os.cpu_count() or 1)
     jobs = min(jobs, max(1, len(pending)))
-    config = _RunConfig(
-        kernel=kernel,
-        kernel_args=kernel_args,
-        built=built,
-        entries=facts_dir / "entries.txt",
-        symbols=symbols,
-        repeats=repeats,
-        fs=fs,
-        granularity=granularity,
-        filters=filters,
-        timeout=timeout,
-        batch=batch,
-        store=store,
-        on_vm_start=on_vm_start,
-        trace_dir=trace_dir,
-    )
     progress = Progress(
         TextColumn("[bold]tracing"),
         BarColumn(),
@@ -267,38 +272,38 @@ def run_tests(
         TimeElapsedColumn(),
         disable=quiet,
     )
-    workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
-    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
-    try:
-        with progress:
-            task = progress.add_task("trace", total=len(pending), status="")
-            by_status: dict[str, int] = {}
+    by_status: dict[str, int] = {}
+    with progress:
+        task = progress.add_task("trace", total=len(pending), status="")
 
-            def count(record):
-                by_status[record["status"]] = by_status.get(record["status"], 0) + 1
-                progress.update(
-                    task,
-                    advance=1,
-                    status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
+        def record(result: dict) -> None:
+            store.append(result)
+            by_status[result["status"]] = by_status.get(result["status"], 0) + 1
+            progress.update(
+                task,
+                advance=1,
+                status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
+            )
+
+        try:
+            if cluster:
+                # Imported here: Dask takes a while to import, and only --cluster needs it.
+                from scalecheck.trace.cluster import trace_on_cluster
+
+                boots, per_worker = trace_on_cluster(
+                    cluster,
+                    settings,
+                    header,
+                    pending,
+                    store.finished.__contains__,
+                    record,
+                    log=progress.console.print,
                 )
-
-            config.on_record = count
-            for th in threads:
-                th.start()
-            for th in threads:
-                while th.is_alive():
-                    th.join(0.2)
-    finally:
-        # On Ctrl-C too: the workers stop their VMs and finish writing before the store closes.
-        config.stop.set()
-        for th in threads:
-            if th.ident is not None:
-                th.join(30)
-        store.close()
-    errors = [w.error for w in workers if w.error]
-    if errors:
-        raise errors[0]
-    boots = sum(w.boots for w in workers)
+            else:
+                config.on_record = record
+                boots, per_worker = trace_here(config, pending, jobs), {}
+        finally:
+            store.close()
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
@@ -312,6 +317,7 @@ def run_tests(
             "skipped_already_done": len(selected) - len(pending),
             "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
             "kernel": header["kernel"],
+            "per_worker": per_worker,
         }
     )
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -348,24 +354,72 @@ def _summarize(records, selected) -> dict:
     }
 
 
-@dataclass
-class _RunConfig:
+@dataclass(frozen=True)
+class VmSettings:
+    """What decides how tests are traced: the same on this machine and on every cluster
+    worker (sent to them as is)."""
+
     kernel: Path
-    kernel_args: str
-    built: dict
-    entries: Path
-    symbols: KernelSymbols
+    kernel_args: str  # security-module choice included
+    vmlinux: Path | None
     repeats: int
     fs: str
     granularity: str
     filters: outcome.Filters
     timeout: float
     batch: int
-    store: ResultsStore
-    on_vm_start: Callable | None
+
+
+@dataclass
+class _RunConfig:
+    settings: VmSettings
+    built: dict
+    entries: Path
+    symbols: KernelSymbols
+    release: str
     trace_dir: Path
+    on_vm_start: Callable | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     on_record: Callable[[dict], None] = lambda record: None
+
+
+def prepare_vms(settings: VmSettings, trace_dir: Path, log=print, on_vm_start=None) -> _RunConfig:
+    """Builds (or finds built) the plugin and the driver, and the kernel's facts (probed
+    once per kernel image and cached): everything VMs of these settings need here."""
+    built = build.ensure_built()
+    facts_dir = facts.kernel_facts(settings.kernel, settings.kernel_args, built, log)
+    return _RunConfig(
+        settings=settings,
+        built=built,
+        entries=facts_dir / "entries.txt",
+        symbols=KernelSymbols.load(facts_dir, settings.vmlinux),
+        release=json.loads((facts_dir / "facts.json").read_text())["release"],
+        trace_dir=trace_dir,
+        on_vm_start=on_vm_start,
+    )
+
+
+def trace_here(config: "_RunConfig", pending: list, jobs: int) -> int:
+    """Runs ``pending`` [(index, Test)] in ``jobs`` VMs at once on this machine, each record
+    going to ``config.on_record``; returns the number of boots."""
+    workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
+    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            while th.is_alive():
+                th.join(0.2)
+    finally:
+        # On Ctrl-C too: the workers stop their VMs and finish writing before returning.
+        config.stop.set()
+        for th in threads:
+            if th.ident is not None:
+                th.join(30)
+    errors = [w.error for w in workers if w.error]
+    if errors:
+        raise errors[0]
+    return sum(w.boots for w in workers)
 
 
 class _VmWorker:
@@ -384,7 +438,7 @@ class _VmWorker:
         try:
             failed_boots = 0
             while self.pending and not self.config.stop.is_set():
-                batch = self.pending[: self.config.batch]
+                batch = self.pending[: self.config.settings.batch]
                 done, hung = self._boot_and_run(batch)
                 self.boots += 1
                 failed_boots = 0 if done or hung else failed_boots + 1
@@ -404,14 +458,14 @@ class _VmWorker:
             self.error = err
 
     def _record(self, done: set, record: dict):
-        self.config.store.append(record)
         done.add(record["id"])
         self.config.on_record(record)
 
     def _batch_text(self, batch, done):
         c = self.config
         parts = [
-            f"S repeats={c.repeats} timeout_ms={int(c.timeout * 1000)} fs={c.fs} "
+            f"S repeats={c.settings.repeats} timeout_ms={int(c.settings.timeout * 1000)} "
+            f"fs={c.settings.fs} "
             f"warmup={min(WARMUP_TESTS, len(batch))}\n"
         ]
         runnable = {}
@@ -433,8 +487,8 @@ class _VmWorker:
             return done, hung
         session = vm.GuestSession(
             self.workdir,
-            c.kernel,
-            c.kernel_args,
+            c.settings.kernel,
+            c.settings.kernel_args,
             c.built["base_image"],
             text,
             c.built["plugin"],
@@ -446,7 +500,7 @@ class _VmWorker:
         last_progress = time.monotonic()
         # A call may take `timeout` in the guest, its setup as long again; beyond that
         # without a word the whole guest is stuck.
-        stall_limit = 3 * c.timeout + 30
+        stall_limit = 3 * c.settings.timeout + 30
         try:
             while not c.stop.is_set():
                 exited = session.exited()
@@ -482,7 +536,7 @@ class _VmWorker:
                             current.repeats[rep] = ("R", res_a, res_b)
                         else:
                             current.repeats[rep] = (kind, payload)
-                        if current.complete(c.repeats):
+                        if current.complete(c.settings.repeats):
                             current = self._close(current, regions, done)
                     elif kind == "DONE":
                         current = self._close(current, regions, done)
@@ -518,12 +572,19 @@ class _VmWorker:
     def _close(self, current, regions, done):
         if current is None or current.test.id in done:
             return None
-        if not current.complete(self.config.repeats):
+        if not current.complete(self.config.settings.repeats):
             return current
-        c = self.config
-        record = outcome.finish(current, regions, c.symbols, c.repeats, c.granularity, c.filters)
+        settings = self.config.settings
+        record = outcome.finish(
+            current,
+            regions,
+            self.config.symbols,
+            settings.repeats,
+            settings.granularity,
+            settings.filters,
+        )
         self._record(done, record)
-        for rep in range(self.config.repeats):
+        for rep in range(self.config.settings.repeats):
             for side in (0, 1):
                 regions.pop(outcome.tag(current.index, rep, side), None)
         return None

@@ -6,6 +6,7 @@ console goes to ``console.log``. All three are files, so a killed QEMU loses not
 was already written.
 """
 
+import ctypes
 import glob
 import os
 import shutil
@@ -19,6 +20,7 @@ from scalecheck.trace import initramfs
 from scalecheck.trace.regions import RegionReader
 
 QEMU = "qemu-system-x86_64"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # CPU0 does the housekeeping; CPUs 1 and 2 run the two calls, shielded from the
 # scheduler's balancing, the tick and RCU callbacks. With rcu_nocb_poll the callback
 # threads poll, so a call queueing a callback never decides, by timing, to wake them.
@@ -65,6 +67,14 @@ def qemu_binary() -> str:
     if not found:
         raise UserError(f"{QEMU} not found: run scripts/setup.sh (installs qemu-system-x86)")
     return found
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before QEMU starts: QEMU gets SIGKILL when the thread that
+    started it dies, so a runner killed outright (a lost cluster worker, kill -9) leaves
+    no VM behind. Its own session still keeps a terminal's Ctrl-C away from it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def kernel_command_line(extra: str) -> str:
@@ -139,6 +149,7 @@ class GuestSession:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self._out_offset = 0
         self._partial = b""
