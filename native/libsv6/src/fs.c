@@ -386,10 +386,7 @@ ssize_t sv6_pwrite(struct sv6_proc *p, int fd, const void *buf, size_t n, off_t 
 int sv6_pipe(struct sv6_proc *p, int fds[2])
 {
     struct sv6_world *w = p->world;
-    struct sv6_pipe *pipe = aligned_alloc(SV6_CACHELINE, sizeof *pipe);
-    if (!pipe)
-        abort();
-    memset(pipe, 0, sizeof *pipe);
+    struct sv6_pipe *pipe = sv6_zalloc(sizeof *pipe);
     pthread_mutex_init(&pipe->lock, NULL);
     pipe->ino = sv6_new_ino(w);
     atomic_init(&pipe->ends, 2);
@@ -409,9 +406,7 @@ int sv6_pipe(struct sv6_proc *p, int fds[2])
 int sv6_socket(struct sv6_proc *p, bool unordered, int flags)
 {
     struct sv6_file *f = sv6_new_file(p->world, FILE_SOCKET);
-    f->sock = aligned_alloc(SV6_CACHELINE, sizeof *f->sock);
-    if (!f->sock)
-        abort();
+    f->sock = sv6_zalloc(sizeof *f->sock);
     usock_init(f->sock, !unordered);
     f->sock_ino = sv6_new_ino(p->world);
     return sv6_install(p, f, flags & SV6_O_ANYFD);

@@ -46,6 +46,11 @@ void refcache_obj_init(struct refcache_obj *obj, int64_t count,
     obj->release = release;
 }
 
+void refcache_counter_destroy(struct refcache_obj *obj)
+{
+    pthread_mutex_destroy(&obj->review_lock);
+}
+
 static unsigned slot_index(const struct refcache_obj *obj)
 {
     uintptr_t bits = (uintptr_t)obj / SV6_CACHELINE;

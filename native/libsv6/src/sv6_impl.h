@@ -88,6 +88,8 @@ struct sv6_proc {
     struct mmap_hint hints[SV6_NCORES];
 };
 
+/* Zeroed memory on whole cache lines of its own (aborts when out of memory). */
+void *sv6_zalloc(size_t size);
 uint64_t sv6_new_ino(struct sv6_world *w);
 /* An inode with link count 1 and two references (for its entry and a file). */
 struct sv6_inode *sv6_new_inode(struct sv6_world *w);
@@ -96,7 +98,7 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
 int sv6_install(struct sv6_proc *p, struct sv6_file *f, bool anyfd);
 /* Inside an EBR section: the file at fd, or NULL. */
 struct sv6_file *sv6_file_at(struct sv6_proc *p, int fd);
-/* Unmaps every page (used by munmap's caller and proc teardown). */
+/* Frees every mapping at once: sv6_proc_destroy, when no other thread uses p. */
 void sv6_vm_destroy(struct sv6_proc *p);
 
 #endif

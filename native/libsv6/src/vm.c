@@ -63,10 +63,7 @@ static bool page_range(uint64_t addr, size_t len, uint64_t *first, uint64_t *cou
 static struct sv6_mapping *new_mapping(struct sv6_world *w, struct sv6_inode *inode,
                                        uint64_t file_page, bool writable)
 {
-    struct sv6_mapping *m = aligned_alloc(SV6_CACHELINE, sizeof *m);
-    if (!m)
-        abort();
-    memset(m, 0, sizeof *m);
+    struct sv6_mapping *m = sv6_zalloc(sizeof *m);
     m->world = w;
     atomic_init(&m->writable, writable);
     m->inode = inode;

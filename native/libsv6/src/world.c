@@ -13,7 +13,7 @@ static void *checked(void *p)
     return p;
 }
 
-static void *zalloc_aligned(size_t size)
+void *sv6_zalloc(size_t size)
 {
     size_t rounded = (size + SV6_CACHELINE - 1) / SV6_CACHELINE * SV6_CACHELINE;
     void *p = checked(aligned_alloc(SV6_CACHELINE, rounded));
@@ -37,6 +37,7 @@ static void inode_drop(void *value, void *ctx)
 static void inode_release(struct refcache_obj *obj)
 {
     struct sv6_inode *inode = SV6_CONTAINER_OF(obj, struct sv6_inode, ref);
+    refcache_counter_destroy(&inode->nlink);
     pthread_mutex_destroy(&inode->lock);
     free(inode->data);
     free(inode);
@@ -44,7 +45,7 @@ static void inode_release(struct refcache_obj *obj)
 
 struct sv6_inode *sv6_new_inode(struct sv6_world *w)
 {
-    struct sv6_inode *inode = zalloc_aligned(sizeof *inode);
+    struct sv6_inode *inode = sv6_zalloc(sizeof *inode);
     /* Two references: the new directory entry's and the new file's. */
     refcache_obj_init(&inode->ref, 2, inode_release);
     refcache_obj_init(&inode->nlink, 1, NULL);
@@ -84,7 +85,7 @@ static void file_release(struct refcache_obj *obj)
 
 struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind)
 {
-    struct sv6_file *f = zalloc_aligned(sizeof *f);
+    struct sv6_file *f = sv6_zalloc(sizeof *f);
     refcache_obj_init(&f->ref, 1, file_release);
     f->world = w;
     f->kind = kind;
@@ -121,7 +122,7 @@ static void *ticker_main(void *arg)
 struct sv6_world *sv6_world_create(unsigned flags)
 {
     bool ticker = flags & SV6_WORLD_TICKER;
-    struct sv6_world *w = zalloc_aligned(sizeof *w);
+    struct sv6_world *w = sv6_zalloc(sizeof *w);
     refcache_init(&w->rc);
     w->names_own_inodes = (struct dir_ops){.hold = inode_hold, .drop = inode_drop, .ctx = w};
     dir_init(&w->root, &w->names_own_inodes);
@@ -163,7 +164,7 @@ void sv6_world_destroy(struct sv6_world *w)
 
 struct sv6_proc *sv6_proc_create(struct sv6_world *w)
 {
-    struct sv6_proc *p = zalloc_aligned(sizeof *p);
+    struct sv6_proc *p = sv6_zalloc(sizeof *p);
     p->world = w;
     fdtable_init(&p->fds);
     radix_init(&p->vm);

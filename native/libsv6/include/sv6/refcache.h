@@ -90,6 +90,9 @@ void refcache_destroy(struct refcache *rc);
  * the true count is zero and must free the object; NULL makes a counter. */
 void refcache_obj_init(struct refcache_obj *obj, int64_t count,
                        void (*release)(struct refcache_obj *obj));
+/* The end of a counter (release NULL); its deltas may still sit in caches
+ * only if nobody reads or flushes them again, i.e. with the refcache itself. */
+void refcache_counter_destroy(struct refcache_obj *obj);
 void refcache_inc(struct refcache *rc, struct refcache_obj *obj);
 void refcache_dec(struct refcache *rc, struct refcache_obj *obj);
 void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta);
@@ -106,9 +109,11 @@ unsigned refcache_tick(struct refcache *rc);
  * and tests.  Objects still referenced stay. */
 void refcache_quiesce(struct refcache *rc);
 
+/* The weak reference must outlive the object: the review reads obj->weak. */
 void refcache_weak_init(struct refcache_weak *weak, struct refcache_obj *obj);
 /* A new strong reference, or NULL if the object is gone (or going). */
 struct refcache_obj *refcache_weak_get(struct refcache_weak *weak);
+/* Only once the object is freed (refcache_weak_get returned NULL). */
 void refcache_weak_destroy(struct refcache_weak *weak);
 
 #endif
