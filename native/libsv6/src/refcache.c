@@ -24,6 +24,8 @@ void refcache_init(struct refcache *rc)
     rc->pending = NULL;
     atomic_init(&rc->releasing, 0);
     atomic_init(&rc->consistent_retries, 0);
+    rc->after_flush = NULL;
+    rc->after_flush_arg = NULL;
 }
 
 void refcache_destroy(struct refcache *rc)
@@ -219,6 +221,8 @@ unsigned refcache_tick(struct refcache *rc)
             rc->pending = obj;
         }
         pthread_mutex_unlock(&core->lock);
+        if (rc->after_flush)
+            rc->after_flush(c, rc->after_flush_arg);
     }
     uint64_t epoch = atomic_fetch_add(&rc->epoch, 1) + 1;
     struct refcache_obj *list = rc->pending, *keep = NULL;

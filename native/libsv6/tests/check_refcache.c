@@ -71,6 +71,66 @@ static void free_refcache(struct refcache *rc)
     free(rc);
 }
 
+/* The hook's script: at (tick, core just flushed), move the one live reference
+ * of `thing` from core `from` to core `to` (taken there, dropped here). */
+struct move {
+    unsigned tick, after_core, from, to;
+};
+
+struct moving {
+    struct refcache *rc;
+    struct thing *thing;
+    unsigned tick;
+    const struct move *moves;
+    unsigned nmoves;
+};
+
+static void move_reference(unsigned core, void *arg)
+{
+    struct moving *m = arg;
+    for (unsigned i = 0; i < m->nmoves; i++) {
+        const struct move *step = &m->moves[i];
+        if (step->tick != m->tick || step->after_core != core)
+            continue;
+        sv6_core_set(step->to);
+        take(m->rc, m->thing);
+        sv6_core_set(step->from);
+        drop(m->rc, m->thing);
+    }
+}
+
+/* A reference that keeps moving, within each tick, from a core not yet flushed
+ * to one already flushed: every flush sees a net delta of zero, the global
+ * count stays zero for two epochs, and yet the object is referenced.  Only the
+ * dirty mark of a zero-delta entry keeps it alive. */
+static void check_reference_moving_during_ticks(struct refcache *rc)
+{
+    struct thing *t = new_thing(1);
+    sv6_core_set(2);
+    take(rc, t);
+    sv6_core_set(0);
+    drop(rc, t); /* global 1, core 0: -1, core 2: +1; true count 1 */
+    static const struct move moves[] = {
+        {0, 0, 2, 0}, /* tick 0: core 0 flushed (global 0, queued): move to core 0 */
+        {0, 2, 0, 2}, /* after core 2's flush: move back to core 2 */
+        {1, 0, 2, 0}, /* tick 1: core 0 flushed: move to core 0 again */
+    };
+    struct moving m = {.rc = rc, .thing = t, .moves = moves, .nmoves = 3};
+    rc->after_flush = move_reference;
+    rc->after_flush_arg = &m;
+    for (m.tick = 0; m.tick < 2; m.tick++)
+        refcache_tick(rc);
+    rc->after_flush = NULL;
+    for (unsigned i = 0; i < 4; i++)
+        tick_and_drain(rc);
+    CHECK(atomic_load(&t->released) == 0, "freed while a moving reference held it");
+    CHECK(refcache_read(rc, &t->ref) == 1, "count after the moves");
+    drop(rc, t);
+    for (unsigned i = 0; i < 4; i++)
+        tick_and_drain(rc);
+    CHECK(atomic_load(&things_alive) == 0, "not freed after the last drop");
+}
+
 int check_refcache_unit(const struct check_args *args)
 {
     (void)args;
@@ -120,6 +180,8 @@ int check_refcache_unit(const struct check_args *args)
     for (unsigned i = 0; i < 4; i++)
         tick_and_drain(rc);
     CHECK(atomic_load(&things_alive) == 0, "not freed at count 0");
+
+    check_reference_moving_during_ticks(rc);
 
     /* Weak references: upgrade while alive, even at a count of zero waiting
      * for review (which then keeps it), NULL once freed. */

@@ -80,6 +80,11 @@ struct refcache {
     struct refcache_obj *pending; /* queued for review, under tick_lock */
     SV6_ALIGNED _Atomic long releasing; /* handed to EBR, release not yet run */
     SV6_ALIGNED _Atomic uint64_t consistent_retries; /* for tests and docs */
+    /* NULL, or called by refcache_tick after each core's flush (tick_lock
+     * held, no core lock): lets a test move references between cores in the
+     * middle of a tick, the race that the dirty marks exist for. */
+    void (*after_flush)(unsigned core, void *arg);
+    void *after_flush_arg;
 };
 
 void refcache_init(struct refcache *rc);
