@@ -326,6 +326,64 @@ static void stress_body(unsigned index, void *arg)
         drop(s->rc, held[--nheld]);
 }
 
+/* Consistent reads against references that keep moving between two cores:
+ * the true count is always BASE or BASE+1, so any other sum is a read that
+ * mixed two moments. */
+enum { BASE = 5 };
+
+struct read_race {
+    struct refcache *rc;
+    struct thing *thing;
+    _Atomic unsigned long reads, moves;
+};
+
+static void read_race_body(unsigned index, void *arg)
+{
+    struct read_race *r = arg;
+    if (index == 0) {
+        unsigned long reads = 0;
+        while (!check_stop()) {
+            int64_t count = refcache_read(r->rc, &r->thing->ref);
+            CHECK(count == BASE || count == BASE + 1, "inconsistent read %ld", (long)count);
+            reads++;
+        }
+        atomic_store(&r->reads, reads);
+        return;
+    }
+    if (index == 2) { /* the timer tick, flushing meanwhile */
+        while (!check_stop())
+            refcache_tick(r->rc);
+        return;
+    }
+    unsigned long moves = 0;
+    while (!check_stop()) {
+        for (unsigned core = 1; core <= 2; core++) {
+            sv6_core_set(core);
+            take(r->rc, r->thing); /* BASE + 1 */
+            sv6_core_set(3 - core);
+            drop(r->rc, r->thing); /* BASE, the reference now counted on `core` */
+        }
+        moves += 2;
+    }
+    atomic_store(&r->moves, moves);
+}
+
+/* Returns the "reads against moves" part of the report line. */
+static void check_consistent_reads(const struct check_args *args, struct refcache *rc,
+                                   char *report, size_t size)
+{
+    struct read_race r = {.rc = rc, .thing = new_thing(BASE)};
+    uint64_t retries = atomic_load(&rc->consistent_retries);
+    check_run_threads(3, args->seconds / 2, read_race_body, &r);
+    retries = atomic_load(&rc->consistent_retries) - retries;
+    CHECK(atomic_load(&r.reads) > 100 && atomic_load(&r.moves) > 100, "too little work");
+    CHECK(retries > 0, "no read had to retry: the race was not exercised");
+    for (int i = 0; i < BASE; i++)
+        drop(rc, r.thing);
+    snprintf(report, size, "%lu consistent reads against %lu moves (%lu retried)",
+             atomic_load(&r.reads), atomic_load(&r.moves), (unsigned long)retries);
+}
+
 int check_refcache_stress(const struct check_args *args)
 {
     struct stress *s = calloc(1, sizeof *s);
@@ -344,7 +402,9 @@ int check_refcache_stress(const struct check_args *args)
         refcache_weak_init(&s->weaks[i], &t->ref);
         atomic_init(&s->weak_things[i], t);
     }
-    check_run_threads(args->threads + 1, args->seconds, stress_body, s);
+    char reads_report[128];
+    check_consistent_reads(args, s->rc, reads_report, sizeof reads_report);
+    check_run_threads(args->threads + 1, args->seconds / 2, stress_body, s);
     for (unsigned i = 0; i < 64; i++) {
         struct thing *t = atomic_load(&s->mailbox[i]);
         if (t)
@@ -366,9 +426,9 @@ int check_refcache_stress(const struct check_args *args)
         CHECK(s->weaks[i].obj == NULL, "weak reference %u still set", i);
         refcache_weak_destroy(&s->weaks[i]);
     }
-    printf("ok, %lu objects created, %lu handoffs, %lu weak upgrades, %lu reads, all freed\n",
+    printf("ok, %lu objects created, %lu handoffs, %lu weak upgrades, %lu reads, all freed; %s\n",
            atomic_load(&s->created) + ANCHORS + WEAKS, atomic_load(&s->handoffs),
-           atomic_load(&s->upgrades), atomic_load(&s->reads));
+           atomic_load(&s->upgrades), atomic_load(&s->reads), reads_report);
     free(s);
     return 0;
 }
