@@ -36,15 +36,20 @@ def guest_ms_per_test(tests, built, kernel, entries, plugin, repeats, workdir):
         entries if plugin else None,
     )
     try:
-        while not session.exited():
+        # After DONE the guest waits for the host to stop it (docs/tracer.md).
+        while not session.exited() and not _done(session.out_path):
             time.sleep(0.2)
     finally:
         session.stop()
     lines = session.out_path.read_text(errors="replace").splitlines()
-    done = [l for l in lines if l.startswith("DONE")]
+    done = [line for line in lines if line.startswith("DONE")]
     if not done:
         sys.exit(f"guest did not finish: {session.exit_description()}")
     return int(done[0].split()[1]) / len(tests)
+
+
+def _done(out_path) -> bool:
+    return out_path.exists() and b"\nDONE " in out_path.read_bytes()
 
 
 def main():

@@ -1,4 +1,5 @@
-"""``scalecheck pipeline``: the whole job in one command, model -> analyze -> testgen -> run -> report.
+"""``scalecheck pipeline``: the whole job in one command,
+model -> analyze -> testgen -> run -> report.
 
 Each stage writes its files into the output directory and the next reads them, so a
 rerun after an interruption resumes where it stopped.
@@ -13,6 +14,7 @@ from rich.console import Console
 from scalecheck.analyze import analyze_model, print_summary, select_ops
 from scalecheck.modelfile import load_model
 from scalecheck.testgen import DEFAULT_CAP, generate_tests
+from scalecheck.trace.runner import add_conflict_options, conflict_settings, run_tests
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -50,13 +52,18 @@ def register(subparsers):
     )
     parser.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     parser.add_argument("--repeats", type=int, default=2, help="runs per test (default 2)")
+    add_conflict_options(parser)
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="trace on a Dask cluster: a scheduler's address or local:N (docs/cluster.md)",
+    )
     parser.add_argument("--jobs", type=int, help="parallel workers (default: all cores)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from scalecheck.report.build import make_report
-    from scalecheck.trace.runner import run_tests
 
     console = Console(stderr=True)
     model_cls = load_model(args.model)
@@ -78,6 +85,8 @@ def run(args) -> int:
         repeats=args.repeats,
         limit=args.limit,
         set_aside_incompatible=True,
+        cluster=args.cluster,
+        **conflict_settings(args),
     )
     console.rule("4/4 report")
     summary = make_report(args.out)

@@ -73,7 +73,7 @@ class Path:
     _base_cache: dict = field(default_factory=dict)
     _decided: dict = field(default_factory=dict)
     _kept_alive: list = field(default_factory=list)
-    _model: object = None  # a model of the path so far, when one is known
+    _model: z3.ModelRef | None = None  # a model of the path so far, when one is known
     _models: dict = field(default_factory=dict)  # condition id -> model of path and condition
     _unchecked_assumptions: list = field(
         default_factory=list
@@ -100,7 +100,7 @@ class Path:
             forced = not (can_true and can_false)
             outcome = can_true
             if not forced:
-                self.queue.append((self.taken + [(False, False)], self.unknown))
+                self.queue.append(([*self.taken, (False, False)], self.unknown))
         self.taken.append((outcome, forced))
         taken_cond = cond if outcome else z3.Not(cond)
         if not forced:  # a forced branch is implied by the path so far: keep conditions short
@@ -287,15 +287,16 @@ def symbolic_python():
         del z3.ArithRef.__index__
 
 
-def explore(program, solver_timeout_ms: int = 60_000):
+def explore(program, solver_timeout_ms: int = 60_000, stats: Stats | None = None):
     """Run ``program(path)`` on every feasible path; yield ``(path, outcome_or_exception)``.
 
-    ``program`` must be deterministic given the branch outcomes.
+    ``program`` must be deterministic given the branch outcomes. Solver counts are added
+    to ``stats`` when given.
     """
     global _current
     solver = z3.SolverFor("QF_UFLIA")
     solver.set("timeout", solver_timeout_ms)
-    stats = Stats()
+    stats = stats if stats is not None else Stats()
     queue: list = [([], False)]
     shared_reads: dict = {}
     with symbolic_python():
@@ -315,4 +316,3 @@ def explore(program, solver_timeout_ms: int = 60_000):
                 _current = None
                 solver.pop()
             yield path, outcome
-    explore.last_stats = stats

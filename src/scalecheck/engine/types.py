@@ -164,7 +164,9 @@ class Struct(SymType):
             leaves += [
                 as_expr(v, leaf)
                 for v, (_, leaf) in zip(
-                    value if isinstance(value, (list, tuple)) else [value], ftype.leaves()
+                    value if isinstance(value, (list, tuple)) else [value],
+                    ftype.leaves(),
+                    strict=True,
                 )
             ]
         return self.build(iter(leaves))
@@ -201,6 +203,8 @@ class Struct(SymType):
 class StructValue:
     """A struct read from a map writes itself back when a field changes, so model code
     can say ``self.inodes[inum].nlink -= 1`` as in the man page."""
+
+    _type: Struct
 
     def __init__(self, symtype: Struct, on_change=None):
         object.__setattr__(self, "_type", symtype)
@@ -320,7 +324,7 @@ class MapValue:
         for logged_key, logged_present, logged_leaves in reversed(undecided):
             hit = logged_key == key
             present = z3.If(hit, logged_present, present)
-            leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves)]
+            leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves, strict=True)]
         return present, leaves
 
     def __contains__(self, key):
@@ -364,7 +368,7 @@ class MapValue:
         free = [z3.Not(self.lookup(k)[0]) for k in self._domain_keys()]
         explore.current().assume(z3.Or(free))
         result = z3.IntVal(self._domain_keys()[-1])
-        for k, is_free in reversed(list(zip(self._domain_keys(), free))[:-1]):
+        for k, is_free in reversed(list(zip(self._domain_keys(), free, strict=True))[:-1]):
             result = z3.If(is_free, k, result)
         return result
 

@@ -46,10 +46,11 @@ class Counts:
             self.conflicting += 1
         else:
             self.not_run += 1
-        if kind != NOT_RUN and result["status"] == "mismatch":
-            self.mismatch += 1
-        if kind != NOT_RUN and result.get("agree") is False:
-            self.unstable += 1
+        if result is not None and kind != NOT_RUN:
+            if result["status"] == "mismatch":
+                self.mismatch += 1
+            if result.get("agree") is False:
+                self.unstable += 1
 
     @property
     def share_conflict_free(self) -> float | None:
@@ -78,7 +79,7 @@ def count_pairs(run: Run) -> dict[tuple[str, str], Counts]:
 def count_totals(run: Run) -> tuple[Counts, Counter]:
     """All tests' counts, and the not-run tests counted by why they did not run."""
     totals = Counts()
-    not_run_by_status = Counter()
+    not_run_by_status: Counter[str] = Counter()
     for test in run.tests:
         result = run.results.get(test["id"])
         totals.add(result)
@@ -158,12 +159,15 @@ def bottleneck_sites(run: Run) -> list[Site]:
     sites: dict[tuple, Site] = {}
     for test in run.tests:
         result = run.results.get(test["id"])
-        if outcome(result) != CONFLICTING:
+        if result is None or outcome(result) != CONFLICTING:
             continue
         for conflict in result["conflicts"]:
-            code = tuple(sorted(conflict_code(conflict)))
+            first, second = sorted(conflict_code(conflict))
             site = Site(
-                data_name(conflict), code, conflict["kind"], conflict.get("data_symbol") or ""
+                data_name(conflict),
+                (first, second),
+                conflict["kind"],
+                conflict.get("data_symbol") or "",
             )
             site = sites.setdefault(site.key, site)
             if not site.tests or site.tests[-1] != test["id"]:

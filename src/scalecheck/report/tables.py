@@ -9,7 +9,8 @@ def format_table(headers: list[str], rows: list[list]) -> str:
     cells = [[str(value) for value in row] for row in [headers, *rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = [
-        "  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip() for row in cells
+        "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines) + "\n"

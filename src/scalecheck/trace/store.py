@@ -14,7 +14,7 @@ from scalecheck.errors import UserError
 RESULTS_FORMAT = "scalecheck-results"
 RESULTS_VERSION = 1
 # Header fields that must match for a rerun to add to an existing store.
-MUST_MATCH = ("target", "kernel", "repeats", "granularity", "fs", "tracer")
+MUST_MATCH = ("target", "kernel", "repeats", "granularity", "filters", "lsm", "fs", "tracer")
 
 
 class IncompatibleStore(Exception):
@@ -38,13 +38,14 @@ def _difference(old, new) -> str:
 
 class ResultsStore:
     """``set_aside_incompatible``: a store made with other settings (kernel, arguments,
-    repeats, granularity, fs, tracer version) is renamed to ``results.<its start time>.jsonl`` and a new
-    one begun, instead of stopping with an error (the pipeline, which owns its directory)."""
+    repeats, granularity, fs, tracer version) is renamed to ``results.<its start time>.jsonl``
+    and a new one begun, instead of stopping with an error (the pipeline, which owns its
+    directory)."""
 
     def __init__(self, path: Path, header: dict, set_aside_incompatible: bool = False, log=print):
         self.path = path
         self._lock = threading.Lock()
-        self.finished = {}
+        self.finished: dict[str, dict] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size:
             try:
@@ -58,7 +59,8 @@ class ResultsStore:
         if not (path.exists() and path.stat().st_size):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(json.dumps(header) + "\n")
-        self._file = open(path, "a", encoding="utf-8")
+        # The store appends for its lifetime; close() closes it.
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115
 
     def _load(self, header: dict):
         raw = self.path.read_bytes()
