@@ -168,8 +168,8 @@ def _line(vaddr, *sites):
 
 
 def _regions(lines_a, lines_b):
-    a = regions.Region(1, 0, 0, 1, 0, 0, {l.paddr: l for l in lines_a})
-    b = regions.Region(2, 1, 0, 1, 0, 0, {l.paddr: l for l in lines_b})
+    a = regions.Region(1, 0, 0, 1, 0, 0, {line.paddr: line for line in lines_a})
+    b = regions.Region(2, 1, 0, 1, 0, 0, {line.paddr: line for line in lines_b})
     return a, b
 
 
@@ -316,7 +316,7 @@ def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
     again.append({"id": "b/p1/t1", "status": "ok"})
     again.close()
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 3 and all(json.loads(l) for l in lines)
+    assert len(lines) == 3 and all(json.loads(line) for line in lines)
     with pytest.raises(UserError, match="repeats"):
         ResultsStore(tmp_path / "results.jsonl", dict(header, repeats=3))
     with pytest.raises(UserError, match="tracer"):
@@ -326,8 +326,49 @@ def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
     fresh = ResultsStore(tmp_path / "results.jsonl", dict(header, repeats=3), True, said.append)
     fresh.close()
     assert fresh.finished == {} and "repeats" in said[0]
-    kept = [p for p in tmp_path.glob("results.*.jsonl")]
+    kept = list(tmp_path.glob("results.*.jsonl"))
     assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 3
+
+
+def test_results_of_a_changed_test_are_refused_or_set_aside(tmp_path):
+    """Test ids are positional: after a new testgen an id may name another test. A rerun
+    refuses (run) or sets aside (pipeline) the results whose test changed."""
+    header = {"format": "scalecheck-results", "version": 1, "target": "linux", "repeats": 2}
+    first = {"a/p1/t1": "1111", "a/p1/t2": "2222", "b/p1/t1": "3333"}
+    store = ResultsStore(
+        tmp_path / "results.jsonl", dict(header, tests_sha256="old"), test_hashes=first
+    )
+    for test_id in first:
+        store.append({"id": test_id, "status": "ok"})
+    store.close()
+    # Regenerated: a/p1/t2 now names another test, b/p1/t1 is gone.
+    second = {"a/p1/t1": "1111", "a/p1/t2": "9999"}
+    new_header = dict(header, tests_sha256="new")
+    with pytest.raises(UserError, match=r"2 results .* changed or are gone .*a/p1/t2") as err:
+        ResultsStore(tmp_path / "results.jsonl", new_header, test_hashes=second)
+    assert "\n" not in str(err.value)
+    said = []
+    again = ResultsStore(
+        tmp_path / "results.jsonl", new_header, True, said.append, test_hashes=second
+    )
+    assert set(again.finished) == {"a/p1/t1"} and "kept as" in said[0]
+    again.append({"id": "a/p1/t2", "status": "ok"})
+    again.close()
+    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert lines[0]["tests_sha256"] == "new"
+    assert [(r["id"], r["test_hash"]) for r in lines[1:]] == [
+        ("a/p1/t1", "1111"),
+        ("a/p1/t2", "9999"),
+    ]
+    (stale,) = tmp_path.glob("results.*.stale.jsonl")
+    assert [json.loads(line)["id"] for line in stale.read_text().splitlines()[1:]] == [
+        "a/p1/t2",
+        "b/p1/t1",
+    ]
+    # Unchanged tests: the store resumes as before.
+    resumed = ResultsStore(tmp_path / "results.jsonl", new_header, test_hashes=second)
+    assert set(resumed.finished) == {"a/p1/t1", "a/p1/t2"}
+    resumed.close()
 
 
 KALLSYMS = """0000000000000000 A __per_cpu_start
@@ -402,7 +443,9 @@ def _tiny_vmlinux(tmp_path, debug=True):
         ["gcc", "-O0", "-no-pie", *(["-g"] if debug else []), "-o", str(out), str(src)], check=True
     )
     nm = subprocess.run(["nm", str(out)], check=True, capture_output=True, text=True).stdout
-    address = next(int(l.split()[0], 16) for l in nm.splitlines() if l.endswith(" start_kernel"))
+    address = next(
+        int(line.split()[0], 16) for line in nm.splitlines() if line.endswith(" start_kernel")
+    )
     return out, address
 
 

@@ -1,4 +1,5 @@
-"""``scalecheck pipeline``: the whole job in one command, model -> analyze -> testgen -> run -> report.
+"""``scalecheck pipeline``: the whole job in one command:
+model -> analyze -> testgen -> run -> report.
 
 Each stage writes its files into the output directory and the next reads them, so a
 rerun after an interruption resumes where it stopped.
@@ -13,6 +14,13 @@ from rich.console import Console
 from scalecheck.analyze import analyze_model, print_summary, select_ops
 from scalecheck.modelfile import load_model
 from scalecheck.testgen import DEFAULT_CAP, generate_tests
+from scalecheck.trace.runner import (
+    EXIT_NOT_CONFORMING,
+    conformance_line,
+    exit_codes_help,
+    not_conforming,
+    run_tests,
+)
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -26,6 +34,9 @@ def register(subparsers):
         description="Analyze a model, generate tests, trace them on a real Linux kernel under QEMU "
         "and write the report. Defaults: the shipped posix model, a subset of its "
         f"operations ({DEFAULT_OPS}), Debian's stock kernel.",
+        epilog=exit_codes_help(
+            "analysis paths were lost (solver unknown, model error, failed test generation) or "
+        ),
     )
     parser.add_argument(
         "--model", default="posix", help="shipped model name or path to a .py file (default: posix)"
@@ -56,7 +67,6 @@ def register(subparsers):
 
 def run(args) -> int:
     from scalecheck.report.build import make_report
-    from scalecheck.trace.runner import run_tests
 
     console = Console(stderr=True)
     model_cls = load_model(args.model)
@@ -70,7 +80,7 @@ def run(args) -> int:
     generated = generate_tests(args.out, cap=args.cap, jobs=args.jobs)
     console.print(f"{generated['totals']['tests']} tests written to {args.out / 'tests.jsonl'}")
     console.rule("3/4 run on Linux under QEMU")
-    run_tests(
+    traced = run_tests(
         args.out,
         kernel=args.kernel,
         kernel_args=args.kernel_args,
@@ -88,4 +98,10 @@ def run(args) -> int:
         + analysis["totals"]["error_paths"]
         + generated["totals"]["failed_paths"]
     )
-    return 1 if lost else 0
+    console.print(
+        f"{conformance_line(traced)}; {lost} analysis paths lost "
+        f"({analysis['totals']['unknown_paths']} unknown, {analysis['totals']['error_paths']} "
+        f"model errors, {generated['totals']['failed_paths']} failed in testgen)",
+        soft_wrap=True,
+    )
+    return EXIT_NOT_CONFORMING if lost or not_conforming(traced) else 0
