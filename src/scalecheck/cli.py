@@ -11,6 +11,7 @@ import sys
 
 from scalecheck import __version__
 from scalecheck.errors import UserError, stop_requested
+from scalecheck.storage import NO_SPACE, no_space
 
 # Pipeline order: model -> analyze -> testgen -> run/trace -> report; then the benchmarks.
 STAGE_MODULES = [
@@ -56,6 +57,14 @@ def main(argv=None) -> int:
     except UserError as err:
         print(f"scalecheck: error: {err}", file=sys.stderr)
         return err.exit_code
+    except OSError as err:
+        if err.errno not in NO_SPACE:
+            raise
+        # A write that no stage caught itself: name its file, else the command's directory.
+        where = err.filename or getattr(args, "out", None) or getattr(args, "dir", None) or "."
+        failed = no_space(where)
+        print(f"scalecheck: error: {failed}", file=sys.stderr)
+        return failed.exit_code
     except KeyboardInterrupt:
         print(
             "scalecheck: interrupted; finished work is saved, rerun the same command to resume",

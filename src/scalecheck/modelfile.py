@@ -84,7 +84,7 @@ def _engine_sources() -> list[Path]:
     return [
         source
         for package in (scalecheck.engine, scalecheck.model)
-        for source in Path(package.__file__).parent.glob("*.py")
+        for source in Path(inspect.getfile(package)).parent.glob("*.py")
     ]
 
 
@@ -92,7 +92,7 @@ def _model_sources(model_file: Path) -> list[Path]:
     """The model's file and, transitively, every module it imports that belongs to the
     model: files beside it and the shipped models. The standard library, scalecheck's
     engine (hashed on its own) and other installed packages are left out."""
-    model_dirs = {model_file.resolve().parent, Path(scalecheck.models.__file__).resolve().parent}
+    model_dirs = {model_file.resolve().parent, Path(inspect.getfile(scalecheck.models)).parent}
     found, todo = [], [model_file.resolve()]
     while todo:
         source = todo.pop()

@@ -108,7 +108,7 @@ class Path:
             forced = not (can_true and can_false)
             outcome = can_true
             if not forced:
-                self.queue.append((self.taken + [(False, False, cond)], self.unknown))
+                self.queue.append(([*self.taken, (False, False, cond)], self.unknown))
         self.taken.append((outcome, forced, cond))
         taken_cond = cond if outcome else z3.Not(cond)
         if not forced:  # a forced branch is implied by the path so far: keep conditions short

@@ -167,7 +167,9 @@ class Struct(SymType):
             leaves += [
                 as_expr(v, leaf)
                 for v, (_, leaf) in zip(
-                    value if isinstance(value, (list, tuple)) else [value], ftype.leaves()
+                    value if isinstance(value, (list, tuple)) else [value],
+                    ftype.leaves(),
+                    strict=True,
                 )
             ]
         return self.build(iter(leaves))
@@ -324,7 +326,8 @@ class MapValue:
         for logged_key, logged_present, logged_leaves in reversed(undecided):
             hit = logged_key == key
             present = z3.If(hit, logged_present, present)
-            leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves)]
+            # A known-absent base has no leaves (only presence is asked of it).
+            leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves, strict=False)]
         return present, leaves
 
     def __contains__(self, key):

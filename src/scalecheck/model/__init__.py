@@ -69,7 +69,7 @@ class Model:
         ``label(kind, raw)`` maps a raw uninterpreted value to its label."""
         calls = [
             {"op": op, "proc": number, "args": call_args}
-            for number, (op, call_args) in enumerate(zip(ops, args))
+            for number, (op, call_args) in enumerate(zip(ops, args, strict=True))
         ]
         return snapshot, calls, {"ab": results["AB"], "ba": results["BA"]}
 

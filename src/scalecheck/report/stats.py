@@ -99,7 +99,7 @@ def mismatches(run: Run) -> list[dict]:
     listed = []
     for test in run.tests:
         result = run.results.get(test["id"])
-        if outcome(result) == MISMATCH:
+        if result is not None and outcome(result) == MISMATCH:
             kernel = result.get("results") or {}
             listed.append(
                 {

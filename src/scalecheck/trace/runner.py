@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from scalecheck.errors import UserError
+from scalecheck.storage import require_space
 from scalecheck.testfile import content_hash, file_hash
 from scalecheck.trace import build, facts, outcome, testfile, vm
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, TESTS_HASH, ResultsStore
@@ -34,6 +35,11 @@ WARMUP_TESTS = 20
 # hang the VM is rebooted and the test tried again in a fresh guest, after that boot's
 # warm-up; it is recorded as `timeout` when it hangs HANG_TRIES times.
 HANG_TRIES = 2
+# Disk a boot needs besides its boot image: the plugin's trace grows by about 67 KiB per
+# test and repeat (26.8 MB for 200 posix tests x 2 repeats, 2026-11-23); with a margin.
+# A plugin that cannot write would turn every test into an error, so a boot without
+# this much room is not started.
+TRACE_BYTES_PER_RUN = 96 * 1024
 # Tests that did not run to the end or whose results fit neither order the model allows:
 # `run` and `pipeline` exit with EXIT_NOT_CONFORMING when there is any.
 NOT_CONFORMING = ("mismatch", "error", "timeout", "crash")
@@ -410,6 +416,7 @@ class _VmWorker:
         text, runnable = self._batch_text(batch, done)
         if not runnable:
             return done, hung
+        self._require_space(len(runnable) + WARMUP_TESTS)
         session = vm.GuestSession(
             self.workdir,
             c.kernel,
@@ -493,6 +500,17 @@ class _VmWorker:
         finally:
             session.stop()
         return done, hung
+
+    def _require_space(self, tests: int):
+        c = self.config
+        # The last boot's image and trace are replaced by this boot's.
+        replaced = sum(
+            path.stat().st_size
+            for path in (self.workdir / "boot.cpio", self.workdir / "trace.bin")
+            if path.exists()
+        )
+        image = Path(c.built["base_image"]).stat().st_size
+        require_space(self.workdir, image + tests * c.repeats * TRACE_BYTES_PER_RUN - replaced)
 
     def _close(self, current, regions, done):
         if current is None or current.test.id in done:

@@ -6,13 +6,14 @@ whose test is unchanged. Each record carries the content hash of its test: test 
 positional, so a new ``testgen`` may give an id to another test.
 """
 
+import contextlib
 import json
 import os
 import threading
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.storage import write_text_atomically
+from scalecheck.storage import NO_SPACE, no_space, write_text_atomically
 
 RESULTS_FORMAT = "scalecheck-results"
 RESULTS_VERSION = 1
@@ -80,10 +81,10 @@ class ResultsStore:
             else:
                 self._drop_stale(old_header, header, set_aside_incompatible, log)
         if not (path.exists() and path.stat().st_size):
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(json.dumps(header) + "\n")
+            write_text_atomically(path, _lines(header, []))
         # Open for the store's life: every finished test is appended as it comes.
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self._failed: UserError | None = None
 
     def _drop_stale(self, old_header: dict, header: dict, set_aside: bool, log):
         """Refuses, or with ``set_aside`` moves away, the records whose test changed."""
@@ -147,14 +148,33 @@ class ResultsStore:
 
     def append(self, record: dict):
         with self._lock:
+            if self._failed:
+                raise self._failed
             if self.test_hashes is not None:
                 record["test_hash"] = self.test_hashes[record["id"]]
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-            self._file.flush()
+            try:
+                self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+                self._file.flush()
+            except OSError as err:
+                raise self._fail(err) from None
             self.finished[record["id"]] = record
+
+    def _fail(self, err: OSError) -> Exception:
+        """After a failed write nothing more is appended: the store may end in a torn
+        line, which the next start drops (its test runs again)."""
+        if err.errno not in NO_SPACE:
+            return err
+        self._failed = no_space(self.path)
+        return self._failed
 
     def close(self):
         with self._lock:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
+            except OSError as err:
+                # close() releases the file even when its last flush fails.
+                with contextlib.suppress(OSError):
+                    self._file.close()
+                raise self._fail(err) from None
