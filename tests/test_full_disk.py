@@ -75,7 +75,7 @@ def test_results_store_keeps_finished_records_and_resumes(disk):
     store = ResultsStore(path, header)
     store.append({"id": "t1", "status": "ok"})
     disk.fill()
-    with pytest.raises(UserError, match="no space left on device writing .*results.jsonl"):
+    with pytest.raises(UserError, match=r"no space left on device writing .*results\.jsonl"):
         for number in range(2, 1000):
             store.append({"id": f"t{number}", "status": "ok", "detail": "x" * 1000})
     with pytest.raises(UserError):
