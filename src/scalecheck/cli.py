@@ -66,11 +66,21 @@ def main(argv=None) -> int:
         print(f"scalecheck: error: {failed}", file=sys.stderr)
         return failed.exit_code
     except KeyboardInterrupt:
-        print(
-            "scalecheck: interrupted; finished work is saved, rerun the same command to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return _interrupted()
+    except Exception:
+        # The interrupt can land inside a C call (Z3 through ctypes), which reports it as
+        # another exception: after a stop request, any exception is the stop.
+        if not stop_requested.is_set():
+            raise
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    print(
+        "scalecheck: interrupted; finished work is saved, rerun the same command to resume",
+        file=sys.stderr,
+    )
+    return 130
 
 
 if __name__ == "__main__":
