@@ -26,19 +26,10 @@ from benchlib import (
 
 
 def build_open_loop(directory: Path) -> Path:
-    program = directory / "open_loop"
     subprocess.run(
-        [
-            "cc",
-            "-O2",
-            "-o",
-            str(program),
-            str(REPO / "bench" / "fidelity" / "open_loop.c"),
-            "-lpthread",
-        ],
-        check=True,
+        ["make", "-s", "-C", str(REPO / "bench" / "fidelity"), f"BUILD={directory}"], check=True
     )
-    return program
+    return directory / "open_loop"
 
 
 def main() -> None:
@@ -99,8 +90,10 @@ def main() -> None:
                     "agree_within_spread": agree,
                 }
                 print(
-                    f"cores={cores}  {unit:20}  harness {mean_h:>11,.0f} (spread {spread_h:4.1f}%)  "
-                    f"independent {mean_i:>11,.0f} (spread {spread_i:4.1f}%)  difference {difference:4.1f}%  "
+                    f"cores={cores}  {unit:20}  "
+                    f"harness {mean_h:>11,.0f} (spread {spread_h:4.1f}%)  "
+                    f"independent {mean_i:>11,.0f} (spread {spread_i:4.1f}%)  "
+                    f"difference {difference:4.1f}%  "
                     f"{'AGREE' if agree else 'DISAGREE'} within the measured spread",
                     flush=True,
                 )

@@ -5,7 +5,8 @@
 Besides the mean of the runs, two figures that other work loading the machine disturbs
 less: the best one-second sample, and ops per CPU-second the workers actually got (the
 harness reads their CPU clocks), which is the loop's own speed.  No shared cache line between
-workers' counters shows as a flat per-core rate from 1 to n workers; the `shared-line` mode (every worker also stores to one common line) is
+workers' counters shows as a flat per-core rate from 1 to n workers; the `shared-line` mode
+(every worker also stores to one common line) is
 measured beside it as the contrast a shared line would produce.
 
 usage: python3 bench/harness_overhead.py [--runs 3] [--duration 5] [--json FILE]

@@ -96,7 +96,7 @@ def collect(results_dir: Path) -> list[dict]:
         values = [r["ops_per_sec"] for r in records]
         extras = [r["result"]["extra"] for r in records]
 
-        def mean_of(key: str) -> float:
+        def mean_of(key: str, extras: list = extras) -> float:
             return statistics.fmean(e[key] for e in extras)
 
         rows.append(
@@ -224,7 +224,7 @@ def plot_update_ratio(rows: list[dict], threads: int, out: Path) -> list[str]:
 def plot_scalability(rows: list[dict], out: Path) -> list[str]:
     figure, axes = plt.subplots(1, len(RATIOS), figsize=(3.2 * len(RATIOS), 3.6), sharey=True)
     all_threads = sorted({r["threads"] for r in rows})
-    for axis, ratio in zip(axes, RATIOS):
+    for axis, ratio in zip(axes, RATIOS, strict=True):
         for mode in MODES:
             points = sorted(
                 (r for r in rows if r["mode"] == mode and r["update_pct"] == ratio),

@@ -169,7 +169,7 @@ def main() -> None:
         title="Scheduler micro-benchmarks: median ops/s (spread over runs) and ours/other ratios "
         "(median of paired runs, min..max)"
     )
-    for column in ["benchmark", "p"] + RUNTIMES + ["ours/go", "ours/tokio", "ours/pthreads"]:
+    for column in ["benchmark", "p", *RUNTIMES, "ours/go", "ours/tokio", "ours/pthreads"]:
         table.add_column(column, justify="left" if column == "benchmark" else "right")
     verdicts = []
     for row in rows:
@@ -205,7 +205,8 @@ def main() -> None:
         for runtime, r in row["runtimes"].items():
             for reason in r["failures"]:
                 console.print(
-                    f"[red]failure[/] {row['benchmark']} {row['mode']} p={row['cores']} {runtime}: {reason}"
+                    f"[red]failure[/] {row['benchmark']} {row['mode']} p={row['cores']} "
+                    f"{runtime}: {reason}"
                 )
     console.print("\n".join(verdicts))
 

@@ -41,7 +41,7 @@ def guest_ms_per_test(tests, built, kernel, entries, plugin, repeats, workdir):
     finally:
         session.stop()
     lines = session.out_path.read_text(errors="replace").splitlines()
-    done = [l for l in lines if l.startswith("DONE")]
+    done = [line for line in lines if line.startswith("DONE")]
     if not done:
         sys.exit(f"guest did not finish: {session.exit_description()}")
     return int(done[0].split()[1]) / len(tests)

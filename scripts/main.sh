@@ -5,4 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+source scripts/lib/venv.sh
+use_venv
 scalecheck pipeline "$@"

@@ -78,14 +78,14 @@ TALK_CASES = {
         exists(a) and exists(c) and len({a, b, c, d}) == 4
     ),
     "neither source exists": lambda a, b, c, d, exists, inode: not exists(a) and not exists(c),
-    "a xor c exists, and it is not the other rename's destination": lambda a, b, c, d, exists, inode: (
+    "a xor c exists, and it is not the other's destination": lambda a, b, c, d, exists, inode: (
         (exists(a) and not exists(c) and a != d) or (exists(c) and not exists(a) and c != b)
     ),
     "both calls are self-renames": lambda a, b, c, d, exists, inode: a == b and c == d,
     "one call is a self-rename of an existing file and a != c": lambda a, b, c, d, exists, inode: (
         a != c and ((a == b and exists(a)) or (c == d and exists(c)))
     ),
-    "a and c are hard links to the same inode, a != c, and b == d": lambda a, b, c, d, exists, inode: (
+    "a and c are links to one inode, a != c, and b == d": lambda a, b, c, d, exists, inode: (
         exists(a) and exists(c) and a != c and b == d and inode(a) == inode(c)
     ),
 }

@@ -70,7 +70,8 @@ min_cores = 2
 
 [[benchmark]]
 name = "nobuild"
-build = "echo compiling; echo 'cc: fatal error: no input files' >&2; echo 'make: *** [Makefile:3: x] Error 1' >&2; exit 1"
+build = "echo compiling; echo 'cc: fatal error: no input files' >&2; \
+echo 'make: *** [Makefile:3: x] Error 1' >&2; exit 1"
 command = "{command}"
 
 [[benchmark]]
@@ -111,7 +112,8 @@ def test_sweep_records_modes_runtimes_failures_and_min_cores(fake, tmp_path, cap
     captured = capsys.readouterr()
     assert code == 0
     rows = records(out)
-    # fake: 2 modes x 2 runtimes x 2 core counts; pairs: only 2 cores; nobuild, garbage: 2 cores each; x 2 runs
+    # fake: 2 modes x 2 runtimes x 2 core counts; pairs: only 2 cores;
+    # nobuild, garbage: 2 cores each; x 2 runs
     assert len(rows) == (8 + 1 + 2 + 2) * 2
     ok = [r for r in rows if r["status"] == "ok"]
     assert {(r["benchmark"], r["mode"], r["runtime"]) for r in ok} == {

@@ -59,7 +59,8 @@ static void worker(struct hc_worker *w)
 
 static void report(struct hc_run *run)
 {
-    hc_extra_number(run, "twice_ops_check", (double)hc_measured_extra(run, 0) / hc_measured_ops(run));
+    hc_extra_number(run, "twice_ops_check",
+                    (double)hc_measured_extra(run, 0) / hc_measured_ops(run));
     hc_extra_string(run, "label", hc_param(run, "label", "none"));
     hc_extra_bool(run, "processes", run->processes);
 }

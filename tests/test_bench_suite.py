@@ -51,7 +51,8 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
-    # statbench 2 modes x 2 cores only; openbench, faultzf, docomp 2; mailbench 2x2; doexec 4x2; procbench 3x2
+    # statbench 2 modes x 2 cores only; openbench, faultzf, docomp 2; mailbench 2x2;
+    # doexec 4x2; procbench 3x2
     assert report["ran"] == 2 + 2 + 4 + 8 + 2 + 2 + 6
     failed = [e for e in report["summary"] if e["runs_failed"]]
     assert {e["benchmark"] for e in failed} == {"docomp"} and report["failed"] == 2

@@ -47,7 +47,15 @@ def _fake_run_tests(statuses):
         store.close()
         summary = runner._summarize(records, tests)
         finished = {"finished": len(tests), "skipped_already_done": 0}
-        return dict(summary, results="", boots=0, seconds=1.0, tests_per_second=1.0, **finished)
+        return dict(
+            summary,
+            results="",
+            boots=0,
+            seconds=1.0,
+            tests_per_second=1.0,
+            per_worker={},
+            **finished,
+        )
 
     return fake_run_tests
 

@@ -149,7 +149,7 @@ def test_all_171_pairs_of_the_posix_model_are_counted(fake_run):
 
 
 def test_sites_are_ranked_by_distinct_tests(fake_run):
-    _, tests, results, summary = fake_run
+    _, _tests, results, summary = fake_run
     tests_per_site = defaultdict(set)
     # A mismatched test's conflicts are recorded but not counted.
     for result in (r for r in results.values() if r["status"] == "ok"):
@@ -167,7 +167,7 @@ def test_sites_are_ranked_by_distinct_tests(fake_run):
 
 
 def test_heatmap_and_html_cover_every_pair_with_tests(fake_run):
-    directory, tests, results, summary = fake_run
+    directory, _tests, _results, summary = fake_run
     labels = sorted(
         int(text) for text in svg_texts(directory / "report" / "heatmap.svg") if text.isdigit()
     )

@@ -237,7 +237,7 @@ def test_a_conflict_counts_only_if_every_repeat_shows_it():
         [_line(HEAP, (ALLOC_FD, 0, 0xF)), _line(STATIC, (SWITCH, 0, 1))],
         [_line(HEAP, (ALLOC_FD, 0xF, 0)), _line(STATIC, (SWITCH, 1, 0))],
     )
-    kept, signatures, _ = outcome._repeated(
+    kept, signatures = outcome._repeated(
         [outcome._shared(*noisy, syms), outcome._shared(*steady, syms)]
     )
     assert [c["kind"] for c in kept] == ["heap"]
@@ -467,3 +467,46 @@ def test_vmlinux_gives_file_and_line_and_must_match_the_kernel(tmp_path):
     (tmp_path / "text").write_text("not an ELF")
     with pytest.raises(UserError, match="not a readable ELF"):
         KernelSymbols(kallsyms, {}, tmp_path / "text")
+
+
+def _finished(repeat_regions, filters=outcome.ALL_FILTERS_ON, granularity="stable"):
+    """finish() on a one-test run whose repeats traced ``repeat_regions`` [(A, B), ...]."""
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    raw = {"expect": {"ab": [{"ret": 0}, {"ret": 0}]}}
+    progress = outcome.TestProgress(testfile.Test("t", ["stat", "stat"], raw), 0)
+    regions_by_tag = {}
+    for rep, (a, b) in enumerate(repeat_regions):
+        progress.repeats[rep] = ("R", '{"ret": 0}', '{"ret": 0}')
+        regions_by_tag[outcome.tag(0, rep, 0)] = a
+        regions_by_tag[outcome.tag(0, rep, 1)] = b
+    return outcome.finish(progress, regions_by_tag, syms, len(repeat_regions), granularity, filters)
+
+
+def test_each_filter_counts_what_it_removed_and_can_be_switched_off():
+    ACCOUNTING = 0xFFFFFFFF81300020
+    steady = _regions([_line(HEAP, (ALLOC_FD, 0, 0x1))], [_line(HEAP, (ALLOC_FD, 0x2, 0))])
+    # Repeat 0 alone shows a true conflict on the static line (does not repeat), and in
+    # both repeats the tick's accounting in A reads what B's fd_install writes.
+    with_switch = _regions(
+        [_line(STATIC, (SWITCH, 0, 1)), _line(HEAP + 64, (ACCOUNTING, 0xF, 0))],
+        [_line(STATIC, (SWITCH, 1, 0)), _line(HEAP + 64, (FD_INSTALL, 0, 0xF))],
+    )
+    tick_only = _regions(
+        [_line(HEAP + 64, (ACCOUNTING, 0xF, 0))], [_line(HEAP + 64, (FD_INSTALL, 0, 0xF))]
+    )
+    runs = [with_switch, tick_only]
+    filtered = _finished(runs)
+    assert filtered["conflict_free"] is True
+    assert filtered["filtered"] == {"unrepeated": 1, "tick_work": 1}
+    assert filtered["views"] == {"stable": True, "line": True, "bytes": True}
+    unrepeated = _finished(runs, outcome.Filters(count_unrepeated=True))
+    assert not unrepeated["conflict_free"]
+    assert [c["kind"] for c in unrepeated["conflicts"]] == ["static"]
+    assert unrepeated["filtered"]["unrepeated"] == 0
+    tick = _finished(runs, outcome.Filters(keep_tick_work=True))
+    assert not tick["conflict_free"]
+    assert tick["conflicts"][0]["sites"] == [["acct_account_cputime", "fd_install"]]
+    # Heap false sharing: listed, counted only at line granularity; the views say so.
+    false_heap = _finished([steady, steady])
+    assert false_heap["conflict_free"] and false_heap["false_sharing"]
+    assert false_heap["views"] == {"stable": True, "line": False, "bytes": True}

@@ -8,6 +8,7 @@ import argparse
 import importlib
 import signal
 import sys
+from pathlib import Path
 
 from scalecheck import __version__
 from scalecheck.errors import UserError, stop_requested
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
             raise
         # A write that no stage caught itself: name its file, else the command's directory.
         where = err.filename or getattr(args, "out", None) or getattr(args, "dir", None) or "."
-        failed = no_space(where)
+        failed = no_space(Path(where))
         print(f"scalecheck: error: {failed}", file=sys.stderr)
         return failed.exit_code
     except KeyboardInterrupt:

@@ -38,6 +38,8 @@ def load_model(spec: str):
     if str(path.resolve().parent) not in sys.path:
         sys.path.insert(0, str(path.resolve().parent))
     module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise UserError(f"model file {path}: not a Python module")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_name] = module
     try:

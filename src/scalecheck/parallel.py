@@ -2,6 +2,7 @@
 
 import contextlib
 import multiprocessing
+from collections.abc import Iterator
 
 from scalecheck.errors import check_stop
 
@@ -11,14 +12,15 @@ def map_unordered(function, work: list, jobs: int | None):
     After each result (which the caller saves first) a stop request ends the loop."""
     if not work:
         return
-    serial = (jobs or 1) <= 1 or len(work) == 1
-    with (
-        contextlib.nullcontext()
-        if serial
-        else multiprocessing.get_context("fork").Pool(
-            min(jobs, len(work)), maxtasksperchild=8
-        ) as pool
-    ):
-        for result in map(function, work) if serial else pool.imap_unordered(function, work):
+    workers = min(jobs or 1, len(work))
+    results: Iterator
+    with contextlib.ExitStack() as stack:
+        if workers > 1:
+            context = multiprocessing.get_context("fork")
+            pool = stack.enter_context(context.Pool(workers, maxtasksperchild=8))
+            results = pool.imap_unordered(function, work)
+        else:
+            results = map(function, work)
+        for result in results:
             yield result
             check_stop()

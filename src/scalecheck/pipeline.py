@@ -1,4 +1,4 @@
-"""``scalecheck pipeline``: the whole job in one command:
+"""``scalecheck pipeline``: the whole job in one command,
 model -> analyze -> testgen -> run -> report.
 
 Each stage writes its files into the output directory and the next reads them, so a
@@ -16,6 +16,8 @@ from scalecheck.modelfile import load_model
 from scalecheck.testgen import DEFAULT_CAP, generate_tests
 from scalecheck.trace.runner import (
     EXIT_NOT_CONFORMING,
+    add_conflict_options,
+    conflict_settings,
     conformance_line,
     exit_codes_help,
     not_conforming,
@@ -61,6 +63,12 @@ def register(subparsers):
     )
     parser.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     parser.add_argument("--repeats", type=int, default=2, help="runs per test (default 2)")
+    add_conflict_options(parser)
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="trace on a Dask cluster: a scheduler's address or local:N (docs/cluster.md)",
+    )
     parser.add_argument("--jobs", type=int, help="parallel workers (default: all cores)")
     parser.set_defaults(func=run)
 
@@ -88,6 +96,8 @@ def run(args) -> int:
         repeats=args.repeats,
         limit=args.limit,
         set_aside_incompatible=True,
+        cluster=args.cluster,
+        **conflict_settings(args),
     )
     console.rule("4/4 report")
     summary = make_report(args.out)

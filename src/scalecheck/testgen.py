@@ -18,6 +18,7 @@ import os
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import z3
 from rich.console import Console
@@ -147,12 +148,12 @@ def generate_tests(
     return summary
 
 
-def _pair_tests(job):
+def _pair_tests(job: tuple) -> tuple:
     model_spec, out, a, b, cap = job
     model_cls = load_model(model_spec)
     analysis = read_json(pair_file(Path(out), a, b))
-    tests = []
-    counts = {
+    tests: list[dict] = []
+    counts: dict[str, Any] = {
         "tests": 0,
         "commutative_paths": 0,
         "capped_paths": 0,
@@ -197,7 +198,7 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms)
     read_values = _values_reader(terms)
-    tests = []
+    tests: list[dict] = []
     while len(tests) < cap:
         answer = solver.check()
         if answer == z3.unknown:
@@ -352,7 +353,7 @@ def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
             return "*"
         return label(entry["kind"], values[entry["obs"]])
 
-    snapshot = defaultdict(dict)
+    snapshot: defaultdict[str, dict] = defaultdict(dict)
     for read in observations["reads"]:
         if read["key"] and read["key"]["chosen"]:
             continue  # a read where the implementation allocated: not part of the initial state

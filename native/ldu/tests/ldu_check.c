@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -43,10 +44,13 @@ struct test_object {
     unsigned id;
 };
 
-static void usage_error(const char *fmt, const char *value)
+__attribute__((format(printf, 1, 2))) static void usage_error(const char *fmt, ...)
 {
+    va_list args;
+    va_start(args, fmt);
     fprintf(stderr, "ldu_check: ");
-    fprintf(stderr, fmt, value);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
     fprintf(stderr, " (usage: ldu_check sequential|concurrent|precondition --impl NAME [options])\n");
     exit(2);
 }
@@ -88,7 +92,7 @@ static struct options parse_options(int argc, char **argv)
     struct options o = {.objects = 64, .ops = 200000, .threads = 4, .pairs = 16,
                         .read_pct = 20, .seconds = 1.0, .seed = 1};
     if (argc < 2)
-        usage_error("missing command%s", "");
+        usage_error("missing command");
     o.command = argv[1];
     if (strcmp(o.command, "sequential") && strcmp(o.command, "concurrent") &&
         strcmp(o.command, "precondition"))
@@ -121,7 +125,7 @@ static struct options parse_options(int argc, char **argv)
         }
     }
     if (!o.impl)
-        usage_error("--impl is required%s", "");
+        usage_error("--impl is required");
     return o;
 }
 

@@ -13,10 +13,10 @@ static _Atomic int waiters_ready;
 
 static void validate(const bench_options *o)
 {
-    int spots = o->spots ? o->spots : o->threads / 2;
-    if (o->threads < spots + o->procs)
-        bench_usage_error("-t %d must be at least spots (%d) + processors (%d)", o->threads, spots,
-                          o->procs);
+    int spot_count = o->spots ? o->spots : o->threads / 2;
+    if (o->threads < spot_count + o->procs)
+        bench_usage_error("-t %d must be at least spots (%d) + processors (%d)", o->threads,
+                          spot_count, o->procs);
 }
 
 static void setup(const bench_options *o)

@@ -20,10 +20,10 @@ static int nspots, words, share;
 
 static void validate(const bench_options *o)
 {
-    int spots = o->spots ? o->spots : o->threads / 2;
-    if (o->threads < spots + o->procs)
-        bench_usage_error("-t %d must be at least spots (%d) + processors (%d)", o->threads, spots,
-                          o->procs);
+    int spot_count = o->spots ? o->spots : o->threads / 2;
+    if (o->threads < spot_count + o->procs)
+        bench_usage_error("-t %d must be at least spots (%d) + processors (%d)", o->threads,
+                          spot_count, o->procs);
 }
 
 static void setup(const bench_options *o)

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from scalecheck import sources
 from scalecheck.benchsuite.catalog import load_catalog, select
 from scalecheck.benchsuite.compare import compare, format_change
 from scalecheck.benchsuite.plot import plot_results
@@ -23,7 +24,7 @@ from scalecheck.benchsuite.results import (
     machine_description,
     series_name,
 )
-from scalecheck.benchsuite.runner import Sweep, SweepSettings, repo_root
+from scalecheck.benchsuite.runner import Sweep, SweepSettings
 from scalecheck.errors import UserError
 
 
@@ -38,7 +39,7 @@ def parse_cores(text: str | None, usable: int) -> list[int]:
     """'1,2,4' or '1-4' (or a mix); default every count from 1 to the usable CPUs."""
     if text is None:
         return list(range(1, usable + 1))
-    cores = set()
+    cores: set[int] = set()
     for part in text.split(","):
         part = part.strip()
         try:
@@ -142,7 +143,7 @@ def run_command(args) -> int:
         warmup=_seconds("--warmup", args.warmup, allow_zero=True),
         duration=_seconds("--duration", args.duration, allow_zero=False),
         slack=_seconds("--slack", args.slack, allow_zero=False),
-        repo=repo_root(),
+        repo=sources.root(),
     )
     results = ResultsDir(Path(args.out))
     results.open_for_sweep(settings.warmup, settings.duration, benchmarks)

@@ -17,9 +17,9 @@ from scalecheck.benchsuite.results import ResultsDir, series_name
 def _draw_series(axis, points: list[dict], per_core: bool, label: str) -> None:
     cores = [p["cores"] for p in points]
     divisor = [c if per_core else 1 for c in cores]
-    means = [p["mean"] / d for p, d in zip(points, divisor)]
-    below = [(p["mean"] - p["min"]) / d for p, d in zip(points, divisor)]
-    above = [(p["max"] - p["mean"]) / d for p, d in zip(points, divisor)]
+    means = [p["mean"] / d for p, d in zip(points, divisor, strict=True)]
+    below = [(p["mean"] - p["min"]) / d for p, d in zip(points, divisor, strict=True)]
+    above = [(p["max"] - p["mean"]) / d for p, d in zip(points, divisor, strict=True)]
     axis.errorbar(cores, means, yerr=[below, above], marker="o", capsize=3, label=label)
 
 

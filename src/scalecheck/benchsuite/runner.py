@@ -4,6 +4,7 @@ A cell that fails (build error, non-zero exit, timeout, unreadable output) is re
 with its reason and the sweep goes on.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -28,7 +29,6 @@ from rich.progress import (
 
 from scalecheck.benchsuite.catalog import Benchmark
 from scalecheck.benchsuite.results import Cell, ResultsDir, now_iso
-from scalecheck.errors import UserError
 
 BUILD_TIMEOUT_S = 900
 
@@ -50,15 +50,6 @@ class SweepOutcome:
     failed: int = 0
     skipped_done: int = 0
     below_min_cores: list[str] = field(default_factory=list)
-
-
-def repo_root() -> Path:
-    """The repository holding native/ (where catalog commands run from)."""
-    override = os.environ.get("SCALECHECK_REPO")
-    root = Path(override) if override else Path(__file__).resolve().parents[3]
-    if not (root / "native").is_dir():
-        raise UserError(f"cannot find the scalecheck repository at {root} (set SCALECHECK_REPO)")
-    return root
 
 
 def plan(benchmarks: list[Benchmark], settings: SweepSettings) -> tuple[list[Cell], list[str]]:
@@ -128,10 +119,8 @@ def _run_shell(
             raise
         finally:
             # Also ends helpers the program left behind in its group (e.g. a daemon it started).
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             process.wait()
     return returncode, time.monotonic() - started
 

@@ -103,7 +103,7 @@ def state_components(a, b) -> list:
     if isinstance(a, MapValue):
         return [_entry_equal(a, b, key) for key in _unique(a.written_keys() + b.written_keys())]
     if isinstance(a, (list, tuple)):
-        return [part for x, y in zip(a, b) for part in state_components(x, y)]
+        return [part for x, y in zip(a, b, strict=True) for part in state_components(x, y)]
     if hasattr(a, "__dict__") and not isinstance(a, (z3.AstRef, StructValue, ArrayValue)):
         return [
             part
@@ -125,7 +125,7 @@ def _unique(exprs):
 def _entry_equal(a: MapValue, b: MapValue, key) -> z3.BoolRef:
     present_a, leaves_a = a.lookup(key)
     present_b, leaves_b = b.lookup(key)
-    same_leaves = z3.And([x == y for x, y in zip(leaves_a, leaves_b)])
+    same_leaves = z3.And([x == y for x, y in zip(leaves_a, leaves_b, strict=True)])
     return z3.And(present_a == present_b, z3.Implies(present_a, same_leaves))
 
 
@@ -144,7 +144,7 @@ def equal(a, b) -> z3.BoolRef:
     if isinstance(a, (list, tuple)):
         if not isinstance(b, (list, tuple)) or len(a) != len(b):
             return z3.BoolVal(False)
-        return z3.And([equal(x, y) for x, y in zip(a, b)])
+        return z3.And([equal(x, y) for x, y in zip(a, b, strict=True)])
     if isinstance(a, Chosen):
         return equal(a.value, b.value) if isinstance(b, Chosen) else z3.BoolVal(False)
     if isinstance(a, z3.ExprRef) or isinstance(b, z3.ExprRef):
@@ -204,7 +204,8 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
         commutes = all(path.decide(z3.simplify(component)) for component in components)
         return base, args, results, commutes
 
-    for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms)):
+    stats = explore.Stats()
+    for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms, stats)):
         condition = z3.And(path.decisions) if path.decisions else z3.BoolVal(True)
         if isinstance(outcome, Exception):
             records.append(
@@ -219,7 +220,6 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
             kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
             record.smt2, record.observations = _observations(path, base, args, kinds, results)
         records.append(record)
-    stats = explore.explore.last_stats
     return {
         "pair": [op_a, op_b],
         "seconds": round(time.monotonic() - started, 3),
@@ -310,7 +310,7 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
                 "leaves": {
                     suffix: observe(leaf, leaf_type)
                     for suffix, leaf, leaf_type in zip(
-                        read.leaf_names, read.leaves, read.leaf_types
+                        read.leaf_names, read.leaves, read.leaf_types, strict=True
                     )
                 },
             }

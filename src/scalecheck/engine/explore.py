@@ -73,7 +73,7 @@ class Path:
     _base_cache: dict = field(default_factory=dict)
     _decided: dict = field(default_factory=dict)
     _kept_alive: list = field(default_factory=list)
-    _model: object = None  # a model of the path so far, when one is known
+    _model: z3.ModelRef | None = None  # a model of the path so far, when one is known
     _models: dict = field(default_factory=dict)  # condition id -> model of path and condition
     _unchecked_assumptions: list = field(
         default_factory=list
@@ -313,16 +313,17 @@ def symbolic_python():
         del z3.ArithRef.__index__
 
 
-def explore(program, solver_timeout_ms: int = 60_000):
+def explore(program, solver_timeout_ms: int = 60_000, stats: Stats | None = None):
     """Run ``program(path)`` on every feasible path; yield ``(path, outcome_or_exception)``.
 
     ``program`` must be deterministic given the branch outcomes: a path is replayed
     from the start, and a replay that meets other branches ends in a ModelError.
+    Solver counts are added to ``stats`` when given.
     """
     global _current
     solver = z3.SolverFor("QF_UFLIA")
     solver.set("timeout", solver_timeout_ms)
-    stats = Stats()
+    stats = stats if stats is not None else Stats()
     queue: list = [([], False)]
     shared_reads: dict = {}
     with symbolic_python():
@@ -342,4 +343,3 @@ def explore(program, solver_timeout_ms: int = 60_000):
                 _current = None
                 solver.pop()
             yield path, outcome
-    explore.last_stats = stats

@@ -26,7 +26,7 @@ def show(expr: z3.ExprRef) -> str:
 
 def parse_sexpr(text: str):
     tokens = re.findall(r"\(|\)|\|[^|]*\||[^\s()]+", text)
-    stack = [[]]
+    stack: list[list] = [[]]
     for token in tokens:
         if token == "(":
             stack.append([])

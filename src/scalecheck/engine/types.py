@@ -207,6 +207,8 @@ class StructValue:
     """A struct read from a map writes itself back when a field changes, so model code
     can say ``self.inodes[inum].nlink -= 1`` as in the man page."""
 
+    _type: Struct
+
     def __init__(self, symtype: Struct, on_change=None):
         object.__setattr__(self, "_type", symtype)
         object.__setattr__(self, "_on_change", on_change)

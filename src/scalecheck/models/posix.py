@@ -7,6 +7,8 @@ MAX_UNITS pages, two calls grow a file by at most two units and a pipe by two by
 fds range over NFD numbers per process and mappings over NPAGES pages.
 """
 
+from typing import ClassVar
+
 from scalecheck.model import (
     And,
     Array,
@@ -70,7 +72,7 @@ class Process:
 
 
 class Posix(Model):
-    TEST_CONSTANTS = {
+    TEST_CONSTANTS: ClassVar[dict[str, int]] = {
         "fd_base": FD_BASE,
         "map_base": MAP_BASE,
         "page_size": PAGE_SIZE,
@@ -405,7 +407,7 @@ class Posix(Model):
         setup = {"files": files, "inodes": inodes, "pipes": pipes, "procs": procs}
 
         calls = []
-        for number, (op, call_args) in enumerate(zip(ops, args)):
+        for number, (op, call_args) in enumerate(zip(ops, args, strict=True)):
             types = cls.operations()[op].argument_types
             proc = call_args.get("pid", number)
             described = {
@@ -416,7 +418,8 @@ class Posix(Model):
             calls.append({"op": op, "proc": proc, "args": described})
         expect = {
             order.lower(): [
-                _describe_result(op, result, label) for op, result in zip(ops, order_results)
+                _describe_result(op, result, label)
+                for op, result in zip(ops, order_results, strict=True)
             ]
             for order, order_results in results.items()
         }

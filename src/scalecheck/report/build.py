@@ -5,6 +5,12 @@ from pathlib import Path
 
 from scalecheck import __version__
 from scalecheck.report.diff import diff_runs, format_diff_text
+from scalecheck.report.filters import (
+    filter_effects,
+    granularity_shares,
+    security_modules,
+    views_line,
+)
 from scalecheck.report.heatmap import write_heatmap
 from scalecheck.report.html_page import write_index
 from scalecheck.report.load import load_run
@@ -35,6 +41,9 @@ def make_report(out_dir, other_dir=None) -> dict:
     totals, not_run_by_status = count_totals(run)
     sites = bottleneck_sites(run)
     line = summary_line(totals)
+    shares = granularity_shares(run)
+    filters = filter_effects(run)
+    lsm = security_modules(run)
     top_sites = [site.as_json(rank) for rank, site in enumerate(sites[:TOP_SITES], start=1)]
     diff = diff_runs(run, other) if other is not None else None
     mismatched = mismatches(run)
@@ -48,6 +57,9 @@ def make_report(out_dir, other_dir=None) -> dict:
         # What counted as a conflict (docs/tracer.md); "line" for runs that predate the choice.
         "granularity": run.results_header.get("granularity", "line"),
         "summary": line,
+        "granularity_shares": shares,
+        "filters": filters,
+        "security_modules": lsm,
         "totals": {
             **totals.as_json(),
             "not_run_by_status": dict(sorted(not_run_by_status.items())),
@@ -61,8 +73,11 @@ def make_report(out_dir, other_dir=None) -> dict:
     if diff is not None:
         summary["diff"] = diff
 
-    what = f"model {run.model} on {run.kernel_name} ({summary['granularity']} conflicts)"
-    title = f"{what}: {line}"
+    what = (
+        f"model {run.model} on {run.kernel_name} ({summary['granularity']} conflicts, "
+        f"security modules: {lsm})"
+    )
+    title = f"{what}: {line}\n{views_line(shares)}"
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)
     (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title), encoding="utf-8")
     (report_dir / "mismatches.txt").write_text(format_mismatches(mismatched), encoding="utf-8")
@@ -80,6 +95,7 @@ def make_report(out_dir, other_dir=None) -> dict:
         line,
         top_sites,
         diff,
+        (shares, filters, lsm),
         mismatched,
     )
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

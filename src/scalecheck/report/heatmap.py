@@ -79,6 +79,7 @@ def _draw_cells(axes, ops: list[str], pairs: dict[tuple[str, str], Counts]):
             not_run.append(cell)
             continue
         share = counts.share_conflict_free
+        assert share is not None  # the cell has tests
         shaded.append(cell)
         shades.append(share_color(share))
         if counts.conflicting:
@@ -105,4 +106,4 @@ def _draw_cells(axes, ops: list[str], pairs: dict[tuple[str, str], Counts]):
         )
     )
     if dots:
-        axes.scatter(*zip(*dots), s=4, color="#525252", zorder=3)
+        axes.scatter(*zip(*dots, strict=True), s=4, color="#525252", zorder=3)

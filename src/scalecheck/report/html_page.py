@@ -105,9 +105,11 @@ def write_index(
     summary_line: str,
     site_jsons: list[dict],
     diff: dict | None,
+    headline_filters: tuple[dict, list[dict], str],
     mismatched: list[dict],
 ):
     title = f"scalecheck report: model {run.model} on {run.kernel_name}"
+    shares, filters, lsm = headline_filters
     parts = [
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
         f"<title>{escape(title)}</title><style>{STYLE}</style><script>{SCRIPT}</script>",
@@ -115,6 +117,7 @@ def write_index(
         f"<h1>{escape(title)}</h1>",
         f"<p class='summary'>{escape(summary_line)}</p>",
         _totals_table(totals, not_run_by_status),
+        _filters_section(shares, filters, lsm, run.results_header.get("granularity", "line")),
         "<p class='legend'>Files next to this page: <a href='heatmap.svg'>heatmap.svg</a>, "
         "<a href='heatmap.png'>heatmap.png</a>, <a href='bottlenecks.txt'>bottlenecks.txt</a>, "
         "<a href='mismatches.txt'>mismatches.txt</a>, <a href='summary.json'>summary.json</a>.</p>",
@@ -149,6 +152,31 @@ def _totals_table(totals: Counts, not_run_by_status: dict) -> str:
         f"<tr><th>{escape(name)}</th><td>{escape(str(value))}</td></tr>" for name, value in rows
     )
     return f"<table class='grid'>{body}</table>"
+
+
+def _filters_section(shares: dict, filters: list[dict], lsm: str, granularity: str) -> str:
+    share_rows = "".join(
+        f"<tr><th>{escape(g)}{' (this run)' if g == granularity else ''}</th>"
+        f"<td>{percent_text(s['share'])}</td><td>{s['conflict_free']} of {s['tests']}</td>"
+        f"<td>{escape(s['meaning'])}</td></tr>"
+        for g, s in shares.items()
+    )
+    filter_rows = "".join(
+        f"<tr><th>{escape(f['filter'])}</th><td>{'on' if f['on'] else 'off'}</td>"
+        f"<td>{f['tests_made_conflict_free']}</td><td>{f['conflicts_removed']}</td>"
+        f"<td>{escape(f['what'])}</td></tr>"
+        for f in filters
+    )
+    return (
+        "<h2>What counts as a conflict</h2><table class='grid'><tr><th>granularity</th>"
+        "<th>conflict-free</th><th>tests</th><th>counts</th></tr>"
+        f"{share_rows}</table><table class='grid'><tr><th>filter</th><th>this run</th>"
+        "<th>tests it made conflict-free</th><th>conflicts it removed</th><th>what</th></tr>"
+        f"{filter_rows}</table><p class='legend'>Security modules in the guest: "
+        f"{escape(lsm)} (<code>scalecheck run --lsm</code>). Each filter can be switched off: "
+        "<code>--count-unrepeated</code>, <code>--keep-tick-work</code>, "
+        "<code>--granularity line</code>.</p>"
+    )
 
 
 def _mismatch_section(mismatched: list[dict]) -> str:
@@ -196,6 +224,7 @@ def _heat_cell(pair, counts: Counts) -> str:
         style = f"background:{NOT_RUN_COLOR}"
     else:
         share = counts.share_conflict_free
+        assert share is not None  # the cell has tests
         style = f"background:{share_color(share)};color:{label_color(share)}"
     css_class = " class='notrun'" if counts.not_run else ""
     label = str(counts.conflicting) if counts.conflicting else ""
@@ -281,7 +310,7 @@ def _changes_by_test(diff: dict | None) -> dict[str, str]:
     """Test id -> how it changed since the run compared against (only tests that changed)."""
     if diff is None:
         return {}
-    changes = {}
+    changes: dict[str, str] = {}
     for key, label in (
         ("new_conflicts", "new conflict"),
         ("fixed", "fixed"),
@@ -292,7 +321,7 @@ def _changes_by_test(diff: dict | None) -> dict[str, str]:
 
 
 def _pair_sections(run: Run, pairs: dict[tuple[str, str], Counts], changes: dict[str, str]):
-    tests_by_pair = {}
+    tests_by_pair: dict = {}
     for test in run.tests:
         tests_by_pair.setdefault(run.pair_of(test), []).append(test)
     for pair, counts in pairs.items():
@@ -319,7 +348,7 @@ def _test_entry(test: dict, result: dict | None, change: str | None) -> str:
     line = f"{escape(test['id'])} &middot; {calls} &middot; {_badge(result)}{count}"
     if change:
         line += f' <span class="badge b-change">{escape(change)}</span>'
-    if outcome(result) == CONFLICT_FREE and result["status"] == "ok":
+    if result is not None and outcome(result) == CONFLICT_FREE and result["status"] == "ok":
         # Most tests are plain conflict-free ones; a one-liner keeps the page small.
         return f"<div class='test' id='{anchor}'>{line}</div>"
     return (

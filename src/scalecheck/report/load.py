@@ -95,7 +95,7 @@ def load_run(directory) -> Run:
 
 
 def _ops_in_order_of_appearance(tests) -> list[str]:
-    ops = {}
+    ops: dict = {}
     for test in tests:
         for op in test["pair"]:
             ops.setdefault(op, None)

@@ -54,7 +54,11 @@ class Counts:
             self.mismatch += 1
         else:
             self.not_run += 1
-        if kind in (CONFLICT_FREE, CONFLICTING) and result.get("agree") is False:
+        if (
+            result is not None
+            and kind in (CONFLICT_FREE, CONFLICTING)
+            and result.get("agree") is False
+        ):
             self.unstable += 1
 
     @property
@@ -85,7 +89,7 @@ def count_pairs(run: Run) -> dict[tuple[str, str], Counts]:
 def count_totals(run: Run) -> tuple[Counts, Counter]:
     """All tests' counts, and the not-run tests counted by why they did not run."""
     totals = Counts()
-    not_run_by_status = Counter()
+    not_run_by_status: Counter[str] = Counter()
     for test in run.tests:
         result = run.results.get(test["id"])
         totals.add(result)
@@ -177,11 +181,11 @@ def bottleneck_sites(run: Run) -> list[Site]:
     sites: dict[tuple, Site] = {}
     for test in run.tests:
         result = run.results.get(test["id"])
-        if outcome(result) != CONFLICTING:
+        if result is None or outcome(result) != CONFLICTING:
             continue
         for conflict in result["conflicts"]:
-            code = tuple(sorted(conflict_code(conflict)))
-            site = Site(conflict["kind"], conflict.get("data_symbol") or "", code)
+            first, second = sorted(conflict_code(conflict))
+            site = Site(conflict["kind"], conflict.get("data_symbol") or "", (first, second))
             site = sites.setdefault(site.key, site)
             if not site.tests or site.tests[-1] != test["id"]:
                 site.tests.append(test["id"])

@@ -1,21 +1,25 @@
-"""Builds the tracer's parts from the repository: the QEMU plugin, the guest driver and
+"""Builds the tracer's parts from their sources (scalecheck.sources: the checkout, or the
+copy an installed wheel unpacks into the cache): the QEMU plugin, the guest driver and
 the base initramfs. Each step is a no-op when its output is up to date."""
 
 import hashlib
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
+from scalecheck import sources
 from scalecheck.errors import UserError
 from scalecheck.trace import initramfs
 
-REPO = Path(__file__).resolve().parents[3]
-PLUGIN_DIR = REPO / "tracer" / "plugin"
-GUEST_DIR = REPO / "tracer" / "guest"
-PLUGIN = PLUGIN_DIR / "target" / "release" / "libscalecheck_tracer.so"
-DRIVER = GUEST_DIR / "build" / "driver"
-BASE_IMAGE = GUEST_DIR / "build" / "base.cpio"
+HOST_RULES = Path(__file__).resolve().parent
+
+
+def plugin_dir() -> Path:
+    return sources.root() / "tracer" / "plugin"
+
+
+def guest_dir() -> Path:
+    return sources.root() / "tracer" / "guest"
 
 
 def _run(cmd, what):
@@ -36,8 +40,9 @@ def _cargo() -> str:
 
 def ensure_built() -> dict:
     """Paths of the plugin, the driver and the base initramfs, rebuilt if stale."""
-    if not (PLUGIN_DIR / "Cargo.toml").exists():
-        raise UserError(f"tracer sources not found under {REPO / 'tracer'}")
+    plugin_sources, guest = plugin_dir(), guest_dir()
+    plugin = plugin_sources / "target" / "release" / "libscalecheck_tracer.so"
+    driver, base_image = guest / "build" / "driver", guest / "build" / "base.cpio"
     _run(
         [
             _cargo(),
@@ -46,34 +51,30 @@ def ensure_built() -> dict:
             "--locked",
             "-q",
             "--manifest-path",
-            str(PLUGIN_DIR / "Cargo.toml"),
+            str(plugin_sources / "Cargo.toml"),
         ],
         "QEMU plugin",
     )
-    _run(["make", "-s", "-C", str(GUEST_DIR)], "guest driver")
-    if not BASE_IMAGE.exists() or BASE_IMAGE.stat().st_mtime < DRIVER.stat().st_mtime:
-        initramfs.build_base(DRIVER, BASE_IMAGE)
-    return {"plugin": PLUGIN, "driver": DRIVER, "base_image": BASE_IMAGE}
+    _run(["make", "-s", "-C", str(guest)], "guest driver")
+    if not base_image.exists() or base_image.stat().st_mtime < driver.stat().st_mtime:
+        initramfs.build_base(driver, base_image)
+    return {"plugin": plugin, "driver": driver, "base_image": base_image}
 
 
-# What decides the content of a results record: the driver, the plugin and the host's
-# rules for noise and conflicts.
-TRACER_SOURCES = (
-    GUEST_DIR / "driver.c",
-    *sorted((PLUGIN_DIR / "src").glob("*.rs")),
-    REPO / "src" / "scalecheck" / "trace" / "outcome.py",
-    REPO / "src" / "scalecheck" / "trace" / "regions.py",
-)
+def tracer_sources() -> list[Path]:
+    """What decides the content of a results record: the driver, the plugin and the host's
+    rules for noise and conflicts."""
+    return [
+        guest_dir() / "driver.c",
+        *sorted((plugin_dir() / "src").glob("*.rs")),
+        HOST_RULES / "outcome.py",
+        HOST_RULES / "regions.py",
+    ]
 
 
 def tracer_fingerprint() -> str:
     """A short hash of the tracer's sources: results made by another version are not mixed."""
     digest = hashlib.sha256()
-    for path in TRACER_SOURCES:
+    for path in tracer_sources():
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "scalecheck"

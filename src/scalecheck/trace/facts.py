@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.trace.build import cache_dir
+from scalecheck.sources import cache_dir
 from scalecheck.trace.vm import GuestSession
 
 PROBE_TIMEOUT = 600
@@ -70,7 +70,7 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
             f"console: {tail or 'empty'})"
         )
     kallsyms = session.read_block("K", "KEND")
-    release = next((l[2:] for l in lines if l.startswith("U ")), "")
+    release = next((line[2:] for line in lines if line.startswith("U ")), "")
     offsets = {}
     for line in lines:
         if line.startswith("O "):
@@ -98,7 +98,7 @@ def entry_points(kallsyms: str) -> str:
             out.append(f"exc {addr}")
         elif name in SWITCH:
             out.append(f"switch {addr}")
-    if not any(l.startswith("irq") for l in out):
+    if not any(entry.startswith("irq") for entry in out):
         raise UserError(
             "kernel symbols have no interrupt entry points (asm_common_interrupt ...): "
             "is this an x86-64 Linux kernel of 5.8 or later?"

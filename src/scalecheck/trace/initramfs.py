@@ -14,7 +14,8 @@ BUSYBOX = Path("/bin/busybox")
 
 class CpioWriter:
     def __init__(self, path: Path):
-        self._file = open(path, "wb")
+        # The writer owns the file until close().
+        self._file = open(path, "wb")  # noqa: SIM115
         self._inode = 1
 
     def _entry(self, name: str, mode: int, data: bytes = b"", rdev=(0, 0)):

@@ -100,9 +100,29 @@ FIXED_LAYOUT_KINDS = ("static", "percpu", "pagetable")
 
 
 def counts(conflict: dict, granularity: str) -> bool:
-    if conflict["sharing"] == "true" or granularity == "line":
+    return _counts(conflict["kind"], conflict["sharing"], granularity)
+
+
+def _counts(kind: str, sharing: str, granularity: str) -> bool:
+    if sharing == "true" or granularity == "line":
         return True
-    return granularity == "stable" and conflict["kind"] in FIXED_LAYOUT_KINDS
+    return granularity == "stable" and kind in FIXED_LAYOUT_KINDS
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The noise filters a run applies (docs/tracer.md), each of which can be switched off
+    (`scalecheck run --count-unrepeated`, `--keep-tick-work`). Whatever their setting, each
+    record says how many conflict elements each filter removed from it."""
+
+    count_unrepeated: bool = False  # a conflict seen in any repeat counts
+    keep_tick_work: bool = False  # CPU-time accounting's accesses stay in
+
+    def as_json(self) -> dict:
+        return {"repeat": not self.count_unrepeated, "tick_work": not self.keep_tick_work}
+
+
+ALL_FILTERS_ON = Filters()
 
 
 # CPU-time accounting is the scheduler tick's work. On the isolated CPUs (nohz_full) the
@@ -219,12 +239,14 @@ def conflict_set(conflicts: list) -> frozenset:
 
 def show(element: tuple) -> str:
     kind, data, sharing, a, b = element
-    return f"{kind}{':' + data if data else ''}{'' if sharing == 'true' else ' (false sharing)'} {a} / {b}"
+    named = f"{kind}:{data}" if data else kind
+    false_sharing = "" if sharing == "true" else " (false sharing)"
+    return f"{named}{false_sharing} {a} / {b}"
 
 
 def site_pairs(conflicts: list) -> list:
     """Conflicts grouped by the pair of functions of A and B that touched the same data."""
-    groups = {}
+    groups: dict = {}
     for c in conflicts:
         for a, b in c["sites"]:
             group = groups.setdefault(
@@ -242,20 +264,41 @@ def site_pairs(conflicts: list) -> list:
     return [dict(g, kinds=sorted(g["kinds"])) for g in groups.values()]
 
 
-def _repeated(per_repeat: list) -> tuple:
-    """The first repeat's conflicts, cut down to the site pairs every repeat showed, each
-    repeat's signature, and the elements every repeat showed."""
+def _repeated(per_repeat: list, every: bool = True) -> tuple:
+    """The conflicts cut down to the site pairs every repeat showed (``every``) or any
+    repeat showed, and each repeat's signature. A conflict is taken
+    from the first repeat that showed one of its elements."""
     signatures = [conflict_set(conflicts) for conflicts in per_repeat]
-    repeated = frozenset.intersection(*signatures)
-    kept = []
-    for c in per_repeat[0]:
-        elements = signature(c) & repeated
-        if elements:
-            kept.append(dict(c, sites=sorted([a, b] for _, _, _, a, b in elements)))
-    return kept, signatures, repeated
+    kept_elements = (frozenset.intersection if every else frozenset.union)(*signatures)
+    kept: list = []
+    placed: set = set()
+    for conflicts in per_repeat:
+        for c in conflicts:
+            elements = (signature(c) & kept_elements) - placed
+            if elements:
+                placed |= elements
+                kept.append(dict(c, sites=sorted([a, b] for _, _, _, a, b in elements)))
+    return kept, signatures
 
 
-def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granularity: str) -> dict:
+def _counted_elements(elements, granularity: str) -> frozenset:
+    return frozenset(e for e in elements if _counts(e[0], e[2], granularity))
+
+
+def views(conflicts: list) -> dict:
+    """Whether the test is conflict-free at each granularity, from every shared line it
+    kept (counted or not), so that one run answers for all three."""
+    return {g: not any(counts(c, g) for c in conflicts) for g in GRANULARITIES}
+
+
+def finish(
+    progress: TestProgress,
+    regions: dict,
+    symbols,
+    repeats: int,
+    granularity: str,
+    filters: Filters = ALL_FILTERS_ON,
+) -> dict:
     """The record of a test whose repeats all reported (regions: tag -> Region)."""
     test = progress.test
     reports = progress.repeats
@@ -265,6 +308,7 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
         if kind == "H":
             return base_record(test, "timeout", f"repeat {rep}: {rest[0]} (guest watchdog)")
     per_repeat, noise_switch, interrupts, dropped, tick_sites = [], False, 0, 0, 0
+    tick_signatures: list = []  # per repeat: (signature without tick work, with it)
     mismatch, results, order = "", {}, None
     for rep in range(repeats):
         _, res_a, res_b = reports[rep]
@@ -287,24 +331,46 @@ def finish(progress: TestProgress, regions: dict, symbols, repeats: int, granula
                 "error",
                 f"repeat {rep}: no trace from the plugin for call {'A' if ra is None else 'B'}",
             )
-        (ra, tick_a), (rb, tick_b) = without_tick_work(ra, symbols), without_tick_work(rb, symbols)
+        (kept_a, tick_a), (kept_b, tick_b) = (
+            without_tick_work(ra, symbols),
+            without_tick_work(rb, symbols),
+        )
         tick_sites += tick_a + tick_b
         noise_switch |= ra.context_switched or rb.context_switched
         interrupts += ra.interrupts + rb.interrupts
         dropped += ra.dropped_in_interrupts + rb.dropped_in_interrupts
-        counted, uncounted = [], []
-        for conflict in _shared(ra, rb, symbols):
+        without_tick = _shared(kept_a, kept_b, symbols)
+        # With the tick's work kept: computed only when the filter dropped something.
+        with_tick = _shared(ra, rb, symbols) if tick_a + tick_b else without_tick
+        tick_signatures.append((conflict_set(without_tick), conflict_set(with_tick)))
+        counted: list = []
+        uncounted: list = []
+        for conflict in with_tick if filters.keep_tick_work else without_tick:
             (counted if counts(conflict, granularity) else uncounted).append(conflict)
-        per_repeat.append((ra, rb, counted, uncounted))
+        per_repeat.append((kept_a, kept_b, counted, uncounted))
     first_a, first_b = per_repeat[0][:2]
-    # A conflict counts only if every repeat shows it.
-    conflicts, signatures, repeated = _repeated([counted for _, _, counted, _ in per_repeat])
-    false_sharing, _, _ = _repeated([uncounted for _, _, _, uncounted in per_repeat])
+    # A conflict counts only if every repeat shows it (unless that filter is off).
+    every = not filters.count_unrepeated
+    conflicts, signatures = _repeated([c for _, _, c, _ in per_repeat], every)
+    false_sharing, _ = _repeated([u for _, _, _, u in per_repeat], every)
+    repeated = frozenset.intersection(*signatures)
     transient = {element for s in signatures for element in s - repeated}
+    # What each filter removed from the counted conflicts, whatever the run's setting.
+    unrepeated_removed = _counted_elements(frozenset.union(*signatures) - repeated, granularity)
+    tick_removed = _counted_elements(
+        frozenset.intersection(*(with_tick for _, with_tick in tick_signatures))
+        - frozenset.intersection(*(without for without, _ in tick_signatures)),
+        granularity,
+    )
     record = base_record(test, "mismatch" if mismatch else "ok", mismatch)
     record.update(
         {
             "conflict_free": not conflicts,
+            "views": views(conflicts + false_sharing),
+            "filtered": {
+                "unrepeated": 0 if filters.count_unrepeated else len(unrepeated_removed),
+                "tick_work": 0 if filters.keep_tick_work else len(tick_removed),
+            },
             "agree": all(s == signatures[0] for s in signatures),
             "noise": {
                 "ctxswitch": noise_switch,

@@ -62,7 +62,7 @@ class Line:
         vaddr: int,
         read_mask: int,
         write_mask: int,
-        sites: list = None,
+        sites: list | None = None,
         site_bytes: bytes = b"",
     ):
         self.paddr, self.vaddr, self.read_mask, self.write_mask = (

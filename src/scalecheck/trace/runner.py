@@ -11,6 +11,8 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -88,6 +90,25 @@ def register(subparsers):
         choices=["tmpfs", "ramfs"],
         help="file system the tests' files live on",
     )
+    add_conflict_options(p)
+    p.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds one call may take (default 5)"
+    )
+    p.add_argument("--batch", type=int, default=2000, help="tests per boot (default 2000)")
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="trace on the workers of a Dask cluster: a scheduler's address "
+        "(tcp://host:8786), or local:N for N worker processes on this machine (docs/cluster.md)",
+    )
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    p.set_defaults(func=_cli)
+
+
+def add_conflict_options(p) -> None:
+    """What counts as a conflict, and the kernel's security modules: options that `run`
+    and `pipeline` share. Each filter can be switched off; the report counts, for every
+    run, how many conflicts each filter removed."""
     p.add_argument(
         "--granularity",
         default="stable",
@@ -95,14 +116,40 @@ def register(subparsers):
         help="what counts as a conflict: 'stable' (default) overlapping bytes, or a "
         "shared line of static, per-cpu or page-table data; heap false sharing, which depends on "
         "where objects were allocated, is listed but not counted. 'line': every "
-        "shared cache line. 'bytes': overlapping bytes only",
+        "shared cache line. 'bytes': overlapping bytes only. Records keep every shared line, "
+        "so the report gives the conflict-free share at all three side by side",
     )
     p.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds one call may take (default 5)"
+        "--count-unrepeated",
+        action="store_true",
+        help="switch off the repeat filter: a conflict seen in any repeat counts "
+        "(default: only one every repeat shows)",
     )
-    p.add_argument("--batch", type=int, default=2000, help="tests per boot (default 2000)")
-    p.add_argument("--json", action="store_true", help="print the run summary as JSON")
-    p.set_defaults(func=_cli)
+    p.add_argument(
+        "--keep-tick-work",
+        action="store_true",
+        help="switch off the tick-work filter: keep the accesses of CPU-time accounting, "
+        "which the kernel does at a call's entry or exit when 4 ms have gathered",
+    )
+    p.add_argument(
+        "--lsm",
+        default="minor",
+        choices=sorted(vm.LSM_ARGS),
+        help="security modules in the guest: 'minor' (default) keeps only the minor ones "
+        "(AppArmor and SELinux off: their shared state is not the interface's); 'default' "
+        "runs the kernel's own choice (AppArmor on Debian)",
+    )
+
+
+def conflict_settings(args) -> dict:
+    """run_tests() keyword arguments from the options add_conflict_options() made."""
+    return {
+        "granularity": args.granularity,
+        "filters": outcome.Filters(
+            count_unrepeated=args.count_unrepeated, keep_tick_work=args.keep_tick_work
+        ),
+        "lsm": args.lsm,
+    }
 
 
 def _cli(args) -> int:
@@ -117,10 +164,11 @@ def _cli(args) -> int:
         ops=args.ops,
         vmlinux=args.vmlinux,
         fs=args.fs,
-        granularity=args.granularity,
         timeout=args.timeout,
         batch=args.batch,
         quiet=args.json,
+        cluster=args.cluster,
+        **conflict_settings(args),
     )
     if args.json:
         print(json.dumps(summary, indent=1))
@@ -130,6 +178,11 @@ def _cli(args) -> int:
             f"done); {summary['boots']} boots, {summary['seconds']:.0f} s, "
             f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}"
         )
+        if summary["per_worker"]:
+            print(
+                "per worker: "
+                + ", ".join(f"{w} {n} tests" for w, n in sorted(summary["per_worker"].items()))
+            )
         print(conformance_line(summary))
     return exit_code(summary)
 
@@ -174,16 +227,20 @@ def run_tests(
     vmlinux=None,
     fs="tmpfs",
     granularity="stable",
+    filters=outcome.ALL_FILTERS_ON,
+    lsm="minor",
     timeout=5.0,
     batch=2000,
     quiet=False,
     on_vm_start=None,
     set_aside_incompatible=False,
+    cluster=None,
 ) -> dict:
     """Runs DIR/tests.jsonl (or the selected part) and returns the run summary.
 
     ``on_vm_start(session)`` is called after each boot starts (used by tests that kill a VM).
     ``set_aside_incompatible``: see ResultsStore.
+    ``cluster``: a Dask scheduler's address, or ``local:N`` (trace/cluster.py).
     """
     out_dir = Path(out_dir)
     if target != "linux":
@@ -202,20 +259,28 @@ def run_tests(
     if vmlinux and not Path(vmlinux).is_file():
         raise UserError(f"--vmlinux {vmlinux} does not exist")
     vm.qemu_binary()
+    kernel_args = " ".join(part for part in (vm.LSM_ARGS[lsm], kernel_args) if part)
     selected = _select(tests, limit, ops)
     log = (lambda *a: None) if quiet else print
-    built = build.ensure_built()
-    facts_dir = facts.kernel_facts(kernel, kernel_args, built, log)
-    kfacts = json.loads((facts_dir / "facts.json").read_text())
-    symbols = KernelSymbols.load(facts_dir, Path(vmlinux) if vmlinux else None)
-
+    settings = VmSettings(
+        kernel=kernel,
+        kernel_args=kernel_args,
+        vmlinux=Path(vmlinux) if vmlinux else None,
+        repeats=repeats,
+        fs=fs,
+        granularity=granularity,
+        filters=filters,
+        timeout=timeout,
+        batch=batch,
+    )
     trace_dir = out_dir / "trace"
+    config = prepare_vms(settings, trace_dir, log, on_vm_start)
     header = {
         "format": RESULTS_FORMAT,
         "version": RESULTS_VERSION,
         "target": target,
         "kernel": {
-            "release": kfacts["release"],
+            "release": config.release,
             "image": str(kernel),
             "args": vm.kernel_command_line(kernel_args),
         },
@@ -223,6 +288,8 @@ def run_tests(
         TESTS_HASH: file_hash(out_dir / "tests.jsonl"),
         "repeats": repeats,
         "granularity": granularity,
+        "filters": filters.as_json(),
+        "lsm": lsm,
         "fs": fs,
         "tracer": build.tracer_fingerprint(),
         "started": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -240,21 +307,6 @@ def run_tests(
     # CPU 0 mostly sleeps. One VM per core traced 15.7 tests/s on 2 cores, one VM 10.8.
     jobs = max(1, jobs or os.cpu_count() or 1)
     jobs = min(jobs, max(1, len(pending)))
-    config = _RunConfig(
-        kernel=kernel,
-        kernel_args=kernel_args,
-        built=built,
-        entries=facts_dir / "entries.txt",
-        symbols=symbols,
-        repeats=repeats,
-        fs=fs,
-        granularity=granularity,
-        timeout=timeout,
-        batch=batch,
-        store=store,
-        on_vm_start=on_vm_start,
-        trace_dir=trace_dir,
-    )
     progress = Progress(
         TextColumn("[bold]tracing"),
         BarColumn(),
@@ -263,38 +315,38 @@ def run_tests(
         TimeElapsedColumn(),
         disable=quiet,
     )
-    workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
-    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
-    try:
-        with progress:
-            task = progress.add_task("trace", total=len(pending), status="")
-            by_status = {}
+    by_status: dict[str, int] = {}
+    with progress:
+        task = progress.add_task("trace", total=len(pending), status="")
 
-            def count(record):
-                by_status[record["status"]] = by_status.get(record["status"], 0) + 1
-                progress.update(
-                    task,
-                    advance=1,
-                    status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
+        def record(result: dict) -> None:
+            store.append(result)
+            by_status[result["status"]] = by_status.get(result["status"], 0) + 1
+            progress.update(
+                task,
+                advance=1,
+                status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
+            )
+
+        try:
+            if cluster:
+                # Imported here: Dask takes a while to import, and only --cluster needs it.
+                from scalecheck.trace.cluster import trace_on_cluster
+
+                boots, per_worker = trace_on_cluster(
+                    cluster,
+                    settings,
+                    header,
+                    pending,
+                    store.finished.__contains__,
+                    record,
+                    log=progress.console.print,
                 )
-
-            config.on_record = count
-            for th in threads:
-                th.start()
-            for th in threads:
-                while th.is_alive():
-                    th.join(0.2)
-    finally:
-        # On Ctrl-C too: the workers stop their VMs and finish writing before the store closes.
-        config.stop.set()
-        for th in threads:
-            if th.ident is not None:
-                th.join(30)
-        store.close()
-    errors = [w.error for w in workers if w.error]
-    if errors:
-        raise errors[0]
-    boots = sum(w.boots for w in workers)
+            else:
+                config.on_record = record
+                boots, per_worker = trace_here(config, pending, jobs), {}
+        finally:
+            store.close()
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
@@ -308,6 +360,7 @@ def run_tests(
             "skipped_already_done": len(selected) - len(pending),
             "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
             "kernel": header["kernel"],
+            "per_worker": per_worker,
         }
     )
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -347,11 +400,72 @@ def _summarize(records, selected) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class VmSettings:
+    """What decides how tests are traced: the same on this machine and on every cluster
+    worker (sent to them as is)."""
+
+    kernel: Path
+    kernel_args: str  # security-module choice included
+    vmlinux: Path | None
+    repeats: int
+    fs: str
+    granularity: str
+    filters: outcome.Filters
+    timeout: float
+    batch: int
+
+
+@dataclass
 class _RunConfig:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-        self.stop = threading.Event()
-        self.on_record = lambda rec: None
+    settings: VmSettings
+    built: dict
+    entries: Path
+    symbols: KernelSymbols
+    release: str
+    trace_dir: Path
+    on_vm_start: Callable | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    on_record: Callable[[dict], None] = lambda record: None
+
+
+def prepare_vms(settings: VmSettings, trace_dir: Path, log=print, on_vm_start=None) -> _RunConfig:
+    """Builds (or finds built) the plugin and the driver, and the kernel's facts (probed
+    once per kernel image and cached): everything VMs of these settings need here."""
+    built = build.ensure_built()
+    facts_dir = facts.kernel_facts(settings.kernel, settings.kernel_args, built, log)
+    return _RunConfig(
+        settings=settings,
+        built=built,
+        entries=facts_dir / "entries.txt",
+        symbols=KernelSymbols.load(facts_dir, settings.vmlinux),
+        release=json.loads((facts_dir / "facts.json").read_text())["release"],
+        trace_dir=trace_dir,
+        on_vm_start=on_vm_start,
+    )
+
+
+def trace_here(config: "_RunConfig", pending: list, jobs: int) -> int:
+    """Runs ``pending`` [(index, Test)] in ``jobs`` VMs at once on this machine, each record
+    going to ``config.on_record``; returns the number of boots."""
+    workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
+    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            while th.is_alive():
+                th.join(0.2)
+    finally:
+        # On Ctrl-C too: the workers stop their VMs and finish writing before returning.
+        config.stop.set()
+        for th in threads:
+            if th.ident is not None:
+                th.join(30)
+    errors = [w.error for w in workers if w.error]
+    if errors:
+        raise errors[0]
+    return sum(w.boots for w in workers)
 
 
 class _VmWorker:
@@ -362,14 +476,15 @@ class _VmWorker:
         self.pending = pending
         self.workdir = config.trace_dir / f"vm{number}"
         self.boots = 0
-        self.error = None
-        self.hangs = collections.Counter()  # test id -> boots in which it hung
+        self.error: BaseException | None = None
+        # test id -> boots in which it hung
+        self.hangs: collections.Counter[str] = collections.Counter()
 
     def run(self):
         try:
             failed_boots = 0
             while self.pending and not self.config.stop.is_set():
-                batch = self.pending[: self.config.batch]
+                batch = self.pending[: self.config.settings.batch]
                 done, hung = self._boot_and_run(batch)
                 self.boots += 1
                 failed_boots = 0 if done or hung else failed_boots + 1
@@ -389,14 +504,14 @@ class _VmWorker:
             self.error = err
 
     def _record(self, done: set, record: dict):
-        self.config.store.append(record)
         done.add(record["id"])
         self.config.on_record(record)
 
     def _batch_text(self, batch, done):
         c = self.config
         parts = [
-            f"S repeats={c.repeats} timeout_ms={int(c.timeout * 1000)} fs={c.fs} "
+            f"S repeats={c.settings.repeats} timeout_ms={int(c.settings.timeout * 1000)} "
+            f"fs={c.settings.fs} "
             f"warmup={min(WARMUP_TESTS, len(batch))}\n"
         ]
         runnable = {}
@@ -419,8 +534,8 @@ class _VmWorker:
         self._require_space(len(runnable) + WARMUP_TESTS)
         session = vm.GuestSession(
             self.workdir,
-            c.kernel,
-            c.kernel_args,
+            c.settings.kernel,
+            c.settings.kernel_args,
             c.built["base_image"],
             text,
             c.built["plugin"],
@@ -432,7 +547,7 @@ class _VmWorker:
         last_progress = time.monotonic()
         # A call may take `timeout` in the guest, its setup as long again; beyond that
         # without a word the whole guest is stuck.
-        stall_limit = 3 * c.timeout + 30
+        stall_limit = 3 * c.settings.timeout + 30
         try:
             while not c.stop.is_set():
                 exited = session.exited()
@@ -468,7 +583,7 @@ class _VmWorker:
                             current.repeats[rep] = ("R", res_a, res_b)
                         else:
                             current.repeats[rep] = (kind, payload)
-                        if current.complete(c.repeats):
+                        if current.complete(c.settings.repeats):
                             current = self._close(current, regions, done)
                     elif kind == "DONE":
                         current = self._close(current, regions, done)
@@ -510,18 +625,26 @@ class _VmWorker:
             if path.exists()
         )
         image = Path(c.built["base_image"]).stat().st_size
-        require_space(self.workdir, image + tests * c.repeats * TRACE_BYTES_PER_RUN - replaced)
+        require_space(
+            self.workdir, image + tests * c.settings.repeats * TRACE_BYTES_PER_RUN - replaced
+        )
 
     def _close(self, current, regions, done):
         if current is None or current.test.id in done:
             return None
-        if not current.complete(self.config.repeats):
+        if not current.complete(self.config.settings.repeats):
             return current
+        settings = self.config.settings
         record = outcome.finish(
-            current, regions, self.config.symbols, self.config.repeats, self.config.granularity
+            current,
+            regions,
+            self.config.symbols,
+            settings.repeats,
+            settings.granularity,
+            settings.filters,
         )
         self._record(done, record)
-        for rep in range(self.config.repeats):
+        for rep in range(self.config.settings.repeats):
             for side in (0, 1):
                 regions.pop(outcome.tag(current.index, rep, side), None)
         return None
@@ -539,5 +662,5 @@ class _VmWorker:
 
 
 def _split_report(rest):
-    index, rep, payload = [*rest.split(" ", 2), "", ""][:3]
+    index, rep, payload = ([*rest.split(" ", 2), "", ""])[:3]
     return int(index), int(rep), payload

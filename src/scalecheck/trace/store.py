@@ -18,7 +18,7 @@ from scalecheck.storage import NO_SPACE, no_space, write_text_atomically
 RESULTS_FORMAT = "scalecheck-results"
 RESULTS_VERSION = 1
 # Header fields that must match for a rerun to add to an existing store.
-MUST_MATCH = ("target", "kernel", "repeats", "granularity", "fs", "tracer")
+MUST_MATCH = ("target", "kernel", "repeats", "granularity", "filters", "lsm", "fs", "tracer")
 # Header field: the hash of the tests file the records were made from.
 TESTS_HASH = "tests_sha256"
 

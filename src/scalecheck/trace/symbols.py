@@ -55,7 +55,7 @@ class KernelSymbols:
         )
         self.percpu_offsets = {int(cpu): off for cpu, off in percpu_offsets.items()}
         self._addr2line = _Addr2Line(vmlinux) if vmlinux else None
-        self._pc_names = {}
+        self._pc_names: dict[int, str] = {}
 
     def pc_name(self, pc: int) -> str:
         name = self._pc_names.get(pc)
@@ -162,7 +162,7 @@ class _Addr2Line:
 
     def __init__(self, vmlinux: Path):
         tool = shutil.which("addr2line")
-        self._proc = None
+        self._proc: subprocess.Popen[str] | None = None
         if tool:
             self._proc = subprocess.Popen(
                 [tool, "-e", str(vmlinux)],
@@ -173,9 +173,11 @@ class _Addr2Line:
             )
 
     def lookup(self, pc: int) -> str:
-        if not self._proc:
+        proc = self._proc
+        if proc is None:
             return ""
-        self._proc.stdin.write(f"{pc:#x}\n")
-        self._proc.stdin.flush()
-        where = self._proc.stdout.readline().strip()
+        assert proc.stdin is not None and proc.stdout is not None  # opened with PIPE
+        proc.stdin.write(f"{pc:#x}\n")
+        proc.stdin.flush()
+        where = proc.stdout.readline().strip()
         return "" if where.startswith("??") else where

@@ -184,7 +184,7 @@ def result_matches(actual, expected) -> bool:
         return (
             isinstance(actual, list)
             and len(actual) == len(expected)
-            and all(result_matches(a, e) for a, e in zip(actual, expected))
+            and all(result_matches(a, e) for a, e in zip(actual, expected, strict=True))
         )
     return actual == expected
 

@@ -6,6 +6,7 @@ console goes to ``console.log``. All three are files, so a killed QEMU loses not
 was already written.
 """
 
+import ctypes
 import glob
 import os
 import shutil
@@ -19,6 +20,7 @@ from scalecheck.trace import initramfs
 from scalecheck.trace.regions import RegionReader
 
 QEMU = "qemu-system-x86_64"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # CPU0 does the housekeeping; CPUs 1 and 2 run the two calls, shielded from the
 # scheduler's balancing, the tick and RCU callbacks. With rcu_nocb_poll the callback
 # threads poll, so a call queueing a callback never decides, by timing, to wake them.
@@ -31,8 +33,12 @@ ISOLATION_ARGS = (
 # AppArmor (on by default in Debian) adds a label refcount every open shares; with only
 # apparmor=0, SELinux (built in, no policy; Debian's kernel ignores selinux=0) takes its
 # place with its own shared inode security state. Neither belongs to the interface under
-# test, so the LSM list keeps only the minor modules.
-DEFAULT_EXTRA_ARGS = "apparmor=0 lsm=landlock,lockdown,yama,loadpin,safesetid,integrity,bpf"
+# test, so by default (`--lsm minor`) the LSM list keeps only the minor modules;
+# `--lsm default` leaves the kernel's own choice.
+LSM_ARGS = {
+    "minor": "apparmor=0 lsm=landlock,lockdown,yama,loadpin,safesetid,integrity,bpf",
+    "default": "",
+}
 BASE_ARGS = "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic rdinit=/init"
 VCPUS = 3
 MEMORY = "512M"
@@ -63,8 +69,16 @@ def qemu_binary() -> str:
     return found
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before QEMU starts: QEMU gets SIGKILL when the thread that
+    started it dies, so a runner killed outright (a lost cluster worker, kill -9) leaves
+    no VM behind. Its own session still keeps a terminal's Ctrl-C away from it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def kernel_command_line(extra: str) -> str:
-    return " ".join(p for p in (BASE_ARGS, ISOLATION_ARGS, DEFAULT_EXTRA_ARGS, extra) if p)
+    return " ".join(p for p in (BASE_ARGS, ISOLATION_ARGS, extra) if p)
 
 
 class GuestSession:
@@ -125,7 +139,8 @@ class GuestSession:
             cmd += ["-plugin", plugin_arg]
         self.command = cmd
         self.started = time.monotonic()
-        self._log = open(workdir / "qemu.log", "wb")
+        # QEMU writes to it until the VM is stopped; stop() closes it.
+        self._log = open(workdir / "qemu.log", "wb")  # noqa: SIM115
         # Own process group: a Ctrl-C in the terminal reaches the runner, which then
         # stops QEMU itself, instead of QEMU dying mid-write.
         self.proc = subprocess.Popen(
@@ -134,6 +149,7 @@ class GuestSession:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self._out_offset = 0
         self._partial = b""

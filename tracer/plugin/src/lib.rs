@@ -319,7 +319,11 @@ impl Register for ConflictTracer {
 }
 
 impl HasCallbacks for ConflictTracer {
-    fn on_translation_block_translate(&mut self, _id: PluginId, tb: TranslationBlock) -> Result<()> {
+    fn on_translation_block_translate(
+        &mut self,
+        _id: PluginId,
+        tb: TranslationBlock,
+    ) -> Result<()> {
         let t = tracer();
         for insn in tb.instructions() {
             let pc = insn.vaddr();

@@ -33,11 +33,41 @@ pub struct Spec {
 }
 
 pub const SPECS: [Spec; 5] = [
-    Spec { name: "cycle", extra_flags: "r", default_threads_per_proc: 500, validate: validate_cycle, setup: Cycle::setup },
-    Spec { name: "yield", extra_flags: "", default_threads_per_proc: 100, validate: no_checks, setup: Yield::setup },
-    Spec { name: "churn", extra_flags: "s", default_threads_per_proc: 100, validate: validate_spots, setup: Churn::setup },
-    Spec { name: "locality", extra_flags: "swS", default_threads_per_proc: 32, validate: validate_spots, setup: Locality::setup },
-    Spec { name: "transfer", extra_flags: "e", default_threads_per_proc: 1, validate: no_checks, setup: Transfer::setup },
+    Spec {
+        name: "cycle",
+        extra_flags: "r",
+        default_threads_per_proc: 500,
+        validate: validate_cycle,
+        setup: Cycle::setup,
+    },
+    Spec {
+        name: "yield",
+        extra_flags: "",
+        default_threads_per_proc: 100,
+        validate: no_checks,
+        setup: Yield::setup,
+    },
+    Spec {
+        name: "churn",
+        extra_flags: "s",
+        default_threads_per_proc: 100,
+        validate: validate_spots,
+        setup: Churn::setup,
+    },
+    Spec {
+        name: "locality",
+        extra_flags: "swS",
+        default_threads_per_proc: 32,
+        validate: validate_spots,
+        setup: Locality::setup,
+    },
+    Spec {
+        name: "transfer",
+        extra_flags: "e",
+        default_threads_per_proc: 1,
+        validate: no_checks,
+        setup: Transfer::setup,
+    },
 ];
 
 fn no_checks(_: &Options) -> Result<(), String> {
@@ -49,13 +79,13 @@ fn leak<T>(value: T) -> &'static T {
 }
 
 fn semaphores(n: usize) -> Vec<Sem> {
-    (0..n).map(|_| Sem::new()).collect()
+    (0..n).map(|_| Sem::default()).collect()
 }
 
 // ---- cycle ----
 
 fn validate_cycle(o: &Options) -> Result<(), String> {
-    if o.threads % o.ring != 0 {
+    if !o.threads.is_multiple_of(o.ring) {
         return Err(format!("-t {} is not a multiple of the ring size -r {}", o.threads, o.ring));
     }
     Ok(())
@@ -135,7 +165,10 @@ fn spot_count(o: &Options) -> usize {
 fn validate_spots(o: &Options) -> Result<(), String> {
     let spots = spot_count(o);
     if spots < 1 || o.threads < spots + o.procs {
-        return Err(format!("-t {} must be at least spots ({}) + processors ({})", o.threads, spots, o.procs));
+        return Err(format!(
+            "-t {} must be at least spots ({}) + processors ({})",
+            o.threads, spots, o.procs
+        ));
     }
     Ok(())
 }
@@ -216,8 +249,12 @@ struct Locality {
 impl Locality {
     fn setup(o: &Options) -> &'static dyn Bench {
         leak(Locality {
-            workers: (0..o.threads).map(|i| Worker { wake: Sem::new(), block: AtomicUsize::new(i) }).collect(),
-            blocks: (0..o.threads).map(|_| Block(UnsafeCell::new((0..o.work_words as u64).collect()))).collect(),
+            workers: (0..o.threads)
+                .map(|i| Worker { wake: Sem::default(), block: AtomicUsize::new(i) })
+                .collect(),
+            blocks: (0..o.threads)
+                .map(|_| Block(UnsafeCell::new((0..o.work_words as u64).collect())))
+                .collect(),
             spots: (0..spot_count(o)).map(|_| AtomicUsize::new(EMPTY_SPOT)).collect(),
             share: o.share,
             words: o.work_words,
@@ -295,7 +332,9 @@ struct Transfer {
 impl Transfer {
     fn setup(o: &Options) -> &'static dyn Bench {
         leak(Transfer {
-            members: (0..o.threads).map(|_| Member { seen: AtomicI64::new(0), wake: Sem::new() }).collect(),
+            members: (0..o.threads)
+                .map(|_| Member { seen: AtomicI64::new(0), wake: Sem::default() })
+                .collect(),
             exhaust: o.exhaust,
             round: AtomicI64::new(0),
             leader: AtomicUsize::new(0),
@@ -332,7 +371,7 @@ impl Transfer {
             while m.seen.load(Ordering::SeqCst) != round {
                 std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
-                if spins % 1024 == 0 && start.elapsed() > STALL_LIMIT {
+                if spins.is_multiple_of(1024) && start.elapsed() > STALL_LIMIT {
                     failure(&format!(
                         "round {round} stalled: thread {i} did not acknowledge within {} s",
                         STALL_LIMIT.as_secs()
@@ -357,7 +396,9 @@ impl Bench for Transfer {
                 if self.leader.load(Ordering::SeqCst) == index {
                     self.lead(index, &mut rng);
                 } else {
-                    self.members[index].seen.store(self.round.load(Ordering::SeqCst), Ordering::SeqCst);
+                    self.members[index]
+                        .seen
+                        .store(self.round.load(Ordering::SeqCst), Ordering::SeqCst);
                     if self.exhaust {
                         self.members[index].wake.p().await;
                     } else {
@@ -373,6 +414,10 @@ impl Bench for Transfer {
         }
     }
     fn extra_json(&self) -> String {
-        format!(", \"exhaust\": {}, \"rounds\": {}", self.exhaust, self.round.load(Ordering::SeqCst))
+        format!(
+            ", \"exhaust\": {}, \"rounds\": {}",
+            self.exhaust,
+            self.round.load(Ordering::SeqCst)
+        )
     }
 }

@@ -32,10 +32,14 @@ pub struct Options {
 #[repr(align(64))]
 pub struct Sem(Semaphore);
 
-impl Sem {
-    pub fn new() -> Self {
+/// A new semaphore holds no permits.
+impl Default for Sem {
+    fn default() -> Self {
         Sem(Semaphore::new(0))
     }
+}
+
+impl Sem {
     pub async fn p(&self) {
         self.0.acquire().await.expect("semaphore closed").forget();
     }
@@ -156,21 +160,30 @@ fn parse_options(bench: &benches::Spec, args: &[String]) -> Options {
         let int = |min: u64| -> u64 {
             match value.parse::<u64>() {
                 Ok(v) if v >= min => v,
-                _ => usage_error(name, &format!("-{letter} needs an integer >= {min}, got '{value}'")),
+                _ => usage_error(
+                    name,
+                    &format!("-{letter} needs an integer >= {min}, got '{value}'"),
+                ),
             }
         };
         match letter {
             "d" => {
                 o.duration = match value.parse::<f64>() {
                     Ok(v) if v > 0.0 && v <= MAX_SAMPLES as f64 => v,
-                    _ => usage_error(name, &format!("-d needs seconds in (0, {MAX_SAMPLES}], got '{value}'")),
+                    _ => usage_error(
+                        name,
+                        &format!("-d needs seconds in (0, {MAX_SAMPLES}], got '{value}'"),
+                    ),
                 };
                 duration_given = true;
             }
             "W" => {
                 o.warmup = match value.parse::<f64>() {
                     Ok(v) if (0.0..=MAX_SAMPLES as f64).contains(&v) => v,
-                    _ => usage_error(name, &format!("-W needs seconds in [0, {MAX_SAMPLES}], got '{value}'")),
+                    _ => usage_error(
+                        name,
+                        &format!("-W needs seconds in [0, {MAX_SAMPLES}], got '{value}'"),
+                    ),
                 };
             }
             "i" => o.iterations = int(1),
@@ -246,7 +259,7 @@ fn main() {
         .build()
         .unwrap_or_else(|e| failure(&format!("cannot start the Tokio runtime: {e}")));
     let bench = (spec.setup)(options());
-    let gates: &'static [Sem] = Box::leak((0..threads).map(|_| Sem::new()).collect());
+    let gates: &'static [Sem] = Box::leak((0..threads).map(|_| Sem::default()).collect());
     let handles: Vec<_> = (0..threads)
         .map(|index| {
             let body = bench.task(index);

@@ -1,0 +1,127 @@
+"""The cluster path against one machine, side by side: the same tests traced with
+`-j N` and with `--cluster local:N` (optionally with one worker killed halfway), their
+wall times, the cluster's overhead per test, and whether the verdicts are identical.
+
+Usage: python3 bench/cluster_compare.py --tests FILE [--every K] [--workers N] [--kill]
+           [--out DIR] [--json]
+Example (the main job's tests, every test, 2 workers, one killed halfway in a third run):
+       python3 bench/cluster_compare.py --tests out/pipeline/tests.jsonl --kill --out out/cc
+
+Run it while nothing else runs on the machine: both runs share its cores.
+"""
+
+import argparse
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from distributed import Client, LocalCluster
+
+from scalecheck.trace import testfile
+from scalecheck.trace.runner import run_tests
+
+
+def _write(run_dir: Path, tests: list) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "tests.jsonl", "w") as f:
+        f.write(json.dumps({"format": "scalecheck-tests", "version": 1, "model": "posix"}) + "\n")
+        for test in tests:
+            f.write(json.dumps(test.raw) + "\n")
+
+
+def _records(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "trace" / "results.jsonl").read_text().splitlines()[1:]
+    return [json.loads(line) for line in lines]
+
+
+def _killer(run_dir: Path, client: Client, after: int) -> None:
+    """Kills one worker process outright once ``after`` records are stored."""
+
+    def watch():
+        path = run_dir / "trace" / "results.jsonl"
+        while True:
+            if path.exists() and len(path.read_text().splitlines()) > after:
+                pid = next(iter(client.run(os.getpid).values()))
+                os.kill(pid, signal.SIGKILL)
+                print(f"killed worker pid {pid} after {after} records", flush=True)
+                return
+            time.sleep(0.2)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _timed(run_dir: Path, **kwargs) -> tuple[float, dict]:
+    started = time.monotonic()
+    summary = run_tests(run_dir, quiet=True, **kwargs)
+    return time.monotonic() - started, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tests", type=Path, required=True, help="a tests.jsonl")
+    parser.add_argument("--every", type=int, default=1, help="take every K-th test")
+    parser.add_argument("--workers", type=int, default=2, help="VMs / workers (default 2)")
+    parser.add_argument("--kill", action="store_true", help="also a run with a worker killed")
+    parser.add_argument("--out", type=Path, default=Path("out/cluster-compare"))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    tests = testfile.read_tests(args.tests)[1][:: args.every]
+    runs = {}
+    for name in ("local", "cluster", *(["cluster-killed"] if args.kill else [])):
+        run_dir = args.out / name
+        _write(run_dir, tests)
+        if name == "local":
+            seconds, summary = _timed(run_dir, jobs=args.workers)
+        else:
+            cluster = LocalCluster(
+                n_workers=args.workers, threads_per_worker=1, dashboard_address=None
+            )
+            client = Client(cluster)
+            if name == "cluster-killed":
+                _killer(run_dir, client, len(tests) // 2)
+            try:
+                seconds, summary = _timed(run_dir, cluster=cluster.scheduler_address)
+            finally:
+                client.close()
+                cluster.close()
+        records = _records(run_dir)
+        runs[name] = {
+            "seconds": round(seconds, 1),
+            "boots": summary["boots"],
+            "records": len(records),
+            "distinct": len({r["id"] for r in records}),
+            "verdicts": {r["id"]: (r["status"], r["conflict_free"]) for r in records},
+        }
+        print(f"{name}: {len(records)} records in {seconds:.1f} s", flush=True)
+    local = runs["local"]
+    report = {"tests": len(tests), "workers": args.workers, "runs": {}}
+    for name, run in runs.items():
+        same = sum(1 for k, v in run["verdicts"].items() if local["verdicts"].get(k) == v)
+        report["runs"][name] = {
+            "seconds": run["seconds"],
+            "boots": run["boots"],
+            "records": run["records"],
+            "recorded_once": run["records"] == run["distinct"] == len(tests),
+            "identical_verdicts": same,
+            "wall_ratio_to_local": round(run["seconds"] / local["seconds"], 3),
+            "overhead_ms_per_test": round(
+                (run["seconds"] - local["seconds"]) * 1000 / len(tests), 1
+            ),
+        }
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        for name, row in report["runs"].items():
+            print(
+                f"{name:15} {row['seconds']:8.1f} s  x{row['wall_ratio_to_local']:.3f}  "
+                f"{row['identical_verdicts']}/{report['tests']} verdicts as local, "
+                f"recorded once: {row['recorded_once']}, boots {row['boots']}, "
+                f"overhead {row['overhead_ms_per_test']} ms/test"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+/*
+ * fdtable.h - a process's file descriptor table: POSIX lowest-fd allocation
+ * beside per-core partitions for O_ANYFD.
+ *
+ * Partition 0 holds the POSIX fds 0 .. FDTABLE_PART_SIZE-1; lowest-fd
+ * allocation searches only it (every other fd is larger).  Partition p > 0
+ * belongs to core p-1: an O_ANYFD open on core c takes a slot of partition c+1,
+ * fd = (c+1) << 16 | index, so it writes only its own partition's lock and
+ * counter and never the lines a lowest-fd open or another core's open writes.
+ * (Core c's partition is c+1 rather than c so that core 0's O_ANYFD opens stay
+ * off the POSIX partition.)
+ *
+ * Slots hold opaque pointers.  Lookup is lock-free: callers read inside an EBR
+ * section and may use what they find without taking a reference, because the
+ * owner of a removed value frees it only after a grace period.
+ */
+#ifndef SV6_FDTABLE_H
+#define SV6_FDTABLE_H
+
+#include "sv6/core.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define FDTABLE_PART_BITS 16
+#define FDTABLE_PART_SIZE 1024 /* slots per partition (of 1 << 16 numbers) */
+#define FDTABLE_PARTS (SV6_NCORES + 1)
+
+struct fdtable_part {
+    SV6_ALIGNED pthread_mutex_t lock;
+    unsigned used;  /* slots taken, under lock */
+    unsigned hint;  /* no free slot below this index, under lock */
+    /* FDTABLE_PART_SIZE slots, allocated at the partition's first fd: a new
+     * process (spawn) costs a few cache lines, not every core's partition. */
+    _Atomic(_Atomic(void *) *) slots;
+};
+
+struct fdtable {
+    struct fdtable_part parts[FDTABLE_PARTS];
+};
+
+void fdtable_init(struct fdtable *t);
+void fdtable_destroy(struct fdtable *t); /* must be empty */
+
+/* The lowest free POSIX fd, or -EMFILE. */
+int fdtable_alloc_lowest(struct fdtable *t, void *value);
+/* A free fd in the calling core's partition, or -EMFILE. */
+int fdtable_alloc_any(struct fdtable *t, void *value);
+/* Puts value at fd if it is free: 0, -EBADF (not an fd) or -EEXIST. */
+int fdtable_install(struct fdtable *t, int fd, void *value);
+/* Inside an EBR section: the value at fd or NULL. */
+void *fdtable_get(struct fdtable *t, int fd);
+/* Removes and returns the value at fd, NULL if there was none. */
+void *fdtable_remove(struct fdtable *t, int fd);
+/* Calls fn(fd, value, arg) with fd's partition held still: 0, or -EBADF if
+ * fd holds nothing (a reference taken in fn is safe against a racing close). */
+int fdtable_visit(struct fdtable *t, int fd, void (*fn)(int fd, void *value, void *arg),
+                  void *arg);
+/* Calls fn on every (fd, value), each partition held still while visited
+ * (posix_spawn and fork copy references under it). */
+void fdtable_each(struct fdtable *t, void (*fn)(int fd, void *value, void *arg), void *arg);
+
+#endif

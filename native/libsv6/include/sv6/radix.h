@@ -1,0 +1,61 @@
+/*
+ * radix.h - RadixVM's radix array: one value per page number, looked up
+ * without locks, with interior nodes freed once they hold nothing.
+ *
+ * Four levels of 512 slots cover 36-bit page numbers (48-bit addresses of
+ * 4 KiB pages).  A writer locks only the node whose slot it changes, so
+ * mappings in different 2 MiB regions share no lock.  A node that becomes
+ * empty is unhooked from its parent under both locks, marked dead (a writer
+ * that reached it meanwhile starts again from the root) and freed after an EBR
+ * grace period, so lock-free readers never touch freed memory.  (The original
+ * RadixVM kept empty nodes forever.)
+ */
+#ifndef SV6_RADIX_H
+#define SV6_RADIX_H
+
+#include "sv6/core.h"
+#include "sv6/ebr.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RADIX_BITS 9
+#define RADIX_FANOUT (1u << RADIX_BITS)
+#define RADIX_LEVELS 4
+#define RADIX_KEY_BITS (RADIX_BITS * RADIX_LEVELS)
+
+struct radix_node {
+    SV6_ALIGNED pthread_mutex_t lock;
+    unsigned count; /* non-NULL slots, under lock */
+    bool dead;      /* unhooked from its parent, under lock */
+    struct ebr_node ebr;
+    _Atomic(void *) slots[RADIX_FANOUT];
+};
+
+/* Nodes made minus nodes freed on one core: a per-core count, so that writers
+ * in different regions share no counter. */
+struct radix_count {
+    SV6_ALIGNED _Atomic long nodes;
+};
+
+struct radix {
+    struct radix_node *root;
+    struct radix_count counts[SV6_NCORES];
+};
+
+void radix_init(struct radix *r);
+/* No other thread may use it; calls fn on every value still present. */
+void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *arg);
+
+/* Nodes alive (the root included), for tests: exact when no writer runs. */
+long radix_nodes(struct radix *r);
+/* Inside an EBR section: the value at key or NULL. */
+void *radix_get(struct radix *r, uint64_t key);
+/* Stores value (NULL removes) and returns what was there. */
+void *radix_swap(struct radix *r, uint64_t key, void *value);
+/* Stores value only where key holds nothing; false if it held something. */
+bool radix_insert(struct radix *r, uint64_t key, void *value);
+
+#endif

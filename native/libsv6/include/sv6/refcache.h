@@ -1,0 +1,124 @@
+/*
+ * refcache.h - scalable reference counts: per-core delta caches, epoch-based
+ * detection of a true zero, weak references and a consistent read.
+ *
+ * inc and dec touch only the calling core's cache (one lock and one slot on
+ * lines no other core writes).  refcache_tick flushes every core's deltas into
+ * the objects' global counts and ends an epoch.  The true count of an object
+ * is its global count plus every cached delta, so a global count of zero proves
+ * nothing by itself.  An object whose global count reaches zero at time t0 is
+ * queued for review with the epoch e of that moment and examined once the epoch
+ * is e+2: by then every core has flushed at least once after t0.  A flush marks
+ * every object it finds in a cache dirty, even with a net delta of zero (a
+ * reference that moved between cores leaves such entries).  If the object is
+ * still not dirty and still zero, no core held a delta for it at t0, so its true
+ * count was zero at t0, and with no reference left nobody can make a new one:
+ * it is freed (after an EBR grace period, so lock-free readers that reached it
+ * before it became unreachable finish first).  Dirty or nonzero: queued again.
+ *
+ * A weak reference can give a new strong one until the object is freed: the
+ * upgrade marks the object dirty and adds to its global count under the weak
+ * reference's lock, which the review takes before it decides.
+ *
+ * Rule for callers: only a holder of a reference (or a weak reference) may
+ * create another; an object found through a pointer that does not count must
+ * not be incremented.
+ */
+#ifndef SV6_REFCACHE_H
+#define SV6_REFCACHE_H
+
+#include "sv6/core.h"
+#include "sv6/ebr.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define REFCACHE_SLOTS 256 /* per core, direct mapped by object address */
+
+struct refcache_weak;
+
+struct refcache_obj {
+    SV6_ALIGNED _Atomic int64_t global;
+    atomic_bool dirty;
+    /* Review state: only flushes that reach zero and the review touch these. */
+    pthread_mutex_t review_lock;
+    bool queued;
+    uint64_t review_epoch;
+    struct refcache_obj *review_next;
+    struct refcache_weak *weak;
+    /* NULL: a plain counter (a link count), never reviewed or freed. */
+    void (*release)(struct refcache_obj *obj);
+    struct refcache *owner; /* set when handed to EBR for release */
+    struct ebr_node ebr;
+};
+
+struct refcache_weak {
+    pthread_mutex_t lock;
+    struct refcache_obj *obj; /* NULL once the object is freed */
+};
+
+struct refcache_slot {
+    _Atomic(struct refcache_obj *) obj;
+    _Atomic int64_t delta;
+};
+
+struct refcache_core {
+    SV6_ALIGNED pthread_mutex_t lock;
+    /* Odd while the cache or a global count it feeds is being changed: the
+     * consistent read sums without locks and retries when this moved. */
+    _Atomic uint64_t seq;
+    struct refcache_obj *review; /* objects that reached zero here */
+    struct refcache_slot slots[REFCACHE_SLOTS];
+};
+
+struct refcache {
+    struct refcache_core cores[SV6_NCORES];
+    SV6_ALIGNED pthread_mutex_t tick_lock;
+    _Atomic uint64_t epoch;
+    struct refcache_obj *pending; /* queued for review, under tick_lock */
+    SV6_ALIGNED _Atomic long releasing; /* handed to EBR, release not yet run */
+    SV6_ALIGNED _Atomic uint64_t consistent_retries; /* for tests and docs */
+    /* NULL, or called by refcache_tick after each core's flush (tick_lock
+     * held, no core lock): lets a test move references between cores in the
+     * middle of a tick, the race that the dirty marks exist for. */
+    void (*after_flush)(unsigned core, void *arg);
+    void *after_flush_arg;
+};
+
+void refcache_init(struct refcache *rc);
+/* Every object must be gone (refcache_quiesce until it returns 0 does that). */
+void refcache_destroy(struct refcache *rc);
+
+/* count is the initial reference count, held by the caller.  release runs once
+ * the true count is zero and must free the object; NULL makes a counter. */
+void refcache_obj_init(struct refcache_obj *obj, int64_t count,
+                       void (*release)(struct refcache_obj *obj));
+/* The end of a counter (release NULL); its deltas may still sit in caches
+ * only if nobody reads or flushes them again, i.e. with the refcache itself. */
+void refcache_counter_destroy(struct refcache_obj *obj);
+void refcache_inc(struct refcache *rc, struct refcache_obj *obj);
+void refcache_dec(struct refcache *rc, struct refcache_obj *obj);
+void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta);
+
+/* The true count at one instant: global plus every core's delta, read without
+ * locks and retried while any core's cache changes; after a few failed tries
+ * it locks every core, so it always returns. */
+int64_t refcache_read(struct refcache *rc, struct refcache_obj *obj);
+
+/* Flush every core, end the epoch, review and free.  Returns how many objects
+ * still wait for review.  A ticker thread or the caller runs it. */
+unsigned refcache_tick(struct refcache *rc);
+/* Ticks and drains EBR until nothing waits for review or release: teardown
+ * and tests.  Objects still referenced stay. */
+void refcache_quiesce(struct refcache *rc);
+
+/* The weak reference must outlive the object: the review reads obj->weak. */
+void refcache_weak_init(struct refcache_weak *weak, struct refcache_obj *obj);
+/* A new strong reference, or NULL if the object is gone (or going). */
+struct refcache_obj *refcache_weak_get(struct refcache_weak *weak);
+/* Only once the object is freed (refcache_weak_get returned NULL). */
+void refcache_weak_destroy(struct refcache_weak *weak);
+
+#endif

@@ -1,0 +1,182 @@
+/* ebr.c - epoch-based reclamation (see ebr.h for the argument). */
+#include "sv6/ebr.h"
+
+#include "sv6/core.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_THREADS 256
+/* Reclaim once this many callbacks wait: amortizes the scan of all slots. */
+#define RECLAIM_BATCH 64
+
+/* One per thread.  The retired list stays in the slot when its thread exits
+ * (the next thread to take the slot, or ebr_drain, runs it); its lock is
+ * only contended by ebr_drain. */
+struct slot {
+    SV6_ALIGNED _Atomic uint64_t announced; /* epoch << 1 | 1 inside, 0 outside */
+    atomic_bool in_use;
+    pthread_mutex_t lock;
+    struct ebr_node *retired; /* newest first, under lock */
+    _Atomic unsigned pending; /* length of retired; read without the lock */
+};
+
+static SV6_ALIGNED _Atomic uint64_t global_epoch = 1;
+static struct slot slots[MAX_THREADS];
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key;
+
+struct thread_state {
+    struct slot *slot;
+    unsigned nesting;
+    bool reclaiming; /* callbacks run by this thread may retire and exit */
+};
+static _Thread_local struct thread_state self;
+
+static void on_thread_exit(void *unused)
+{
+    (void)unused;
+    atomic_store(&self.slot->in_use, false);
+    self.slot = NULL;
+}
+
+static void setup(void)
+{
+    for (unsigned i = 0; i < MAX_THREADS; i++)
+        pthread_mutex_init(&slots[i].lock, NULL);
+    if (pthread_key_create(&exit_key, on_thread_exit) != 0) {
+        fprintf(stderr, "ebr: pthread_key_create failed\n");
+        abort();
+    }
+}
+
+static struct slot *my_slot(void)
+{
+    if (self.slot)
+        return self.slot;
+    pthread_once(&setup_once, setup);
+    for (unsigned i = 0; i < MAX_THREADS; i++) {
+        bool expected = false;
+        if (atomic_compare_exchange_strong(&slots[i].in_use, &expected, true)) {
+            self.slot = &slots[i];
+            pthread_setspecific(exit_key, &self);
+            return self.slot;
+        }
+    }
+    fprintf(stderr, "ebr: more than %d threads at once\n", MAX_THREADS);
+    abort();
+}
+
+/* Advances the global epoch if every thread inside a section has seen it. */
+static uint64_t try_advance(void)
+{
+    uint64_t epoch = atomic_load(&global_epoch);
+    for (unsigned i = 0; i < MAX_THREADS; i++) {
+        uint64_t announced = atomic_load(&slots[i].announced);
+        if ((announced & 1) && (announced >> 1) != epoch)
+            return epoch;
+    }
+    atomic_compare_exchange_strong(&global_epoch, &epoch, epoch + 1);
+    return atomic_load(&global_epoch);
+}
+
+/* Takes out of slot's list the callbacks retired at or before `upto` whose
+ * grace period is over at `epoch`. */
+static struct ebr_node *take_expired(struct slot *slot, uint64_t upto, uint64_t epoch)
+{
+    struct ebr_node *expired = NULL;
+    pthread_mutex_lock(&slot->lock);
+    for (struct ebr_node **link = &slot->retired; *link;) {
+        struct ebr_node *node = *link;
+        if (node->epoch <= upto && node->epoch + 2 <= epoch) {
+            *link = node->next;
+            node->next = expired;
+            expired = node;
+            atomic_fetch_sub(&slot->pending, 1);
+        } else {
+            link = &node->next;
+        }
+    }
+    pthread_mutex_unlock(&slot->lock);
+    return expired;
+}
+
+/* No lock held: callbacks may retire more (onto this thread's slot). */
+static unsigned long run(struct ebr_node *list)
+{
+    unsigned long ran = 0;
+    self.reclaiming = true;
+    while (list) {
+        struct ebr_node *node = list;
+        list = node->next;
+        node->reclaim(node);
+        ran++;
+    }
+    self.reclaiming = false;
+    return ran;
+}
+
+void ebr_enter(void)
+{
+    struct slot *slot = my_slot();
+    if (self.nesting++ > 0)
+        return;
+    /* Announce, then check the epoch did not move meanwhile: a writer that
+     * advanced it without seeing the announcement must not be trusted. */
+    for (;;) {
+        uint64_t epoch = atomic_load(&global_epoch);
+        atomic_store(&slot->announced, epoch << 1 | 1);
+        if (atomic_load(&global_epoch) == epoch)
+            return;
+    }
+}
+
+void ebr_exit(void)
+{
+    if (--self.nesting > 0)
+        return;
+    struct slot *slot = self.slot;
+    atomic_store(&slot->announced, 0);
+    if (!self.reclaiming && atomic_load(&slot->pending) >= RECLAIM_BATCH)
+        run(take_expired(slot, UINT64_MAX, try_advance()));
+}
+
+void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))
+{
+    struct slot *slot = my_slot();
+    node->reclaim = reclaim;
+    node->epoch = atomic_load(&global_epoch);
+    pthread_mutex_lock(&slot->lock);
+    node->next = slot->retired;
+    slot->retired = node;
+    atomic_fetch_add(&slot->pending, 1);
+    pthread_mutex_unlock(&slot->lock);
+}
+
+unsigned long ebr_drain(void)
+{
+    my_slot();
+    /* Everything retired so far carries an epoch <= upto; what others retire
+     * later carries a larger one once the epoch moves, so this ends even
+     * while other threads keep retiring. */
+    uint64_t upto = atomic_load(&global_epoch);
+    unsigned long ran = 0;
+    for (;;) {
+        uint64_t epoch = try_advance();
+        bool left = false;
+        for (unsigned i = 0; i < MAX_THREADS; i++) {
+            ran += run(take_expired(&slots[i], upto, epoch));
+            pthread_mutex_lock(&slots[i].lock);
+            for (struct ebr_node *node = slots[i].retired; node && !left; node = node->next)
+                left = node->epoch <= upto;
+            pthread_mutex_unlock(&slots[i].lock);
+        }
+        if (!left)
+            return ran;
+        sched_yield(); /* a reader still inside keeps the epoch back */
+    }
+}

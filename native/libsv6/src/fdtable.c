@@ -1,0 +1,159 @@
+/* fdtable.c - lowest-fd and per-core fd partitions (see fdtable.h). */
+#include "sv6/fdtable.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+void fdtable_init(struct fdtable *t)
+{
+    for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
+        struct fdtable_part *part = &t->parts[p];
+        pthread_mutex_init(&part->lock, NULL);
+        part->used = 0;
+        part->hint = 0;
+        atomic_init(&part->slots, NULL);
+    }
+}
+
+void fdtable_destroy(struct fdtable *t)
+{
+    for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
+        pthread_mutex_destroy(&t->parts[p].lock);
+        free(atomic_load(&t->parts[p].slots));
+    }
+}
+
+/* Under part->lock: the partition's slots, allocated on first use. */
+static _Atomic(void *) *slots_of(struct fdtable_part *part)
+{
+    _Atomic(void *) *slots = atomic_load(&part->slots);
+    if (!slots) {
+        slots = calloc(FDTABLE_PART_SIZE, sizeof *slots);
+        if (!slots)
+            abort();
+        atomic_store(&part->slots, slots); /* published whole: lookups read it unlocked */
+    }
+    return slots;
+}
+
+static int alloc_in(struct fdtable_part *part, unsigned p, void *value)
+{
+    int fd = -EMFILE;
+    pthread_mutex_lock(&part->lock);
+    _Atomic(void *) *slots = slots_of(part);
+    for (unsigned i = part->hint; i < FDTABLE_PART_SIZE; i++) {
+        if (!atomic_load_explicit(&slots[i], memory_order_relaxed)) {
+            atomic_store(&slots[i], value);
+            part->used++;
+            part->hint = i + 1;
+            fd = (int)(p << FDTABLE_PART_BITS | i);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&part->lock);
+    return fd;
+}
+
+int fdtable_alloc_lowest(struct fdtable *t, void *value)
+{
+    return alloc_in(&t->parts[0], 0, value);
+}
+
+int fdtable_alloc_any(struct fdtable *t, void *value)
+{
+    unsigned p = sv6_core() + 1;
+    return alloc_in(&t->parts[p], p, value);
+}
+
+static bool split(int fd, unsigned *p, unsigned *i)
+{
+    if (fd < 0)
+        return false;
+    *p = (unsigned)fd >> FDTABLE_PART_BITS;
+    *i = (unsigned)fd & ((1u << FDTABLE_PART_BITS) - 1);
+    return *p < FDTABLE_PARTS && *i < FDTABLE_PART_SIZE;
+}
+
+int fdtable_install(struct fdtable *t, int fd, void *value)
+{
+    unsigned p, i;
+    if (!split(fd, &p, &i))
+        return -EBADF;
+    struct fdtable_part *part = &t->parts[p];
+    int result = -EEXIST;
+    pthread_mutex_lock(&part->lock);
+    _Atomic(void *) *slots = slots_of(part);
+    if (!atomic_load_explicit(&slots[i], memory_order_relaxed)) {
+        atomic_store(&slots[i], value);
+        part->used++;
+        result = 0;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return result;
+}
+
+/* The slot of fd, or NULL when fd is out of range or its partition unused. */
+static _Atomic(void *) *slot_of(struct fdtable *t, int fd)
+{
+    unsigned p, i;
+    if (!split(fd, &p, &i))
+        return NULL;
+    _Atomic(void *) *slots = atomic_load(&t->parts[p].slots);
+    return slots ? &slots[i] : NULL;
+}
+
+void *fdtable_get(struct fdtable *t, int fd)
+{
+    _Atomic(void *) *slot = slot_of(t, fd);
+    return slot ? atomic_load(slot) : NULL;
+}
+
+void *fdtable_remove(struct fdtable *t, int fd)
+{
+    unsigned p, i;
+    _Atomic(void *) *slot = slot_of(t, fd);
+    if (!slot || !split(fd, &p, &i))
+        return NULL;
+    struct fdtable_part *part = &t->parts[p];
+    pthread_mutex_lock(&part->lock);
+    void *value = atomic_exchange(slot, NULL);
+    if (value) {
+        part->used--;
+        if (i < part->hint)
+            part->hint = i;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return value;
+}
+
+int fdtable_visit(struct fdtable *t, int fd, void (*fn)(int fd, void *value, void *arg),
+                  void *arg)
+{
+    unsigned p, i;
+    _Atomic(void *) *slot = slot_of(t, fd);
+    if (!slot || !split(fd, &p, &i))
+        return -EBADF;
+    struct fdtable_part *part = &t->parts[p];
+    pthread_mutex_lock(&part->lock);
+    void *value = atomic_load(slot);
+    if (value)
+        fn(fd, value, arg);
+    pthread_mutex_unlock(&part->lock);
+    return value ? 0 : -EBADF;
+}
+
+void fdtable_each(struct fdtable *t, void (*fn)(int fd, void *value, void *arg), void *arg)
+{
+    for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
+        struct fdtable_part *part = &t->parts[p];
+        pthread_mutex_lock(&part->lock);
+        _Atomic(void *) *slots = atomic_load(&part->slots);
+        for (unsigned i = 0; part->used && i < FDTABLE_PART_SIZE; i++) {
+            void *value = atomic_load(&slots[i]);
+            if (value)
+                fn((int)(p << FDTABLE_PART_BITS | i), value, arg);
+        }
+        pthread_mutex_unlock(&part->lock);
+    }
+}

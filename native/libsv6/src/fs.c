@@ -1,0 +1,435 @@
+/* fs.c - names, files, pipes and sockets (see sv6.h, sv6_impl.h).
+ *
+ * Each public call is one EBR section around a static do_* function, so what
+ * the call finds stays allocated until it returns (see sv6_impl.h). */
+#include "sv6_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ names */
+
+static void add_nlink(struct sv6_world *w, struct sv6_inode *inode, int delta)
+{
+    if (w->shared_nlink)
+        atomic_fetch_add(&inode->shared_nlink, delta);
+    else
+        refcache_add(&w->rc, &inode->nlink, delta);
+}
+
+static uint64_t read_nlink(struct sv6_world *w, struct sv6_inode *inode)
+{
+    return (uint64_t)(w->shared_nlink ? atomic_load(&inode->shared_nlink)
+                                      : refcache_read(&w->rc, &inode->nlink));
+}
+
+static int do_open(struct sv6_proc *p, const char *name, int flags)
+{
+    struct sv6_world *w = p->world;
+    struct sv6_inode *inode;
+    for (;;) {
+        inode = dir_lookup(&w->root, name);
+        if (inode) {
+            if ((flags & O_CREAT) && (flags & O_EXCL))
+                return -EEXIST;
+            refcache_inc(&w->rc, &inode->ref); /* its entry's reference counts */
+            if (flags & O_TRUNC) {
+                pthread_mutex_lock(&inode->lock);
+                if (inode->data) /* zeros past the end, for later growth */
+                    memset(inode->data, 0, atomic_load(&inode->length));
+                atomic_store(&inode->length, 0);
+                pthread_mutex_unlock(&inode->lock);
+            }
+            break;
+        }
+        if (!(flags & O_CREAT))
+            return -ENOENT;
+        inode = sv6_new_inode(w);
+        int inserted = dir_insert(&w->root, name, inode);
+        if (inserted == 0)
+            break;
+        /* Never published: dropping both references frees it at a tick. */
+        refcache_add(&w->rc, &inode->ref, -2);
+        if (inserted != -EEXIST || (flags & O_EXCL))
+            return inserted;
+        /* Another thread created the name meanwhile: open that one. */
+    }
+    struct sv6_file *f = sv6_new_file(w, FILE_INODE);
+    f->inode = inode;
+    return sv6_install(p, f, flags & SV6_O_ANYFD);
+}
+
+int sv6_open(struct sv6_proc *p, const char *name, int flags)
+{
+    ebr_enter();
+    int result = do_open(p, name, flags);
+    ebr_exit();
+    return result;
+}
+
+static int do_link(struct sv6_proc *p, const char *old, const char *new_name)
+{
+    struct sv6_world *w = p->world;
+    struct sv6_inode *inode = dir_lookup(&w->root, old);
+    if (!inode)
+        return -ENOENT;
+    if (dir_lookup(&w->root, new_name))
+        return -EEXIST;
+    refcache_inc(&w->rc, &inode->ref); /* for the new entry */
+    int result = dir_insert(&w->root, new_name, inode);
+    if (result == 0)
+        add_nlink(w, inode, 1);
+    else
+        refcache_dec(&w->rc, &inode->ref);
+    return result;
+}
+
+int sv6_link(struct sv6_proc *p, const char *old, const char *new_name)
+{
+    ebr_enter();
+    int result = do_link(p, old, new_name);
+    ebr_exit();
+    return result;
+}
+
+int sv6_unlink(struct sv6_proc *p, const char *name)
+{
+    struct sv6_world *w = p->world;
+    ebr_enter();
+    void *old;
+    int result = dir_remove(&w->root, name, &old);
+    if (result == 0) /* the entry's reference goes when the entry is freed */
+        add_nlink(w, old, -1);
+    ebr_exit();
+    return result;
+}
+
+int sv6_rename(struct sv6_proc *p, const char *src, const char *dst)
+{
+    struct sv6_world *w = p->world;
+    ebr_enter();
+    void *moved, *replaced;
+    int result = dir_rename(&w->root, src, dst, &moved, &replaced);
+    if (result == 0 && replaced) /* dst named it; now it has one name fewer */
+        add_nlink(w, replaced, -1);
+    ebr_exit();
+    return result;
+}
+
+static void fill_inode_stat(struct sv6_world *w, struct sv6_inode *inode, unsigned mask,
+                            struct sv6_stat *st)
+{
+    st->mask = mask;
+    st->ino = mask & SV6_STATX_INO ? inode->ino : 0;
+    /* Only when asked: reading the link count sums every core's cache. */
+    st->nlink = mask & SV6_STATX_NLINK ? read_nlink(w, inode) : 0;
+    st->size = mask & SV6_STATX_SIZE ? atomic_load(&inode->length) : 0;
+}
+
+int sv6_stat(struct sv6_proc *p, const char *name, struct sv6_stat *st)
+{
+    ebr_enter();
+    struct sv6_inode *inode = dir_lookup(&p->world->root, name);
+    if (inode)
+        fill_inode_stat(p->world, inode, SV6_STATX_ALL, st);
+    ebr_exit();
+    return inode ? 0 : -ENOENT;
+}
+
+/* ------------------------------------------------------------ descriptors */
+
+static int do_fstatx(struct sv6_proc *p, int fd, unsigned mask, struct sv6_stat *st)
+{
+    struct sv6_file *f = sv6_file_at(p, fd);
+    if (!f)
+        return -EBADF;
+    if (f->kind == FILE_INODE) {
+        fill_inode_stat(p->world, f->inode, mask, st);
+        return 0;
+    }
+    /* Pipes and sockets: one name-less object with one link. */
+    st->mask = mask;
+    st->ino = mask & SV6_STATX_INO ? (f->pipe ? f->pipe->ino : f->sock_ino) : 0;
+    st->nlink = mask & SV6_STATX_NLINK ? 1 : 0;
+    st->size = 0;
+    return 0;
+}
+
+int sv6_fstatx(struct sv6_proc *p, int fd, unsigned mask, struct sv6_stat *st)
+{
+    ebr_enter();
+    int result = do_fstatx(p, fd, mask, st);
+    ebr_exit();
+    return result;
+}
+
+int sv6_fstat(struct sv6_proc *p, int fd, struct sv6_stat *st)
+{
+    return sv6_fstatx(p, fd, SV6_STATX_ALL, st);
+}
+
+static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
+{
+    struct sv6_file *f = sv6_file_at(p, fd);
+    if (!f)
+        return -EBADF;
+    if (f->kind != FILE_INODE)
+        return -ESPIPE;
+    pthread_mutex_lock(&f->off_lock);
+    off_t base = whence == SEEK_SET   ? 0
+                 : whence == SEEK_CUR ? (off_t)f->off
+                 : whence == SEEK_END ? (off_t)atomic_load(&f->inode->length)
+                                      : -1;
+    off_t result = -EINVAL;
+    if (base >= 0 && base + off >= 0) {
+        f->off = (uint64_t)(base + off);
+        result = base + off;
+    }
+    pthread_mutex_unlock(&f->off_lock);
+    return result;
+}
+
+off_t sv6_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
+{
+    ebr_enter();
+    off_t result = do_lseek(p, fd, off, whence);
+    ebr_exit();
+    return result;
+}
+
+int sv6_close(struct sv6_proc *p, int fd)
+{
+    struct sv6_file *f = fdtable_remove(&p->fds, fd);
+    if (!f)
+        return -EBADF;
+    refcache_dec(&p->world->rc, &f->ref);
+    return 0;
+}
+
+/* ------------------------------------------------------------ file data */
+
+/* Under inode->lock: room for end bytes, zero-filled past the length. */
+static void reserve(struct sv6_inode *inode, size_t end)
+{
+    if (end <= inode->capacity)
+        return;
+    size_t capacity = inode->capacity ? inode->capacity : SV6_PAGE_SIZE;
+    while (capacity < end)
+        capacity *= 2;
+    unsigned char *data = realloc(inode->data, capacity);
+    if (!data)
+        abort();
+    memset(data + inode->capacity, 0, capacity - inode->capacity);
+    inode->data = data;
+    inode->capacity = capacity;
+}
+
+static ssize_t inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
+{
+    pthread_mutex_lock(&inode->lock);
+    uint64_t length = atomic_load(&inode->length);
+    size_t count = off >= length ? 0 : (length - off < n ? length - off : n);
+    if (count)
+        memcpy(buf, inode->data + off, count);
+    pthread_mutex_unlock(&inode->lock);
+    return (ssize_t)count;
+}
+
+static ssize_t inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off)
+{
+    if (n == 0)
+        return 0;
+    pthread_mutex_lock(&inode->lock);
+    reserve(inode, off + n);
+    memcpy(inode->data + off, buf, n);
+    if (off + n > atomic_load(&inode->length))
+        atomic_store(&inode->length, off + n);
+    pthread_mutex_unlock(&inode->lock);
+    return (ssize_t)n;
+}
+
+static ssize_t pipe_read(struct sv6_pipe *pipe, void *buf, size_t n)
+{
+    pthread_mutex_lock(&pipe->lock);
+    size_t count = pipe->tail - pipe->head < n ? pipe->tail - pipe->head : n;
+    if (count)
+        memcpy(buf, pipe->data + pipe->head, count);
+    pipe->head += count;
+    pthread_mutex_unlock(&pipe->lock);
+    return count || n == 0 ? (ssize_t)count : -EAGAIN; /* never blocks, as in the model */
+}
+
+static ssize_t pipe_write(struct sv6_pipe *pipe, const void *buf, size_t n)
+{
+    pthread_mutex_lock(&pipe->lock);
+    if (n == 0) {
+        pthread_mutex_unlock(&pipe->lock);
+        return 0;
+    }
+    if (pipe->head > 0) { /* compact: keep the buffer from creeping forward */
+        memmove(pipe->data, pipe->data + pipe->head, pipe->tail - pipe->head);
+        pipe->tail -= pipe->head;
+        pipe->head = 0;
+    }
+    if (pipe->tail + n > pipe->capacity) {
+        size_t capacity = pipe->capacity ? pipe->capacity : 256;
+        while (capacity < pipe->tail + n)
+            capacity *= 2;
+        unsigned char *data = realloc(pipe->data, capacity);
+        if (!data)
+            abort();
+        pipe->data = data;
+        pipe->capacity = capacity;
+    }
+    memcpy(pipe->data + pipe->tail, buf, n);
+    pipe->tail += n;
+    pthread_mutex_unlock(&pipe->lock);
+    return (ssize_t)n;
+}
+
+static ssize_t do_read(struct sv6_proc *p, int fd, void *buf, size_t n)
+{
+    struct sv6_file *f = sv6_file_at(p, fd);
+    if (!f)
+        return -EBADF;
+    switch (f->kind) {
+    case FILE_PIPE_READ:
+        return pipe_read(f->pipe, buf, n);
+    case FILE_PIPE_WRITE:
+        return -EBADF;
+    case FILE_SOCKET:
+        return usock_recv(f->sock, buf, n);
+    case FILE_INODE:
+        break;
+    }
+    pthread_mutex_lock(&f->off_lock);
+    ssize_t count = inode_read(f->inode, buf, n, f->off);
+    f->off += (uint64_t)count;
+    pthread_mutex_unlock(&f->off_lock);
+    return count;
+}
+
+ssize_t sv6_read(struct sv6_proc *p, int fd, void *buf, size_t n)
+{
+    ebr_enter();
+    ssize_t result = do_read(p, fd, buf, n);
+    ebr_exit();
+    return result;
+}
+
+static ssize_t do_write(struct sv6_proc *p, int fd, const void *buf, size_t n)
+{
+    struct sv6_file *f = sv6_file_at(p, fd);
+    if (!f)
+        return -EBADF;
+    switch (f->kind) {
+    case FILE_PIPE_WRITE:
+        return pipe_write(f->pipe, buf, n);
+    case FILE_PIPE_READ:
+        return -EBADF;
+    case FILE_SOCKET:
+        return usock_send(f->sock, buf, n);
+    case FILE_INODE:
+        break;
+    }
+    pthread_mutex_lock(&f->off_lock);
+    ssize_t count = inode_write(f->inode, buf, n, f->off);
+    f->off += (uint64_t)count;
+    pthread_mutex_unlock(&f->off_lock);
+    return count;
+}
+
+ssize_t sv6_write(struct sv6_proc *p, int fd, const void *buf, size_t n)
+{
+    ebr_enter();
+    ssize_t result = do_write(p, fd, buf, n);
+    ebr_exit();
+    return result;
+}
+
+/* pread and pwrite: the file at fd, or why there is none to use. */
+static ssize_t positional_file(struct sv6_proc *p, int fd, off_t off, struct sv6_file **f)
+{
+    *f = sv6_file_at(p, fd);
+    if (!*f)
+        return -EBADF;
+    if ((*f)->kind != FILE_INODE)
+        return -ESPIPE;
+    return off < 0 ? -EINVAL : 0;
+}
+
+ssize_t sv6_pread(struct sv6_proc *p, int fd, void *buf, size_t n, off_t off)
+{
+    ebr_enter();
+    struct sv6_file *f;
+    ssize_t result = positional_file(p, fd, off, &f);
+    if (result == 0)
+        result = inode_read(f->inode, buf, n, (uint64_t)off);
+    ebr_exit();
+    return result;
+}
+
+ssize_t sv6_pwrite(struct sv6_proc *p, int fd, const void *buf, size_t n, off_t off)
+{
+    ebr_enter();
+    struct sv6_file *f;
+    ssize_t result = positional_file(p, fd, off, &f);
+    if (result == 0)
+        result = inode_write(f->inode, buf, n, (uint64_t)off);
+    ebr_exit();
+    return result;
+}
+
+/* ------------------------------------------------------------ pipes, sockets */
+
+int sv6_pipe(struct sv6_proc *p, int fds[2])
+{
+    struct sv6_world *w = p->world;
+    struct sv6_pipe *pipe = sv6_zalloc(sizeof *pipe);
+    pthread_mutex_init(&pipe->lock, NULL);
+    pipe->ino = sv6_new_ino(w);
+    atomic_init(&pipe->ends, 2);
+    struct sv6_file *reader = sv6_new_file(w, FILE_PIPE_READ);
+    struct sv6_file *writer = sv6_new_file(w, FILE_PIPE_WRITE);
+    reader->pipe = writer->pipe = pipe;
+    fds[0] = sv6_install(p, reader, false);
+    fds[1] = sv6_install(p, writer, false);
+    if (fds[1] < 0) {
+        if (fds[0] >= 0)
+            sv6_close(p, fds[0]);
+        return fds[1];
+    }
+    return fds[0] < 0 ? fds[0] : 0;
+}
+
+int sv6_socket(struct sv6_proc *p, bool unordered, int flags)
+{
+    struct sv6_file *f = sv6_new_file(p->world, FILE_SOCKET);
+    f->sock = sv6_zalloc(sizeof *f->sock);
+    usock_init(f->sock, !unordered);
+    f->sock_ino = sv6_new_ino(p->world);
+    return sv6_install(p, f, flags & SV6_O_ANYFD);
+}
+
+static ssize_t socket_call(struct sv6_proc *p, int fd, void *buf, size_t n, bool send)
+{
+    ebr_enter();
+    struct sv6_file *f = sv6_file_at(p, fd);
+    ssize_t result = !f                       ? -EBADF
+                     : f->kind != FILE_SOCKET ? -ENOTSOCK
+                     : send                   ? usock_send(f->sock, buf, n)
+                                              : usock_recv(f->sock, buf, n);
+    ebr_exit();
+    return result;
+}
+
+ssize_t sv6_send(struct sv6_proc *p, int fd, const void *buf, size_t n)
+{
+    return socket_call(p, fd, (void *)buf, n, true);
+}
+
+ssize_t sv6_recv(struct sv6_proc *p, int fd, void *buf, size_t n)
+{
+    return socket_call(p, fd, buf, n, false);
+}

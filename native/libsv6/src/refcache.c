@@ -1,0 +1,288 @@
+/* refcache.c - per-core delta caches and true-zero review (see refcache.h). */
+#include "sv6/refcache.h"
+
+#include <sched.h>
+#include <stdint.h>
+
+/* Lock-free tries of the consistent read before it locks every core. */
+#define READ_TRIES 8
+
+void refcache_init(struct refcache *rc)
+{
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        struct refcache_core *core = &rc->cores[c];
+        pthread_mutex_init(&core->lock, NULL);
+        atomic_init(&core->seq, 0);
+        core->review = NULL;
+        for (unsigned i = 0; i < REFCACHE_SLOTS; i++) {
+            atomic_init(&core->slots[i].obj, NULL);
+            atomic_init(&core->slots[i].delta, 0);
+        }
+    }
+    pthread_mutex_init(&rc->tick_lock, NULL);
+    atomic_init(&rc->epoch, 1);
+    rc->pending = NULL;
+    atomic_init(&rc->releasing, 0);
+    atomic_init(&rc->consistent_retries, 0);
+    rc->after_flush = NULL;
+    rc->after_flush_arg = NULL;
+}
+
+void refcache_destroy(struct refcache *rc)
+{
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        pthread_mutex_destroy(&rc->cores[c].lock);
+    pthread_mutex_destroy(&rc->tick_lock);
+}
+
+void refcache_obj_init(struct refcache_obj *obj, int64_t count,
+                       void (*release)(struct refcache_obj *obj))
+{
+    atomic_init(&obj->global, count);
+    atomic_init(&obj->dirty, false);
+    pthread_mutex_init(&obj->review_lock, NULL);
+    obj->queued = false;
+    obj->review_epoch = 0;
+    obj->review_next = NULL;
+    obj->weak = NULL;
+    obj->release = release;
+}
+
+void refcache_counter_destroy(struct refcache_obj *obj)
+{
+    pthread_mutex_destroy(&obj->review_lock);
+}
+
+static unsigned slot_index(const struct refcache_obj *obj)
+{
+    uintptr_t bits = (uintptr_t)obj / SV6_CACHELINE;
+    return (unsigned)((bits ^ bits >> 8) % REFCACHE_SLOTS);
+}
+
+/* Under core->lock: queue obj, whose global count is now zero, for review. */
+static void queue_review(struct refcache *rc, struct refcache_core *core,
+                         struct refcache_obj *obj)
+{
+    pthread_mutex_lock(&obj->review_lock);
+    if (!obj->queued) {
+        obj->queued = true;
+        /* Deltas cached before now are flushed by the next full round and
+         * set dirty again; clearing here starts the window at t0. */
+        atomic_store(&obj->dirty, false);
+        obj->review_epoch = atomic_load(&rc->epoch);
+        obj->review_next = core->review;
+        core->review = obj;
+    }
+    pthread_mutex_unlock(&obj->review_lock);
+}
+
+/* Under core->lock with seq odd: move the slot's delta into its object. */
+static void flush_slot(struct refcache *rc, struct refcache_core *core,
+                       struct refcache_slot *slot)
+{
+    struct refcache_obj *obj = atomic_load(&slot->obj);
+    if (!obj)
+        return;
+    int64_t delta = atomic_load(&slot->delta);
+    atomic_store(&obj->dirty, true); /* touched, even if delta is 0 */
+    int64_t now = atomic_fetch_add(&obj->global, delta) + delta;
+    atomic_store(&slot->delta, 0);
+    atomic_store(&slot->obj, NULL);
+    if (now == 0 && obj->release)
+        queue_review(rc, core, obj);
+}
+
+void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
+{
+    struct refcache_core *core = &rc->cores[sv6_core()];
+    struct refcache_slot *slot = &core->slots[slot_index(obj)];
+    pthread_mutex_lock(&core->lock);
+    atomic_fetch_add(&core->seq, 1);
+    if (atomic_load(&slot->obj) != obj) {
+        flush_slot(rc, core, slot); /* evict whoever had the slot */
+        atomic_store(&slot->obj, obj);
+    }
+    atomic_fetch_add(&slot->delta, delta);
+    atomic_fetch_add(&core->seq, 1);
+    pthread_mutex_unlock(&core->lock);
+}
+
+void refcache_inc(struct refcache *rc, struct refcache_obj *obj)
+{
+    refcache_add(rc, obj, 1);
+}
+
+void refcache_dec(struct refcache *rc, struct refcache_obj *obj)
+{
+    refcache_add(rc, obj, -1);
+}
+
+static int64_t cached_delta(struct refcache_core *core, struct refcache_obj *obj)
+{
+    struct refcache_slot *slot = &core->slots[slot_index(obj)];
+    return atomic_load(&slot->obj) == obj ? atomic_load(&slot->delta) : 0;
+}
+
+int64_t refcache_read(struct refcache *rc, struct refcache_obj *obj)
+{
+    uint64_t seqs[SV6_NCORES];
+    for (unsigned try = 0; try < READ_TRIES; try++) {
+        int64_t sum = 0;
+        bool busy = false;
+        for (unsigned c = 0; c < SV6_NCORES && !busy; c++) {
+            seqs[c] = atomic_load(&rc->cores[c].seq);
+            busy = seqs[c] & 1;
+            sum += cached_delta(&rc->cores[c], obj);
+        }
+        if (!busy) {
+            sum += atomic_load(&obj->global);
+            /* Unchanged sequence numbers: no cache and no flush into the
+             * global count moved while we summed, so the sum is one instant. */
+            bool stable = true;
+            for (unsigned c = 0; c < SV6_NCORES && stable; c++)
+                stable = atomic_load(&rc->cores[c].seq) == seqs[c];
+            if (stable)
+                return sum;
+        }
+        atomic_fetch_add(&rc->consistent_retries, 1);
+        sched_yield();
+    }
+    /* Busy caches: hold them all still (in core order, as nobody else holds
+     * two core locks, this cannot deadlock). */
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        pthread_mutex_lock(&rc->cores[c].lock);
+    int64_t sum = atomic_load(&obj->global);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        sum += cached_delta(&rc->cores[c], obj);
+    for (unsigned c = SV6_NCORES; c-- > 0;)
+        pthread_mutex_unlock(&rc->cores[c].lock);
+    return sum;
+}
+
+static void run_release(struct ebr_node *node)
+{
+    struct refcache_obj *obj = SV6_CONTAINER_OF(node, struct refcache_obj, ebr);
+    struct refcache *rc = obj->owner;
+    pthread_mutex_destroy(&obj->review_lock);
+    obj->release(obj);
+    atomic_fetch_sub(&rc->releasing, 1);
+}
+
+/* Under tick_lock, epoch >= obj->review_epoch + 2: true when obj leaves the
+ * review list (freed, or alive again), false when it must wait another round. */
+static bool review(struct refcache *rc, struct refcache_obj *obj, uint64_t epoch)
+{
+    pthread_mutex_lock(&obj->review_lock);
+    bool done = true, freed = false;
+    if (atomic_load(&obj->global) != 0) {
+        obj->queued = false; /* alive again; a later zero queues it anew */
+    } else {
+        struct refcache_weak *weak = obj->weak;
+        if (weak) /* a weak upgrade marks dirty under this lock */
+            pthread_mutex_lock(&weak->lock);
+        if (atomic_load(&obj->dirty)) {
+            /* Touched since t0: the count may be cached somewhere; the window
+             * starts again now. */
+            atomic_store(&obj->dirty, false);
+            obj->review_epoch = epoch;
+            done = false;
+        } else {
+            if (weak)
+                weak->obj = NULL;
+            freed = true;
+        }
+        if (weak)
+            pthread_mutex_unlock(&weak->lock);
+    }
+    pthread_mutex_unlock(&obj->review_lock);
+    if (freed) {
+        obj->owner = rc;
+        atomic_fetch_add(&rc->releasing, 1);
+        ebr_retire(&obj->ebr, run_release);
+    }
+    return done;
+}
+
+unsigned refcache_tick(struct refcache *rc)
+{
+    pthread_mutex_lock(&rc->tick_lock);
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        struct refcache_core *core = &rc->cores[c];
+        pthread_mutex_lock(&core->lock);
+        atomic_fetch_add(&core->seq, 1);
+        for (unsigned i = 0; i < REFCACHE_SLOTS; i++)
+            flush_slot(rc, core, &core->slots[i]);
+        atomic_fetch_add(&core->seq, 1);
+        /* Take over this core's newly queued objects. */
+        while (core->review) {
+            struct refcache_obj *obj = core->review;
+            core->review = obj->review_next;
+            obj->review_next = rc->pending;
+            rc->pending = obj;
+        }
+        pthread_mutex_unlock(&core->lock);
+        if (rc->after_flush)
+            rc->after_flush(c, rc->after_flush_arg);
+    }
+    uint64_t epoch = atomic_fetch_add(&rc->epoch, 1) + 1;
+    struct refcache_obj *list = rc->pending, *keep = NULL;
+    unsigned waiting = 0;
+    rc->pending = NULL;
+    while (list) {
+        struct refcache_obj *obj = list;
+        list = obj->review_next;
+        /* review_epoch is written under review_lock by queue_review, which
+         * only runs for objects not queued, so reading it here is safe. */
+        if (obj->review_epoch + 2 > epoch || !review(rc, obj, epoch)) {
+            obj->review_next = keep;
+            keep = obj;
+            waiting++;
+        }
+    }
+    rc->pending = keep;
+    pthread_mutex_unlock(&rc->tick_lock);
+    return waiting;
+}
+
+void refcache_quiesce(struct refcache *rc)
+{
+    /* A release may drop references to other objects (a file its inode): those
+     * show up at the next tick.  Done when a tick after the last release finds
+     * nothing at zero and nothing waits for EBR. */
+    for (;;) {
+        unsigned waiting = refcache_tick(rc);
+        ebr_drain();
+        if (waiting == 0 && atomic_load(&rc->releasing) == 0 && refcache_tick(rc) == 0)
+            return;
+    }
+}
+
+void refcache_weak_init(struct refcache_weak *weak, struct refcache_obj *obj)
+{
+    pthread_mutex_init(&weak->lock, NULL);
+    weak->obj = obj;
+    pthread_mutex_lock(&obj->review_lock);
+    obj->weak = weak;
+    pthread_mutex_unlock(&obj->review_lock);
+}
+
+struct refcache_obj *refcache_weak_get(struct refcache_weak *weak)
+{
+    pthread_mutex_lock(&weak->lock);
+    struct refcache_obj *obj = weak->obj;
+    if (obj) {
+        /* Straight into the global count, not the core cache: taking a core
+         * lock here would order weak -> core against the flush's core -> obj
+         * -> weak.  Upgrades are the rare path; the dirty mark makes a review
+         * that already saw zero look again. */
+        atomic_store(&obj->dirty, true);
+        atomic_fetch_add(&obj->global, 1);
+    }
+    pthread_mutex_unlock(&weak->lock);
+    return obj;
+}
+
+void refcache_weak_destroy(struct refcache_weak *weak)
+{
+    pthread_mutex_destroy(&weak->lock);
+}

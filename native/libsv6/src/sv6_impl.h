@@ -1,0 +1,104 @@
+/*
+ * sv6_impl.h - the objects behind sv6.h and how their lifetimes are counted.
+ *
+ * References (refcache objects, so that taking and dropping them writes only
+ * the caller's core cache):
+ *   inode->ref  one per directory entry naming it, per open file, per mapped page;
+ *   file->ref   one per fd slot holding it (spawned children share files);
+ *   pipe->ends  its two files (a plain atomic: it changes twice in a pipe's life).
+ * inode->nlink is a refcache counter, never freed: link and unlink on different
+ * cores add to their own caches; fstat reads it with the consistent read.
+ *
+ * Every operation runs inside one EBR section, so what it finds through an fd
+ * slot, a directory entry or a page slot stays allocated until it returns, even
+ * if another thread removes it meanwhile.  Taking a new reference to a found
+ * object is safe where the thing it was found through still holds one until a
+ * grace period has passed: directory entries (dropped when the entry is freed)
+ * and a file's inode (dropped by the file's release, which refcache runs only
+ * after a grace period).  An fd slot's reference is dropped at once by close,
+ * so spawn copies fds under the fd table's partition lock.
+ */
+#ifndef SV6_IMPL_H
+#define SV6_IMPL_H
+
+#include "sv6/dir.h"
+#include "sv6/fdtable.h"
+#include "sv6/radix.h"
+#include "sv6/refcache.h"
+#include "sv6/sv6.h"
+#include "sv6/usock.h"
+
+struct ino_counter {
+    SV6_ALIGNED _Atomic uint64_t next;
+};
+
+struct sv6_world {
+    struct refcache rc;
+    struct dir_ops names_own_inodes; /* entries hold inode references */
+    struct dir root;
+    struct ino_counter inos[SV6_NCORES]; /* per core: creates share no counter */
+    bool shared_nlink; /* SV6_WORLD_SHARED_NLINK */
+    pthread_t ticker;
+    bool has_ticker;
+    atomic_bool stop;
+};
+
+struct sv6_inode {
+    struct refcache_obj ref;
+    struct refcache_obj nlink;
+    SV6_ALIGNED _Atomic int64_t shared_nlink; /* instead, with SV6_WORLD_SHARED_NLINK */
+    struct sv6_world *world;
+    uint64_t ino;
+    SV6_ALIGNED pthread_mutex_t lock; /* data and capacity */
+    _Atomic uint64_t length;          /* read without the lock by fstatx */
+    unsigned char *data;
+    size_t capacity;
+};
+
+struct sv6_pipe {
+    SV6_ALIGNED pthread_mutex_t lock;
+    unsigned char *data;
+    size_t head, tail, capacity;
+    uint64_t ino;
+    atomic_int ends;
+};
+
+enum file_kind { FILE_INODE, FILE_PIPE_READ, FILE_PIPE_WRITE, FILE_SOCKET };
+
+struct sv6_file {
+    struct refcache_obj ref;
+    struct sv6_world *world;
+    enum file_kind kind;
+    struct sv6_inode *inode;
+    struct sv6_pipe *pipe;
+    struct usock *sock;
+    uint64_t sock_ino;
+    SV6_ALIGNED pthread_mutex_t off_lock;
+    uint64_t off;
+};
+
+struct mmap_hint {
+    SV6_ALIGNED _Atomic uint64_t next_page;
+};
+
+struct sv6_proc {
+    struct sv6_world *world;
+    struct fdtable fds;
+    struct radix vm; /* page number -> struct sv6_mapping */
+    struct mmap_hint hints[SV6_NCORES];
+};
+
+/* Zeroed memory on whole cache lines of its own (aborts when out of memory). */
+void *sv6_zalloc(size_t size);
+uint64_t sv6_new_ino(struct sv6_world *w);
+/* An inode with link count 1 and two references (for its entry and a file). */
+struct sv6_inode *sv6_new_inode(struct sv6_world *w);
+struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
+/* Installs a new file (its one reference goes to the slot): fd or -EMFILE. */
+int sv6_install(struct sv6_proc *p, struct sv6_file *f, bool anyfd);
+/* Inside an EBR section: the file at fd, or NULL. */
+struct sv6_file *sv6_file_at(struct sv6_proc *p, int fd);
+/* Frees every mapping at once: sv6_proc_destroy, when no other thread uses p. */
+void sv6_vm_destroy(struct sv6_proc *p);
+
+#endif

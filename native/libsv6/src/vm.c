@@ -1,0 +1,228 @@
+/* vm.c - mmap, munmap, mprotect, memread, memwrite on a radix array of pages.
+ *
+ * The address space keeps one struct sv6_mapping per mapped page (RadixVM's
+ * per-page metadata), so calls on different pages change different slots and,
+ * in different 2 MiB regions, different radix nodes.  A replaced or unmapped
+ * page's mapping is freed after a grace period: memread and memwrite find it
+ * without a lock. */
+#include "sv6_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sv6_mapping {
+    /* Its own line: writers of neighbouring pages share nothing. */
+    SV6_ALIGNED pthread_mutex_t lock; /* anonymous data */
+    unsigned char *data;              /* anonymous, allocated on first write */
+    atomic_bool writable;
+    struct sv6_inode *inode; /* NULL: anonymous */
+    uint64_t file_page;      /* page of the file mapped here */
+    struct sv6_world *world;
+    struct ebr_node ebr;
+};
+
+static void mapping_free(struct ebr_node *node)
+{
+    struct sv6_mapping *m = SV6_CONTAINER_OF(node, struct sv6_mapping, ebr);
+    if (m->inode)
+        refcache_dec(&m->world->rc, &m->inode->ref);
+    pthread_mutex_destroy(&m->lock);
+    free(m->data);
+    free(m);
+}
+
+static void mapping_retire(struct sv6_mapping *m)
+{
+    if (m)
+        ebr_retire(&m->ebr, mapping_free);
+}
+
+static void mapping_drop_now(void *value, void *arg)
+{
+    (void)arg;
+    mapping_free(&((struct sv6_mapping *)value)->ebr);
+}
+
+void sv6_vm_destroy(struct sv6_proc *p)
+{
+    radix_destroy(&p->vm, mapping_drop_now, NULL);
+}
+
+static bool page_range(uint64_t addr, size_t len, uint64_t *first, uint64_t *count)
+{
+    if (addr % SV6_PAGE_SIZE || len == 0)
+        return false;
+    *first = addr / SV6_PAGE_SIZE;
+    *count = (len + SV6_PAGE_SIZE - 1) / SV6_PAGE_SIZE;
+    return *first + *count <= (1ull << RADIX_KEY_BITS);
+}
+
+/* A new mapping of inode (NULL: anonymous) page file_page; the caller holds a
+ * reference to inode that counts until it returns (see sv6_impl.h). */
+static struct sv6_mapping *new_mapping(struct sv6_world *w, struct sv6_inode *inode,
+                                       uint64_t file_page, bool writable)
+{
+    struct sv6_mapping *m = sv6_zalloc(sizeof *m);
+    m->world = w;
+    atomic_init(&m->writable, writable);
+    m->inode = inode;
+    m->file_page = file_page;
+    pthread_mutex_init(&m->lock, NULL);
+    if (inode)
+        refcache_inc(&w->rc, &inode->ref);
+    return m;
+}
+
+/* Without MAP_FIXED: count free pages from the calling core's own region. */
+static uint64_t place(struct sv6_proc *p, uint64_t count)
+{
+    _Atomic uint64_t *next = &p->hints[sv6_core()].next_page;
+    for (;;) {
+        uint64_t first = atomic_fetch_add(next, count);
+        uint64_t i = 0;
+        while (i < count && !radix_get(&p->vm, first + i))
+            i++;
+        if (i == count)
+            return first;
+    }
+}
+
+static int64_t do_mmap(struct sv6_proc *p, uint64_t addr, size_t len, int prot, int flags,
+                       int fd, off_t off)
+{
+    struct sv6_inode *inode = NULL;
+    if (!(flags & MAP_ANONYMOUS)) {
+        struct sv6_file *f = sv6_file_at(p, fd);
+        if (!f)
+            return -EBADF;
+        if (f->kind == FILE_PIPE_WRITE)
+            return -EACCES; /* mapping needs read access first */
+        if (f->kind != FILE_INODE)
+            return -ENODEV;
+        inode = f->inode;
+    }
+    uint64_t first, count;
+    bool fixed = flags & MAP_FIXED;
+    if (off < 0 || off % SV6_PAGE_SIZE || !page_range(fixed ? addr : 0, len, &first, &count))
+        return -EINVAL;
+    if (!fixed)
+        first = place(p, count);
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t file_page = inode ? (uint64_t)off / SV6_PAGE_SIZE + i : 0;
+        struct sv6_mapping *m = new_mapping(p->world, inode, file_page, prot & PROT_WRITE);
+        mapping_retire(radix_swap(&p->vm, first + i, m));
+    }
+    return (int64_t)(first * SV6_PAGE_SIZE);
+}
+
+int64_t sv6_mmap(struct sv6_proc *p, uint64_t addr, size_t len, int prot, int flags, int fd,
+                 off_t off)
+{
+    ebr_enter();
+    int64_t result = do_mmap(p, addr, len, prot, flags, fd, off);
+    ebr_exit();
+    return result;
+}
+
+int sv6_munmap(struct sv6_proc *p, uint64_t addr, size_t len)
+{
+    uint64_t first, count;
+    if (!page_range(addr, len, &first, &count))
+        return -EINVAL;
+    for (uint64_t i = 0; i < count; i++)
+        mapping_retire(radix_swap(&p->vm, first + i, NULL));
+    return 0;
+}
+
+int sv6_mprotect(struct sv6_proc *p, uint64_t addr, size_t len, int prot)
+{
+    uint64_t first, count;
+    if (!page_range(addr, len, &first, &count))
+        return -EINVAL;
+    ebr_enter();
+    int result = 0;
+    for (uint64_t i = 0; i < count && result == 0; i++)
+        if (!radix_get(&p->vm, first + i))
+            result = -ENOMEM;
+    for (uint64_t i = 0; i < count && result == 0; i++) {
+        struct sv6_mapping *m = radix_get(&p->vm, first + i);
+        if (m) /* unmapped meanwhile: nothing left to protect */
+            atomic_store(&m->writable, prot & PROT_WRITE);
+    }
+    ebr_exit();
+    return result;
+}
+
+/* One page's part of a memread or memwrite: 0 or a fault. */
+static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, size_t n,
+                       bool write)
+{
+    struct sv6_mapping *m = radix_get(&p->vm, addr / SV6_PAGE_SIZE);
+    if (!m || (write && !atomic_load(&m->writable)))
+        return SV6_SIGSEGV;
+    size_t in_page = addr % SV6_PAGE_SIZE;
+    if (!m->inode) {
+        pthread_mutex_lock(&m->lock);
+        if (write && !m->data) {
+            m->data = calloc(1, SV6_PAGE_SIZE);
+            if (!m->data)
+                abort();
+        }
+        if (write)
+            memcpy(m->data + in_page, buf, n);
+        else if (m->data)
+            memcpy(buf, m->data + in_page, n);
+        else
+            memset(buf, 0, n); /* never written: the zero page */
+        pthread_mutex_unlock(&m->lock);
+        return 0;
+    }
+    struct sv6_inode *inode = m->inode;
+    uint64_t start = m->file_page * SV6_PAGE_SIZE, at = start + in_page;
+    int result = 0;
+    pthread_mutex_lock(&inode->lock);
+    uint64_t length = atomic_load(&inode->length);
+    /* Bytes past the end in the file's last page are not part of the file:
+     * they read as zeros and writes to them are lost. */
+    size_t inside = at >= length ? 0 : (length - at < n ? length - at : n);
+    if (start >= length) {
+        result = SV6_SIGBUS; /* the page lies wholly past the end of the file */
+    } else if (write) {
+        if (inside)
+            memcpy(inode->data + at, buf, inside);
+    } else {
+        if (inside)
+            memcpy(buf, inode->data + at, inside);
+        memset(buf + inside, 0, n - inside);
+    }
+    pthread_mutex_unlock(&inode->lock);
+    return result;
+}
+
+static int access_range(struct sv6_proc *p, uint64_t addr, unsigned char *buf, size_t n,
+                        bool write)
+{
+    ebr_enter();
+    int result = 0;
+    while (n > 0 && result == 0) {
+        size_t room = SV6_PAGE_SIZE - addr % SV6_PAGE_SIZE;
+        size_t part = n < room ? n : room;
+        result = access_page(p, addr, buf, part, write);
+        addr += part;
+        buf += part;
+        n -= part;
+    }
+    ebr_exit();
+    return result;
+}
+
+int sv6_memread(struct sv6_proc *p, uint64_t addr, void *buf, size_t n)
+{
+    return access_range(p, addr, buf, n, false);
+}
+
+int sv6_memwrite(struct sv6_proc *p, uint64_t addr, const void *buf, size_t n)
+{
+    return access_range(p, addr, (unsigned char *)buf, n, true);
+}

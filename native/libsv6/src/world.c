@@ -1,0 +1,234 @@
+/* world.c - worlds, processes, files and their lifetimes (see sv6_impl.h). */
+#include "sv6_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void *checked(void *p)
+{
+    if (!p)
+        abort(); /* out of memory: an in-memory model has nothing to fall back on */
+    return p;
+}
+
+void *sv6_zalloc(size_t size)
+{
+    size_t rounded = (size + SV6_CACHELINE - 1) / SV6_CACHELINE * SV6_CACHELINE;
+    void *p = checked(aligned_alloc(SV6_CACHELINE, rounded));
+    return memset(p, 0, rounded);
+}
+
+/* ------------------------------------------------------------ inodes */
+
+static void inode_hold(void *value, void *ctx)
+{
+    struct sv6_world *w = ctx;
+    refcache_inc(&w->rc, &((struct sv6_inode *)value)->ref);
+}
+
+static void inode_drop(void *value, void *ctx)
+{
+    struct sv6_world *w = ctx;
+    refcache_dec(&w->rc, &((struct sv6_inode *)value)->ref);
+}
+
+static void inode_release(struct refcache_obj *obj)
+{
+    struct sv6_inode *inode = SV6_CONTAINER_OF(obj, struct sv6_inode, ref);
+    refcache_counter_destroy(&inode->nlink);
+    pthread_mutex_destroy(&inode->lock);
+    free(inode->data);
+    free(inode);
+}
+
+struct sv6_inode *sv6_new_inode(struct sv6_world *w)
+{
+    struct sv6_inode *inode = sv6_zalloc(sizeof *inode);
+    /* Two references: the new directory entry's and the new file's. */
+    refcache_obj_init(&inode->ref, 2, inode_release);
+    refcache_obj_init(&inode->nlink, 1, NULL);
+    atomic_init(&inode->shared_nlink, 1);
+    inode->world = w;
+    inode->ino = sv6_new_ino(w);
+    pthread_mutex_init(&inode->lock, NULL);
+    atomic_init(&inode->length, 0);
+    return inode;
+}
+
+uint64_t sv6_new_ino(struct sv6_world *w)
+{
+    unsigned core = sv6_core();
+    return atomic_fetch_add(&w->inos[core].next, 1) * SV6_NCORES + core + 1;
+}
+
+/* ------------------------------------------------------------ files */
+
+static void file_release(struct refcache_obj *obj)
+{
+    struct sv6_file *f = SV6_CONTAINER_OF(obj, struct sv6_file, ref);
+    if (f->inode)
+        refcache_dec(&f->world->rc, &f->inode->ref);
+    if (f->pipe && atomic_fetch_sub(&f->pipe->ends, 1) == 1) {
+        pthread_mutex_destroy(&f->pipe->lock);
+        free(f->pipe->data);
+        free(f->pipe);
+    }
+    if (f->sock) {
+        usock_destroy(f->sock);
+        free(f->sock);
+    }
+    pthread_mutex_destroy(&f->off_lock);
+    free(f);
+}
+
+struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind)
+{
+    struct sv6_file *f = sv6_zalloc(sizeof *f);
+    refcache_obj_init(&f->ref, 1, file_release);
+    f->world = w;
+    f->kind = kind;
+    pthread_mutex_init(&f->off_lock, NULL);
+    return f;
+}
+
+int sv6_install(struct sv6_proc *p, struct sv6_file *f, bool anyfd)
+{
+    int fd = anyfd ? fdtable_alloc_any(&p->fds, f) : fdtable_alloc_lowest(&p->fds, f);
+    if (fd < 0)
+        refcache_dec(&p->world->rc, &f->ref);
+    return fd;
+}
+
+struct sv6_file *sv6_file_at(struct sv6_proc *p, int fd)
+{
+    return fdtable_get(&p->fds, fd);
+}
+
+/* ------------------------------------------------------------ worlds */
+
+static void *ticker_main(void *arg)
+{
+    struct sv6_world *w = arg;
+    const struct timespec period = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+    while (!atomic_load(&w->stop)) {
+        nanosleep(&period, NULL);
+        sv6_world_tick(w);
+    }
+    return NULL;
+}
+
+struct sv6_world *sv6_world_create(unsigned flags)
+{
+    bool ticker = flags & SV6_WORLD_TICKER;
+    struct sv6_world *w = sv6_zalloc(sizeof *w);
+    refcache_init(&w->rc);
+    w->names_own_inodes = (struct dir_ops){.hold = inode_hold, .drop = inode_drop, .ctx = w};
+    dir_init(&w->root, &w->names_own_inodes);
+    atomic_init(&w->stop, false);
+    w->shared_nlink = flags & SV6_WORLD_SHARED_NLINK;
+    w->has_ticker = ticker;
+    if (ticker && pthread_create(&w->ticker, NULL, ticker_main, w) != 0)
+        abort();
+    return w;
+}
+
+void sv6_world_tick(struct sv6_world *w)
+{
+    refcache_tick(&w->rc);
+    /* Leaving a section runs the release callbacks whose grace period ended. */
+    ebr_enter();
+    ebr_exit();
+}
+
+unsigned long sv6_world_read_retries(struct sv6_world *w)
+{
+    return atomic_load(&w->rc.consistent_retries);
+}
+
+void sv6_world_destroy(struct sv6_world *w)
+{
+    if (w->has_ticker) {
+        atomic_store(&w->stop, true);
+        pthread_join(w->ticker, NULL);
+    }
+    ebr_drain(); /* entries unlinked earlier drop their references */
+    dir_destroy(&w->root);
+    refcache_quiesce(&w->rc);
+    refcache_destroy(&w->rc);
+    free(w);
+}
+
+/* ------------------------------------------------------------ processes */
+
+struct sv6_proc *sv6_proc_create(struct sv6_world *w)
+{
+    struct sv6_proc *p = sv6_zalloc(sizeof *p);
+    p->world = w;
+    fdtable_init(&p->fds);
+    radix_init(&p->vm);
+    /* Each core picks addresses for mmap without a fixed address from its
+     * own region, so those calls share no counter. */
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        atomic_init(&p->hints[c].next_page, (1ull << 34) + ((uint64_t)c << 29));
+    return p;
+}
+
+/* The table goes away with its slots: each slot's reference is dropped. */
+static void drop_slot(int fd, void *value, void *arg)
+{
+    struct sv6_proc *p = arg;
+    struct sv6_file *f = value;
+    (void)fd;
+    refcache_dec(&p->world->rc, &f->ref);
+}
+
+void sv6_proc_destroy(struct sv6_proc *p)
+{
+    fdtable_each(&p->fds, drop_slot, p);
+    sv6_vm_destroy(p);
+    fdtable_destroy(&p->fds);
+    free(p);
+}
+
+struct copy_args {
+    struct sv6_proc *child;
+    int child_fd; /* -1: the parent's number */
+    int result;
+};
+
+/* Under the parent's partition lock: the slot's reference still counts, so a
+ * new one may be taken even if another thread is closing the fd. */
+static void copy_to_child(int fd, void *value, void *arg)
+{
+    struct copy_args *copy = arg;
+    struct sv6_file *f = value;
+    refcache_inc(&copy->child->world->rc, &f->ref);
+    if (fdtable_install(&copy->child->fds, copy->child_fd < 0 ? fd : copy->child_fd, f) != 0) {
+        refcache_dec(&copy->child->world->rc, &f->ref);
+        copy->result = -EBADF;
+    }
+}
+
+int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,
+              struct sv6_proc **child)
+{
+    struct sv6_proc *c = sv6_proc_create(parent->world);
+    struct copy_args copy = {.child = c, .child_fd = -1, .result = 0};
+    if (n == SV6_SPAWN_ALL) {
+        fdtable_each(&parent->fds, copy_to_child, &copy);
+    } else {
+        for (size_t i = 0; i < n && copy.result == 0; i++) {
+            copy.child_fd = fds[i].child_fd;
+            if (fdtable_visit(&parent->fds, fds[i].parent_fd, copy_to_child, &copy) != 0)
+                copy.result = -EBADF;
+        }
+    }
+    if (copy.result != 0) {
+        sv6_proc_destroy(c);
+        return copy.result;
+    }
+    *child = c;
+    return 0;
+}

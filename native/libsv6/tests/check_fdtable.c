@@ -1,0 +1,131 @@
+/* check_fdtable.c - fd tables: lowest-fd and per-core O_ANYFD allocation, and
+ * under threads: no fd handed out twice, each core in its own partition. */
+#include "check.h"
+
+#include "sv6/fdtable.h"
+
+#include <errno.h>
+#include <stdalign.h>
+#include <stddef.h>
+
+/* Each partition's lock and counter start a cache line of their own. */
+_Static_assert(alignof(struct fdtable_part) == SV6_CACHELINE, "partition alignment");
+_Static_assert(offsetof(struct fdtable_part, lock) == 0, "lock first");
+_Static_assert(sizeof(struct fdtable_part) % SV6_CACHELINE == 0, "partition size");
+
+static int values[8];
+
+static void record_fd(int fd, void *value, void *arg)
+{
+    (void)value;
+    *(int *)arg = fd;
+}
+
+int check_fdtable_unit(const struct check_args *args)
+{
+    (void)args;
+    struct fdtable *t = malloc(sizeof *t);
+    CHECK(t, "out of memory");
+    fdtable_init(t);
+    for (int i = 0; i < 3; i++)
+        CHECK(fdtable_alloc_lowest(t, &values[i]) == i, "lowest %d", i);
+    CHECK(fdtable_remove(t, 1) == &values[1], "remove 1");
+    CHECK(fdtable_remove(t, 1) == NULL, "remove 1 twice");
+    CHECK(fdtable_alloc_lowest(t, &values[3]) == 1, "lowest reuses 1");
+    CHECK(fdtable_alloc_lowest(t, &values[4]) == 3, "then 3");
+
+    sv6_core_set(0);
+    int any0 = fdtable_alloc_any(t, &values[5]);
+    CHECK(any0 == (1 << 16), "core 0's first O_ANYFD fd is %d", any0);
+    sv6_core_set(3);
+    int any3 = fdtable_alloc_any(t, &values[6]);
+    CHECK(any3 == (4 << 16), "core 3's first O_ANYFD fd is %d", any3);
+    CHECK(fdtable_get(t, any3) == &values[6], "get any fd");
+    CHECK(fdtable_alloc_lowest(t, &values[7]) == 4, "O_ANYFD leaves the lowest fds alone");
+
+    CHECK(fdtable_install(t, 10, &values[0]) == 0, "install 10");
+    CHECK(fdtable_install(t, 10, &values[0]) == -EEXIST, "install 10 twice");
+    CHECK(fdtable_install(t, -1, &values[0]) == -EBADF, "install -1");
+    CHECK(fdtable_install(t, FDTABLE_PARTS << 16, &values[0]) == -EBADF, "past the parts");
+    CHECK(fdtable_get(t, FDTABLE_PART_SIZE) == NULL, "past a partition");
+    CHECK(fdtable_get(t, -5) == NULL, "negative");
+    int visited = -1;
+    CHECK(fdtable_visit(t, 2, record_fd, &visited) == 0 && visited == 2, "visit 2");
+    CHECK(fdtable_visit(t, 5, record_fd, &visited) == -EBADF, "visit a free fd");
+
+    unsigned seen = 0;
+    for (int fd = 0; fd < (FDTABLE_PARTS << 16); fd++)
+        if (fdtable_get(t, fd))
+            seen++;
+    CHECK(seen == 8, "%u fds in use", seen);
+    for (int fd = 0; fd < (FDTABLE_PARTS << 16); fd++)
+        fdtable_remove(t, fd);
+
+    /* A full partition says EMFILE. */
+    for (int i = 0; i < FDTABLE_PART_SIZE; i++)
+        CHECK(fdtable_alloc_lowest(t, &values[0]) == i, "fill %d", i);
+    CHECK(fdtable_alloc_lowest(t, &values[0]) == -EMFILE, "full");
+    for (int i = 0; i < FDTABLE_PART_SIZE; i++)
+        fdtable_remove(t, i);
+    fdtable_destroy(t);
+    free(t);
+    printf("ok, fdtable unit checks passed\n");
+    return 0;
+}
+
+struct fd_stress {
+    struct fdtable table;
+    _Atomic unsigned long allocations;
+};
+
+static void fd_body(unsigned index, void *arg)
+{
+    struct fd_stress *s = arg;
+    uint64_t rng = index + 7;
+    /* fd_of[k] >= 0: this thread owns that fd, and its slot holds &tags[k] (a
+     * distinct address: the value names its owner and slot). */
+    int fd_of[32], tags[32];
+    for (int k = 0; k < 32; k++)
+        fd_of[k] = -1;
+    unsigned long count = 0;
+    while (!check_stop()) {
+        int k = (int)check_below(&rng, 32);
+        if (fd_of[k] < 0) {
+            bool any = check_below(&rng, 2);
+            int fd = any ? fdtable_alloc_any(&s->table, &tags[k])
+                         : fdtable_alloc_lowest(&s->table, &tags[k]);
+            CHECK(fd >= 0, "allocation failed: %d", fd);
+            if (any)
+                CHECK(fd >> 16 == (int)sv6_core() + 1, "fd %#x outside core %u's partition",
+                      fd, sv6_core());
+            else
+                CHECK(fd < FDTABLE_PART_SIZE, "lowest fd %d", fd);
+            fd_of[k] = fd;
+            count++;
+        } else {
+            /* Still ours: nobody else was given the same fd. */
+            CHECK(fdtable_get(&s->table, fd_of[k]) == &tags[k], "fd %d taken over", fd_of[k]);
+            CHECK(fdtable_remove(&s->table, fd_of[k]) == &tags[k], "fd %d removed", fd_of[k]);
+            fd_of[k] = -1;
+        }
+    }
+    for (int k = 0; k < 32; k++)
+        CHECK(fd_of[k] < 0 || fdtable_remove(&s->table, fd_of[k]) == &tags[k], "final remove");
+    atomic_fetch_add(&s->allocations, count);
+}
+
+int check_fdtable_stress(const struct check_args *args)
+{
+    struct fd_stress *s = aligned_alloc(SV6_CACHELINE, sizeof *s);
+    CHECK(s, "out of memory");
+    fdtable_init(&s->table);
+    atomic_init(&s->allocations, 0);
+    check_run_threads(args->threads, args->seconds, fd_body, s);
+    for (int fd = 0; fd < (FDTABLE_PARTS << 16); fd++)
+        CHECK(fdtable_get(&s->table, fd) == NULL, "fd %d left", fd);
+    printf("ok, %lu allocations on %u threads, none handed out twice\n",
+           atomic_load(&s->allocations), args->threads);
+    fdtable_destroy(&s->table);
+    free(s);
+    return 0;
+}

@@ -1,0 +1,322 @@
+/* check_posix.c - the POSIX layer: each operation's results and errors, files
+ * outliving their names, spawn's fd tables, and under threads on two processes
+ * with the ticker freeing objects meanwhile: file contents, link counts and
+ * mappings stay right, and everything is freed at the end (LeakSanitizer). */
+#include "check.h"
+
+#include "sv6/sv6.h"
+#include "sv6/core.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define PAGE SV6_PAGE_SIZE
+
+static uint64_t nlink_of(struct sv6_proc *p, const char *name)
+{
+    struct sv6_stat st;
+    CHECK(sv6_stat(p, name, &st) == 0, "stat %s", name);
+    return st.nlink;
+}
+
+static void check_names(struct sv6_proc *p0)
+{
+    CHECK(sv6_open(p0, "a", 0) == -ENOENT, "open without O_CREAT");
+    CHECK(sv6_open(p0, "a", O_CREAT) == 0, "lowest fd 0");
+    CHECK(sv6_open(p0, "a", O_CREAT | O_EXCL) == -EEXIST, "O_EXCL");
+    CHECK(sv6_open(p0, "a", O_CREAT) == 1, "fd 1");
+    CHECK(sv6_link(p0, "a", "b") == 0 && nlink_of(p0, "a") == 2, "link");
+    CHECK(sv6_link(p0, "a", "b") == -EEXIST, "link onto a name");
+    CHECK(sv6_link(p0, "zz", "c") == -ENOENT, "link of a missing name");
+    struct sv6_stat st, sx;
+    CHECK(sv6_fstat(p0, 0, &st) == 0 && st.nlink == 2 && st.size == 0, "fstat");
+    CHECK(sv6_fstatx(p0, 0, SV6_STATX_INO | SV6_STATX_SIZE, &sx) == 0, "fstatx");
+    CHECK(sx.ino == st.ino && sx.nlink == 0 && sx.mask == (SV6_STATX_INO | SV6_STATX_SIZE),
+          "fstatx without the link count");
+    CHECK(sv6_rename(p0, "b", "c") == 0 && nlink_of(p0, "c") == 2, "rename");
+    CHECK(sv6_stat(p0, "b", &st) == -ENOENT, "renamed away");
+    CHECK(sv6_rename(p0, "b", "c") == -ENOENT, "rename of a missing name");
+    CHECK(sv6_open(p0, "d", O_CREAT) == 2, "create d");
+    CHECK(sv6_rename(p0, "c", "d") == 0, "rename over d");
+    CHECK(nlink_of(p0, "d") == 2, "d is a's inode now");
+    CHECK(sv6_fstat(p0, 2, &st) == 0 && st.nlink == 0, "the old d has no name left");
+    CHECK(sv6_rename(p0, "a", "d") == 0 && nlink_of(p0, "d") == 1, "rename onto a link");
+    CHECK(sv6_unlink(p0, "d") == 0 && sv6_unlink(p0, "d") == -ENOENT, "unlink");
+    CHECK(sv6_fstat(p0, 0, &st) == 0 && st.nlink == 0, "open after its last name went");
+    for (int fd = 0; fd < 3; fd++)
+        CHECK(sv6_close(p0, fd) == 0, "close %d", fd);
+    CHECK(sv6_close(p0, 0) == -EBADF && sv6_close(p0, -1) == -EBADF, "close twice");
+}
+
+static void check_data(struct sv6_proc *p0, struct sv6_proc *p1)
+{
+    char buf[16] = {0};
+    int fd = sv6_open(p0, "f", O_CREAT);
+    CHECK(sv6_write(p0, fd, "hello", 5) == 5 && sv6_lseek(p0, fd, 0, SEEK_CUR) == 5, "write");
+    int other = sv6_open(p1, "f", 0);
+    CHECK(other == 0, "p1's own fd table starts at 0");
+    CHECK(sv6_read(p1, other, buf, 16) == 5 && memcmp(buf, "hello", 5) == 0, "shared file");
+    CHECK(sv6_read(p1, other, buf, 16) == 0, "end of file");
+    CHECK(sv6_pwrite(p1, other, "XY", 2, 8) == 2, "pwrite past the end");
+    CHECK(sv6_pread(p0, fd, buf, 16, 4) == 6 && memcmp(buf, "o\0\0\0XY", 6) == 0, "zeros");
+    CHECK(sv6_pread(p0, fd, buf, 16, -1) == -EINVAL, "negative offset");
+    CHECK(sv6_lseek(p0, fd, -1, SEEK_END) == 9 && sv6_lseek(p0, fd, -20, SEEK_CUR) == -EINVAL,
+          "lseek");
+    CHECK(sv6_lseek(p0, fd, 0, 42) == -EINVAL && sv6_lseek(p0, 9, 0, SEEK_SET) == -EBADF, "bad");
+    int trunc = sv6_open(p0, "f", O_TRUNC);
+    struct sv6_stat st;
+    CHECK(sv6_fstat(p1, other, &st) == 0 && st.size == 0, "O_TRUNC");
+    CHECK(sv6_pread(p0, fd, buf, 16, 0) == 0, "truncated");
+    CHECK(sv6_pwrite(p0, fd, "Z", 1, 3) == 1 && sv6_pread(p0, fd, buf, 4, 0) == 4, "regrow");
+    CHECK(memcmp(buf, "\0\0\0Z", 4) == 0, "truncated data reads as zeros after regrowth");
+
+    int fds[2];
+    CHECK(sv6_pipe(p0, fds) == 0 && fds[0] == 2 && fds[1] == 3, "pipe: %d %d", fds[0], fds[1]);
+    CHECK(sv6_read(p0, fds[0], buf, 1) == -EAGAIN, "empty pipe");
+    CHECK(sv6_write(p0, fds[1], "pq", 2) == 2 && sv6_read(p0, fds[0], buf, 1) == 1, "pipe io");
+    CHECK(buf[0] == 'p' && sv6_read(p0, fds[0], buf, 8) == 1 && buf[0] == 'q', "pipe order");
+    CHECK(sv6_read(p0, fds[1], buf, 1) == -EBADF && sv6_write(p0, fds[0], "x", 1) == -EBADF,
+          "wrong pipe ends");
+    CHECK(sv6_lseek(p0, fds[0], 0, SEEK_SET) == -ESPIPE, "lseek on a pipe");
+    CHECK(sv6_pread(p0, fds[0], buf, 1, 0) == -ESPIPE, "pread on a pipe");
+    CHECK(sv6_fstat(p0, fds[0], &st) == 0 && st.nlink == 1 && st.size == 0, "fstat of a pipe");
+
+    int any = sv6_open(p0, "f", SV6_O_ANYFD);
+    CHECK(any >> 16 == (int)sv6_core() + 1, "O_ANYFD fd %#x", any);
+    CHECK(sv6_open(p0, "f", 0) == 4, "lowest fd unaffected by O_ANYFD");
+    const int opened[] = {fd, trunc, fds[0], fds[1], any, 4};
+    for (unsigned i = 0; i < sizeof opened / sizeof opened[0]; i++)
+        CHECK(sv6_close(p0, opened[i]) == 0, "close %d", opened[i]);
+    CHECK(sv6_close(p1, other) == 0, "close p1's");
+}
+
+static void check_vm(struct sv6_proc *p0, struct sv6_proc *p1)
+{
+    char buf[8];
+    const uint64_t base = 1ull << 32;
+    int64_t anon = sv6_mmap(p0, base, PAGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED,
+                            -1, 0);
+    CHECK(anon == (int64_t)base, "fixed anonymous mapping");
+    CHECK(sv6_memread(p0, base + 10, buf, 4) == 0 && memcmp(buf, "\0\0\0\0", 4) == 0, "zeros");
+    CHECK(sv6_memwrite(p0, base + PAGE - 2, "abcd", 4) == SV6_SIGSEGV, "write into a hole");
+    CHECK(sv6_memwrite(p0, base + 1, "ab", 2) == 0, "anonymous write");
+    CHECK(sv6_memread(p1, base + 1, buf, 2) == SV6_SIGSEGV, "another address space");
+    CHECK(sv6_mprotect(p0, base, PAGE, PROT_READ) == 0, "mprotect");
+    CHECK(sv6_memwrite(p0, base, "x", 1) == SV6_SIGSEGV, "write to a read-only page");
+    CHECK(sv6_memread(p0, base + 1, buf, 2) == 0 && memcmp(buf, "ab", 2) == 0, "still readable");
+    CHECK(sv6_mprotect(p0, base + PAGE, PAGE, PROT_READ) == -ENOMEM, "mprotect of a hole");
+    CHECK(sv6_munmap(p0, base, PAGE) == 0 && sv6_memread(p0, base, buf, 1) == SV6_SIGSEGV,
+          "munmap");
+    CHECK(sv6_munmap(p0, base, PAGE) == 0, "munmap of a hole");
+    CHECK(sv6_munmap(p0, base + 1, PAGE) == -EINVAL, "unaligned");
+
+    int fd = sv6_open(p1, "m", O_CREAT);
+    CHECK(sv6_pwrite(p1, fd, "page", 4, PAGE) == 4, "a file of two pages");
+    int64_t at = sv6_mmap(p1, 0, 3 * PAGE, PROT_READ | PROT_WRITE, 0, fd, 0);
+    CHECK(at > 0 && at % PAGE == 0, "mmap anywhere: %lld", (long long)at);
+    uint64_t a = (uint64_t)at;
+    CHECK(sv6_memwrite(p1, a + PAGE - 1, "12", 2) == 0, "write across two file pages");
+    CHECK(sv6_pread(p1, fd, buf, 6, PAGE - 1) == 5 && memcmp(buf, "12age", 5) == 0,
+          "a mapping writes through to the file");
+    CHECK(sv6_memread(p1, a + PAGE + 3, buf, 2) == 0 && buf[0] == 'e' && buf[1] == 0,
+          "past the end in the last page reads zeros");
+    CHECK(sv6_memread(p1, a + 2 * PAGE, buf, 1) == SV6_SIGBUS, "a page past the end");
+    CHECK(sv6_memwrite(p1, a + 2 * PAGE, "x", 1) == SV6_SIGBUS, "a page past the end");
+    int64_t second = sv6_mmap(p1, 0, PAGE, PROT_READ, 0, fd, PAGE);
+    CHECK(second > 0 && (uint64_t)second != a, "a second mapping elsewhere");
+    CHECK(sv6_memread(p1, (uint64_t)second, buf, 4) == 0 && memcmp(buf, "2age", 4) == 0,
+          "file offset");
+    CHECK(sv6_mmap(p1, 0, PAGE, PROT_READ, 0, 99, 0) == -EBADF, "mmap of a bad fd");
+    CHECK(sv6_mmap(p1, 0, PAGE, PROT_READ, 0, fd, 1) == -EINVAL, "unaligned offset");
+    int fds[2];
+    sv6_pipe(p1, fds);
+    CHECK(sv6_mmap(p1, 0, PAGE, PROT_READ, 0, fds[0], 0) == -ENODEV, "mmap of a pipe");
+    CHECK(sv6_mmap(p1, 0, PAGE, PROT_READ, 0, fds[1], 0) == -EACCES, "mmap of a write end");
+    /* The mapping keeps the file alive after its fd and name are gone. */
+    CHECK(sv6_close(p1, fd) == 0 && sv6_unlink(p1, "m") == 0, "close, unlink");
+    CHECK(sv6_memread(p1, a + PAGE, buf, 4) == 0 && memcmp(buf, "2age", 4) == 0, "kept alive");
+    /* Replacing a mapping with MAP_FIXED. */
+    CHECK(sv6_mmap(p1, a, PAGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+              (int64_t)a,
+          "fixed over a mapping");
+    CHECK(sv6_memread(p1, a, buf, 1) == 0 && buf[0] == 0, "replaced by zeros");
+    sv6_close(p1, fds[0]);
+    sv6_close(p1, fds[1]);
+}
+
+static void check_spawn_and_sockets(struct sv6_proc *p0)
+{
+    char buf[8];
+    int fd = sv6_open(p0, "s", O_CREAT);
+    sv6_write(p0, fd, "spawned", 7);
+    int sock = sv6_socket(p0, true, SV6_O_ANYFD);
+    CHECK(sock >> 16 == (int)sv6_core() + 1, "socket with O_ANYFD");
+    struct sv6_proc *child;
+    const struct sv6_spawn_fd map[] = {{fd, 0}, {sock, 5}};
+    CHECK(sv6_spawn(p0, map, 2, &child) == 0, "spawn");
+    CHECK(sv6_read(child, 0, buf, 8) == 0, "the child shares the file offset");
+    CHECK(sv6_pread(child, 0, buf, 7, 0) == 7 && memcmp(buf, "spawned", 7) == 0, "child's fd");
+    CHECK(sv6_close(child, 1) == -EBADF, "only the listed fds");
+    CHECK(sv6_send(child, 5, "hi", 2) == 2, "child sends");
+    CHECK(sv6_recv(p0, sock, buf, 8) == 2 && memcmp(buf, "hi", 2) == 0, "parent receives");
+    CHECK(sv6_recv(p0, sock, buf, 8) == -EAGAIN, "one datagram");
+    CHECK(sv6_send(p0, fd, "x", 1) == -ENOTSOCK, "send on a file");
+    const struct sv6_spawn_fd bad[] = {{77, 0}};
+    struct sv6_proc *none = NULL;
+    CHECK(sv6_spawn(p0, bad, 1, &none) == -EBADF && !none, "spawn with a bad fd");
+    struct sv6_proc *forked;
+    CHECK(sv6_spawn(p0, NULL, SV6_SPAWN_ALL, &forked) == 0, "fork-style spawn");
+    CHECK(sv6_write(forked, sock, "z", 1) == 1 && sv6_read(child, 5, buf, 1) == 1, "shared");
+    sv6_proc_destroy(child);
+    sv6_proc_destroy(forked);
+    CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, sock) == 0, "close");
+}
+
+int check_posix_unit(const struct check_args *args)
+{
+    (void)args;
+    sv6_core_set(2);
+    struct sv6_world *w = sv6_world_create(0);
+    struct sv6_proc *p0 = sv6_proc_create(w), *p1 = sv6_proc_create(w);
+    check_names(p0);
+    check_data(p0, p1);
+    check_vm(p0, p1);
+    check_spawn_and_sockets(p0);
+    sv6_proc_destroy(p0);
+    sv6_proc_destroy(p1);
+    sv6_world_destroy(w);
+    printf("ok, posix unit checks passed\n");
+    return 0;
+}
+
+/* ------------------------------------------------------------ stress */
+
+struct posix_stress {
+    struct sv6_world *world;
+    struct sv6_proc *procs[2];
+    int shared_fd[2]; /* "shared" open in each process */
+    _Atomic unsigned long ops, links, stats;
+    unsigned threads;
+};
+
+static void posix_body(unsigned index, void *arg)
+{
+    struct posix_stress *s = arg;
+    struct sv6_proc *p = s->procs[index % 2];
+    uint64_t rng = index * 7919 + 11;
+    char name[32], alias[32], buf[PAGE], expect[PAGE];
+    snprintf(name, sizeof name, "own%u", index);
+    snprintf(alias, sizeof alias, "link%u", index);
+    memset(expect, 'a' + (int)index, sizeof expect);
+    int fd = sv6_open(p, name, O_CREAT | O_EXCL | SV6_O_ANYFD);
+    CHECK(fd >= 0, "create %s", name);
+    CHECK(sv6_pwrite(p, fd, expect, PAGE, 0) == PAGE, "pwrite");
+    const uint64_t page = (1ull << 32) + (uint64_t)index * 4 * PAGE;
+    unsigned long ops = 0, links = 0, stats = 0;
+    while (!check_stop()) {
+        ops++;
+        switch (check_below(&rng, 8)) {
+        case 0: { /* open/close of the own file, any fd */
+            int again = sv6_open(p, name, check_below(&rng, 2) ? SV6_O_ANYFD : 0);
+            CHECK(again >= 0, "open %s: %d", name, again);
+            CHECK(sv6_pread(p, again, buf, PAGE, 0) == PAGE && !memcmp(buf, expect, PAGE),
+                  "contents of %s", name);
+            CHECK(sv6_close(p, again) == 0, "close");
+            break;
+        }
+        case 1: /* link and unlink the shared file: others fstat it */
+            CHECK(sv6_link(p, "shared", alias) == 0, "link shared %s", alias);
+            CHECK(sv6_unlink(p, alias) == 0, "unlink %s", alias);
+            links++;
+            break;
+        case 2: {
+            struct sv6_stat st;
+            CHECK(sv6_fstat(p, s->shared_fd[index % 2], &st) == 0, "fstat");
+            CHECK(st.nlink >= 1 && st.nlink <= 1 + s->threads, "nlink %lu",
+                  (unsigned long)st.nlink);
+            CHECK(sv6_fstatx(p, s->shared_fd[index % 2], SV6_STATX_SIZE, &st) == 0, "fstatx");
+            stats++;
+            break;
+        }
+        case 3: { /* map the own file, check it, unmap */
+            int64_t at = sv6_mmap(p, page, PAGE, PROT_READ | PROT_WRITE, MAP_FIXED, fd, 0);
+            CHECK(at == (int64_t)page, "mmap");
+            CHECK(sv6_memread(p, page, buf, PAGE) == 0 && !memcmp(buf, expect, PAGE), "memread");
+            CHECK(sv6_memwrite(p, page, expect, 16) == 0, "memwrite");
+            CHECK(sv6_munmap(p, page, PAGE) == 0, "munmap");
+            break;
+        }
+        case 4: { /* anonymous memory elsewhere in the same address space */
+            int64_t at = sv6_mmap(p, 0, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS, -1, 0);
+            CHECK(at > 0, "mmap anywhere");
+            CHECK(sv6_memwrite(p, (uint64_t)at + PAGE, "q", 1) == 0, "anonymous write");
+            CHECK(sv6_memread(p, (uint64_t)at + PAGE, buf, 1) == 0 && buf[0] == 'q', "read");
+            CHECK(sv6_munmap(p, (uint64_t)at, 2 * PAGE) == 0, "munmap");
+            break;
+        }
+        case 5: { /* a pipe to a spawned child */
+            int fds[2];
+            CHECK(sv6_pipe(p, fds) == 0, "pipe");
+            struct sv6_proc *child;
+            const struct sv6_spawn_fd map[] = {{fds[1], 1}};
+            CHECK(sv6_spawn(p, map, 1, &child) == 0, "spawn");
+            CHECK(sv6_close(p, fds[1]) == 0, "close the write end");
+            CHECK(sv6_write(child, 1, "c", 1) == 1, "child writes");
+            sv6_proc_destroy(child);
+            CHECK(sv6_read(p, fds[0], buf, 2) == 1 && buf[0] == 'c', "parent reads");
+            CHECK(sv6_close(p, fds[0]) == 0, "close the read end");
+            break;
+        }
+        case 6: { /* create and delete a scratch name */
+            snprintf(buf, 32, "tmp%u", index);
+            int t = sv6_open(p, buf, O_CREAT | O_EXCL);
+            CHECK(t >= 0, "create tmp");
+            CHECK(sv6_rename(p, buf, alias) == 0 && sv6_unlink(p, alias) == 0, "rename, unlink");
+            CHECK(sv6_close(p, t) == 0, "close tmp");
+            break;
+        }
+        default: { /* the own file by name */
+            struct sv6_stat st;
+            CHECK(sv6_stat(p, name, &st) == 0 && st.nlink == 1 && st.size == PAGE, "stat");
+        }
+        }
+    }
+    CHECK(sv6_close(p, fd) == 0, "close own");
+    atomic_fetch_add(&s->ops, ops);
+    atomic_fetch_add(&s->links, links);
+    atomic_fetch_add(&s->stats, stats);
+}
+
+int check_posix_stress(const struct check_args *args)
+{
+    struct posix_stress s = {.threads = args->threads};
+    s.world = sv6_world_create(SV6_WORLD_TICKER); /* frees while threads run */
+    for (int i = 0; i < 2; i++) {
+        s.procs[i] = sv6_proc_create(s.world);
+        s.shared_fd[i] = sv6_open(s.procs[i], "shared", O_CREAT);
+        CHECK(s.shared_fd[i] >= 0, "shared");
+    }
+    check_run_threads(args->threads, args->seconds, posix_body, &s);
+    struct sv6_stat st;
+    CHECK(sv6_stat(s.procs[0], "shared", &st) == 0 && st.nlink == 1, "shared's final nlink");
+    sv6_proc_destroy(s.procs[0]);
+    sv6_proc_destroy(s.procs[1]);
+    printf("ok, %lu operations (%lu link+unlink, %lu fstat) on %u threads, %lu retried reads\n",
+           atomic_load(&s.ops), atomic_load(&s.links), atomic_load(&s.stats), args->threads,
+           sv6_world_read_retries(s.world));
+    sv6_world_destroy(s.world);
+    return 0;
+}
+
+/* Guards the leak checks: a world left undestroyed must be reported by the
+ * AddressSanitizer build (exit code and "LeakSanitizer" on stderr). */
+int check_leak_on_purpose(const struct check_args *args)
+{
+    (void)args;
+    struct sv6_world *w = sv6_world_create(0);
+    struct sv6_proc *p = sv6_proc_create(w);
+    CHECK(sv6_open(p, "kept", O_CREAT) == 0, "open");
+    printf("ok, a world left undestroyed on purpose\n");
+    return 0;
+}

@@ -1,0 +1,123 @@
+/* check_radix.c - the radix array: values by key, empty nodes freed, and under
+ * threads sharing nodes: every thread's keys end as its model says, lock-free
+ * reads never see freed nodes, and the tree shrinks back to its root. */
+#include "check.h"
+
+#include "sv6/radix.h"
+
+#include <stdalign.h>
+
+_Static_assert(alignof(struct radix_node) == SV6_CACHELINE, "node lock on its own line");
+
+static int tags[64][64];
+
+static void count_value(void *value, void *arg)
+{
+    (void)value;
+    (*(unsigned *)arg)++;
+}
+
+int check_radix_unit(const struct check_args *args)
+{
+    (void)args;
+    struct radix r;
+    radix_init(&r);
+    CHECK(radix_nodes(&r) == 1, "a new tree is its root");
+    const uint64_t keys[] = {0, 1, 511, 512, 1ull << 27, (1ull << RADIX_KEY_BITS) - 1};
+    enum { NKEYS = sizeof keys / sizeof keys[0] };
+    ebr_enter();
+    for (unsigned i = 0; i < NKEYS; i++) {
+        CHECK(radix_get(&r, keys[i]) == NULL, "empty at %lu", (unsigned long)keys[i]);
+        CHECK(radix_swap(&r, keys[i], &tags[0][i]) == NULL, "first store");
+        CHECK(!radix_insert(&r, keys[i], &tags[1][i]), "insert over a value");
+    }
+    for (unsigned i = 0; i < NKEYS; i++)
+        CHECK(radix_get(&r, keys[i]) == &tags[0][i], "get %lu", (unsigned long)keys[i]);
+    /* 0, 1, 511 share a leaf; 512 its parent; 1<<27 and the last key apart. */
+    long grown = radix_nodes(&r);
+    CHECK(grown == 1 + 3 + 1 + 3 + 3, "%ld nodes", grown);
+    CHECK(radix_swap(&r, 0, NULL) == &tags[0][0], "remove 0");
+    CHECK(radix_nodes(&r) == grown, "a leaf with values left was freed");
+    CHECK(radix_swap(&r, 1, NULL) == &tags[0][1] && radix_swap(&r, 511, NULL), "remove");
+    CHECK(radix_nodes(&r) == grown - 1, "an empty leaf was kept");
+    CHECK(radix_swap(&r, 5, NULL) == NULL, "removing nothing");
+    for (unsigned i = 3; i < NKEYS; i++)
+        CHECK(radix_swap(&r, keys[i], NULL) == &tags[0][i], "remove");
+    CHECK(radix_nodes(&r) == 1, "%ld nodes left", radix_nodes(&r));
+    CHECK(radix_insert(&r, 7, &tags[2][0]) && radix_get(&r, 7) == &tags[2][0], "insert");
+    ebr_exit();
+    ebr_drain();
+    unsigned destroyed = 0;
+    radix_destroy(&r, count_value, &destroyed);
+    CHECK(destroyed == 1, "destroy visited %u values", destroyed);
+    printf("ok, radix unit checks passed\n");
+    return 0;
+}
+
+struct radix_stress {
+    struct radix tree;
+    _Atomic unsigned long reads, writes;
+    unsigned threads;
+};
+
+/* Thread i's keys interleave with the others' in the same leaves and spread
+ * over several interior nodes. */
+static uint64_t key_of(unsigned thread, unsigned k)
+{
+    return (uint64_t)(k % 8) << 20 | (uint64_t)(k / 8) << 6 | thread;
+}
+
+static void radix_body(unsigned index, void *arg)
+{
+    struct radix_stress *s = arg;
+    uint64_t rng = index * 977 + 3;
+    bool model[64] = {false};
+    unsigned long reads = 0, writes = 0;
+    while (!check_stop()) {
+        unsigned k = check_below(&rng, 64);
+        ebr_enter();
+        if (check_below(&rng, 2)) {
+            unsigned other = check_below(&rng, s->threads);
+            int *v = radix_get(&s->tree, key_of(other, k));
+            CHECK(!v || v == &tags[other][k], "read a value that was never stored there");
+            reads++;
+        } else if (model[k]) {
+            CHECK(radix_swap(&s->tree, key_of(index, k), NULL) == &tags[index][k], "remove");
+            model[k] = false;
+            writes++;
+        } else {
+            CHECK(radix_insert(&s->tree, key_of(index, k), &tags[index][k]), "insert");
+            model[k] = true;
+            writes++;
+        }
+        ebr_exit();
+    }
+    ebr_enter();
+    for (unsigned k = 0; k < 64; k++) {
+        CHECK(radix_get(&s->tree, key_of(index, k)) == (model[k] ? &tags[index][k] : NULL),
+              "final key %u", k);
+        radix_swap(&s->tree, key_of(index, k), NULL);
+    }
+    ebr_exit();
+    atomic_fetch_add(&s->reads, reads);
+    atomic_fetch_add(&s->writes, writes);
+}
+
+int check_radix_stress(const struct check_args *args)
+{
+    struct radix_stress *s = aligned_alloc(SV6_CACHELINE, sizeof *s);
+    CHECK(s, "out of memory");
+    radix_init(&s->tree);
+    atomic_init(&s->reads, 0);
+    atomic_init(&s->writes, 0);
+    s->threads = args->threads;
+    check_run_threads(args->threads, args->seconds, radix_body, s);
+    ebr_drain();
+    CHECK(radix_nodes(&s->tree) == 1, "%ld nodes left in an empty tree",
+          radix_nodes(&s->tree));
+    radix_destroy(&s->tree, NULL, NULL);
+    printf("ok, %lu reads and %lu writes on %u threads, empty nodes all freed\n",
+           atomic_load(&s->reads), atomic_load(&s->writes), args->threads);
+    free(s);
+    return 0;
+}

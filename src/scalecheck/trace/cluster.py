@@ -1,0 +1,191 @@
+"""``scalecheck run DIR --cluster ADDRESS``: the tests traced on the workers of a Dask
+distributed cluster (``--cluster local:N`` starts a LocalCluster of N worker processes on
+this machine). Docs: docs/cluster.md.
+
+The tests go out in batches, one task each. A worker builds (or finds built) the plugin and
+the driver of its own installed scalecheck, probes its kernel, and refuses the batch when
+its tracer fingerprint or kernel release differs from the submitting machine's, so that
+results never mix; the batch then goes to another worker. Each record comes back through
+a Dask queue as soon as the worker has it and goes into the one results store here, so
+Ctrl-C and a rerun resume as without a cluster. A batch whose worker was lost goes out
+again with its unfinished tests only (the worker skips what the store already holds), so
+each test is recorded once.
+"""
+
+import contextlib
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from distributed import Client, LocalCluster, Queue, Variable, get_worker, wait
+from distributed.client import Future
+
+from scalecheck.errors import UserError, check_stop
+from scalecheck.trace import build
+from scalecheck.trace.runner import prepare_vms, trace_here
+
+# How long the submitting side waits for a batch to end between takes of the records.
+POLL_SECONDS = 0.5
+
+
+class WorkerRefused(Exception):
+    """This worker's tracer or kernel differs from the submitting machine's."""
+
+    def __init__(self, worker: str, why: str):
+        super().__init__(worker, why)
+        self.worker = worker
+
+    def __str__(self) -> str:
+        return f"worker {self.args[0]}: {self.args[1]}"
+
+
+def connect(address: str) -> tuple[Client, LocalCluster | None]:
+    """A client of the cluster at ``address``, or of a LocalCluster for ``local:N``."""
+    if address.startswith("local:"):
+        try:
+            workers = int(address.removeprefix("local:"))
+        except ValueError:
+            raise UserError(f"--cluster {address}: give local:N with N workers") from None
+        if workers < 1:
+            raise UserError("--cluster local:N needs at least one worker")
+        # One task at a time per worker process: a task runs one VM, which keeps about
+        # one host core busy.
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        return Client(cluster), cluster
+    try:
+        return Client(address, timeout="30s"), None
+    except OSError as err:
+        raise UserError(f"--cluster {address}: cannot reach a Dask scheduler ({err})") from None
+
+
+def _batches(pending: list, workers: int, batch: int) -> list[list]:
+    """At most ``batch`` tests per boot, and at least as many batches as workers."""
+    size = max(1, min(batch, -(-len(pending) // max(1, workers))))
+    return [pending[k : k + size] for k in range(0, len(pending), size)]
+
+
+def trace_batch(settings, expected: dict, batch: list, queue: str, done: str) -> dict:
+    """Runs on a worker: one batch in VMs of this worker, each record put on ``queue``
+    as (worker, record). Tests whose ids the submitting side lists in the variable
+    ``done`` (recorded before a lost worker's batch came here again) are skipped."""
+    worker = get_worker().address
+    fingerprint = build.tracer_fingerprint()
+    if fingerprint != expected["tracer"]:
+        raise WorkerRefused(
+            worker,
+            f"tracer fingerprint {fingerprint}, the submitting machine's is "
+            f"{expected['tracer']} (another scalecheck version or changed sources)",
+        )
+    with tempfile.TemporaryDirectory(prefix="scalecheck-worker-") as trace_dir:
+        config = prepare_vms(settings, Path(trace_dir), log=lambda *args: None)
+        if config.release != expected["release"]:
+            raise WorkerRefused(
+                worker,
+                f"kernel {config.release}, the submitting machine's is {expected['release']}",
+            )
+        recorded = set(Variable(done).get(timeout=10) or [])
+        records = Queue(queue)
+        config.on_record = lambda record: records.put((worker, record))
+        todo = [(index, test) for index, test in batch if test.id not in recorded]
+        boots = trace_here(config, todo, jobs=1)
+    return {"worker": worker, "boots": boots}
+
+
+def trace_on_cluster(
+    address: str,
+    settings,
+    header: dict,
+    pending: list,
+    is_done: Callable[[str], bool],
+    record: Callable[[dict], None],
+    log: Callable[[str], None] = print,
+) -> tuple[int, dict]:
+    """Traces ``pending`` [(index, Test)] on the cluster; calls ``record`` once per test
+    as results arrive. Returns (boots, tests recorded per worker)."""
+    client, cluster = connect(address)
+    run_name = f"scalecheck-{header['started']}-{id(pending):x}"
+    queue = Queue(run_name, client=client)
+    per_worker: Counter[str] = Counter()
+    refused: set[str] = set()
+    boots = 0
+    expected = {"tracer": header["tracer"], "release": header["kernel"]["release"]}
+    futures: dict[Future, list] = {}
+    # Per batch, the Dask variable listing its recorded tests: kept current, so that a
+    # batch Dask reruns by itself after losing its worker skips them too.
+    variable_of: dict[str, Variable] = {}
+    recorded_in: dict[str, list] = {}
+    submitted = Counter[str]()
+
+    def submit(batch: list) -> None:
+        submitted["batches"] += 1
+        done = Variable(f"{run_name}-done-{submitted['batches']}", client=client)
+        recorded_in[done.name] = [t.id for _, t in batch if is_done(t.id)]
+        done.set(recorded_in[done.name])
+        for _, test in batch:
+            variable_of[test.id] = done
+        allowed = [w for w in client.scheduler_info()["workers"] if w not in refused]
+        if not allowed:
+            raise UserError(f"every worker of the cluster was refused: {'; '.join(refused)}")
+        future = client.submit(
+            trace_batch,
+            settings,
+            expected,
+            batch,
+            run_name,
+            done.name,
+            workers=allowed,
+            pure=False,
+        )
+        futures[future] = batch
+
+    def drain() -> None:
+        """Records every record waiting in the queue (without waiting)."""
+        changed = set()
+        for worker, result in queue.get(batch=True):
+            if not is_done(result["id"]):
+                record(result)
+                per_worker[worker] += 1
+                done = variable_of[result["id"]]
+                recorded_in[done.name].append(result["id"])
+                changed.add(done)
+        for done in changed:
+            done.set(recorded_in[done.name])
+
+    try:
+        workers = len(client.scheduler_info()["workers"]) or 1
+        for batch in _batches(pending, workers, settings.batch):
+            submit(batch)
+        while futures:
+            check_stop()
+            drain()
+            with contextlib.suppress(TimeoutError):
+                wait(list(futures), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+            finished = [future for future in futures if future.done()]
+            for future in finished:
+                batch = futures.pop(future)
+                if future.status == "finished":
+                    boots += future.result()["boots"]
+                    continue
+                error = future.exception()
+                if isinstance(error, WorkerRefused):
+                    refused.add(error.worker)
+                    log(f"refused: {error}")
+                elif isinstance(error, UserError):
+                    raise error
+                else:
+                    log(f"a worker was lost ({type(error).__name__}); its batch goes out again")
+                drain()
+                rest = [(index, test) for index, test in batch if not is_done(test.id)]
+                if rest:
+                    submit(rest)
+        drain()
+    finally:
+        for future in futures:
+            future.cancel()
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return boots, dict(per_worker)

@@ -1,0 +1,142 @@
+"""libsv6 (native/libsv6): each component's unit checks, its concurrency stress under
+ThreadSanitizer and AddressSanitizer/LeakSanitizer, random operation sequences compared
+with a sequential reference of the POSIX model, and short runs of the benchmarks built on
+it.  The checks themselves are C (native/libsv6/tests/); these tests build and drive them."""
+
+import json
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+LIBSV6 = Path(__file__).resolve().parents[1] / "native" / "libsv6"
+COMPONENTS = ["refcache", "fdtable", "dir", "radix", "usock", "posix"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    subprocess.run(["make", "-s", "-C", str(LIBSV6), "all", "checks"], check=True, timeout=900)
+
+
+def sv6_check(variant: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    command = [str(LIBSV6 / "bin" / variant / "sv6_check"), *args]
+    if variant == "tsan":
+        # gcc 12's ThreadSanitizer cannot map its shadow under high mmap randomization.
+        command = ["setarch", platform.machine(), "-R", *command]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_clean(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Sanitizer" not in result.stderr, result.stderr[-3000:]
+    assert result.stdout.startswith("ok,"), result.stdout
+    return result.stdout
+
+
+def counts(line: str) -> list[int]:
+    """The numbers of an "ok, ..." line, in order."""
+    return [int(number) for number in re.findall(r"\d+", line)]
+
+
+@pytest.mark.parametrize("variant", ["release", "tsan", "asan"])
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_unit_checks(component, variant):
+    assert_clean(sv6_check(variant, f"{component}-unit"))
+
+
+@pytest.mark.parametrize("variant", ["release", "tsan", "asan"])
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_stress_under_threads(component, variant):
+    """Release: the checks of each stress hold; tsan: no data race or lock-order
+    inversion; asan: no use after free while other threads reclaim, nothing leaked."""
+    line = assert_clean(
+        sv6_check(variant, f"{component}-stress", "--threads", "3", "--seconds", "1")
+    )
+    # The run really did concurrent work.
+    assert counts(line)[0] > 1000, line
+
+
+def test_refcache_stress_moves_references_between_cores():
+    line = assert_clean(sv6_check("release", "refcache-stress", "--threads", "3", "--seconds", "1"))
+    created, handoffs, upgrades, reads = counts(line)[:4]
+    # Objects died and were freed while references moved between cores, weak
+    # references were upgraded and link-count style reads ran alongside.
+    assert created > 1000 and handoffs > 1000 and upgrades > 100 and reads > 100, line
+
+
+def test_unordered_socket_receivers_steal():
+    line = assert_clean(sv6_check("release", "usock-stress", "--threads", "4", "--seconds", "1"))
+    received, stolen = counts(line)[:2]
+    assert received > 1000 and stolen > 0, line
+
+
+@pytest.mark.parametrize("seed", ["1", "2", "3"])
+def test_conformance_with_the_reference(seed):
+    line = assert_clean(sv6_check("release", "conformance", "--ops", "100000", "--seed", seed))
+    per_operation = counts(line)[2:]
+    assert len(per_operation) == 18 and min(per_operation) > 1000, line
+
+
+@pytest.mark.parametrize("variant", ["tsan", "asan"])
+def test_conformance_under_sanitizers(variant):
+    assert_clean(sv6_check(variant, "conformance", "--ops", "5000"))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["sideways"], "unknown check sideways"),
+        (["dir-stress", "--threads", "many"], "bad value for --threads"),
+        (["dir-stress", "--threads", "0"], "--threads must be 1 to 64"),
+        (["dir-stress", "--fast"], "unknown option --fast"),
+        ([], "usage: sv6_check"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(args, message):
+    result = sv6_check("release", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_leak_sanitizer_is_active_in_this_build():
+    """Guards the leak checks above: the asan build reports a world left behind."""
+    assert_clean(sv6_check("release", "leak-on-purpose"))
+    result = sv6_check("asan", "leak-on-purpose")
+    assert result.returncode != 0
+    assert "LeakSanitizer: detected memory leaks" in result.stderr
+    assert "sv6_world_create" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "benchmark, mode",
+    [
+        ("statbench", "fstat-refcache"),
+        ("statbench", "fstatx"),
+        ("statbench", "fstat-shared"),
+        ("openbench", "lowest"),
+        ("openbench", "anyfd"),
+        ("mailbench", "regular"),
+        ("mailbench", "commutative"),
+    ],
+)
+def test_benchmarks_run_on_the_harness(benchmark, mode):
+    """A short run of each mode at 2 workers: the harness's JSON line, work counted,
+    and a clean teardown of the world (exit 0)."""
+    result = subprocess.run(
+        [
+            str(LIBSV6 / "bin" / f"sv6-{benchmark}"),
+            *("--workers", "2", "--warmup", "0.1", "--duration", "0.3", "--mode", mode),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = json.loads(result.stdout.strip().splitlines()[-1])
+    assert run["benchmark"] == f"sv6-{benchmark}" and run["mode"] == mode
+    assert run["workers"] == 2 and run["ops_per_sec"] > 0, run
+    if benchmark == "statbench":
+        assert run["extra"]["links"] > 0, run  # the linker really ran beside the stats
