@@ -100,9 +100,11 @@ class ResultsStore:
             # Same tests under a new file (e.g. tests added): the header names the new one.
             write_text_atomically(self.path, _lines(header, self.finished.values()))
             return
+        unhashed = sum(1 for record in stale if "test_hash" not in record)
         what = (
             f"{len(stale)} results in {self.path} are for tests that changed or are gone "
             f"since they ran (e.g. {stale[0]['id']}; tests.jsonl was regenerated)"
+            + (f", {unhashed} of them made before results named their test" if unhashed else "")
         )
         if not set_aside:
             raise UserError(f"{what}; use another DIR or remove {self.path}")
@@ -160,8 +162,8 @@ class ResultsStore:
             self.finished[record["id"]] = record
 
     def _fail(self, err: OSError) -> Exception:
-        """After a failed write nothing more is appended: the store may end in a torn
-        line, which the next start drops (its test runs again)."""
+        """After a full disk nothing more is appended: the store may end in a torn line,
+        which the next start drops (its test runs again)."""
         if err.errno not in NO_SPACE:
             return err
         self._failed = no_space(self.path)
