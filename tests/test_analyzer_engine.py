@@ -3,6 +3,7 @@
 import z3
 
 from scalecheck.engine import explore
+from scalecheck.engine.types import SPARE_KEYS, Bool, Dict, Key, MapValue
 
 
 def paths_of(program):
@@ -102,3 +103,63 @@ def test_unknown_answers_are_flagged_on_the_path():
     assert results, "paths must still be explored when the solver gives up"
     assert all(path.unknown for path, _ in results)
     assert stats.unknown_checks > 0
+
+
+def test_a_replay_that_meets_other_branches_is_a_model_error():
+    """Paths are replayed from the start; model code that branches differently on a
+    second run (here: on a counter outside the model) is reported, not trusted."""
+    x, y = z3.Ints("x y")
+    runs = []
+
+    def program(path):
+        runs.append(1)
+        first = x > 0 if len(runs) == 1 else y > 0
+        return "yes" if first else "no"
+
+    outcomes = [outcome for _, outcome in paths_of(program)]
+    assert outcomes[0] == "yes"
+    (error,) = outcomes[1:]
+    assert isinstance(error, explore.ModelError)
+    assert "non-deterministic model code: replayed branch 1 met y > 0" in str(error)
+
+
+def test_a_replay_that_stops_early_is_a_model_error():
+    x, y = z3.Ints("x y")
+    runs = []
+
+    def program(path):
+        runs.append(1)
+        if len(runs) == 1 and x > 0 and y > 0:
+            return "both"
+        return "fewer branches"
+
+    errors = [o for _, o in paths_of(program) if isinstance(o, explore.ModelError)]
+    assert errors and all("the replay ended after 0 of the" in str(e) for e in errors)
+
+
+def test_a_full_key_domain_allocates_above_it_and_never_vanishes():
+    """Every key of the domain in use (all fds open) is a real state: the allocation takes
+    the first key above the domain, as Linux does, instead of dropping the path."""
+    table_type = Dict(Key("Slot", 2), Bool())
+
+    def program(path):
+        table = MapValue(table_type, "table")
+        key = table.lowest_free_key()
+        table[key] = True
+        return "above the domain" if key == 2 else "inside"
+
+    assert sorted(outcome for _, outcome in paths_of(program)) == ["above the domain", "inside"]
+
+
+def test_more_allocations_than_the_spare_keys_raise_bound_exceeded():
+    table_type = Dict(Key("Slot", 2), Bool())
+
+    def program(path):
+        table = MapValue(table_type, "table")
+        for _ in range(2 + SPARE_KEYS + 1):
+            table[table.any_free_key()] = True
+        return "fits"
+
+    outcomes = [outcome for _, outcome in paths_of(program)]
+    assert outcomes and all(isinstance(o, explore.BoundExceeded) for o in outcomes)
+    assert "every key up to 5 in use" in str(outcomes[0])

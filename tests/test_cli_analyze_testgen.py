@@ -163,3 +163,32 @@ def test_test_file_round_trip_and_version_check(tmp_path):
     newer.write_text(json.dumps({**header, "version": 99}) + "\n" + "\n".join(lines[1:]) + "\n")
     with pytest.raises(Exception, match="version 99"):
         read_tests(newer)
+
+
+def test_testgen_refuses_an_analysis_of_an_edited_imported_module(tmp_path):
+    """The fingerprint covers the modules a user's model imports from beside it."""
+    (tmp_path / "flag_state.py").write_text("from scalecheck.model import Bool\nFLAG = Bool()\n")
+    model = tmp_path / "flag.py"
+    model.write_text(
+        "from flag_state import FLAG\n"
+        "from scalecheck.model import Model, ok, operation\n"
+        "class Flag(Model):\n"
+        "    def __init__(self):\n"
+        "        self.up = FLAG.any()\n"
+        "    @operation()\n"
+        "    def set(self):\n"
+        "        self.up = True\n"
+        "        return ok()\n"
+    )
+    out = tmp_path / "out"
+    assert scalecheck("analyze", "--model", model, "--out", out, "--jobs", "1").returncode == 0
+    (tmp_path / "flag_state.py").write_text(
+        "from scalecheck.model import Bool\nFLAG = Bool()  # edited\n"
+    )
+    result = scalecheck("testgen", out, "--jobs", "1")
+    assert result.returncode == 2
+    assert "another version of model" in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+    # A new analysis of the edited model is accepted again.
+    assert scalecheck("analyze", "--model", model, "--out", out, "--jobs", "1").returncode == 0
+    assert scalecheck("testgen", out, "--jobs", "1").returncode == 0

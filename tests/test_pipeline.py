@@ -1,6 +1,10 @@
 """The main job, end to end on a small scale: real Z3, real QEMU, Debian's stock kernel."""
 
 import json
+import shutil
+from pathlib import Path
+
+import pytest
 
 from scalecheck.cli import main
 
@@ -20,3 +24,72 @@ def test_pipeline_from_model_to_report(tmp_path, capsys):
     statuses = [json.loads(line)["status"] for line in results]
     assert len(statuses) == 24 and statuses.count("ok") >= 20
     assert "report:" in printed.err and "tests conflict-free" in printed.err
+
+
+def _fake_run_tests(statuses):
+    """A fake of the tracer for exit-code tests (no VM): records the tests of DIR with
+    the given statuses in order (the rest "ok" and conflict-free) through the real results
+    store, and returns the real run summary of those records."""
+    from scalecheck.trace import outcome, runner, testfile
+    from scalecheck.trace.store import ResultsStore
+
+    def fake_run_tests(out_dir, **_settings):
+        _, tests = testfile.read_tests(out_dir / "tests.jsonl")
+        header = {"format": "scalecheck-results", "version": 1, "target": "fake"}
+        store = ResultsStore(out_dir / "trace" / "results.jsonl", header)
+        records = []
+        for test, status in zip(tests, statuses + ["ok"] * len(tests), strict=False):
+            record = outcome.base_record(test, status, "fake")
+            if status in ("ok", "mismatch"):
+                record.update(conflict_free=True, agree=True)
+            store.append(record)
+            records.append(record)
+        store.close()
+        summary = runner._summarize(records, tests)
+        finished = {"finished": len(tests), "skipped_already_done": 0}
+        return dict(
+            summary,
+            results="",
+            boots=0,
+            seconds=1.0,
+            tests_per_second=1.0,
+            per_worker={},
+            **finished,
+        )
+
+    return fake_run_tests
+
+
+@pytest.mark.parametrize(
+    ("statuses", "code", "counted"),
+    [
+        ([], 0, "0 did not run or conform"),
+        (["mismatch"], 1, "1 did not run or conform (1 mismatch, 0 error, 0 timeout, 0 crash)"),
+        (["ok", "crash"], 1, "1 did not run or conform (0 mismatch, 0 error, 0 timeout, 1 crash)"),
+    ],
+)
+def test_pipeline_exit_code_counts_mismatches_and_crashes(
+    tmp_path, capsys, monkeypatch, statuses, code, counted
+):
+    from scalecheck import pipeline
+
+    monkeypatch.setattr(pipeline, "run_tests", _fake_run_tests(statuses))
+    out = tmp_path / "run"
+    assert main(["pipeline", "--model", "counter", "--out", str(out), "--jobs", "1"]) == code
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert counted in last and "0 analysis paths lost" in last
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    assert summary["totals"]["mismatch"] == statuses.count("mismatch")
+
+
+@pytest.mark.parametrize(("statuses", "code"), [([], 0), (["mismatch"], 1), (["crash"], 1)])
+def test_run_exit_code_counts_mismatches_and_crashes(tmp_path, capsys, monkeypatch, statuses, code):
+    from scalecheck.trace import runner
+
+    shutil.copy(Path(__file__).parent / "data" / "trace_ops.jsonl", tmp_path / "tests.jsonl")
+    monkeypatch.setattr(runner, "run_tests", _fake_run_tests(statuses))
+    assert main(["run", str(tmp_path)]) == code
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"{len(statuses)} did not run or conform" in last
+    for status in ("mismatch", "crash"):
+        assert f"{statuses.count(status)} {status}" in last

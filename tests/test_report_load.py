@@ -9,6 +9,7 @@ import pytest
 from scalecheck.cli import main
 from scalecheck.errors import UserError
 from scalecheck.report.load import load_run
+from scalecheck.testfile import content_hash, read_tests
 
 FAKE_RUN = Path(__file__).parent / "data" / "report_fake_run_a"
 
@@ -141,3 +142,13 @@ def test_diff_across_models_is_refused(run_dir, tmp_path, capsys):
     rewrite_line(other / "tests.jsonl", 1, with_field(model="counter"))
     assert main(["report", str(run_dir), "--diff", str(other)]) == 2
     assert "model counter" in capsys.readouterr().err
+
+
+def test_a_result_for_another_version_of_its_test_is_refused(run_dir, capsys):
+    _, tests = read_tests(run_dir / "tests.jsonl")
+    results = run_dir / "trace" / "results.jsonl"
+    rewrite_line(results, 2, with_field(test_hash=content_hash(tests[0])))
+    assert load_run(run_dir).results["open-open/p1/t1"]["test_hash"]
+    rewrite_line(results, 2, with_field(test_hash=content_hash(tests[1])))
+    err = report_error(run_dir, capsys)
+    assert "results.jsonl:2: the result of 'open-open/p1/t1' is for another test" in err

@@ -9,7 +9,7 @@ Run a (kernel "6.1.0-fake-a"), 10 tests over open, stat, close:
   open-stat/p2/t1   no results line (missing)
   stat-stat/p1/t1   conflicting: d_lockref line (lockref_get_not_dead, dput)
   stat-stat/p1/t2   conflict-free
-  stat-close/p1/t1  conflict-free, but a result mismatch
+  stat-close/p1/t1  a result mismatch (counted on its own, though its trace was conflict-free)
   close-open/p1/t1  conflicting on static init_fs+0x8; repeats disagreed; pair given as close, open
   (close x close has no tests)
 Run b is run a with open-open/p1/t1 fixed, open-open/p1/t2 newly conflicting on a new static
@@ -61,14 +61,16 @@ def test_totals_count_not_run_tests_separately_and_never_as_conflict_free(report
     totals = summary["totals"]
     assert (totals["tests"], totals["conflict_free"], totals["conflicting"], totals["not_run"]) == (
         10,
-        4,
+        3,
         4,
         2,
     )
     assert totals["not_run_by_status"] == {"missing": 1, "timeout": 1}
     assert (totals["mismatch"], totals["unstable"]) == (1, 1)
-    assert totals["share_conflict_free"] == pytest.approx(0.4)
-    assert summary["summary"].startswith("4 of 10 tests conflict-free (40.0%)")
+    assert totals["share_conflict_free"] == pytest.approx(0.3)
+    assert summary["summary"].startswith(
+        "3 of 10 tests conflict-free (30.0%); 4 conflicting, 1 mismatched the model, 2 not run"
+    )
     assert summary["kernel"] == "6.1.0-fake-a"
 
 
@@ -180,7 +182,7 @@ def test_html_drills_from_heat_cells_to_tests_and_their_conflicts(report_a):
     for site in ("alloc_fd+0x4a", "fd_install+0x1f", "init_fs+0x8", "path_init+0x91"):
         assert site in text
     assert "not run: timeout" in text and "not run: missing" in text
-    assert "4 of 10 tests conflict-free (40.0%)" in text
+    assert "3 of 10 tests conflict-free (30.0%)" in text
     call = 'open(pn="f0", creat=true, excl=false, trunc=false, anyfd=false) @proc0'
     assert call in unescape(text)
 
@@ -188,7 +190,7 @@ def test_html_drills_from_heat_cells_to_tests_and_their_conflicts(report_a):
 def test_cli_prints_summary_line_and_where_the_report_is(runs, capsys):
     assert main(["report", str(runs["a"])]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("4 of 10 tests conflict-free (40.0%)")
+    assert out[0].startswith("3 of 10 tests conflict-free (30.0%)")
     assert out[-1] == f"report: {runs['a'] / 'report' / 'index.html'}"
 
 
@@ -240,6 +242,61 @@ def test_report_without_diff_removes_a_stale_diff_txt(runs):
     assert (runs["b"] / "report" / "diff.txt").exists()
     make_report(runs["b"])
     assert not (runs["b"] / "report" / "diff.txt").exists()
+
+
+def _renumbered_copy(source: Path, target: Path, drop: str, extra: dict):
+    """Run ``source`` as if from another test file of the same model: the tests in reverse
+    order under the ids of the original order (so every id names another test), one test
+    dropped and one new test (with a conflict-free result) added."""
+    lines = (source / "tests.jsonl").read_text().splitlines()
+    header, tests = lines[0], [json.loads(line) for line in lines[1:]]
+    ids = [test["id"] for test in tests]
+    kept = [test for test in reversed(tests) if test["id"] != drop] + [extra]
+    renamed = {test["id"]: new_id for test, new_id in zip(kept, ids, strict=True)}
+    results_lines = (source / "trace" / "results.jsonl").read_text().splitlines()
+    results = [json.loads(line) for line in results_lines[1:]]
+    results = [dict(r, id=renamed[r["id"]]) for r in results if r["id"] in renamed]
+    results.append(dict(results[0], id=renamed[extra["id"]], conflict_free=True, conflicts=[]))
+    (target / "trace").mkdir(parents=True)
+    (target / "tests.jsonl").write_text(
+        "\n".join([header] + [json.dumps(dict(t, id=renamed[t["id"]])) for t in kept]) + "\n"
+    )
+    (target / "trace" / "results.jsonl").write_text(
+        "\n".join([results_lines[0]] + [json.dumps(r) for r in results]) + "\n"
+    )
+
+
+def test_diff_of_two_test_files_pairs_tests_by_content_not_id(runs, tmp_path):
+    tests = [json.loads(line) for line in (runs["a"] / "tests.jsonl").read_text().splitlines()]
+    extra = dict(tests[1], id="open-open/p9/t1", pair=["stat", "stat"])
+    extra["calls"] = [dict(c, op="stat", args={"pn": "f9"}) for c in extra["calls"]]
+    other = tmp_path / "run_other_tests"
+    _renumbered_copy(runs["a"], other, "stat-stat/p1/t2", extra)
+    diff = make_report(other, runs["a"])["diff"]
+    # The same tests, the same verdicts: nothing changed, though every id moved.
+    assert (diff["compared_tests"], diff["only_here"], diff["only_in_other"]) == (9, 1, 1)
+    assert diff["new_conflicts"] == diff["fixed"] == diff["no_longer_run"] == []
+    assert diff["pair_changes"] == [] and diff["new_sites"] == diff["gone_sites"] == []
+    text = (other / "report" / "diff.txt").read_text()
+    assert "compared the 9 tests both runs have (paired by content, not id)" in text
+
+
+def test_mismatches_are_listed_with_both_results_and_never_counted(report_a):
+    directory, summary = report_a
+    (listed,) = summary["mismatches"]
+    assert listed["id"] == "stat-close/p1/t1" and listed["kernel"]["b"] == {"errno": "EBADF"}
+    assert set(listed["model"]) == {"ab", "ba"}
+    stat_close = pair_counts(summary, "stat", "close")
+    assert (stat_close["mismatch"], stat_close["conflict_free"], stat_close["conflicting"]) == (
+        1,
+        0,
+        0,
+    )
+    text = (directory / "report" / "mismatches.txt").read_text()
+    assert text.startswith("1 tests whose kernel results fit neither order")
+    assert 'kernel: A={"ret": 0, "ino": 12, "nlink": 1, "size": 0} B={"errno": "EBADF"}' in text
+    html = (directory / "report" / "index.html").read_text()
+    assert "<h2>Mismatches: 1 tests</h2>" in html and "EBADF" in html
 
 
 def test_bottleneck_rows_lead_with_the_data_name_and_group_by_it(tmp_path):

@@ -330,6 +330,47 @@ def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
     assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 3
 
 
+def test_results_of_a_changed_test_are_refused_or_set_aside(tmp_path):
+    """Test ids are positional: after a new testgen an id may name another test. A rerun
+    refuses (run) or sets aside (pipeline) the results whose test changed."""
+    header = {"format": "scalecheck-results", "version": 1, "target": "linux", "repeats": 2}
+    first = {"a/p1/t1": "1111", "a/p1/t2": "2222", "b/p1/t1": "3333"}
+    store = ResultsStore(
+        tmp_path / "results.jsonl", dict(header, tests_sha256="old"), test_hashes=first
+    )
+    for test_id in first:
+        store.append({"id": test_id, "status": "ok"})
+    store.close()
+    # Regenerated: a/p1/t2 now names another test, b/p1/t1 is gone.
+    second = {"a/p1/t1": "1111", "a/p1/t2": "9999"}
+    new_header = dict(header, tests_sha256="new")
+    with pytest.raises(UserError, match=r"2 results .* changed or are gone .*a/p1/t2") as err:
+        ResultsStore(tmp_path / "results.jsonl", new_header, test_hashes=second)
+    assert "\n" not in str(err.value)
+    said = []
+    again = ResultsStore(
+        tmp_path / "results.jsonl", new_header, True, said.append, test_hashes=second
+    )
+    assert set(again.finished) == {"a/p1/t1"} and "kept as" in said[0]
+    again.append({"id": "a/p1/t2", "status": "ok"})
+    again.close()
+    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert lines[0]["tests_sha256"] == "new"
+    assert [(r["id"], r["test_hash"]) for r in lines[1:]] == [
+        ("a/p1/t1", "1111"),
+        ("a/p1/t2", "9999"),
+    ]
+    (stale,) = tmp_path.glob("results.*.stale.jsonl")
+    assert [json.loads(line)["id"] for line in stale.read_text().splitlines()[1:]] == [
+        "a/p1/t2",
+        "b/p1/t1",
+    ]
+    # Unchanged tests: the store resumes as before.
+    resumed = ResultsStore(tmp_path / "results.jsonl", new_header, test_hashes=second)
+    assert set(resumed.finished) == {"a/p1/t1", "a/p1/t2"}
+    resumed.close()
+
+
 KALLSYMS = """0000000000000000 A __per_cpu_start
 0000000000031c40 A runqueues
 0000000000035000 A __per_cpu_end

@@ -119,7 +119,7 @@ def analyze_model(
     write_json_atomically(out / "analysis" / "meta.json", meta)
 
     pairs = all_pairs(ops)
-    todo = [pair for pair in pairs if not _finished(out, pair, fingerprint)]
+    todo = [pair for pair in pairs if not pair_is_current(out, pair, fingerprint)]
     with stage_progress("analyze", quiet) as progress:
         task = progress.add_task("", total=len(pairs), completed=len(pairs) - len(todo))
         work = [(meta["model"], a, b, solver_timeout_ms) for a, b in todo]
@@ -143,7 +143,7 @@ def prepare_output(out: Path):
         raise UserError(f"cannot write output directory {out}: {err.strerror}") from None
 
 
-def _finished(out: Path, pair, fingerprint) -> bool:
+def pair_is_current(out: Path, pair, fingerprint) -> bool:
     path = pair_file(out, *pair)
     if not path.exists():
         return False

@@ -8,9 +8,11 @@ import argparse
 import importlib
 import signal
 import sys
+from pathlib import Path
 
 from scalecheck import __version__
 from scalecheck.errors import UserError, stop_requested
+from scalecheck.storage import NO_SPACE, no_space
 
 # Pipeline order: model -> analyze -> testgen -> run/trace -> report; then the benchmarks.
 STAGE_MODULES = [
@@ -56,12 +58,30 @@ def main(argv=None) -> int:
     except UserError as err:
         print(f"scalecheck: error: {err}", file=sys.stderr)
         return err.exit_code
+    except OSError as err:
+        if err.errno not in NO_SPACE:
+            raise
+        # A write that no stage caught itself: name its file, else the command's directory.
+        where = err.filename or getattr(args, "out", None) or getattr(args, "dir", None) or "."
+        failed = no_space(Path(where))
+        print(f"scalecheck: error: {failed}", file=sys.stderr)
+        return failed.exit_code
     except KeyboardInterrupt:
-        print(
-            "scalecheck: interrupted; finished work is saved, rerun the same command to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return _interrupted()
+    except Exception:
+        # The interrupt can land inside a C call (Z3 through ctypes), which reports it as
+        # another exception: after a stop request, any exception is the stop.
+        if not stop_requested.is_set():
+            raise
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    print(
+        "scalecheck: interrupted; finished work is saved, rerun the same command to resume",
+        file=sys.stderr,
+    )
+    return 130
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.util
@@ -9,6 +10,10 @@ import inspect
 import sys
 from pathlib import Path
 
+import scalecheck.engine
+import scalecheck.model
+import scalecheck.models
+from scalecheck import __version__
 from scalecheck.errors import UserError
 from scalecheck.model import Model
 from scalecheck.models import SHIPPED
@@ -29,6 +34,9 @@ def load_model(spec: str):
     module_name = (
         f"scalecheck_user_model_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}"
     )
+    # Modules beside the model file are importable from it, as from a script.
+    if str(path.resolve().parent) not in sys.path:
+        sys.path.insert(0, str(path.resolve().parent))
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     if module_spec is None or module_spec.loader is None:
         raise UserError(f"model file {path}: not a Python module")
@@ -64,6 +72,63 @@ def load_model(spec: str):
 
 
 def model_fingerprint(model_cls) -> str:
-    """Changes when the model's source changes, so stale analysis results are not reused."""
-    source = inspect.getsource(sys.modules[model_cls.__module__])
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
+    """Changes when the model's file, a module of the model it imports, or the engine
+    changes, so that analysis results of another model version are neither reused nor
+    turned into tests."""
+    digest = hashlib.sha256(f"scalecheck {__version__}\n".encode())
+    for source in sorted(_engine_sources()) + _model_sources(Path(inspect.getfile(model_cls))):
+        digest.update(f"{source.name}\n".encode() + source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _engine_sources() -> list[Path]:
+    """The analyzer's own code: the symbolic engine and the model-writing API."""
+    return [
+        source
+        for package in (scalecheck.engine, scalecheck.model)
+        for source in Path(inspect.getfile(package)).parent.glob("*.py")
+    ]
+
+
+def _model_sources(model_file: Path) -> list[Path]:
+    """The model's file and, transitively, every module it imports that belongs to the
+    model: files beside it and the shipped models. The standard library, scalecheck's
+    engine (hashed on its own) and other installed packages are left out."""
+    model_dirs = {model_file.resolve().parent, Path(inspect.getfile(scalecheck.models)).parent}
+    found, todo = [], [model_file.resolve()]
+    while todo:
+        source = todo.pop()
+        if source in found:
+            continue
+        found.append(source)
+        for name in _imported_names(source):
+            origin = _module_origin(name, source.parent)
+            if origin is not None and origin.parent in model_dirs:
+                todo.append(origin)
+    return found
+
+
+def _imported_names(source: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(source.read_bytes(), str(source))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _module_origin(name: str, beside: Path) -> Path | None:
+    """The file of module ``name`` as the model would import it: a module beside the
+    model first, else whatever the import system finds."""
+    local = beside / (name.replace(".", "/") + ".py")
+    if local.is_file():
+        return local.resolve()
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None  # e.g. "package.function" from `from package import function`
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin).resolve()

@@ -14,7 +14,15 @@ from rich.console import Console
 from scalecheck.analyze import analyze_model, print_summary, select_ops
 from scalecheck.modelfile import load_model
 from scalecheck.testgen import DEFAULT_CAP, generate_tests
-from scalecheck.trace.runner import add_conflict_options, conflict_settings, run_tests
+from scalecheck.trace.runner import (
+    EXIT_NOT_CONFORMING,
+    add_conflict_options,
+    conflict_settings,
+    conformance_line,
+    exit_codes_help,
+    not_conforming,
+    run_tests,
+)
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -28,6 +36,9 @@ def register(subparsers):
         description="Analyze a model, generate tests, trace them on a real Linux kernel under QEMU "
         "and write the report. Defaults: the shipped posix model, a subset of its "
         f"operations ({DEFAULT_OPS}), Debian's stock kernel.",
+        epilog=exit_codes_help(
+            "analysis paths were lost (solver unknown, model error, failed test generation) or "
+        ),
     )
     parser.add_argument(
         "--model", default="posix", help="shipped model name or path to a .py file (default: posix)"
@@ -77,7 +88,7 @@ def run(args) -> int:
     generated = generate_tests(args.out, cap=args.cap, jobs=args.jobs)
     console.print(f"{generated['totals']['tests']} tests written to {args.out / 'tests.jsonl'}")
     console.rule("3/4 run on Linux under QEMU")
-    run_tests(
+    traced = run_tests(
         args.out,
         kernel=args.kernel,
         kernel_args=args.kernel_args,
@@ -97,4 +108,10 @@ def run(args) -> int:
         + analysis["totals"]["error_paths"]
         + generated["totals"]["failed_paths"]
     )
-    return 1 if lost else 0
+    console.print(
+        f"{conformance_line(traced)}; {lost} analysis paths lost "
+        f"({analysis['totals']['unknown_paths']} unknown, {analysis['totals']['error_paths']} "
+        f"model errors, {generated['totals']['failed_paths']} failed in testgen)",
+        soft_wrap=True,
+    )
+    return EXIT_NOT_CONFORMING if lost or not_conforming(traced) else 0

@@ -3,6 +3,7 @@ generation and the stages that run or report tests. All of them read it through 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,22 @@ from scalecheck.storage import write_text_atomically
 
 TESTS_FORMAT = "scalecheck-tests"
 TESTS_VERSION = 1
+# Fields that label a test rather than say what it does. They are positional (the n-th
+# test of the n-th path of a pair), so they name another test once the model or the
+# analysis changes: results are tied to a test, and runs compared, by everything else.
+LABEL_FIELDS = ("id", "path")
+
+
+def content_hash(test: dict) -> str:
+    """Equal for two tests with the same setup, calls and expected results, whatever
+    their ids."""
+    content = {key: value for key, value in test.items() if key not in LABEL_FIELDS}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def write_tests(path: Path, header: dict, tests: list[dict]) -> None:

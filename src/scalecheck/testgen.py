@@ -25,11 +25,17 @@ from rich.console import Console
 from rich.table import Table
 
 from scalecheck import __version__
-from scalecheck.analyze import ANALYSIS_FORMAT, ANALYSIS_VERSION, all_pairs, pair_file
+from scalecheck.analyze import (
+    ANALYSIS_FORMAT,
+    ANALYSIS_VERSION,
+    all_pairs,
+    pair_file,
+    pair_is_current,
+)
 from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.sexpr import parse_sexpr
 from scalecheck.errors import UserError
-from scalecheck.modelfile import load_model
+from scalecheck.modelfile import load_model, model_fingerprint
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
@@ -90,12 +96,20 @@ def generate_tests(
     if cap < 1:
         raise UserError("--cap must be at least 1")
     meta = read_analysis_meta(out)
+    if meta.get("fingerprint") != model_fingerprint(load_model(meta["model"])):
+        raise UserError(
+            f"the analysis in {out} was made from another version of model {meta['model']} "
+            "(its file, a module it imports, or scalecheck's engine changed since): "
+            "rerun `scalecheck analyze`"
+        )
     pairs = all_pairs(meta["ops"])
-    missing = [f"{a}-{b}" for a, b in pairs if not pair_file(out, a, b).exists()]
+    missing = [
+        f"{a}-{b}" for a, b in pairs if not pair_is_current(out, (a, b), meta["fingerprint"])
+    ]
     if missing:
         raise UserError(
-            f"analysis in {out} is incomplete ({len(missing)} pairs missing, e.g. {missing[0]}): "
-            f"rerun `scalecheck analyze` to finish it"
+            f"analysis in {out} is incomplete ({len(missing)} pairs missing or from another "
+            f"model version, e.g. {missing[0]}): rerun `scalecheck analyze` to finish it"
         )
     work = [(meta["model"], str(out), a, b, cap) for a, b in pairs]
     per_pair = {}

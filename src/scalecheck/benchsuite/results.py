@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from scalecheck.errors import UserError
+from scalecheck.storage import write_text_atomically
 
 FORMAT_VERSION = 1
 # The paper's bar: "variance from the mean is always under 4%".
@@ -154,9 +155,7 @@ class ResultsDir:
 
     @staticmethod
     def _write_json(path: Path, document: dict) -> None:
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
-        temporary.replace(path)
+        write_text_atomically(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
 
     # ---- reading (resume, plot, compare) ----
 

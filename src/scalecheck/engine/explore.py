@@ -56,7 +56,7 @@ class BaseRead:
 @dataclass
 class Path:
     solver: z3.Solver
-    schedule: list[tuple[bool, bool]]  # (outcome, forced) per undecided branch
+    schedule: list[tuple]  # (outcome, forced, condition) per undecided branch
     queue: list
     stats: Stats
     decisions: list = field(default_factory=list)  # branch conditions, as taken
@@ -90,7 +90,15 @@ class Path:
             return cached
         position = len(self.taken)
         if position < len(self.schedule):
-            outcome, forced = self.schedule[position]
+            outcome, forced, scheduled = self.schedule[position]
+            # A replay must meet the very branches it was scheduled on (Z3 shares equal
+            # terms, so eq() is identity); model code that branches differently on a
+            # second run is not deterministic, and the path would be someone else's.
+            if not cond.eq(scheduled):
+                raise ModelError(
+                    f"non-deterministic model code: replayed branch {position + 1} met "
+                    f"{_short(cond)} where the first run met {_short(scheduled)}"
+                )
         else:
             negation = z3.Not(cond)
             can_true = self._feasible(cond)
@@ -100,8 +108,8 @@ class Path:
             forced = not (can_true and can_false)
             outcome = can_true
             if not forced:
-                self.queue.append(([*self.taken, (False, False)], self.unknown))
-        self.taken.append((outcome, forced))
+                self.queue.append(([*self.taken, (False, False, cond)], self.unknown))
+        self.taken.append((outcome, forced, cond))
         taken_cond = cond if outcome else z3.Not(cond)
         if not forced:  # a forced branch is implied by the path so far: keep conditions short
             self.decisions.append(taken_cond)
@@ -159,7 +167,13 @@ class Path:
         self._unchecked_assumptions.append(constraint)
 
     def finish(self):
-        """Make sure assumptions added since the last check left the path feasible."""
+        """Make sure the replay met every scheduled branch, and that assumptions added
+        since the last check left the path feasible."""
+        if len(self.taken) < len(self.schedule):
+            raise ModelError(
+                f"non-deterministic model code: the replay ended after {len(self.taken)} "
+                f"of the {len(self.schedule)} branches it was scheduled on"
+            )
         if self._unchecked_assumptions and not self._feasible(z3.BoolVal(True)):
             raise Infeasible()
 
@@ -186,10 +200,12 @@ class Path:
         """The k-th choice a call makes is the same constant in either order."""
         self._choice_counts.clear()
 
-    def choose(self, symtype, label: str) -> z3.ExprRef:
-        """The implementation's choice of a value of ``symtype`` (within its domain)."""
+    def choose(self, symtype, label: str, within: range | None = None) -> z3.ExprRef:
+        """The implementation's choice of a value of ``symtype``: within its domain, or
+        within the integer range ``within``."""
         expr = self._choice(symtype, label)
-        for constraint in symtype.domain(expr):
+        domain = [expr >= within.start, expr < within.stop] if within else symtype.domain(expr)
+        for constraint in domain:
             self.assume(constraint)
         return expr
 
@@ -232,6 +248,11 @@ def _build_base_read(map_value, key) -> tuple:
     value = symtype.value.build(iter(leaves))
     for constraint in symtype.value.invariant(value):
         constraints.append(z3.Implies(present, constraint) if present is not None else constraint)
+    # No initial state uses a key above a bounded domain: allocations take those keys
+    # when the domain is full (MapValue.lowest_free_key).
+    top = getattr(symtype.key, "hi", None)
+    if present is not None and top is not None:
+        constraints.append(z3.Implies(key > top, z3.Not(present)))
     constraints = [z3.And(constraints)] if constraints else []  # one solver call per read
     read = BaseRead(
         map_value.name,
@@ -254,6 +275,11 @@ def _function(name, domain, range_) -> z3.FuncDeclRef:
     if key not in _functions:
         _functions[key] = z3.Function(name, domain, range_)
     return _functions[key]
+
+
+def _short(cond) -> str:
+    text = str(cond).replace("\n", " ")
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass
@@ -290,8 +316,9 @@ def symbolic_python():
 def explore(program, solver_timeout_ms: int = 60_000, stats: Stats | None = None):
     """Run ``program(path)`` on every feasible path; yield ``(path, outcome_or_exception)``.
 
-    ``program`` must be deterministic given the branch outcomes. Solver counts are added
-    to ``stats`` when given.
+    ``program`` must be deterministic given the branch outcomes: a path is replayed
+    from the start, and a replay that meets other branches ends in a ModelError.
+    Solver counts are added to ``stats`` when given.
     """
     global _current
     solver = z3.SolverFor("QF_UFLIA")

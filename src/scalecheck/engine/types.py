@@ -17,6 +17,9 @@ from scalecheck.engine import explore
 # this bound; values the implementation allocates during a call lie at or above it, so
 # "a fresh inode number" needs no quantifier to be unused.
 FRESH_BASE = 1000
+# Keys above a bounded key domain that allocations (lowest_free_key, any_free_key) may
+# take when the domain is full: two calls allocate at most 4 (two pipes, two fds each).
+SPARE_KEYS = 4
 
 
 class SymType:
@@ -307,8 +310,9 @@ class MapValue:
         return twin
 
     # -- reading --
-    def lookup(self, key) -> tuple:
-        """(present, leaves) of ``key``, as expressions over the initial state."""
+    def lookup(self, key, base: tuple | None = None) -> tuple:
+        """(present, leaves) of ``key``, as expressions over the initial state, or over
+        ``base`` (its initial (present, leaves)) when that is known."""
         key = as_expr(key, self.type.key)
         # Newest write first: a write at the very same key term hides everything older, and
         # writes at other concrete keys cannot match; only the rest need an if-then-else.
@@ -320,11 +324,12 @@ class MapValue:
             if not (z3.is_int_value(logged_key) and z3.is_int_value(key)):
                 undecided.append((logged_key, logged_present, logged_leaves))
         else:
-            present, leaves = explore.current().read_base(self, key)
+            present, leaves = base or explore.current().read_base(self, key)
         for logged_key, logged_present, logged_leaves in reversed(undecided):
             hit = logged_key == key
             present = z3.If(hit, logged_present, present)
-            leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves, strict=True)]
+            # A known-absent base has no leaves (only presence is asked of it).
+            leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves, strict=False)]
         return present, leaves
 
     def __contains__(self, key):
@@ -363,18 +368,52 @@ class MapValue:
             raise explore.ModelError(f"{self.name}: free keys need a bounded integer key type")
         return range(key_type.lo, key_type.hi + 1)
 
+    def _allocatable_keys(self) -> range:
+        """The key domain and the spare keys above it that can be free now. No initial
+        state uses a key above the domain (a test's setup cannot name one), so when every
+        key of the domain is in use an allocation takes the next one, as Linux gives fd 6
+        when fds 0..5 are open: a full domain is a real state, not a reason to drop the
+        path. Each write so far can have taken one spare key, so the first len(log) + 1
+        spare keys hold a free one (up to SPARE_KEYS)."""
+        keys = self._domain_keys()
+        return range(keys[0], keys[-1] + 1 + min(len(self.log) + 1, SPARE_KEYS))
+
+    def _is_free(self, key: int) -> z3.BoolRef:
+        if key in self._domain_keys():
+            return z3.Not(self.lookup(key)[0])
+        # Above the domain: absent in every initial state; no base read is needed.
+        return z3.Not(self.lookup(key, base=(z3.BoolVal(False), []))[0])
+
+    def has_free_key(self) -> z3.BoolRef:
+        """Whether some allocatable key is absent. A model whose interface has an error for
+        a full table (EMFILE, ENOMEM) can test it and take that error path."""
+        return z3.Or([self._is_free(k) for k in self._allocatable_keys()])
+
+    def _require_free_key(self):
+        # Fewer writes than spare keys leave a spare key free: no solver call needed.
+        if len(self.log) < SPARE_KEYS:
+            return
+        # A path that used up even the spare keys is beyond the model's bounds: it ends
+        # in BoundExceeded, reported as a model error, instead of vanishing.
+        if not self.has_free_key():
+            raise explore.BoundExceeded(
+                f"{self.name}: every key up to {self._allocatable_keys()[-1]} in use"
+            )
+
     def lowest_free_key(self):
         """The lowest absent key (POSIX's lowest-numbered fd rule)."""
-        free = [z3.Not(self.lookup(k)[0]) for k in self._domain_keys()]
-        explore.current().assume(z3.Or(free))
-        result = z3.IntVal(self._domain_keys()[-1])
-        for k, is_free in reversed(list(zip(self._domain_keys(), free, strict=True))[:-1]):
-            result = z3.If(is_free, k, result)
+        self._require_free_key()
+        keys = self._allocatable_keys()
+        result = z3.IntVal(keys[-1])
+        for k in reversed(keys[:-1]):
+            result = z3.If(self._is_free(k), k, result)
         return result
 
     def any_free_key(self):
         """Some absent key, chosen by the implementation (O_ANYFD, a non-fixed mmap)."""
-        key = explore.current().choose(self.type.key, f"{self.name}.free")
+        self._require_free_key()
+        keys = self._allocatable_keys()
+        key = explore.current().choose(self.type.key, f"{self.name}.free", within=keys)
         explore.current().assume(z3.Not(self.lookup(key)[0]))
         return key
 

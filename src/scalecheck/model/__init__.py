@@ -15,7 +15,8 @@ State is created in ``__init__`` with ``T.any()`` (an arbitrary initial value); 
 are methods decorated with ``@operation`` naming their arguments' types; results are
 dicts built with ``ok``/``error``/``fault``. Values the implementation may choose freely
 are asked for where they are chosen: ``Inum.fresh()`` (an unused inode number),
-``fds.any_free_key()`` (any unused fd), ``fds.lowest_free_key()`` (POSIX's lowest fd).
+``fds.any_free_key()`` (any unused fd), ``fds.lowest_free_key()`` (POSIX's lowest fd);
+with every key of the domain in use they take a key above it (docs/analyzer.md).
 """
 
 from z3 import And, If, Implies, Not, Or

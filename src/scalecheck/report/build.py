@@ -14,8 +14,14 @@ from scalecheck.report.filters import (
 from scalecheck.report.heatmap import write_heatmap
 from scalecheck.report.html_page import write_index
 from scalecheck.report.load import load_run
-from scalecheck.report.stats import bottleneck_sites, count_pairs, count_totals, summary_line
-from scalecheck.report.tables import format_bottlenecks
+from scalecheck.report.stats import (
+    bottleneck_sites,
+    count_pairs,
+    count_totals,
+    mismatches,
+    summary_line,
+)
+from scalecheck.report.tables import format_bottlenecks, format_mismatches
 
 SUMMARY_FORMAT = "scalecheck-report"
 SUMMARY_VERSION = 1
@@ -25,7 +31,7 @@ TOP_SITES = 50
 def make_report(out_dir, other_dir=None) -> dict:
     """Writes the report of run directory ``out_dir`` into ``out_dir/report/`` and returns
     the summary (the content of summary.json). With ``other_dir``, the summary gets a
-    ``diff`` against that run (matched by test id), and diff.txt is written."""
+    ``diff`` against that run (tests paired by content), and diff.txt is written."""
     run = load_run(out_dir)
     other = load_run(other_dir) if other_dir is not None else None
     report_dir = Path(out_dir) / "report"
@@ -40,6 +46,7 @@ def make_report(out_dir, other_dir=None) -> dict:
     lsm = security_modules(run)
     top_sites = [site.as_json(rank) for rank, site in enumerate(sites[:TOP_SITES], start=1)]
     diff = diff_runs(run, other) if other is not None else None
+    mismatched = mismatches(run)
 
     summary = {
         "format": SUMMARY_FORMAT,
@@ -61,6 +68,7 @@ def make_report(out_dir, other_dir=None) -> dict:
         "pairs": [{"pair": list(pair), **counts.as_json()} for pair, counts in pairs.items()],
         "bottleneck_sites": len(sites),
         "top_sites": top_sites,
+        "mismatches": mismatched,
     }
     if diff is not None:
         summary["diff"] = diff
@@ -72,6 +80,7 @@ def make_report(out_dir, other_dir=None) -> dict:
     title = f"{what}: {line}\n{views_line(shares)}"
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)
     (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title), encoding="utf-8")
+    (report_dir / "mismatches.txt").write_text(format_mismatches(mismatched), encoding="utf-8")
     if diff is not None:
         (report_dir / "diff.txt").write_text(format_diff_text(diff), encoding="utf-8")
     else:
@@ -87,6 +96,7 @@ def make_report(out_dir, other_dir=None) -> dict:
         top_sites,
         diff,
         (shares, filters, lsm),
+        mismatched,
     )
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary

@@ -27,7 +27,8 @@ def register(subparsers):
         metavar="OTHER_DIR",
         type=Path,
         help="compare with another run of the same tests (e.g. another kernel), "
-        "matching tests by id; OTHER_DIR is the baseline",
+        "pairing tests by content (setup, calls, expected results), not by id; OTHER_DIR "
+        "is the baseline",
     )
     parser.add_argument(
         "--fail-on-new",

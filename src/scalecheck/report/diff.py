@@ -1,4 +1,9 @@
-"""Compares two runs of the same tests (e.g. two kernels), matching tests by id."""
+"""Compares two runs of one model (e.g. two kernels, or two test files), pairing tests by
+their content: test ids are positional, so two test files give one id to different tests.
+Only the tests both runs have are compared."""
+
+import dataclasses
+from collections import Counter
 
 from scalecheck.errors import UserError
 from scalecheck.report.load import Run
@@ -12,6 +17,7 @@ from scalecheck.report.stats import (
     percent_text,
 )
 from scalecheck.report.tables import SITE_HEADERS, format_table, site_rows
+from scalecheck.testfile import content_hash
 
 LISTED_IDS_IN_TEXT = 50
 
@@ -23,20 +29,23 @@ def diff_runs(run: Run, other: Run) -> dict:
             f"cannot compare {run.directory} (model {run.model}) with "
             f"{other.directory} (model {other.model})"
         )
-    other_ids = {test["id"] for test in other.tests}
-    here_ids = {test["id"] for test in run.tests}
+    here_tests, other_tests = _content_keys(run), _content_keys(other)
+    common = here_tests.keys() & other_tests.keys()
     new_conflicts, fixed, no_longer_run = [], [], []
-    for test in run.tests:
-        if test["id"] not in other_ids:
+    for key, test in here_tests.items():
+        if key not in common:
             continue
         now = outcome(run.results.get(test["id"]))
-        before = outcome(other.results.get(test["id"]))
+        before = outcome(other.results.get(other_tests[key]["id"]))
         if before == CONFLICT_FREE and now == CONFLICTING:
             new_conflicts.append(test["id"])
         elif before == CONFLICTING and now == CONFLICT_FREE:
             fixed.append(test["id"])
         elif before != NOT_RUN and now == NOT_RUN:
             no_longer_run.append(test["id"])
+    # Pair shares and bottleneck sites over the common tests only.
+    run = dataclasses.replace(run, tests=[t for key, t in here_tests.items() if key in common])
+    other = dataclasses.replace(other, tests=[t for key, t in other_tests.items() if key in common])
 
     sites = bottleneck_sites(run)
     other_sites = bottleneck_sites(other)
@@ -46,9 +55,9 @@ def diff_runs(run: Run, other: Run) -> dict:
         "other": str(other.directory),
         "other_kernel": other.kernel_name,
         "kernel": run.kernel_name,
-        "compared_tests": len(here_ids & other_ids),
-        "only_here": len(here_ids - other_ids),
-        "only_in_other": len(other_ids - here_ids),
+        "compared_tests": len(common),
+        "only_here": len(here_tests) - len(common),
+        "only_in_other": len(other_tests) - len(common),
         "new_conflicts": new_conflicts,
         "fixed": fixed,
         "no_longer_run": no_longer_run,
@@ -64,6 +73,18 @@ def diff_runs(run: Run, other: Run) -> dict:
             if site.key not in here_keys
         ],
     }
+
+
+def _content_keys(run: Run) -> dict[tuple[str, int], dict]:
+    """Each test under (content hash, how many earlier tests have that content), in file
+    order: two tests of one file with the same content pair with the other file's in turn."""
+    seen: Counter = Counter()
+    keys = {}
+    for test in run.tests:
+        digest = content_hash(test)
+        keys[digest, seen[digest]] = test
+        seen[digest] += 1
+    return keys
 
 
 def _pair_changes(run: Run, other: Run) -> list[dict]:
@@ -107,7 +128,8 @@ def diff_line(diff: dict) -> str:
 def format_diff_text(diff: dict) -> str:
     parts = [
         diff_line(diff) + "\n",
-        f"compared {diff['compared_tests']} tests by id; {diff['only_here']} only here, "
+        f"compared the {diff['compared_tests']} tests both runs have (paired by content, not "
+        f"id); {diff['only_here']} only here, "
         f"{diff['only_in_other']} only in {diff['other']}\n",
     ]
     for title, ids in (

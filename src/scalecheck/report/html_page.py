@@ -10,6 +10,7 @@ from scalecheck.report.load import Run
 from scalecheck.report.stats import (
     CONFLICT_FREE,
     CONFLICTING,
+    MISMATCH,
     NOT_RUN,
     Counts,
     data_name,
@@ -19,7 +20,7 @@ from scalecheck.report.stats import (
 )
 
 # Drill-down order inside a pair: what needs attention first.
-OUTCOME_ORDER = {CONFLICTING: 0, NOT_RUN: 1, CONFLICT_FREE: 2}
+OUTCOME_ORDER = {CONFLICTING: 0, MISMATCH: 1, NOT_RUN: 2, CONFLICT_FREE: 3}
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -91,8 +92,6 @@ def _badge(result: dict | None) -> str:
     kind = outcome(result)
     text = kind if kind != NOT_RUN else f"not run: {status_of(result)}"
     badge = f'<span class="badge b-{kind.replace(" ", "-")}">{escape(text)}</span>'
-    if result is not None and result["status"] == "mismatch":
-        badge += ' <span class="badge b-mismatch">result mismatch</span>'
     if result is not None and result.get("agree") is False:
         badge += ' <span class="badge b-mismatch">repeats disagree</span>'
     return badge
@@ -108,6 +107,7 @@ def write_index(
     site_jsons: list[dict],
     diff: dict | None,
     headline_filters: tuple[dict, list[dict], str],
+    mismatched: list[dict],
 ):
     title = f"scalecheck report: model {run.model} on {run.kernel_name}"
     shares, filters, lsm = headline_filters
@@ -121,13 +121,15 @@ def write_index(
         _filters_section(shares, filters, lsm, run.results_header.get("granularity", "line")),
         "<p class='legend'>Files next to this page: <a href='heatmap.svg'>heatmap.svg</a>, "
         "<a href='heatmap.png'>heatmap.png</a>, <a href='bottlenecks.txt'>bottlenecks.txt</a>, "
-        "<a href='summary.json'>summary.json</a>.</p>",
+        "<a href='mismatches.txt'>mismatches.txt</a>, <a href='summary.json'>summary.json</a>.</p>",
         "<h2>Heat map</h2>",
         _heat_table(run.ops, pairs),
     ]
     if diff is not None:
         parts.append(_diff_section(diff))
     parts.append(_sites_section(site_jsons))
+    if mismatched:
+        parts.append(_mismatch_section(mismatched))
     parts.append(
         "<h2>Tests by pair</h2><p class='legend'>Click a pair to list its tests, "
         "and a test for its setup, results and conflicting cache lines.</p>"
@@ -144,7 +146,7 @@ def _totals_table(totals: Counts, not_run_by_status: dict) -> str:
         ("conflict-free", totals.conflict_free),
         ("conflicting", totals.conflicting),
         ("not run", f"{totals.not_run} ({why})" if why else totals.not_run),
-        ("result mismatch (counted by their conflicts)", totals.mismatch),
+        ("mismatched the model (not counted as conflict-free or conflicting)", totals.mismatch),
         ("repeats disagreed", totals.unstable),
     ]
     body = "".join(
@@ -175,6 +177,20 @@ def _filters_section(shares: dict, filters: list[dict], lsm: str, granularity: s
         f"{escape(lsm)} (<code>scalecheck run --lsm</code>). Each filter can be switched off: "
         "<code>--count-unrepeated</code>, <code>--keep-tick-work</code>, "
         "<code>--granularity line</code>.</p>"
+    )
+
+
+def _mismatch_section(mismatched: list[dict]) -> str:
+    rows = "".join(
+        f"<tr><td><a href='#{escape(test_anchor(m['id']))}'>{escape(m['id'])}</a></td>"
+        f"<td>{escape(json.dumps(m['kernel']))}</td><td>{escape(json.dumps(m['model']))}</td></tr>"
+        for m in mismatched
+    )
+    return (
+        f"<h2>Mismatches: {len(mismatched)} tests</h2><p class='legend'>The kernel's results "
+        "fit neither order the model allows: model and kernel disagree. These tests are not "
+        "counted as conflict-free or conflicting.</p><table class='grid'><tr><th>test</th>"
+        f"<th>kernel (A, B)</th><th>model (A then B, B then A)</th></tr>{rows}</table>"
     )
 
 
@@ -261,8 +277,8 @@ def _test_links(ids: list[str]) -> str:
 def _diff_section(diff: dict) -> str:
     parts = [
         f"<h2>Compared with {escape(diff['other'])} ({escape(diff['other_kernel'])})</h2>",
-        f"<p>{diff['compared_tests']} tests compared by id ({diff['only_here']} only here, "
-        f"{diff['only_in_other']} only in the other run).</p>",
+        f"<p>{diff['compared_tests']} tests both runs have compared, paired by content "
+        f"({diff['only_here']} only here, {diff['only_in_other']} only in the other run).</p>",
     ]
     for title, key in (
         ("New conflicts (conflict-free before, conflicting now)", "new_conflicts"),
@@ -319,7 +335,7 @@ def _pair_sections(run: Run, pairs: dict[tuple[str, str], Counts], changes: dict
             f"<details class='pair' id='{escape(pair_anchor(pair))}'><summary>"
             f"{_pair_name(pair)}: {counts.tests} tests, {counts.conflict_free} conflict-free "
             f"({percent_text(counts.share_conflict_free)}), {counts.conflicting} conflicting, "
-            f"{counts.not_run} not run</summary>"
+            f"{counts.mismatch} mismatched, {counts.not_run} not run</summary>"
         )
         for test in tests:
             yield _test_entry(test, run.results.get(test["id"]), changes.get(test["id"]))

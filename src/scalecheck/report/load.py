@@ -9,7 +9,7 @@ from functools import cached_property
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.testfile import read_jsonl, read_tests
+from scalecheck.testfile import content_hash, read_jsonl, read_tests
 
 RESULTS_FORMAT = "scalecheck-results"
 KNOWN_VERSION = 1
@@ -61,7 +61,7 @@ def load_run(directory) -> Run:
     tests_header, tests = read_tests(tests_path)
     for test in tests:
         _check_pair(test, f"{tests_path}: test {test['id']}")
-    seen_ids = {test["id"] for test in tests}
+    hashes = {test["id"]: content_hash(test) for test in tests}
 
     if not tests:
         raise UserError(f"{tests_path}: no tests after the header, nothing to report")
@@ -70,10 +70,16 @@ def load_run(directory) -> Run:
     results = {}
     for where, result in result_lines:
         _check_result(result, where)
-        if result["id"] not in seen_ids:
+        if result["id"] not in hashes:
             raise UserError(
                 f"{where}: test id {result['id']!r} is not in {tests_path} "
                 "(were the tests regenerated after the run?)"
+            )
+        # Records made before results carried their test's hash cannot be checked.
+        if result.get("test_hash", hashes[result["id"]]) != hashes[result["id"]]:
+            raise UserError(
+                f"{where}: the result of {result['id']!r} is for another test of that id "
+                f"({tests_path} was regenerated after the run); rerun `scalecheck run`"
             )
         # The file is an append-only log, so a later line about the same test supersedes.
         results[result["id"]] = result

@@ -9,6 +9,9 @@ from scalecheck.report.load import NOT_RUN_STATUSES, Run
 CONFLICT_FREE = "conflict-free"
 CONFLICTING = "conflicting"
 NOT_RUN = "not run"
+# The kernel's results fit neither order the model allows: a disagreement between model
+# and kernel, a conformance result of its own. Such a test says nothing about conflicts.
+MISMATCH = "mismatch"
 
 # A missing results line is a test the tracer never reached; it is reported like a crash.
 MISSING_STATUS = "missing"
@@ -18,9 +21,12 @@ _FUNCTION_NAME = re.compile(r"[^+\s(]+")
 
 
 def outcome(result: dict | None) -> str:
-    """Tests that did not run to the end are never counted as conflict-free."""
+    """Tests that did not run to the end or mismatched the model are never counted as
+    conflict-free or conflicting."""
     if result is None or result["status"] in NOT_RUN_STATUSES:
         return NOT_RUN
+    if result["status"] == "mismatch":
+        return MISMATCH
     return CONFLICT_FREE if result["conflict_free"] else CONFLICTING
 
 
@@ -44,16 +50,20 @@ class Counts:
             self.conflict_free += 1
         elif kind == CONFLICTING:
             self.conflicting += 1
+        elif kind == MISMATCH:
+            self.mismatch += 1
         else:
             self.not_run += 1
-        if result is not None and kind != NOT_RUN:
-            if result["status"] == "mismatch":
-                self.mismatch += 1
-            if result.get("agree") is False:
-                self.unstable += 1
+        if (
+            result is not None
+            and kind in (CONFLICT_FREE, CONFLICTING)
+            and result.get("agree") is False
+        ):
+            self.unstable += 1
 
     @property
     def share_conflict_free(self) -> float | None:
+        """Over all tests: a test not run or mismatched is not known to be conflict-free."""
         return self.conflict_free / self.tests if self.tests else None
 
     def as_json(self) -> dict:
@@ -86,6 +96,25 @@ def count_totals(run: Run) -> tuple[Counts, Counter]:
         if outcome(result) == NOT_RUN:
             not_run_by_status[status_of(result)] += 1
     return totals, not_run_by_status
+
+
+def mismatches(run: Run) -> list[dict]:
+    """Each test whose kernel results fit neither order of the model, with both sides."""
+    listed = []
+    for test in run.tests:
+        result = run.results.get(test["id"])
+        if result is not None and outcome(result) == MISMATCH:
+            kernel = result.get("results") or {}
+            listed.append(
+                {
+                    "id": test["id"],
+                    "pair": list(run.pair_of(test)),
+                    "kernel": {"a": kernel.get("a"), "b": kernel.get("b")},
+                    "model": test.get("expect"),
+                    "detail": result.get("detail", ""),
+                }
+            )
+    return listed
 
 
 def function_name(pc: str) -> str:
@@ -185,5 +214,6 @@ def summary_line(totals: Counts) -> str:
     return (
         f"{totals.conflict_free} of {totals.tests} tests conflict-free "
         f"({percent_text(totals.share_conflict_free)}); "
-        f"{totals.conflicting} conflicting, {totals.not_run} not run"
+        f"{totals.conflicting} conflicting, {totals.mismatch} mismatched the model, "
+        f"{totals.not_run} not run"
     )

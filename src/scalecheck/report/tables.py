@@ -1,4 +1,7 @@
-"""Plain-text tables for bottlenecks.txt and diff.txt (readable in a terminal or a CI log)."""
+"""Plain-text tables for bottlenecks.txt, mismatches.txt and diff.txt (readable in a
+terminal or a CI log)."""
+
+import json
 
 from scalecheck.report.stats import Site
 
@@ -40,3 +43,21 @@ def format_bottlenecks(sites: list[Site], title: str) -> str:
         f"{title}\n\nTop sites:\n{headline}\n\nAll sites, ranked by distinct tests:\n"
         + format_table(SITE_HEADERS, site_rows(ranked))
     )
+
+
+def format_mismatches(mismatched: list[dict]) -> str:
+    if not mismatched:
+        return "Every traced test's results fit an order the model allows.\n"
+    lines = [
+        f"{len(mismatched)} tests whose kernel results fit neither order the model allows "
+        "(model and kernel disagree; not counted as conflict-free or conflicting):"
+    ]
+    for entry in mismatched:
+        model = entry["model"] or {}
+        lines += [
+            f"{entry['id']} ({entry['pair'][0]} x {entry['pair'][1]})",
+            f"  kernel: A={json.dumps(entry['kernel']['a'])} B={json.dumps(entry['kernel']['b'])}",
+            f"  model:  A then B {json.dumps(model.get('ab'))}, "
+            f"B then A {json.dumps(model.get('ba'))}",
+        ]
+    return "\n".join(lines) + "\n"

@@ -19,10 +19,12 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from scalecheck.errors import UserError
+from scalecheck.storage import require_space
+from scalecheck.testfile import content_hash, file_hash
 from scalecheck.trace import build, datanames, facts, outcome, testfile, vm
 from scalecheck.trace.btf import Types
 from scalecheck.trace.kernelmem import KernelMemory
-from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, ResultsStore
+from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, TESTS_HASH, ResultsStore
 from scalecheck.trace.symbols import KernelSymbols
 
 BOOT_TIMEOUT = 300
@@ -37,6 +39,24 @@ WARMUP_TESTS = 20
 # hang the VM is rebooted and the test tried again in a fresh guest, after that boot's
 # warm-up; it is recorded as `timeout` when it hangs HANG_TRIES times.
 HANG_TRIES = 2
+# Disk a boot needs besides its boot image: the plugin's trace grows by about 67 KiB per
+# test and repeat (26.8 MB for 200 posix tests x 2 repeats, 2026-11-23); with a margin.
+# A plugin that cannot write would turn every test into an error, so a boot without
+# this much room is not started.
+TRACE_BYTES_PER_RUN = 96 * 1024
+# Tests that did not run to the end or whose results fit neither order the model allows:
+# `run` and `pipeline` exit with EXIT_NOT_CONFORMING when there is any.
+NOT_CONFORMING = ("mismatch", "error", "timeout", "crash")
+EXIT_NOT_CONFORMING = 1
+
+
+def exit_codes_help(also_lost: str = "") -> str:
+    return (
+        f"exit codes: 0 every test ran and its results fit the model; {EXIT_NOT_CONFORMING} "
+        f"{also_lost}some tests crashed, timed out, could not be run (error) or mismatched "
+        "the model (counted in the last line); 2 bad input (one-line error; a full disk too); "
+        "130 interrupted"
+    )
 
 
 def register(subparsers):
@@ -46,6 +66,7 @@ def register(subparsers):
         description="Boot a stock Linux kernel under QEMU (TCG) with a tracing plugin, run each "
         "test's two calls on two isolated vCPUs, and record the cache lines both calls touched "
         "with at least one write. Results go to DIR/trace/results.jsonl; rerunning resumes.",
+        epilog=exit_codes_help(),
     )
     p.add_argument(
         "dir", type=Path, help="directory holding tests.jsonl (from `scalecheck testgen`)"
@@ -155,12 +176,8 @@ def _cli(args) -> int:
         print(json.dumps(summary, indent=1))
     else:
         print(
-            f"{summary['finished']} tests finished "
-            f"({summary['skipped_already_done']} already done): "
-            f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting, "
-            f"{summary['mismatch']} mismatch, {summary['error']} error, "
-            f"{summary['timeout']} timeout, "
-            f"{summary['crash']} crash; {summary['boots']} boots, {summary['seconds']:.0f} s, "
+            f"{summary['finished']} tests finished ({summary['skipped_already_done']} already "
+            f"done); {summary['boots']} boots, {summary['seconds']:.0f} s, "
             f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}"
         )
         if summary["per_worker"]:
@@ -168,7 +185,26 @@ def _cli(args) -> int:
                 "per worker: "
                 + ", ".join(f"{w} {n} tests" for w, n in sorted(summary["per_worker"].items()))
             )
-    return 0
+        print(conformance_line(summary))
+    return exit_code(summary)
+
+
+def not_conforming(summary: dict) -> int:
+    return sum(summary[status] for status in NOT_CONFORMING)
+
+
+def exit_code(summary: dict) -> int:
+    return EXIT_NOT_CONFORMING if not_conforming(summary) else 0
+
+
+def conformance_line(summary: dict) -> str:
+    """The verdicts of the selected tests, those that did not conform counted by why."""
+    why = ", ".join(f"{summary[status]} {status}" for status in NOT_CONFORMING)
+    return (
+        f"{summary['recorded']} of {summary['tests']} tests traced: "
+        f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting; "
+        f"{not_conforming(summary)} did not run or conform ({why})"
+    )
 
 
 def _select(tests, limit, ops):
@@ -251,6 +287,7 @@ def run_tests(
             "args": vm.kernel_command_line(kernel_args),
         },
         "tests": "tests.jsonl",
+        TESTS_HASH: file_hash(out_dir / "tests.jsonl"),
         "repeats": repeats,
         "granularity": granularity,
         "filters": filters.as_json(),
@@ -259,7 +296,13 @@ def run_tests(
         "tracer": build.tracer_fingerprint(),
         "started": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    store = ResultsStore(trace_dir / "results.jsonl", header, set_aside_incompatible, log)
+    store = ResultsStore(
+        trace_dir / "results.jsonl",
+        header,
+        set_aside_incompatible,
+        log,
+        test_hashes={t.id: content_hash(t.raw) for t in tests},
+    )
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
     started = time.monotonic()
     # A VM keeps about one host core busy: its two test CPUs take turns (A, then B) and
@@ -336,8 +379,11 @@ def _summarize(records, selected) -> dict:
     for r in records:
         status[r["status"]] = status.get(r["status"], 0) + 1
     traced = [r for r in records if r["status"] in ("ok", "mismatch")]
-    groups: dict = {}
-    for r in traced:
+    # A mismatch is a disagreement between model and kernel: the test says nothing about
+    # conflicts, so it is counted on its own and never as conflict-free or conflicting.
+    conforming = [r for r in records if r["status"] == "ok"]
+    groups: dict[tuple, dict] = {}
+    for r in conforming:
         for g in r.get("site_pairs", []):
             key = (g["a"], g["b"])
             entry = groups.setdefault(key, {"a": g["a"], "b": g["b"], "tests": 0, "lines": 0})
@@ -347,11 +393,11 @@ def _summarize(records, selected) -> dict:
         "tests": len(selected),
         "recorded": len(records),
         **status,
-        "conflict_free": sum(1 for r in traced if r["conflict_free"]),
-        "conflicting": sum(1 for r in traced if not r["conflict_free"]),
+        "conflict_free": sum(1 for r in conforming if r["conflict_free"]),
+        "conflicting": sum(1 for r in conforming if not r["conflict_free"]),
         # Conflict-free as counted, yet sharing heap lines with false sharing only.
         "conflict_free_with_false_sharing": sum(
-            1 for r in traced if r["conflict_free"] and r.get("false_sharing")
+            1 for r in conforming if r["conflict_free"] and r.get("false_sharing")
         ),
         "repeat_agreement": round(sum(1 for r in traced if r["agree"]) / len(traced), 4)
         if traced
@@ -502,6 +548,7 @@ class _VmWorker:
         text, runnable = self._batch_text(batch, done)
         if not runnable:
             return done, hung
+        self._require_space(len(runnable) + WARMUP_TESTS)
         session = vm.GuestSession(
             self.workdir,
             c.settings.kernel,
@@ -592,6 +639,19 @@ class _VmWorker:
                 self.namer.close()
             session.stop()
         return done, hung
+
+    def _require_space(self, tests: int):
+        c = self.config
+        # The last boot's image and trace are replaced by this boot's.
+        replaced = sum(
+            path.stat().st_size
+            for path in (self.workdir / "boot.cpio", self.workdir / "trace.bin")
+            if path.exists()
+        )
+        image = Path(c.built["base_image"]).stat().st_size
+        require_space(
+            self.workdir, image + tests * c.settings.repeats * TRACE_BYTES_PER_RUN - replaced
+        )
 
     def _close(self, current, regions, done):
         if current is None or current.test.id in done:

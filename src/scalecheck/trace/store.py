@@ -1,20 +1,26 @@
 """The append-only results store: ``DIR/trace/results.jsonl`` (docs/format-results.md).
 
 Every finished test is one line, written and flushed as soon as it is known, so a crash
-or Ctrl-C loses at most the test in flight, and a rerun skips every id already present.
+or Ctrl-C loses at most the test in flight, and a rerun skips every id already present
+whose test is unchanged. Each record carries the content hash of its test: test ids are
+positional, so a new ``testgen`` may give an id to another test.
 """
 
+import contextlib
 import json
 import os
 import threading
 from pathlib import Path
 
 from scalecheck.errors import UserError
+from scalecheck.storage import NO_SPACE, no_space, write_text_atomically
 
 RESULTS_FORMAT = "scalecheck-results"
 RESULTS_VERSION = 1
 # Header fields that must match for a rerun to add to an existing store.
 MUST_MATCH = ("target", "kernel", "repeats", "granularity", "filters", "lsm", "fs", "tracer")
+# Header field: the hash of the tests file the records were made from.
+TESTS_HASH = "tests_sha256"
 
 
 class IncompatibleStore(Exception):
@@ -36,33 +42,81 @@ def _difference(old, new) -> str:
     return f"{json.dumps(old)} there, {json.dumps(new)} now"
 
 
-class ResultsStore:
-    """``set_aside_incompatible``: a store made with other settings (kernel, arguments,
-    repeats, granularity, fs, tracer version) is renamed to ``results.<its start time>.jsonl``
-    and a new one begun, instead of stopping with an error (the pipeline, which owns its
-    directory)."""
+def _lines(header: dict, records) -> str:
+    return "".join(json.dumps(item, separators=(",", ":")) + "\n" for item in [header, *records])
 
-    def __init__(self, path: Path, header: dict, set_aside_incompatible: bool = False, log=print):
+
+class ResultsStore:
+    """``test_hashes``: test id -> content hash of every test of the tests file; each
+    record gets its test's hash, and an existing record whose test changed (or is gone)
+    is stale. A stale record stops the run with an error.
+
+    ``set_aside_incompatible``: instead of stopping (the pipeline, which owns its
+    directory), a store made with other settings (kernel, arguments, repeats, granularity,
+    fs, tracer version) is renamed to ``results.<its start time>.jsonl`` and a new one
+    begun, and stale records are moved to ``results.<its start time>.stale.jsonl``."""
+
+    def __init__(
+        self,
+        path: Path,
+        header: dict,
+        set_aside_incompatible: bool = False,
+        log=print,
+        test_hashes: dict[str, str] | None = None,
+    ):
         self.path = path
         self._lock = threading.Lock()
         self.finished: dict[str, dict] = {}
+        self.test_hashes = test_hashes
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size:
             try:
-                self._load(header)
+                old_header = self._load(header)
             except IncompatibleStore as why:
                 if not set_aside_incompatible:
                     raise UserError(f"{why}; use another DIR or remove {path}") from None
                 kept = path.with_name(f"results.{why.started.replace(':', '')}.jsonl")
                 path.rename(kept)
                 log(f"{why}: kept as {kept}, starting afresh")
+            else:
+                self._drop_stale(old_header, header, set_aside_incompatible, log)
         if not (path.exists() and path.stat().st_size):
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(json.dumps(header) + "\n")
-        # The store appends for its lifetime; close() closes it.
+            write_text_atomically(path, _lines(header, []))
+        # Open for the store's life: every finished test is appended as it comes.
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self._failed: UserError | None = None
 
-    def _load(self, header: dict):
+    def _drop_stale(self, old_header: dict, header: dict, set_aside: bool, log):
+        """Refuses, or with ``set_aside`` moves away, the records whose test changed."""
+        if self.test_hashes is None or old_header.get(TESTS_HASH) == header.get(TESTS_HASH):
+            return
+        stale = [
+            record
+            for test_id, record in self.finished.items()
+            if test_id not in self.test_hashes
+            or record.get("test_hash") != self.test_hashes[test_id]
+        ]
+        if not stale:
+            # Same tests under a new file (e.g. tests added): the header names the new one.
+            write_text_atomically(self.path, _lines(header, self.finished.values()))
+            return
+        unhashed = sum(1 for record in stale if "test_hash" not in record)
+        what = (
+            f"{len(stale)} results in {self.path} are for tests that changed or are gone "
+            f"since they ran (e.g. {stale[0]['id']}; tests.jsonl was regenerated)"
+            + (f", {unhashed} of them made before results named their test" if unhashed else "")
+        )
+        if not set_aside:
+            raise UserError(f"{what}; use another DIR or remove {self.path}")
+        started = old_header.get("started", "old").replace(":", "")
+        kept = self.path.with_name(f"results.{started}.stale.jsonl")
+        write_text_atomically(kept, _lines(old_header, stale))
+        for record in stale:
+            del self.finished[record["id"]]
+        write_text_atomically(self.path, _lines(header, self.finished.values()))
+        log(f"{what}: kept as {kept}, running them again")
+
+    def _load(self, header: dict) -> dict:
         raw = self.path.read_bytes()
         # A line cut short by a crash mid-write is dropped; its test runs again.
         if not raw.endswith(b"\n"):
@@ -92,15 +146,37 @@ class ResultsStore:
         for line in lines[1:]:
             record = json.loads(line)
             self.finished[record["id"]] = record
+        return old
 
     def append(self, record: dict):
         with self._lock:
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-            self._file.flush()
+            if self._failed:
+                raise self._failed
+            if self.test_hashes is not None:
+                record["test_hash"] = self.test_hashes[record["id"]]
+            try:
+                self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+                self._file.flush()
+            except OSError as err:
+                raise self._fail(err) from None
             self.finished[record["id"]] = record
+
+    def _fail(self, err: OSError) -> Exception:
+        """After a full disk nothing more is appended: the store may end in a torn line,
+        which the next start drops (its test runs again)."""
+        if err.errno not in NO_SPACE:
+            return err
+        self._failed = no_space(self.path)
+        return self._failed
 
     def close(self):
         with self._lock:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
+            except OSError as err:
+                # close() releases the file even when its last flush fails.
+                with contextlib.suppress(OSError):
+                    self._file.close()
+                raise self._fail(err) from None
