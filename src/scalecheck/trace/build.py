@@ -65,7 +65,8 @@ def tracer_sources() -> list[Path]:
     """What decides the content of a results record: the driver, the plugin and the host's
     rules for noise and conflicts."""
     return [
-        guest_dir() / "driver.c",
+        *sorted(guest_dir().glob("*.[ch]")),
+        *sorted((sources.root() / "tracer" / "include").glob("*.h")),
         *sorted((plugin_dir() / "src").glob("*.rs")),
         HOST_RULES / "outcome.py",
         HOST_RULES / "regions.py",
