@@ -7,6 +7,7 @@ Results are appended as each test finishes, so a rerun resumes where the last on
 """
 
 import collections
+import contextlib
 import json
 import os
 import threading
@@ -19,7 +20,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from scalecheck.errors import UserError
-from scalecheck.trace import build, facts, outcome, testfile, vm
+from scalecheck.trace import build, facts, outcome, testfile, userspace, vm
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, ResultsStore
 from scalecheck.trace.symbols import KernelSymbols
 
@@ -48,7 +49,12 @@ def register(subparsers):
     p.add_argument(
         "dir", type=Path, help="directory holding tests.jsonl (from `scalecheck testgen`)"
     )
-    p.add_argument("--target", default="linux", choices=["linux"], help="implementation to trace")
+    p.add_argument(
+        "--target",
+        default="linux",
+        help="implementation to trace: 'linux' (default), or 'lib:PATH' for a C library "
+        "described by the manifest at PATH (docs/usertarget.md)",
+    )
     p.add_argument("--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*)")
     p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
     p.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
@@ -157,10 +163,11 @@ def _cli(args) -> int:
     return 0
 
 
-def _select(tests, limit, ops):
+def select_tests(tests, limit, ops, known_ops):
+    """The tests to run: those whose calls all use the --ops given, the first --limit."""
     if ops:
         wanted = {o.strip() for o in ops.split(",") if o.strip()}
-        unknown = wanted - set(testfile.OP_ARGS)
+        unknown = wanted - set(known_ops)
         if unknown:
             raise UserError(f"--ops: unknown op(s) {', '.join(sorted(unknown))}")
         tests = [t for t in tests if set(t.pair) <= wanted]
@@ -193,12 +200,26 @@ def run_tests(
     ``set_aside_incompatible``: see ResultsStore.
     """
     out_dir = Path(out_dir)
-    if target != "linux":
-        raise UserError(f"unknown target {target!r} (only 'linux')")
     if repeats < 1:
         raise UserError("--repeats must be at least 1")
     if repeats > 100:
         raise UserError("--repeats is at most 100")
+    if target.startswith("lib:"):
+        return userspace.run_library_tests(
+            out_dir,
+            target.removeprefix("lib:"),
+            jobs=jobs,
+            repeats=repeats,
+            limit=limit,
+            ops=ops,
+            granularity=granularity,
+            filters=filters,
+            timeout=timeout,
+            quiet=quiet,
+            set_aside_incompatible=set_aside_incompatible,
+        )
+    if target != "linux":
+        raise UserError(f"unknown target {target!r} ('linux' or 'lib:PATH')")
     tests_header, tests = testfile.read_tests(out_dir / "tests.jsonl")
     if tests_header.get("model", "posix") != "posix":
         raise UserError(
@@ -210,7 +231,7 @@ def run_tests(
         raise UserError(f"--vmlinux {vmlinux} does not exist")
     vm.qemu_binary()
     kernel_args = " ".join(part for part in (vm.LSM_ARGS[lsm], kernel_args) if part)
-    selected = _select(tests, limit, ops)
+    selected = select_tests(tests, limit, ops, testfile.OP_ARGS)
     log = (lambda *a: None) if quiet else print
     built = build.ensure_built()
     facts_dir = facts.kernel_facts(kernel, kernel_args, built, log)
@@ -259,30 +280,11 @@ def run_tests(
         on_vm_start=on_vm_start,
         trace_dir=trace_dir,
     )
-    progress = Progress(
-        TextColumn("[bold]tracing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        disable=quiet,
-    )
     workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
     threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
     try:
-        with progress:
-            task = progress.add_task("trace", total=len(pending), status="")
-            by_status: dict[str, int] = {}
-
-            def count(record):
-                by_status[record["status"]] = by_status.get(record["status"], 0) + 1
-                progress.update(
-                    task,
-                    advance=1,
-                    status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
-                )
-
-            config.on_record = count
+        with tracing_progress(quiet, len(pending)) as on_record:
+            config.on_record = on_record
             for th in threads:
                 th.start()
             for th in threads:
@@ -302,7 +304,7 @@ def run_tests(
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
-    summary = _summarize(records, selected)
+    summary = summarize(records, selected)
     summary.update(
         {
             "results": str(trace_dir / "results.jsonl"),
@@ -318,7 +320,35 @@ def run_tests(
     return summary
 
 
-def _summarize(records, selected) -> dict:
+@contextlib.contextmanager
+def tracing_progress(quiet: bool, total: int):
+    """A progress bar with a count per status; yields the function to call per record."""
+    progress = Progress(
+        TextColumn("[bold]tracing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        disable=quiet,
+    )
+    with progress:
+        task = progress.add_task("trace", total=total, status="")
+        by_status: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def count(record):
+            with lock:
+                by_status[record["status"]] = by_status.get(record["status"], 0) + 1
+                progress.update(
+                    task,
+                    advance=1,
+                    status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
+                )
+
+        yield count
+
+
+def summarize(records, selected) -> dict:
     status = dict.fromkeys(("ok", "mismatch", "timeout", "crash", "error"), 0)
     for r in records:
         status[r["status"]] = status.get(r["status"], 0) + 1
