@@ -26,6 +26,7 @@ C_BUILDS=(
   "-C native/benchmarks"
   "-C native/ldu all checks"
   "-C tracer/guest"
+  "-C tracer/user"
   "-C bench/fidelity"
 )
 

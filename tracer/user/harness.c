@@ -315,6 +315,7 @@ int main(int argc, char **argv)
 	my_log = new_log(0);
 	start_participants();
 	printf("READY\n");
+	fflush(stdout);
 	static struct test t;
 	while (fgets(line, sizeof line, in)) {
 		if (line[0] != 'T')
@@ -326,6 +327,7 @@ int main(int argc, char **argv)
 		if (!bad && t.ncalls != 2)
 			bad = 1, why = "a test needs exactly two calls";
 		printf("B %ld\n", t.index);
+		fflush(stdout); /* before the calls: a crash or hang is then blamed on this test */
 		if (bad) {
 			printf("X %ld -1 %s\n", t.index, why);
 			fflush(stdout);

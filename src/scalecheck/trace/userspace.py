@@ -40,6 +40,8 @@ MANIFEST_NAME = "scalecheck.toml"
 MANIFEST_KEYS = {"model", "adapter", "sources", "cflags"}
 WRAPPED = ("malloc", "calloc", "realloc")
 LINE = 64
+# Runs of the test program in a row that finish no test before the run gives up.
+MAX_FRUITLESS_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -240,10 +242,18 @@ class _Worker:
 
     def run(self):
         try:
+            fruitless = 0
             while self.pending and not self.stop.is_set():
-                self._one_process()
+                before = len(self.done)
+                stderr = self._one_process()
                 self.pending = [p for p in self.pending if p[1].id not in self.done]
                 self.restarts += 1
+                fruitless = 0 if len(self.done) > before else fruitless + 1
+                if fruitless >= MAX_FRUITLESS_RUNS:
+                    raise UserError(
+                        f"the test program finished no test in {fruitless} runs in a row"
+                        f" ({stderr or 'no message'}); see {self.workdir}"
+                    )
         except BaseException as err:  # reported by the main thread
             self.error = err
 
@@ -263,10 +273,12 @@ class _Worker:
                 self._record(outcome.base_record(test, "error", str(why)))
         return "".join(parts), runnable
 
-    def _one_process(self):
+    def _one_process(self) -> str:
+        """One run of the test program over the pending tests; returns the last line it
+        wrote to stderr."""
         text, runnable = self._batch()
         if not runnable:
-            return
+            return ""
         self.workdir.mkdir(parents=True, exist_ok=True)
         batch_path, trace_path = self.workdir / "batch.txt", self.workdir / "trace.bin"
         batch_path.write_text(text)
@@ -342,6 +354,7 @@ class _Worker:
             if process.poll() is None:
                 process.kill()
             process.wait()
+        return _last_stderr_line(process)
 
     def _close(self, current, regions, allocations):
         if current is None or current.test.id in self.done:
@@ -367,12 +380,20 @@ class _Worker:
             self._record(outcome.base_record(current.test, status, detail))
 
 
+def _last_stderr_line(process) -> str:
+    if process.stderr is None or process.stderr.closed:
+        return ""
+    lines = process.stderr.read().strip().splitlines()
+    process.stderr.close()
+    return lines[-1] if lines else ""
+
+
 def _exit_description(process) -> str:
-    stderr = (process.stderr.read() if process.stderr else "").strip().splitlines()
     code = process.returncode
+    # qemu-user dies of the fatal signal the program received (SIGSEGV in a call)
     how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-    # qemu-user reports a guest's fatal signal as its own death by that signal
-    return f"test program {how}" + (f": {stderr[-1]}" if stderr else "")
+    stderr = _last_stderr_line(process)
+    return f"test program {how}" + (f": {stderr}" if stderr else "")
 
 
 def render(test, index: int, arguments: dict) -> str:
