@@ -294,13 +294,12 @@ class _Worker:
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
         )
         lines: queue.Queue = queue.Queue()
-        reader = threading.Thread(
-            target=lambda: [lines.put(line) for line in process.stdout] and None, daemon=True
-        )
+        reader = threading.Thread(target=_forward_lines, args=(process.stdout, lines), daemon=True)
         reader.start()
         regions_reader = RegionReader(trace_path)
         regions: dict = {}
-        current, allocations = None, []
+        current = None
+        allocations: list[tuple[int, int, int]] = []
         last_progress, finished = time.monotonic(), False
         timeout = self.settings["timeout"]
         try:
@@ -378,6 +377,12 @@ class _Worker:
     def _fail(self, current, status, detail):
         if current.test.id not in self.done:
             self._record(outcome.base_record(current.test, status, detail))
+
+
+def _forward_lines(stream, lines: queue.Queue):
+    """Hands the program's output to the run loop line by line (a reader thread)."""
+    for line in stream:
+        lines.put(line)
 
 
 def _last_stderr_line(process) -> str:
