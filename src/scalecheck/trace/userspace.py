@@ -148,6 +148,8 @@ class ProgramSymbols:
     symbol, heap lines by the allocation site and offset the harness recorded."""
 
     def __init__(self, program: Path, library_objects: list[Path]):
+        self._program = program
+        self._pc_names: dict[int, str] = {}
         functions, objects = _symbols(program, "STT_FUNC"), _symbols(program, "STT_OBJECT")
         self.library_data = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
@@ -174,10 +176,12 @@ class ProgramSymbols:
         return None, 0
 
     def pc_name(self, pc: int) -> str:
-        entry, offset = self._find(self._function_starts, self._functions, pc)
-        if entry is None:
-            return hex(pc)
-        return f"{entry[2]}+{offset:#x}" if offset else entry[2]
+        name = self._pc_names.get(pc)
+        if name is None:
+            entry, offset = self._find(self._function_starts, self._functions, pc)
+            name = hex(pc) if entry is None else f"{entry[2]}+{offset:#x}" if offset else entry[2]
+            self._pc_names[pc] = name
+        return name
 
     def function(self, pc: int) -> str:
         return function_of(self.pc_name(pc))
@@ -201,12 +205,28 @@ class ProgramSymbols:
             return "heap", f"{self.function(alloc[2])}:alloc({alloc[1]})+{offset:#x}"
         return "unknown", ""
 
+    # One test's view (with_allocations) names code exactly as the program's symbols do:
+    # views compare equal, so what outcome caches per symbols (sets of PCs by function)
+    # is computed once per program, not once per test.
     def __hash__(self):
-        return id(self)
+        return hash(self._program)
+
+    def __eq__(self, other):
+        return isinstance(other, ProgramSymbols) and other._program == self._program
 
 
 def _symbols(path: Path, kind: str) -> list:
-    """Sorted (address, size, name) of an ELF file's symbols of one kind."""
+    """Sorted (address, size, name) of an ELF file's symbols of one kind, read once per
+    file content (the programs are named by the hash of their sources)."""
+    cached = path.with_name(f"{path.name}.{kind}.json")
+    if cached.exists() and cached.stat().st_mtime >= path.stat().st_mtime:
+        return [tuple(entry) for entry in json.loads(cached.read_text())]
+    found = _read_symbols(path, kind)
+    cached.write_text(json.dumps(found))
+    return found
+
+
+def _read_symbols(path: Path, kind: str) -> list:
     try:
         with open(path, "rb") as f:
             symtab = ELFFile(f).get_section_by_name(".symtab")
