@@ -134,6 +134,13 @@ def build_program(library: Library, out: Path) -> Path:
     return program
 
 
+def _overlapping(starts: list, entries: list, line: int) -> list:
+    """The (start, size, ...) entries, sorted by start, that share bytes with a line."""
+    first = max(bisect.bisect_right(starts, line) - 1, 0)
+    end = bisect.bisect_left(starts, line + LINE)
+    return [e for e in entries[first:end] if e[0] < line + LINE and line < e[0] + max(e[1], 1)]
+
+
 def _object_path(library: Library, source: Path, out: Path) -> Path:
     return out / f"{library.name}-{source.stem}.o"
 
@@ -154,6 +161,9 @@ class ProgramSymbols:
         self.library_data = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
         }
+        self.library_code = {
+            name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
+        }
         self._functions, self._objects = functions, objects
         self._function_starts = [f[0] for f in functions]
         self._object_starts = [o[0] for o in objects]
@@ -169,7 +179,7 @@ class ProgramSymbols:
         return named
 
     @staticmethod
-    def _find(starts, entries, addr):
+    def _find(starts, entries, addr):  # the entry holding addr, and the offset in it
         i = bisect.bisect_right(starts, addr) - 1
         if i >= 0 and addr < entries[i][0] + max(entries[i][1], 1):
             return entries[i], addr - entries[i][0]
@@ -188,21 +198,17 @@ class ProgramSymbols:
 
     def classify(self, vaddr: int):
         """(kind, name) of a cache line: static data by the symbols the line holds, heap by
-        the allocation that holds it (site and offset)."""
-        first = max(bisect.bisect_right(self._object_starts, vaddr) - 1, 0)
-        end = bisect.bisect_left(self._object_starts, vaddr + LINE)
-        held = [
-            name
-            for start, size, name in self._objects[first:end]
-            if start < vaddr + LINE and vaddr < start + size
-        ]
-        # The library's own data first: the line may also hold libc's neighbours.
-        own = [name for name in held if name in self.library_data]
-        if held:
-            return "static", " | ".join(own or held)
-        alloc, offset = self._find(self._alloc_starts, self.allocations, vaddr)
-        if alloc is not None:
-            return "heap", f"{self.function(alloc[2])}:alloc({alloc[1]})+{offset:#x}"
+        the allocation that holds it (site and offset). A line can hold several: the
+        library's own data is named first, its neighbours (libc's) only when alone."""
+        statics = _overlapping(self._object_starts, self._objects, vaddr)
+        if statics:
+            own = [name for _, _, name in statics if name in self.library_data]
+            return "static", " | ".join(own or [name for _, _, name in statics])
+        allocations = _overlapping(self._alloc_starts, self.allocations, vaddr)
+        if allocations:
+            by_library = [a for a in allocations if self.function(a[2]) in self.library_code]
+            start, size, site = (by_library or allocations)[0]
+            return "heap", f"{self.function(site)}:alloc({size}){vaddr - start:+#x}"
         return "unknown", ""
 
     # One test's view (with_allocations) names code exactly as the program's symbols do:
@@ -235,7 +241,7 @@ def _read_symbols(path: Path, kind: str) -> list:
             found = [
                 (sym["st_value"], sym["st_size"], sym.name)
                 for sym in symtab.iter_symbols()
-                if sym["st_info"]["type"] == kind and (sym["st_value"] or kind == "STT_OBJECT")
+                if sym["st_info"]["type"] == kind and sym["st_shndx"] != "SHN_UNDEF"
             ]
     except (OSError, ELFError) as err:
         raise UserError(f"cannot read {path}: {err}") from None
