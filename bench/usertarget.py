@@ -94,12 +94,14 @@ def main():
         return
     for row in result["shares"]:
         print(
-            f"{row['example']:9} {row['implementation']:8} {row['conflict_free']:3}/{row['tests']:<3}"
-            f" conflict-free ({row['share']:.1%}), {row['not_ok']} not ok"
+            f"{row['example']:9} {row['implementation']:8} "
+            f"{row['conflict_free']:3}/{row['tests']:<3} conflict-free ({row['share']:.1%}), "
+            f"{row['not_ok']} not ok"
         )
     s = result["speed"]
     print(
-        f"speed: {s['tests']} tests in {s['seconds']} s = {s['tests_per_second']} tests/s, -j {s['jobs']}"
+        f"speed: {s['tests']} tests in {s['seconds']} s = {s['tests_per_second']} tests/s, "
+        f"-j {s['jobs']}"
     )
 
 
