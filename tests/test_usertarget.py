@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.errors import UserError
-from scalecheck.trace import runner, userspace
+from scalecheck.trace import dwarfnames, runner, userspace
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -182,3 +182,19 @@ def test_bad_manifest_is_one_line(tmp_path):
     with pytest.raises(UserError) as caught:
         userspace.load_library(str(tmp_path))
     assert "unknown key(s) sorces" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_static_fields_are_named_from_dwarf(tmp_path):
+    source = tmp_path / "layout.c"
+    source.write_text(
+        "struct slot { long lock; struct { int a, b; } pair; };\n"
+        "struct slot slots[4];\n"
+        "long lone;\n"
+    )
+    obj = tmp_path / "layout.o"
+    subprocess.run(["cc", "-g", "-c", "-o", str(obj), str(source)], check=True)
+    names = dwarfnames.FieldNames([obj])
+    assert names.field("slots", 0) == "slots[0].lock"
+    assert names.field("slots", 16 + 12) == "slots[1].pair.b"
+    assert names.field("lone", 0) == "lone"
+    assert names.field("missing", 0) == ""

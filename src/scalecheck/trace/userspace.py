@@ -31,7 +31,7 @@ from elftools.elf.elffile import ELFFile
 
 from scalecheck import binding, sources
 from scalecheck.errors import UserError
-from scalecheck.trace import build, outcome, testfile
+from scalecheck.trace import build, dwarfnames, outcome, testfile
 from scalecheck.trace.regions import RegionReader
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, ResultsStore
 from scalecheck.trace.symbols import function_of
@@ -161,6 +161,8 @@ class ProgramSymbols:
         self.library_data = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
         }
+        # with -g: the field of a static variable at the line (buckets[1].head)
+        self.fields = dwarfnames.FieldNames(library_objects)
         self.library_code = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
         }
@@ -197,12 +199,17 @@ class ProgramSymbols:
         return function_of(self.pc_name(pc))
 
     def classify(self, vaddr: int):
-        """(kind, name) of a cache line: static data by the symbols the line holds, heap by
-        the allocation that holds it (site and offset). A line can hold several: the
+        """(kind, name) of a cache line: static data by the symbols the line holds (and the
+        field at the line, with DWARF), heap by the allocation that holds it (site and
+        offset). A line can hold several: the
         library's own data is named first, its neighbours (libc's) only when alone."""
         statics = _overlapping(self._object_starts, self._objects, vaddr)
         if statics:
-            own = [name for _, _, name in statics if name in self.library_data]
+            own = [
+                self.fields.field(name, max(vaddr - start, 0)) or name
+                for start, _, name in statics
+                if name in self.library_data
+            ]
             return "static", " | ".join(own or [name for _, _, name in statics])
         allocations = _overlapping(self._alloc_starts, self.allocations, vaddr)
         if allocations:
