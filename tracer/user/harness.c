@@ -155,7 +155,6 @@ struct participant {
 	int go, done;
 } __attribute__((aligned(64)));
 
-
 static void set_flag(int *flag)
 {
 	pthread_mutex_lock(&harness.handoff);

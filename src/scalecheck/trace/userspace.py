@@ -180,18 +180,16 @@ class ProgramSymbols:
         named._alloc_starts = [a[0] for a in named.allocations]
         return named
 
-    @staticmethod
-    def _find(starts, entries, addr):  # the entry holding addr, and the offset in it
-        i = bisect.bisect_right(starts, addr) - 1
-        if i >= 0 and addr < entries[i][0] + max(entries[i][1], 1):
-            return entries[i], addr - entries[i][0]
-        return None, 0
-
     def pc_name(self, pc: int) -> str:
+        """function+offset of a code address (the function that holds it)."""
         name = self._pc_names.get(pc)
         if name is None:
-            entry, offset = self._find(self._function_starts, self._functions, pc)
-            name = hex(pc) if entry is None else f"{entry[2]}+{offset:#x}" if offset else entry[2]
+            i = bisect.bisect_right(self._function_starts, pc) - 1
+            start, size, function = self._functions[i] if i >= 0 else (0, 0, "")
+            if i < 0 or pc >= start + max(size, 1):
+                name = hex(pc)
+            else:
+                name = f"{function}+{pc - start:#x}" if pc > start else function
             self._pc_names[pc] = name
         return name
 
@@ -201,8 +199,8 @@ class ProgramSymbols:
     def classify(self, vaddr: int):
         """(kind, name) of a cache line: static data by the symbols the line holds (and the
         field at the line, with DWARF), heap by the allocation that holds it (site and
-        offset). A line can hold several: the
-        library's own data is named first, its neighbours (libc's) only when alone."""
+        offset). A line can hold several: the library's own data is named first, its
+        neighbours (libc's) only when alone."""
         statics = _overlapping(self._object_starts, self._objects, vaddr)
         if statics:
             own = [
