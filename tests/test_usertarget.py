@@ -64,6 +64,11 @@ def test_shared_counter_conflicts_on_the_counter_and_sharded_does_not(counter_te
     sharded = run(counter_tests, EXAMPLES / "refcount" / "sharded.toml")["records"]
     assert sharded["inc-inc/p0/t1"]["conflict_free"]
     assert all(r["status"] == "ok" for r in sharded.values())
+    # A rerun resumes: every test is already done.
+    again = runner.run_tests(
+        counter_tests, target=f"lib:{EXAMPLES / 'refcount' / 'sharded.toml'}", quiet=True
+    )
+    assert again["skipped_already_done"] == len(sharded) and again["finished"] == 0
 
 
 def test_put_put_on_two_keys_conflicts_under_one_mutex_only(kvstore_tests):
