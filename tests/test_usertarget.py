@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.errors import UserError
-from scalecheck.trace import dwarfnames, runner, userspace
+from scalecheck.trace import dwarfnames, runner, testfile, userspace
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -203,3 +203,24 @@ def test_static_fields_are_named_from_dwarf(tmp_path):
     assert names.field("slots", 16 + 12) == "slots[1].pair.b"
     assert names.field("lone", 0) == "lone"
     assert names.field("missing", 0) == ""
+
+
+def test_setup_and_calls_render_for_the_harness():
+    test = testfile.Test(
+        "put-get/p0/t1",
+        ["put", "get"],
+        {
+            "setup": {"table": {"2": {"present": True, "": 8}}, "count": 3},
+            "calls": [
+                {"op": "put", "proc": 0, "args": {"key": 3, "value": 7}},
+                {"op": "get", "proc": 1, "args": {"key": 2}},
+            ],
+        },
+    )
+    arguments = {"put": ("key", "value"), "get": ("key",)}
+    assert userspace.render(test, 5, arguments) == (
+        "T 5\nV table.2.present 1\nV table.2 8\nV count 3\nC 0 put 3 7\nC 1 get 2\nE\n"
+    )
+    test.raw["calls"][1]["args"] = {}
+    with pytest.raises(testfile.UnsupportedTest, match="missing 'key'"):
+        userspace.render(test, 5, arguments)
