@@ -27,6 +27,7 @@ C_BUILDS=(
   "-C native/ldu all checks"
   "-C native/libsv6 all checks"
   "-C tracer/guest"
+  "-C tracer/user"
   "-C bench/fidelity"
 )
 

@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 source scripts/lib/apt.sh
-ensure_packages qemu-system-x86 linux-image-amd64 busybox-static gcc libc6-dev make bpftool dwarves
+# qemu-user: qemu-x86_64 runs the user-space target (`--target lib:PATH`) with the same plugin.
+ensure_packages qemu-system-x86 qemu-user linux-image-amd64 busybox-static gcc libc6-dev make \
+  bpftool dwarves
 
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   echo "20-tracer: cargo not found; install Rust (rustup) to build the QEMU plugin" >&2
@@ -18,3 +20,4 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # tests do not pay for it inside a timed test.
 cargo build --release --locked -q --manifest-path tracer/plugin/Cargo.toml
 make -s -C tracer/guest
+make -s -C tracer/user

@@ -23,6 +23,7 @@ from scalecheck.trace.runner import (
     not_conforming,
     run_tests,
 )
+from scalecheck.trace.userspace import load_library
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -41,7 +42,14 @@ def register(subparsers):
         ),
     )
     parser.add_argument(
-        "--model", default="posix", help="shipped model name or path to a .py file (default: posix)"
+        "--model",
+        help="shipped model name or path to a .py file (default: posix, or the model of the "
+        "--target library's manifest)",
+    )
+    parser.add_argument(
+        "--target",
+        default="linux",
+        help="'linux' (default) or 'lib:PATH', a C library's manifest (docs/usertarget.md)",
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
@@ -77,6 +85,9 @@ def run(args) -> int:
     from scalecheck.report.build import make_report
 
     console = Console(stderr=True)
+    if args.model is None:
+        library = args.target.startswith("lib:") and load_library(args.target.removeprefix("lib:"))
+        args.model = library.model if library else "posix"
     model_cls = load_model(args.model)
     ops_text = None if args.full else args.ops or (DEFAULT_OPS if args.model == "posix" else None)
     ops = select_ops(model_cls, ops_text)
@@ -87,9 +98,14 @@ def run(args) -> int:
     console.rule("2/4 testgen")
     generated = generate_tests(args.out, cap=args.cap, jobs=args.jobs)
     console.print(f"{generated['totals']['tests']} tests written to {args.out / 'tests.jsonl'}")
-    console.rule("3/4 run on Linux under QEMU")
+    console.rule(
+        "3/4 run on Linux under QEMU"
+        if args.target == "linux"
+        else f"3/4 run on {args.target} under qemu-x86_64"
+    )
     traced = run_tests(
         args.out,
+        target=args.target,
         kernel=args.kernel,
         kernel_args=args.kernel_args,
         jobs=args.jobs,

@@ -24,7 +24,7 @@ import z3
 from rich.console import Console
 from rich.table import Table
 
-from scalecheck import __version__
+from scalecheck import __version__, binding
 from scalecheck.analyze import (
     ANALYSIS_FORMAT,
     ANALYSIS_VERSION,
@@ -124,7 +124,7 @@ def generate_tests(
         "model": meta["model"],
         "generator": f"scalecheck {__version__}",
         "cap": cap,
-        "constants": getattr(load_model(meta["model"]), "TEST_CONSTANTS", {}),
+        "constants": dict(binding.for_model(load_model(meta["model"])).constants),
     }
     all_tests, rows = [], []
     for pair in pairs:
@@ -372,7 +372,8 @@ def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
         order: [_raw_result(result, values) for result in order_results]
         for order, order_results in observations["results"].items()
     }
-    setup, calls, expect = model_cls.describe_test(list(ops), dict(snapshot), args, results, label)
+    describe = binding.for_model(model_cls).describe
+    setup, calls, expect = describe(list(ops), dict(snapshot), args, results, label)
     return {
         "id": "",
         "pair": list(ops),

@@ -51,27 +51,14 @@ __all__ = [
 class Model:
     """Base class of interface models.
 
-    Optional hooks for test generation:
-    ``setup_constraints(reads)`` returns extra constraints, over the model's reads of its
-    initial state, that make a generated initial state buildable on a real system;
-    ``describe_test(...)`` turns a concrete test into the test file's setup, calls and
-    expected results (the default writes the model's state and arguments as they are).
+    Optional hook for test generation: ``setup_constraints(reads)`` returns extra
+    constraints, over the model's reads of its initial state, that make a generated initial
+    state buildable on a real system. How a test is written for a target (fd numbers,
+    addresses) is the target's binding, not the model's (scalecheck.binding).
     """
 
     def setup_constraints(self, reads) -> list:
         return []
-
-    @classmethod
-    def describe_test(cls, ops, snapshot, args, results, label):
-        """``snapshot``: {state name: {key: {field: value}}} of the initial state the test
-        needs (uninterpreted values already replaced by small labels); ``args``: per call
-        {name: value}; ``results``: {"AB": [A, B], "BA": [A, B]} with raw values;
-        ``label(kind, raw)`` maps a raw uninterpreted value to its label."""
-        calls = [
-            {"op": op, "proc": number, "args": call_args}
-            for number, (op, call_args) in enumerate(zip(ops, args, strict=True))
-        ]
-        return snapshot, calls, {"ab": results["AB"], "ba": results["BA"]}
 
     @classmethod
     def operations(cls) -> dict:

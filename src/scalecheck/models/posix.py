@@ -7,8 +7,6 @@ MAX_UNITS pages, two calls grow a file by at most two units and a pipe by two by
 fds range over NFD numbers per process and mappings over NPAGES pages.
 """
 
-from typing import ClassVar
-
 from scalecheck.model import (
     And,
     Array,
@@ -38,9 +36,6 @@ NFD = 6
 MAX_LINKS = 4  # nothing branches on a link count, so a small bound loses nothing
 NPAGES = 4
 ZERO = 0  # the Byte value of a zero-filled page
-FD_BASE = 10  # model fd k is real fd FD_BASE + k; the driver holds every fd below
-MAP_BASE = 1 << 32  # model page k is mapped at MAP_BASE + k * PAGE_SIZE
-PAGE_SIZE = 4096
 
 PipeId = Uninterpreted("PipeId", allocatable=True)
 Byte = Uninterpreted("Byte", zero=True)
@@ -72,13 +67,6 @@ class Process:
 
 
 class Posix(Model):
-    TEST_CONSTANTS: ClassVar[dict[str, int]] = {
-        "fd_base": FD_BASE,
-        "map_base": MAP_BASE,
-        "page_size": PAGE_SIZE,
-        "unit_size": PAGE_SIZE,
-    }
-
     def __init__(self):
         self.fname_to_inum = Dict(Filename, Inum).any()
         self.inodes = Map(Inum, Inode).any()
@@ -341,122 +329,3 @@ class Posix(Model):
             ]
             constraints.append(nlink >= sum(linked))
         return constraints
-
-    @classmethod
-    def describe_test(cls, ops, snapshot, args, results, label):
-        """The test file's setup, calls and results (docs/format-tests.md)."""
-        inode_index, pipe_index = {}, {}
-
-        def inode(label_):
-            return inode_index.setdefault(label_, len(inode_index))
-
-        def pipe(label_):
-            return pipe_index.setdefault(label_, len(pipe_index))
-
-        files = {
-            f"f{name}": inode(entry[""])
-            for name, entry in snapshot.get("fname_to_inum", {}).items()
-            if entry["present"]
-        }
-        procs = []
-        for pid in range(2):
-            fds, maps = {}, {}
-            for fd, entry in snapshot.get(f"procs[{pid}].fds", {}).items():
-                if entry["present"] and entry["ispipe"]:
-                    fds[str(fd + FD_BASE)] = {
-                        "pipe": pipe(entry["pipe"]),
-                        "end": "w" if entry["writer"] else "r",
-                    }
-                elif entry["present"]:
-                    fds[str(fd + FD_BASE)] = {"file": inode(entry["inum"]), "off": entry["off"]}
-            for page, entry in snapshot.get(f"procs[{pid}].vmas", {}).items():
-                if entry["present"] and entry["anon"]:
-                    maps[str(_address(page))] = {
-                        "anon": True,
-                        "writable": entry["writable"],
-                        "data": _byte(entry["anondata"]),
-                    }
-                elif entry["present"]:
-                    maps[str(_address(page))] = {
-                        "anon": False,
-                        "writable": entry["writable"],
-                        "file": inode(entry["inum"]),
-                        "off": entry["off"],
-                    }
-            procs.append({"fds": fds, "maps": maps})
-        names_per_inode = [list(files.values()).count(index) for index in range(len(inode_index))]
-        inodes = []
-        for label_, index in sorted(inode_index.items(), key=lambda item: item[1]):
-            known = snapshot.get("inodes", {}).get(label_)
-            inodes.append(
-                {
-                    "nlink": known["nlink"],
-                    "data": [_byte(known[f"data[{i}]"]) for i in range(known["length"])],
-                }
-                if known
-                else {"nlink": names_per_inode[index], "data": []}
-            )
-        pipes = []
-        for label_, _ in sorted(pipe_index.items(), key=lambda item: item[1]):
-            known = snapshot.get("pipes", {}).get(label_)
-            pipes.append(
-                {"data": [_byte(known[f"data[{i}]"]) for i in range(known["head"], known["tail"])]}
-                if known
-                else {"data": []}
-            )
-        setup = {"files": files, "inodes": inodes, "pipes": pipes, "procs": procs}
-
-        calls = []
-        for number, (op, call_args) in enumerate(zip(ops, args, strict=True)):
-            types = cls.operations()[op].argument_types
-            proc = call_args.get("pid", number)
-            described = {
-                name: _describe_argument(types[name], value)
-                for name, value in call_args.items()
-                if name != "pid"
-            }
-            calls.append({"op": op, "proc": proc, "args": described})
-        expect = {
-            order.lower(): [
-                _describe_result(op, result, label)
-                for op, result in zip(ops, order_results, strict=True)
-            ]
-            for order, order_results in results.items()
-        }
-        return setup, calls, expect
-
-
-def _address(page):
-    return MAP_BASE + page * PAGE_SIZE
-
-
-def _byte(label):
-    """Byte label 0 is the zero page; others are 'A', 'B', ..."""
-    return 0 if label == ZERO else 0x40 + label
-
-
-def _describe_argument(symtype, value):
-    if symtype is Filename:
-        return f"f{value}"
-    if symtype is Fd:
-        return value + FD_BASE
-    if symtype is Page:
-        return _address(value)
-    if symtype is Byte:
-        return _byte(value)
-    return value
-
-
-def _describe_result(op, result, label):
-    if "ret" not in result:
-        return result
-    described = dict(result)
-    if op == "open" and result["ret"] != "*":
-        described["ret"] = result["ret"] + FD_BASE
-    if op == "pipe":
-        described["fds"] = [fd if fd == "*" else fd + FD_BASE for fd in result["fds"]]
-    if op == "mmap" and result["ret"] != "*":
-        described["ret"] = _address(result["ret"])
-    if result.get("data", "*") != "*":
-        described["data"] = _byte(label(Byte.kind, result["data"]))
-    return described

@@ -22,7 +22,8 @@ def guest_dir() -> Path:
     return sources.root() / "tracer" / "guest"
 
 
-def _run(cmd, what):
+def run_step(cmd, what):
+    """Runs one build command; a failure is one line naming what was being built."""
     try:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
     except FileNotFoundError:
@@ -38,12 +39,10 @@ def _cargo() -> str:
     return shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
 
 
-def ensure_built() -> dict:
-    """Paths of the plugin, the driver and the base initramfs, rebuilt if stale."""
-    plugin_sources, guest = plugin_dir(), guest_dir()
-    plugin = plugin_sources / "target" / "release" / "libscalecheck_tracer.so"
-    driver, base_image = guest / "build" / "driver", guest / "build" / "base.cpio"
-    _run(
+def ensure_plugin() -> Path:
+    """The QEMU plugin, rebuilt if stale."""
+    plugin_sources = plugin_dir()
+    run_step(
         [
             _cargo(),
             "build",
@@ -55,7 +54,15 @@ def ensure_built() -> dict:
         ],
         "QEMU plugin",
     )
-    _run(["make", "-s", "-C", str(guest)], "guest driver")
+    return plugin_sources / "target" / "release" / "libscalecheck_tracer.so"
+
+
+def ensure_built() -> dict:
+    """Paths of the plugin, the driver and the base initramfs, rebuilt if stale."""
+    plugin = ensure_plugin()
+    guest = guest_dir()
+    driver, base_image = guest / "build" / "driver", guest / "build" / "base.cpio"
+    run_step(["make", "-s", "-C", str(guest)], "guest driver")
     if not base_image.exists() or base_image.stat().st_mtime < driver.stat().st_mtime:
         initramfs.build_base(driver, base_image)
     return {"plugin": plugin, "driver": driver, "base_image": base_image}
@@ -65,7 +72,9 @@ def tracer_sources() -> list[Path]:
     """What decides the content of a results record: the driver, the plugin, the host's
     rules for noise and conflicts, and those that name the conflicting data."""
     return [
-        guest_dir() / "driver.c",
+        *sorted(guest_dir().glob("*.[ch]")),
+        *sorted((sources.root() / "tracer" / "include").glob("*.h")),
+        *sorted((sources.root() / "tracer" / "user").glob("*.[ch]")),
         *sorted((plugin_dir() / "src").glob("*.rs")),
         *(
             HOST_RULES / name

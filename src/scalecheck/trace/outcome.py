@@ -5,12 +5,14 @@ import functools
 import json
 from dataclasses import dataclass, field
 
+from scalecheck.trace import abi
 from scalecheck.trace.regions import PcSet, shared_lines
 from scalecheck.trace.symbols import VMEMMAP, function_of
 from scalecheck.trace.testfile import Test, check_results
 
-# The repeat number the driver gives its unreported warm-up runs.
-WARMUP_REP = 127
+# The repeat number the driver gives its unreported warm-up runs, and the tag layout.
+WARMUP_REP = abi.value("WARMUP_REP")
+_INDEX_SHIFT, _REP_SHIFT = abi.value("TAG_INDEX_SHIFT"), abi.value("TAG_REP_SHIFT")
 
 
 @dataclass
@@ -28,12 +30,12 @@ class TestProgress:
 
 
 def tag(index: int, rep: int, side: int) -> int:
-    """The tag the driver encodes before each start marker (tracer/guest/driver.c)."""
-    return ((index << 8) | (rep << 1) | side) & 0xFFFF_FFFF
+    """The tag the driver encodes before each start marker (tracer/include/scalecheck_abi.h)."""
+    return ((index << _INDEX_SHIFT) | (rep << _REP_SHIFT) | side) & 0xFFFF_FFFF
 
 
 def is_warmup(region_tag: int) -> bool:
-    return (region_tag >> 1) & 0x7F == WARMUP_REP
+    return (region_tag >> _REP_SHIFT) & ((1 << (_INDEX_SHIFT - _REP_SHIFT)) - 1) == WARMUP_REP
 
 
 def base_record(test: Test, status: str, detail: str = "") -> dict:

@@ -7,6 +7,7 @@ Results are appended as each test finishes, so a rerun resumes where the last on
 """
 
 import collections
+import contextlib
 import json
 import os
 import threading
@@ -21,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from scalecheck.errors import UserError
 from scalecheck.storage import require_space
 from scalecheck.testfile import content_hash, file_hash
-from scalecheck.trace import build, datanames, facts, outcome, testfile, vm
+from scalecheck.trace import build, datanames, facts, outcome, testfile, userspace, vm
 from scalecheck.trace.btf import Types
 from scalecheck.trace.kernelmem import KernelMemory
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, TESTS_HASH, ResultsStore
@@ -71,7 +72,12 @@ def register(subparsers):
     p.add_argument(
         "dir", type=Path, help="directory holding tests.jsonl (from `scalecheck testgen`)"
     )
-    p.add_argument("--target", default="linux", choices=["linux"], help="implementation to trace")
+    p.add_argument(
+        "--target",
+        default="linux",
+        help="implementation to trace: 'linux' (default), or 'lib:PATH' for a C library "
+        "described by the manifest at PATH (docs/usertarget.md)",
+    )
     p.add_argument("--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*)")
     p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
     p.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
@@ -207,10 +213,11 @@ def conformance_line(summary: dict) -> str:
     )
 
 
-def _select(tests, limit, ops):
+def select_tests(tests, limit, ops, known_ops):
+    """The tests to run: those whose calls all use the --ops given, the first --limit."""
     if ops:
         wanted = {o.strip() for o in ops.split(",") if o.strip()}
-        unknown = wanted - set(testfile.OP_ARGS)
+        unknown = wanted - set(known_ops)
         if unknown:
             raise UserError(f"--ops: unknown op(s) {', '.join(sorted(unknown))}")
         tests = [t for t in tests if set(t.pair) <= wanted]
@@ -245,12 +252,26 @@ def run_tests(
     ``cluster``: a Dask scheduler's address, or ``local:N`` (trace/cluster.py).
     """
     out_dir = Path(out_dir)
-    if target != "linux":
-        raise UserError(f"unknown target {target!r} (only 'linux')")
     if repeats < 1:
         raise UserError("--repeats must be at least 1")
     if repeats > 100:
         raise UserError("--repeats is at most 100")
+    if target.startswith("lib:"):
+        return userspace.run_library_tests(
+            out_dir,
+            target.removeprefix("lib:"),
+            jobs=jobs,
+            repeats=repeats,
+            limit=limit,
+            ops=ops,
+            granularity=granularity,
+            filters=filters,
+            timeout=timeout,
+            quiet=quiet,
+            set_aside_incompatible=set_aside_incompatible,
+        )
+    if target != "linux":
+        raise UserError(f"unknown target {target!r} ('linux' or 'lib:PATH')")
     tests_header, tests = testfile.read_tests(out_dir / "tests.jsonl")
     if tests_header.get("model", "posix") != "posix":
         raise UserError(
@@ -262,7 +283,7 @@ def run_tests(
         raise UserError(f"--vmlinux {vmlinux} does not exist")
     vm.qemu_binary()
     kernel_args = " ".join(part for part in (vm.LSM_ARGS[lsm], kernel_args) if part)
-    selected = _select(tests, limit, ops)
+    selected = select_tests(tests, limit, ops, testfile.OP_ARGS)
     log = (lambda *a: None) if quiet else print
     settings = VmSettings(
         kernel=kernel,
@@ -309,26 +330,11 @@ def run_tests(
     # CPU 0 mostly sleeps. One VM per core traced 15.7 tests/s on 2 cores, one VM 10.8.
     jobs = max(1, jobs or os.cpu_count() or 1)
     jobs = min(jobs, max(1, len(pending)))
-    progress = Progress(
-        TextColumn("[bold]tracing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        disable=quiet,
-    )
-    by_status: dict[str, int] = {}
-    with progress:
-        task = progress.add_task("trace", total=len(pending), status="")
+    with tracing_progress(quiet, len(pending)) as count:
 
         def record(result: dict) -> None:
             store.append(result)
-            by_status[result["status"]] = by_status.get(result["status"], 0) + 1
-            progress.update(
-                task,
-                advance=1,
-                status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
-            )
+            count(result)
 
         try:
             if cluster:
@@ -336,13 +342,7 @@ def run_tests(
                 from scalecheck.trace.cluster import trace_on_cluster
 
                 boots, per_worker = trace_on_cluster(
-                    cluster,
-                    settings,
-                    header,
-                    pending,
-                    store.finished.__contains__,
-                    record,
-                    log=progress.console.print,
+                    cluster, settings, header, pending, store.finished.__contains__, record
                 )
             else:
                 config.on_record = record
@@ -352,7 +352,7 @@ def run_tests(
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
-    summary = _summarize(records, selected)
+    summary = summarize(records, selected)
     summary.update(
         {
             "results": str(trace_dir / "results.jsonl"),
@@ -374,7 +374,35 @@ def run_tests(
     return summary
 
 
-def _summarize(records, selected) -> dict:
+@contextlib.contextmanager
+def tracing_progress(quiet: bool, total: int):
+    """A progress bar with a count per status; yields the function to call per record."""
+    progress = Progress(
+        TextColumn("[bold]tracing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        disable=quiet,
+    )
+    with progress:
+        task = progress.add_task("trace", total=total, status="")
+        by_status: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def count(record):
+            with lock:
+                by_status[record["status"]] = by_status.get(record["status"], 0) + 1
+                progress.update(
+                    task,
+                    advance=1,
+                    status=" ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
+                )
+
+        yield count
+
+
+def summarize(records, selected) -> dict:
     status = dict.fromkeys(("ok", "mismatch", "timeout", "crash", "error"), 0)
     for r in records:
         status[r["status"]] = status.get(r["status"], 0) + 1

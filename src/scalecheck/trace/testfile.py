@@ -9,35 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalecheck import testfile as shared_testfile
+from scalecheck.trace import abi, linux_posix
 
-# op -> argument names in the order the driver reads them (docs/format-tests.md).
-OP_ARGS = {
-    "open": ["pn", "creat", "excl", "trunc", "anyfd"],
-    "link": ["old", "new"],
-    "unlink": ["pn"],
-    "rename": ["src", "dst"],
-    "stat": ["pn"],
-    "fstat": ["fd"],
-    "lseek": ["fd", "off", "whence"],
-    "close": ["fd"],
-    "pipe": [],
-    "read": ["fd"],
-    "write": ["fd", "byte"],
-    "pread": ["fd", "off"],
-    "pwrite": ["fd", "off", "byte"],
-    "mmap": ["anon", "writable", "fixed", "va", "fd", "off"],
-    "munmap": ["va"],
-    "mprotect": ["va", "writable"],
-    "memread": ["va"],
-    "memwrite": ["va", "byte"],
-    # Diagnostic ops (not in the posix model): a call that never returns and one that
-    # crashes the guest kernel, to exercise the runner's recovery on a real VM.
-    "_hang": [],
-    "_panic": [],
+# op -> argument names in the order the driver reads them: the model's order, from its
+# @operation signatures, plus the driver's diagnostic ops (trace/linux_posix.py).
+OP_ARGS = linux_posix.BINDING.call_arguments()
+NAME_ARGS = {
+    arg
+    for op, args in OP_ARGS.items()
+    for arg in args
+    if linux_posix.BINDING.argument_type(op, arg) in linux_posix.NAME_TYPES
 }
-NAME_ARGS = {"pn", "old", "new", "src", "dst"}
-# The driver's fixed table sizes (tracer/guest/driver.c).
-LIMITS = {"names": 16, "inodes": 16, "units": 16, "pipes": 8, "fds": 32, "maps": 16}
+# The driver's fixed table sizes (tracer/include/scalecheck_abi.h).
+LIMITS = {
+    kind: abi.value(f"MAX_{kind.upper()}")
+    for kind in ("names", "inodes", "units", "pipes", "fds", "maps")
+}
 
 
 @dataclass

@@ -8,9 +8,13 @@
 //! region during which the vCPU entered the context-switch routine is flagged. At the end
 //! marker the region is appended to a compact binary file (format in docs/tracer.md).
 //!
+//! In user mode (`mode=user`, for `qemu-x86_64` running a library's test program) there is
+//! no kernel: every access made between a thread's markers is recorded, by virtual address
+//! (user-mode QEMU has no physical addresses; the address space is the one process's).
+//!
 //! Plugin arguments: `out=PATH` (binary output), `entries=PATH` (optional: kernel entry
 //! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 32;
-//! the accesses of any further PCs are folded into one entry with PC 0).
+//! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`.
 
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -93,6 +97,7 @@ struct Tracer {
     exc_entries: Vec<u64>,
     switch_entries: Vec<u64>,
     max_pcs: usize,
+    user_mode: bool,
 }
 
 static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -165,15 +170,19 @@ impl Tracer {
         }
     }
 
-    fn on_kernel_access(&self, index: VCPUIndex, pc: u64, info: &MemoryInfo, vaddr: u64) {
+    fn on_access(&self, index: VCPUIndex, pc: u64, info: &MemoryInfo, vaddr: u64) {
         if !self.active.get(index as usize).is_some_and(|a| a.load(Ordering::Acquire)) {
             return;
         }
-        let Some(hw) = info.hwaddr(vaddr) else { return };
-        if hw.is_io() {
-            return;
-        }
-        let paddr = hw.hwaddr();
+        let paddr = if self.user_mode {
+            vaddr
+        } else {
+            let Some(hw) = info.hwaddr(vaddr) else { return };
+            if hw.is_io() {
+                return;
+            }
+            hw.hwaddr()
+        };
         let size = 1u64 << info.size_shift();
         let store = info.is_store();
         let Some(cell) = self.vcpu(index) else { return };
@@ -310,6 +319,7 @@ impl Register for ConflictTracer {
             exc_entries,
             switch_entries,
             max_pcs,
+            user_mode: string_arg(args, "mode").as_deref() == Some("user"),
         };
         if TRACER.set(tracer).is_err() {
             panic!("scalecheck-tracer installed twice");
@@ -327,26 +337,34 @@ impl HasCallbacks for ConflictTracer {
         let t = tracer();
         for insn in tb.instructions() {
             let pc = insn.vaddr();
-            if pc < KERNEL_HALF {
-                if insn.size() == 7 {
-                    if let Some(magic) = marker_magic(&insn.data()) {
-                        insn.register_execute_callback(move |vcpu| tracer().on_marker(vcpu, magic));
-                    }
+            let user_code = pc < KERNEL_HALF;
+            if user_code && insn.size() == 7 {
+                if let Some(magic) = marker_magic(&insn.data()) {
+                    insn.register_execute_callback(move |vcpu| tracer().on_marker(vcpu, magic));
+                    continue;
                 }
+            }
+            if user_code && !t.user_mode {
                 continue;
             }
-            if t.irq_entries.binary_search(&pc).is_ok() {
-                insn.register_execute_callback(move |vcpu| tracer().on_kernel_entry(vcpu, true));
-            } else if t.exc_entries.binary_search(&pc).is_ok() {
-                insn.register_execute_callback(move |vcpu| tracer().on_kernel_entry(vcpu, false));
-            } else if t.switch_entries.binary_search(&pc).is_ok() {
-                insn.register_execute_callback(move |vcpu| tracer().on_context_switch(vcpu));
-            }
-            if insn.size() == 2 && insn.data() == IRETQ {
-                insn.register_execute_callback(move |vcpu| tracer().on_iretq(vcpu));
+            if !user_code {
+                if t.irq_entries.binary_search(&pc).is_ok() {
+                    insn.register_execute_callback(move |vcpu| {
+                        tracer().on_kernel_entry(vcpu, true)
+                    });
+                } else if t.exc_entries.binary_search(&pc).is_ok() {
+                    insn.register_execute_callback(move |vcpu| {
+                        tracer().on_kernel_entry(vcpu, false)
+                    });
+                } else if t.switch_entries.binary_search(&pc).is_ok() {
+                    insn.register_execute_callback(move |vcpu| tracer().on_context_switch(vcpu));
+                }
+                if insn.size() == 2 && insn.data() == IRETQ {
+                    insn.register_execute_callback(move |vcpu| tracer().on_iretq(vcpu));
+                }
             }
             insn.register_memory_access_callback(
-                move |vcpu, info, vaddr| tracer().on_kernel_access(vcpu, pc, &info, vaddr),
+                move |vcpu, info, vaddr| tracer().on_access(vcpu, pc, &info, vaddr),
                 MemRW::QEMU_PLUGIN_MEM_RW,
             );
         }

@@ -1,0 +1,101 @@
+"""One definition per operation: a model declares each operation once (its ``@operation``
+signature), and a target's binding says how those operations become its calls.
+
+The argument schema of every op is read from the model. A binding adds only what is the
+target's own: which argument picks the calling process, the target's diagnostic ops, the
+constants its test files carry, and how a concrete test is written in its terms
+(``describe``). The bindings that encode a model's tests for a target are found by
+``for_model``; a model without one gets the generic binding, which writes the model's
+state, arguments and results as they are (what user-space targets read).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from scalecheck.errors import UserError
+from scalecheck.model import Model
+
+# Models whose tests are written for a target's encoding rather than as the model's values:
+# "module:Class" of the model -> "module:NAME" of its binding (imported when first asked for).
+ENCODINGS = {"scalecheck.models.posix:Posix": "scalecheck.trace.linux_posix:BINDING"}
+
+
+def op_arguments(model_cls) -> dict[str, tuple[str, ...]]:
+    """op -> its argument names, in the order its ``@operation`` declares them."""
+    return {name: tuple(method.argument_types) for name, method in model_cls.operations().items()}
+
+
+def describe_as_model(ops, snapshot, args, results, label):
+    """The generic encoding: the model's initial state, arguments and results as they are.
+
+    ``snapshot``: {state name: {key: {field: value}}} of the initial state the test needs
+    (uninterpreted values already replaced by small labels); ``args``: per call
+    {name: value}; ``results``: {"AB": [A, B], "BA": [A, B]} with raw values;
+    ``label(kind, raw)`` maps a raw uninterpreted value to its label."""
+    calls = [
+        {"op": op, "proc": number, "args": call_args}
+        for number, (op, call_args) in enumerate(zip(ops, args, strict=True))
+    ]
+    return snapshot, calls, {"ab": results["AB"], "ba": results["BA"]}
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How one target runs the operations of one model.
+
+    ``process_arg``: the argument (if any) that names the calling process; it becomes the
+    call's ``proc`` and is not passed as an argument. ``extra_ops``: the target's own
+    diagnostic ops (names start with "_") and their arguments. ``constants``: written into
+    the tests file's header. ``describe``: writes one concrete test in the target's terms
+    (signature of ``describe_as_model``)."""
+
+    model: type[Model]
+    process_arg: str | None = None
+    extra_ops: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    constants: Mapping[str, int] = field(default_factory=dict)
+    describe: Callable = describe_as_model
+
+    def __post_init__(self):
+        name = self.model.__name__
+        ops = op_arguments(self.model)
+        if not ops:
+            raise UserError(f"binding of model {name}: the model declares no @operation")
+        for op in self.extra_ops:
+            if not op.startswith("_") or op in ops:
+                raise UserError(
+                    f"binding of model {name}: extra op {op!r} must start with '_' "
+                    "and not be one of the model's operations"
+                )
+        if self.process_arg and not any(self.process_arg in args for args in ops.values()):
+            raise UserError(
+                f"binding of model {name}: process argument {self.process_arg!r} "
+                "is an argument of none of its operations"
+            )
+
+    def call_arguments(self) -> dict[str, tuple[str, ...]]:
+        """op -> the arguments a call of it carries, in the model's order (the process
+        argument left out), the target's own ops included."""
+        return {
+            **{
+                op: tuple(arg for arg in args if arg != self.process_arg)
+                for op, args in op_arguments(self.model).items()
+            },
+            **self.extra_ops,
+        }
+
+    def argument_type(self, op: str, arg: str):
+        """The model's type of one argument (None for the target's own ops)."""
+        method = self.model.operations().get(op)
+        return method.argument_types[arg] if method else None
+
+
+def for_model(model_cls) -> Binding:
+    """The binding that writes this model's tests: its registered one, else the generic."""
+    registered = ENCODINGS.get(f"{model_cls.__module__}:{model_cls.__qualname__}")
+    if registered is None:
+        return Binding(model_cls)
+    module_name, _, attribute = registered.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)

@@ -1,0 +1,152 @@
+"""The Linux binding of the POSIX model: how its operations become system calls of the
+guest driver (tracer/guest/ops.c) and how a concrete test is written in Linux's terms.
+
+Model fd k is real fd FD_BASE + k, model page k is mapped at MAP_BASE + k * UNIT, file
+data is counted in UNIT-byte units, file names are "f<label>" and byte labels 'A', 'B',
+... (constants in tracer/include/scalecheck_abi.h). The driver's own diagnostic ops:
+``_hang`` never returns and ``_panic`` crashes the guest kernel, to exercise the runner's
+recovery on a real VM.
+"""
+
+from scalecheck.binding import Binding
+from scalecheck.models.posix import ZERO, Byte, Fd, Page, Posix
+from scalecheck.models.rename import Filename
+from scalecheck.trace import abi
+
+
+def describe_test(ops, snapshot, args, results, label):
+    """The test file's setup, calls and results (docs/format-tests.md)."""
+    inode_index, pipe_index = {}, {}
+
+    def inode(label_):
+        return inode_index.setdefault(label_, len(inode_index))
+
+    def pipe(label_):
+        return pipe_index.setdefault(label_, len(pipe_index))
+
+    files = {
+        f"f{name}": inode(entry[""])
+        for name, entry in snapshot.get("fname_to_inum", {}).items()
+        if entry["present"]
+    }
+    procs = []
+    for pid in range(2):
+        fds, maps = {}, {}
+        for fd, entry in snapshot.get(f"procs[{pid}].fds", {}).items():
+            if entry["present"] and entry["ispipe"]:
+                fds[str(fd + abi.value("FD_BASE"))] = {
+                    "pipe": pipe(entry["pipe"]),
+                    "end": "w" if entry["writer"] else "r",
+                }
+            elif entry["present"]:
+                fds[str(fd + abi.value("FD_BASE"))] = {
+                    "file": inode(entry["inum"]),
+                    "off": entry["off"],
+                }
+        for page, entry in snapshot.get(f"procs[{pid}].vmas", {}).items():
+            if entry["present"] and entry["anon"]:
+                maps[str(_address(page))] = {
+                    "anon": True,
+                    "writable": entry["writable"],
+                    "data": _byte(entry["anondata"]),
+                }
+            elif entry["present"]:
+                maps[str(_address(page))] = {
+                    "anon": False,
+                    "writable": entry["writable"],
+                    "file": inode(entry["inum"]),
+                    "off": entry["off"],
+                }
+        procs.append({"fds": fds, "maps": maps})
+    names_per_inode = [list(files.values()).count(index) for index in range(len(inode_index))]
+    inodes = []
+    for label_, index in sorted(inode_index.items(), key=lambda item: item[1]):
+        known = snapshot.get("inodes", {}).get(label_)
+        inodes.append(
+            {
+                "nlink": known["nlink"],
+                "data": [_byte(known[f"data[{i}]"]) for i in range(known["length"])],
+            }
+            if known
+            else {"nlink": names_per_inode[index], "data": []}
+        )
+    pipes = []
+    for label_, _ in sorted(pipe_index.items(), key=lambda item: item[1]):
+        known = snapshot.get("pipes", {}).get(label_)
+        pipes.append(
+            {"data": [_byte(known[f"data[{i}]"]) for i in range(known["head"], known["tail"])]}
+            if known
+            else {"data": []}
+        )
+    setup = {"files": files, "inodes": inodes, "pipes": pipes, "procs": procs}
+
+    calls = []
+    for number, (op, call_args) in enumerate(zip(ops, args, strict=True)):
+        types = Posix.operations()[op].argument_types
+        proc = call_args.get("pid", number)
+        described = {
+            name: _describe_argument(types[name], value)
+            for name, value in call_args.items()
+            if name != "pid"
+        }
+        calls.append({"op": op, "proc": proc, "args": described})
+    expect = {
+        order.lower(): [
+            _describe_result(op, result, label)
+            for op, result in zip(ops, order_results, strict=True)
+        ]
+        for order, order_results in results.items()
+    }
+    return setup, calls, expect
+
+
+def _address(page):
+    return abi.value("MAP_BASE") + page * abi.value("UNIT")
+
+
+def _byte(label):
+    """Byte label 0 is the zero page; others are 'A', 'B', ..."""
+    return 0 if label == ZERO else 0x40 + label
+
+
+def _describe_argument(symtype, value):
+    if symtype is Filename:
+        return f"f{value}"
+    if symtype is Fd:
+        return value + abi.value("FD_BASE")
+    if symtype is Page:
+        return _address(value)
+    if symtype is Byte:
+        return _byte(value)
+    return value
+
+
+def _describe_result(op, result, label):
+    if "ret" not in result:
+        return result
+    described = dict(result)
+    if op == "open" and result["ret"] != "*":
+        described["ret"] = result["ret"] + abi.value("FD_BASE")
+    if op == "pipe":
+        described["fds"] = [fd if fd == "*" else fd + abi.value("FD_BASE") for fd in result["fds"]]
+    if op == "mmap" and result["ret"] != "*":
+        described["ret"] = _address(result["ret"])
+    if result.get("data", "*") != "*":
+        described["data"] = _byte(label(Byte.kind, result["data"]))
+    return described
+
+
+BINDING = Binding(
+    Posix,
+    process_arg="pid",
+    extra_ops={"_hang": (), "_panic": ()},
+    constants={
+        "fd_base": abi.value("FD_BASE"),
+        "map_base": abi.value("MAP_BASE"),
+        "page_size": abi.value("UNIT"),
+        "unit_size": abi.value("UNIT"),
+    },
+    describe=describe_test,
+)
+# Arguments written as file names, not numbers, in the driver's rendering.
+NAME_TYPES = (Filename,)

@@ -1,0 +1,226 @@
+"""The user-space target end to end, without a VM: each example's two implementations
+traced under qemu-x86_64 with known answers, and libraries that crash, hang or answer
+what the model forbids, recorded as such while the run goes on."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalecheck.errors import UserError
+from scalecheck.trace import dwarfnames, runner, testfile, userspace
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("qemu-x86_64") is None, reason="qemu-user not installed (scripts/setup.sh)"
+)
+
+
+def cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "scalecheck.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def generate(model: str, out: Path) -> Path:
+    for stage in (
+        ["analyze", "--model", model, "--out", str(out), "--jobs", "1"],
+        ["testgen", str(out)],
+    ):
+        done = cli(*stage)
+        assert done.returncode == 0, done.stderr
+    return out
+
+
+def run(tests_dir: Path, manifest: Path, **options) -> dict:
+    shutil.rmtree(tests_dir / "trace", ignore_errors=True)
+    summary = runner.run_tests(tests_dir, target=f"lib:{manifest}", quiet=True, **options)
+    lines = (tests_dir / "trace" / "results.jsonl").read_text().splitlines()
+    records = {r["id"]: r for r in map(json.loads, lines[1:])}
+    return {"summary": summary, "records": records}
+
+
+@pytest.fixture(scope="module")
+def counter_tests(tmp_path_factory):
+    return generate("counter", tmp_path_factory.mktemp("counter"))
+
+
+@pytest.fixture(scope="module")
+def kvstore_tests(tmp_path_factory):
+    return generate(str(EXAMPLES / "kvstore" / "model.py"), tmp_path_factory.mktemp("kvstore"))
+
+
+def test_shared_counter_conflicts_on_the_counter_and_sharded_does_not(counter_tests):
+    shared = run(counter_tests, EXAMPLES / "refcount" / "shared.toml")["records"]
+    inc_inc = shared["inc-inc/p0/t1"]
+    assert inc_inc["status"] == "ok" and not inc_inc["conflict_free"]
+    assert {c["data_symbol"] for c in inc_inc["conflicts"]} == {"count"}
+    assert all(pair == ["rc_inc", "rc_inc"] for c in inc_inc["conflicts"] for pair in c["sites"])
+    sharded = run(counter_tests, EXAMPLES / "refcount" / "sharded.toml")["records"]
+    assert sharded["inc-inc/p0/t1"]["conflict_free"]
+    assert all(r["status"] == "ok" for r in sharded.values())
+    # A rerun resumes: every test is already done.
+    again = runner.run_tests(
+        counter_tests, target=f"lib:{EXAMPLES / 'refcount' / 'sharded.toml'}", quiet=True
+    )
+    assert again["skipped_already_done"] == len(sharded) and again["finished"] == 0
+
+
+def test_put_put_on_two_keys_conflicts_under_one_mutex_only(kvstore_tests):
+    tests = [json.loads(line) for line in (kvstore_tests / "tests.jsonl").read_text().splitlines()]
+    two_keys = next(
+        t["id"]
+        for t in tests[1:]
+        if t["pair"] == ["put", "put"]
+        and t["calls"][0]["args"]["key"] != t["calls"][1]["args"]["key"]
+    )
+    locked = run(kvstore_tests, EXAMPLES / "kvstore" / "locked.toml")["records"][two_keys]
+    assert locked["status"] == "ok" and not locked["conflict_free"]
+    assert any("pthread_mutex_lock" in pair for c in locked["conflicts"] for pair in c["sites"])
+    striped = run(kvstore_tests, EXAMPLES / "kvstore" / "striped.toml")
+    assert striped["records"][two_keys]["conflict_free"]
+    assert striped["summary"]["mismatch"] == striped["summary"]["crash"] == 0
+
+
+# An adapter's setup and teardown for a library without state.
+NO_STATE = """
+int sc_setup(const struct sc_state *state, char *why, size_t whylen)
+{
+	(void)state, (void)why, (void)whylen;
+	return 0;
+}
+void sc_teardown(void) {}
+"""
+
+FAULTY = (
+    """
+#include <unistd.h>
+#include "scalecheck_adapter.h"
+static void call_inc(const long *args, struct sc_result *result)
+{
+	(void)args, (void)result;
+	*(volatile int *)0 = 1; /* SIGSEGV */
+}
+static void call_dec(const long *args, struct sc_result *result)
+{
+	(void)args, (void)result;
+	for (;;)
+		pause();
+}
+static void call_iszero(const long *args, struct sc_result *result)
+{
+	(void)args;
+	sc_ok_bool(result, 1); /* whatever the count: a result the model forbids when it is not 0 */
+}
+const struct sc_op SC_OPS[] = {
+	{"inc", 0, call_inc}, {"dec", 0, call_dec}, {"iszero", 0, call_iszero}, {0, 0, 0}};
+"""
+    + NO_STATE
+)
+
+
+def write_library(directory: Path, model: str, adapter: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "adapter.c").write_text(adapter)
+    (directory / "nothing.c").write_text("int library_placeholder;\n")
+    (directory / "scalecheck.toml").write_text(
+        f'model = "{model}"\nadapter = "adapter.c"\nsources = ["nothing.c"]\n'
+    )
+    return directory
+
+
+def test_crash_hang_and_wrong_result_are_recorded_and_the_run_goes_on(counter_tests, tmp_path):
+    library = write_library(tmp_path / "faulty", "counter", FAULTY)
+    result = run(counter_tests, library, timeout=1.0, jobs=1)
+    statuses = {test_id: r["status"] for test_id, r in result["records"].items()}
+    assert len(statuses) == 8  # every test has its record
+    assert {statuses[t] for t in statuses if t.startswith("inc-")} == {"crash"}
+    assert {statuses[t] for t in statuses if t.startswith("dec-")} == {"timeout"}
+    assert statuses["iszero-iszero/p0/t1"] == "mismatch"
+    assert result["summary"]["crash"] == 3 and result["summary"]["timeout"] == 4
+
+
+NOTHING_MODEL = """
+from scalecheck.model import Int, Model, ok, operation
+
+
+class Nothing(Model):
+    def __init__(self):
+        self.unused = Int(0, 1).any()
+
+    @operation()
+    def noop(self):
+        return ok()
+"""
+
+HARNESS_ONLY = (
+    """
+#include "scalecheck_adapter.h"
+static void call_noop(const long *args, struct sc_result *result)
+{
+	(void)args;
+	sc_ok(result, 0);
+}
+const struct sc_op SC_OPS[] = {{"noop", 0, call_noop}, {0, 0, 0}};
+"""
+    + NO_STATE
+)
+
+
+def test_calls_that_touch_nothing_of_the_library_do_not_conflict(tmp_path):
+    (tmp_path / "nothing.py").write_text(NOTHING_MODEL)
+    tests_dir = generate(str(tmp_path / "nothing.py"), tmp_path / "tests")
+    library = write_library(tmp_path / "lib", str(tmp_path / "nothing.py"), HARNESS_ONLY)
+    result = run(tests_dir, library, repeats=3)
+    (record,) = result["records"].values()
+    assert record["status"] == "ok" and record["conflict_free"] and record["agree"]
+    assert record["accesses"]["a"] > 0  # the region was traced, not empty
+
+
+def test_bad_manifest_is_one_line(tmp_path):
+    (tmp_path / "scalecheck.toml").write_text('model = "counter"\nsorces = []\n')
+    with pytest.raises(UserError) as caught:
+        userspace.load_library(str(tmp_path))
+    assert "unknown key(s) sorces" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_static_fields_are_named_from_dwarf(tmp_path):
+    source = tmp_path / "layout.c"
+    source.write_text(
+        "struct slot { long lock; struct { int a, b; } pair; };\n"
+        "struct slot slots[4];\n"
+        "long lone;\n"
+    )
+    obj = tmp_path / "layout.o"
+    subprocess.run(["cc", "-g", "-c", "-o", str(obj), str(source)], check=True)
+    names = dwarfnames.FieldNames([obj])
+    assert names.field("slots", 0) == "slots[0].lock"
+    assert names.field("slots", 16 + 12) == "slots[1].pair.b"
+    assert names.field("lone", 0) == "lone"
+    assert names.field("missing", 0) == ""
+
+
+def test_setup_and_calls_render_for_the_harness():
+    test = testfile.Test(
+        "put-get/p0/t1",
+        ["put", "get"],
+        {
+            "setup": {"table": {"2": {"present": True, "": 8}}, "count": 3},
+            "calls": [
+                {"op": "put", "proc": 0, "args": {"key": 3, "value": 7}},
+                {"op": "get", "proc": 1, "args": {"key": 2}},
+            ],
+        },
+    )
+    arguments = {"put": ("key", "value"), "get": ("key",)}
+    assert userspace.render(test, 5, arguments) == (
+        "T 5\nV table.2.present 1\nV table.2 8\nV count 3\nC 0 put 3 7\nC 1 get 2\nE\n"
+    )
+    test.raw["calls"][1]["args"] = {}
+    with pytest.raises(testfile.UnsupportedTest, match="missing 'key'"):
+        userspace.render(test, 5, arguments)

@@ -1,0 +1,99 @@
+/*
+ * scalecheck guest driver: declarations shared by its parts.
+ *
+ *   driver.c  main: the guest's file systems, memory layout, output, the batch loop
+ *   parse.c   the batch's line-based rendering of tests (docs/tracer.md)
+ *   setup.c   building a test's files, pipes, fd tables and mappings
+ *   coord.c   coordination: the test processes, the hand-offs between the two calls
+ *   ops.c     one function per operation, found through a dispatch table
+ *   facts.c   kernel facts for naming: symbols and per-cpu area offsets
+ */
+#ifndef SCALECHECK_DRIVER_H
+#define SCALECHECK_DRIVER_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "../include/scalecheck_abi.h"
+#include "../include/scalecheck_marker.h"
+
+#define MAX_TOKENS 10
+#define TOKEN_LEN 48
+#define RESULT_LEN 160
+/* Every fd below SC_FD_BASE is a copy of this one, on /dev/null (see build_process). */
+#define DEVNULL_FD 991
+
+struct participant;
+struct call_spec;
+
+/* An operation: runs its call between the markers and writes the result as JSON into res. */
+typedef void op_fn(struct participant *p, const struct call_spec *c, char *res, size_t len);
+
+struct inode_spec { int nlink, nunits; unsigned char data[SC_MAX_UNITS]; };
+struct pipe_spec { int nbytes; unsigned char data[SC_MAX_UNITS]; };
+struct fd_spec { int proc, fd, is_pipe, inode, off, pipe, write_end; };
+struct map_spec { int proc, anon, writable, data, inode, off; unsigned long va; };
+struct call_spec { int proc, ntok; op_fn *run; char tok[MAX_TOKENS][TOKEN_LEN]; };
+
+struct test {
+	long index;
+	int nnames, ninodes, npipes, nfds, nmaps, ncalls;
+	char names[SC_MAX_NAMES][TOKEN_LEN];
+	int name_inode[SC_MAX_NAMES];
+	struct inode_spec inodes[SC_MAX_INODES];
+	struct pipe_spec pipes[SC_MAX_PIPES];
+	struct fd_spec fds[SC_MAX_FDS];
+	struct map_spec maps[SC_MAX_MAPS];
+	struct call_spec calls[2];
+};
+
+/* One participant's private buffers, each on its own pages so that copies to and from
+ * user memory by the two calls never share a cache line. */
+struct participant {
+	int side;
+	long tag;
+	const struct test *t;
+	const struct call_spec *call;
+	char *names;         /* page: path names */
+	unsigned char *data; /* page: read/write buffer */
+	struct stat *st;     /* page: stat buffer and pipe fds */
+	int *pipefds;
+	void *untouched;     /* page never touched: see drain_own_lru_batches */
+};
+
+/* The batch's settings (header line "S key=value ..."). */
+struct settings { int repeats, timeout_ms, warmup, dump_facts; const char *fs_type; };
+
+/* driver.c */
+/* Repeats alternate between two test directories (see run_repeat). */
+extern const char *const TEST_DIRS[2];
+void out_bytes(const char *s, size_t n);
+void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void fatal(const char *what) __attribute__((noreturn));
+
+/* parse.c */
+int tokenize(char *line, char **tok, int max);
+void parse_settings(char *line, struct settings *s);
+int parse_test(char **cursor, struct test *t, const char **why);
+
+/* setup.c */
+void inode_path(const struct test *t, int inode, char *path, size_t len);
+void clean_test_dir(void);
+int build_files_and_pipes(const struct test *t, char *why, size_t whylen);
+void close_pipes(const struct test *t);
+int build_process(const struct test *t, int proc, char *why, size_t whylen);
+
+/* coord.c */
+void coordination_init(void);
+void run_repeat(const struct test *t, int rep, const struct settings *s);
+long now_ms(void);
+
+/* ops.c */
+op_fn *find_op(const char *name);
+void run_call(struct participant *p, char *res, size_t len);
+void install_fault_handlers(void);
+
+/* facts.c */
+void dump_kernel_facts(void);
+
+#endif

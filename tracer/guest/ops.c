@@ -1,0 +1,378 @@
+/* The operations: one function per op of the POSIX model (and two diagnostic ops), found
+ * by name through OPS, as a kernel dispatches system calls through its table. Each runs
+ * its call between the start and end markers, touching nothing but the call's own work
+ * inside them, and writes the result as the test file's JSON (docs/format-tests.md). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "driver.h"
+
+#define TOK(i) (c->tok[i])
+#define NUM(i) strtol(c->tok[i], NULL, 0)
+/* The call, between markers; its return value in r and errno in err. */
+#define TRACED(call)          \
+	do {                  \
+		SC_MARK_START(); \
+		r = (call);   \
+		err = errno;  \
+		SC_MARK_END();   \
+	} while (0)
+
+static const char *errno_name(int e)
+{
+	switch (e) {
+#define E(x) case x: return #x;
+	E(EPERM) E(ENOENT) E(EINTR) E(EIO) E(ENXIO) E(EBADF) E(EAGAIN) E(ENOMEM) E(EACCES)
+	E(EFAULT) E(EBUSY) E(EEXIST) E(EXDEV) E(ENODEV) E(ENOTDIR) E(EISDIR) E(EINVAL)
+	E(ENFILE) E(EMFILE) E(ETXTBSY) E(EFBIG) E(ENOSPC) E(ESPIPE) E(EROFS) E(EMLINK)
+	E(EPIPE) E(ERANGE) E(ENAMETOOLONG) E(ENOTEMPTY) E(ELOOP) E(EOVERFLOW) E(ENOSYS)
+#undef E
+	default: return "EUNKNOWN";
+	}
+}
+
+/* The result of a call that returns a number or fails with errno. */
+static void result(char *res, size_t len, long r, int err)
+{
+	if (r < 0)
+		snprintf(res, len, "{\"errno\":\"%s\"}", errno_name(err));
+	else
+		snprintf(res, len, "{\"ret\":%ld}", r);
+}
+
+static int is_pipe_fd(const struct test *t, int proc, int fd)
+{
+	for (int i = 0; i < t->nfds; i++)
+		if (t->fds[i].proc == proc && t->fds[i].fd == fd)
+			return t->fds[i].is_pipe;
+	return 0;
+}
+
+/* Bytes one read or write moves: a unit of a file, a byte of a pipe. */
+static int unit_of(const struct participant *p, const struct call_spec *c, int fd)
+{
+	return is_pipe_fd(p->t, c->proc, fd) ? 1 : SC_UNIT;
+}
+
+static void op_open(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int flags = O_RDWR | (NUM(1) ? O_CREAT : 0) | (NUM(2) ? O_EXCL : 0) | (NUM(3) ? O_TRUNC : 0);
+	long r;
+	int err;
+	TRACED(open(p->names, flags, 0666));
+	if (r >= 0 && NUM(4)) {
+		/* Linux has no O_ANYFD: after the traced open, move the fd to where no
+		 * test names one (>= SC_ANYFD_BASE), as a kernel free to pick any fd might. */
+		long moved = fcntl(r, F_DUPFD, SC_ANYFD_BASE);
+		if (moved >= 0) {
+			close(r);
+			r = moved;
+		}
+	}
+	result(res, len, r, err);
+}
+
+static void op_link(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	long r;
+	int err;
+	(void)c;
+	TRACED(link(p->names, p->names + 256));
+	result(res, len, r, err);
+}
+
+static void op_rename(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	long r;
+	int err;
+	(void)c;
+	TRACED(rename(p->names, p->names + 256));
+	result(res, len, r, err);
+}
+
+static void op_unlink(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	long r;
+	int err;
+	(void)c;
+	TRACED(unlink(p->names));
+	result(res, len, r, err);
+}
+
+static void stat_result(const struct participant *p, char *res, size_t len, long r, int err)
+{
+	if (r != 0) {
+		result(res, len, r, err);
+		return;
+	}
+	snprintf(res, len, "{\"ret\":0,\"ino\":%lu,\"nlink\":%lu,\"size\":%ld}",
+		 (unsigned long)p->st->st_ino, (unsigned long)p->st->st_nlink, (long)(p->st->st_size / SC_UNIT));
+}
+
+static void op_stat(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	long r;
+	int err;
+	(void)c;
+	TRACED(stat(p->names, p->st));
+	stat_result(p, res, len, r, err);
+}
+
+static void op_fstat(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = NUM(0);
+	long r;
+	int err;
+	TRACED(fstat(fd, p->st));
+	stat_result(p, res, len, r, err);
+}
+
+static void op_lseek(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = NUM(0), whence = NUM(2);
+	off_t off = (off_t)NUM(1) * SC_UNIT;
+	long r;
+	int err;
+	(void)p;
+	TRACED(lseek(fd, off, whence));
+	result(res, len, r >= 0 ? r / SC_UNIT : r, err);
+}
+
+static void op_close(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = NUM(0);
+	long r;
+	int err;
+	(void)p;
+	TRACED(close(fd));
+	result(res, len, r, err);
+}
+
+static void op_pipe(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	long r;
+	int err;
+	(void)c;
+	TRACED(pipe(p->pipefds));
+	if (r == 0)
+		snprintf(res, len, "{\"ret\":0,\"fds\":[%d,%d]}", p->pipefds[0], p->pipefds[1]);
+	else
+		result(res, len, r, err);
+}
+
+static void read_result(const struct participant *p, char *res, size_t len, long r, int err)
+{
+	if (r > 0)
+		snprintf(res, len, "{\"ret\":1,\"data\":%d}", p->data[0]);
+	else
+		result(res, len, r, err);
+}
+
+static void op_read(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = NUM(0), unit = unit_of(p, c, fd);
+	long r;
+	int err;
+	TRACED(read(fd, p->data, unit));
+	read_result(p, res, len, r, err);
+}
+
+static void op_pread(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = NUM(0), unit = unit_of(p, c, fd);
+	off_t off = (off_t)NUM(1) * SC_UNIT;
+	long r;
+	int err;
+	TRACED(pread(fd, p->data, unit, off));
+	read_result(p, res, len, r, err);
+}
+
+static void op_write(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = NUM(0), unit = unit_of(p, c, fd);
+	long r;
+	int err;
+	memset(p->data, (int)NUM(1), unit);
+	TRACED(write(fd, p->data, unit));
+	result(res, len, r == unit ? 1 : r, err);
+}
+
+static void op_pwrite(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = NUM(0), unit = unit_of(p, c, fd);
+	off_t off = (off_t)NUM(1) * SC_UNIT;
+	long r;
+	int err;
+	memset(p->data, (int)NUM(2), unit);
+	TRACED(pwrite(fd, p->data, unit, off));
+	result(res, len, r == unit ? 1 : r, err);
+}
+
+static void op_mmap(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int anon = NUM(0), fixed = NUM(2), fd = anon ? -1 : NUM(4);
+	int prot = PROT_READ | (NUM(1) ? PROT_WRITE : 0);
+	int flags = (anon ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED) | (fixed ? MAP_FIXED : 0);
+	void *want = fixed ? (void *)strtoul(TOK(3), NULL, 0) : NULL;
+	off_t off = anon ? 0 : (off_t)NUM(5) * SC_UNIT;
+	void *got;
+	int err;
+	(void)p;
+	SC_MARK_START();
+	got = mmap(want, SC_UNIT, prot, flags, fd, off);
+	err = errno;
+	SC_MARK_END();
+	if (got != MAP_FAILED)
+		snprintf(res, len, "{\"ret\":%lu}", (unsigned long)got);
+	else
+		result(res, len, -1, err);
+}
+
+static void op_munmap(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	void *va = (void *)strtoul(TOK(0), NULL, 0);
+	long r;
+	int err;
+	(void)p;
+	TRACED(munmap(va, SC_UNIT));
+	result(res, len, r, err);
+}
+
+static void op_mprotect(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	void *va = (void *)strtoul(TOK(0), NULL, 0);
+	int prot = PROT_READ | (NUM(1) ? PROT_WRITE : 0);
+	long r;
+	int err;
+	(void)p;
+	TRACED(mprotect(va, SC_UNIT, prot));
+	result(res, len, r, err);
+}
+
+static __thread sigjmp_buf fault_jump;
+
+static void on_fault(int sig)
+{
+	siglongjmp(fault_jump, sig);
+}
+
+void install_fault_handlers(void)
+{
+	struct sigaction sa = {.sa_handler = on_fault, .sa_flags = SA_NODEFER};
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+/* A load or store of one byte of a mapping; a fault is the call's result. */
+static void memory_access(const struct call_spec *c, int writing, char *res, size_t len)
+{
+	volatile unsigned char *va = (volatile unsigned char *)strtoul(TOK(0), NULL, 0);
+	unsigned char value = writing ? NUM(1) : 0, byte = 0;
+	int sig = sigsetjmp(fault_jump, 0);
+	if (sig == 0) {
+		SC_MARK_START();
+		if (writing)
+			*va = value;
+		else
+			byte = *va;
+	}
+	SC_MARK_END();
+	if (sig)
+		snprintf(res, len, "{\"signal\":\"%s\"}", sig == SIGBUS ? "SIGBUS" : "SIGSEGV");
+	else if (writing)
+		snprintf(res, len, "{\"ret\":0}");
+	else
+		snprintf(res, len, "{\"ret\":0,\"data\":%d}", byte);
+}
+
+static void op_memread(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	(void)p;
+	memory_access(c, 0, res, len);
+}
+
+static void op_memwrite(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	(void)p;
+	memory_access(c, 1, res, len);
+}
+
+/* Diagnostic op: a call that never returns, to exercise the timeout path. */
+static void op_hang(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	long r;
+	int err;
+	(void)p, (void)c;
+	TRACED(pause());
+	result(res, len, r, err);
+}
+
+/* Diagnostic op: crashes the guest kernel, to exercise crash recovery. */
+static void op_panic(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = open("/proc/sysrq-trigger", O_WRONLY);
+	long r;
+	int err;
+	(void)p, (void)c;
+	TRACED(write(fd, "c", 1));
+	result(res, len, r, err);
+}
+
+static const struct {
+	const char *name;
+	op_fn *run;
+} OPS[] = {
+	{"open", op_open},       {"link", op_link},         {"unlink", op_unlink},
+	{"rename", op_rename},   {"stat", op_stat},         {"fstat", op_fstat},
+	{"lseek", op_lseek},     {"close", op_close},       {"pipe", op_pipe},
+	{"read", op_read},       {"write", op_write},       {"pread", op_pread},
+	{"pwrite", op_pwrite},   {"mmap", op_mmap},         {"munmap", op_munmap},
+	{"mprotect", op_mprotect}, {"memread", op_memread}, {"memwrite", op_memwrite},
+	{"_hang", op_hang},      {"_panic", op_panic},
+};
+
+op_fn *find_op(const char *name)
+{
+	for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+		if (!strcmp(OPS[i].name, name))
+			return OPS[i].run;
+	return NULL;
+}
+
+/* Empties this CPU's LRU page batches: MADV_COLD drains them before it walks the range,
+ * here one page never touched, so it has nothing else to do. The coordinator drained
+ * every CPU before the go, but a page this CPU added since (a fault in the hand-off)
+ * would wait in the batch, and a call that drains batches itself (truncation releases
+ * pages through one) would then take the shared LRU lock or not, by timing. It runs as
+ * the last thing before the start marker, after everything that could fault. */
+static void drain_own_lru_batches(void *untouched_page)
+{
+	if (madvise(untouched_page, SC_UNIT, MADV_COLD) < 0)
+		fatal("madvise MADV_COLD (draining this CPU's LRU batches)");
+}
+
+/* Runs the participant's call between markers and formats its result as JSON into res. */
+void run_call(struct participant *p, char *res, size_t len)
+{
+	const struct call_spec *c = p->call;
+	/* Path-name arguments (the first two tokens) are copied to the participant's page. */
+	if (c->ntok > 0)
+		snprintf(p->names, 256, "%s", TOK(0));
+	if (c->ntok > 1)
+		snprintf(p->names + 256, 256, "%s", TOK(1));
+	/* A failing call's wrapper writes errno: a first write to its page inside the region
+	 * would be a copy-on-write fault of the driver's, not the call's work. */
+	errno = 0;
+	drain_own_lru_batches(p->untouched);
+	sc_emit_tag(p->tag);
+	c->run(p, c, res, len);
+}

@@ -1,0 +1,32 @@
+/*
+ * Constants the C side and the Python side of the tracer share. This file is the one
+ * place they are defined: src/scalecheck/trace/abi.py reads every `#define SC_...` line
+ * below (a plain integer each), so the host's renderings, limits and tag decoding follow
+ * whatever is written here.
+ */
+#ifndef SCALECHECK_ABI_H
+#define SCALECHECK_ABI_H
+
+/* A region's tag: (test index << SC_TAG_INDEX_SHIFT) | (repeat << SC_TAG_REP_SHIFT) | side. */
+#define SC_TAG_INDEX_SHIFT 8
+#define SC_TAG_REP_SHIFT 1
+/* The repeat number of unreported warm-up runs (the host ignores their regions). */
+#define SC_WARMUP_REP 127
+
+/* The POSIX model's Linux encoding: model fd k is real fd SC_FD_BASE + k (the driver holds
+ * every fd below it), model page k is mapped at SC_MAP_BASE + k * SC_UNIT, file data is
+ * counted in units of SC_UNIT bytes, and an anyfd open lands at or above SC_ANYFD_BASE. */
+#define SC_FD_BASE 10
+#define SC_ANYFD_BASE 64
+#define SC_MAP_BASE 0x100000000
+#define SC_UNIT 4096
+
+/* The guest driver's table sizes: a test beyond them is reported as an error by the host. */
+#define SC_MAX_NAMES 16
+#define SC_MAX_INODES 16
+#define SC_MAX_UNITS 16
+#define SC_MAX_PIPES 8
+#define SC_MAX_FDS 32
+#define SC_MAX_MAPS 16
+
+#endif

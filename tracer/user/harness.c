@@ -1,0 +1,343 @@
+/*
+ * scalecheck user-space harness: runs a library's tests under qemu-x86_64 with the
+ * tracing plugin (mode=user). Linked with the library's adapter (scalecheck_adapter.h).
+ *
+ * Reads the batch file named by argv[1] (written by src/scalecheck/trace/userspace.py):
+ *
+ *   S repeats=N
+ *   T index            a test, then its lines up to E:
+ *   V path value       one value of the setup (the model's state, flattened)
+ *   C side op args...  call A (side 0) and call B (side 1), integer arguments
+ *   E
+ *
+ * and writes to stdout, flushed after each test repeat:
+ *
+ *   B index                       a test begins (a crash or hang is blamed on it)
+ *   A index rep addr size site    an allocation made by the setup or a call
+ *   R index rep resultA resultB   a repeat's results (JSON, no spaces)
+ *   X index rep why               the setup failed
+ *   DONE
+ *
+ * Call A runs on thread A, then call B on thread B, each between markers, with the region
+ * tag (index << SC_TAG_INDEX_SHIFT) | (rep << SC_TAG_REP_SHIFT) | side emitted first. The
+ * harness's own memory written around the calls (results, allocation logs, stacks) is
+ * private to each thread, so it never shows as a conflict.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../include/scalecheck_abi.h"
+#include "../include/scalecheck_marker.h"
+#include "scalecheck_adapter.h"
+
+#define MAX_VALUES 256
+#define PATH_LEN 64
+#define MAX_ARGS 8
+#define MAX_ALLOCS 1024
+
+struct sc_state {
+	int nvalues;
+	char paths[MAX_VALUES][PATH_LEN];
+	long values[MAX_VALUES];
+};
+
+struct call {
+	const struct sc_op *op;
+	long args[MAX_ARGS];
+};
+
+struct test {
+	long index;
+	int ncalls;
+	struct sc_state state;
+	struct call calls[2];
+};
+
+/* ---- the adapter's helpers ---- */
+
+long sc_state_get(const struct sc_state *state, const char *path, long fallback)
+{
+	for (int i = 0; i < state->nvalues; i++)
+		if (!strcmp(state->paths[i], path))
+			return state->values[i];
+	return fallback;
+}
+
+void sc_ok(struct sc_result *result, long value)
+{
+	snprintf(result->text, sizeof result->text, "{\"ret\":%ld}", value);
+}
+
+void sc_ok_bool(struct sc_result *result, int value)
+{
+	snprintf(result->text, sizeof result->text, "{\"ret\":%s}", value ? "true" : "false");
+}
+
+void sc_error(struct sc_result *result, const char *errno_name)
+{
+	snprintf(result->text, sizeof result->text, "{\"errno\":\"%s\"}", errno_name);
+}
+
+__attribute__((weak)) void sc_thread_init(int side)
+{
+	(void)side;
+}
+
+/* ---- allocation log: each thread logs the allocations it makes, in its own memory ---- */
+
+struct alloc { uintptr_t addr; size_t size; uintptr_t site; };
+struct alloc_log { int n; struct alloc entries[MAX_ALLOCS]; };
+
+static __thread struct alloc_log *my_log;
+/* The main thread's (setup) and the two calling threads' logs. The harness's static data
+ * is one line-aligned block: it never shares a cache line with the library's. */
+static struct {
+	struct alloc_log *logs[3];
+	pthread_mutex_t handoff;
+	pthread_cond_t changed;
+} __attribute__((aligned(64))) harness = {.handoff = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *old, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *old, size_t size);
+
+static void *logged(void *addr, size_t size, void *site)
+{
+	if (addr && my_log && my_log->n < MAX_ALLOCS)
+		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, size, (uintptr_t)site};
+	return addr;
+}
+
+void *__wrap_malloc(size_t size)
+{
+	return logged(__real_malloc(size), size, __builtin_return_address(0));
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return logged(__real_calloc(n, size), n * size, __builtin_return_address(0));
+}
+
+void *__wrap_realloc(void *old, size_t size)
+{
+	return logged(__real_realloc(old, size), size, __builtin_return_address(0));
+}
+
+/* On pages of its own: never beside an allocation of the library's. */
+static struct alloc_log *new_log(int slot)
+{
+	struct alloc_log *log = mmap(NULL, sizeof *log, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (log == MAP_FAILED) {
+		perror("scalecheck harness: allocation log");
+		exit(3);
+	}
+	harness.logs[slot] = log;
+	return log;
+}
+
+/* ---- the two calling threads ---- */
+
+struct participant {
+	int side;
+	pthread_t thread;
+	/* Set and read outside the regions only. */
+	const struct call *call;
+	uint32_t tag;
+	struct sc_result result;
+	int go, done;
+} __attribute__((aligned(64)));
+
+static void set_flag(int *flag)
+{
+	pthread_mutex_lock(&harness.handoff);
+	*flag = 1;
+	pthread_cond_broadcast(&harness.changed);
+	pthread_mutex_unlock(&harness.handoff);
+}
+
+static void wait_flag(int *flag)
+{
+	pthread_mutex_lock(&harness.handoff);
+	while (!*flag)
+		pthread_cond_wait(&harness.changed, &harness.handoff);
+	*flag = 0;
+	pthread_mutex_unlock(&harness.handoff);
+}
+
+static void *participant_main(void *arg)
+{
+	struct participant *p = arg;
+	my_log = new_log(1 + p->side);
+	/* The thread's first allocation attaches it to an allocator arena: done here, so that
+	 * no call pays for it inside its region (volatile: the compiler drops a bare
+	 * malloc/free pair). */
+	void *volatile first = malloc(1);
+	free(first);
+	sc_thread_init(p->side);
+	set_flag(&p->done);
+	for (;;) {
+		wait_flag(&p->go);
+		/* The call's arguments and result live on this thread's stack while it runs. */
+		struct call call = *p->call;
+		struct sc_result result = {""};
+		sc_emit_tag(p->tag);
+		SC_MARK_START();
+		call.op->call(call.args, &result);
+		SC_MARK_END();
+		p->result = result;
+		set_flag(&p->done);
+	}
+	return NULL;
+}
+
+static struct participant participants[2];
+
+static void start_participants(void)
+{
+	for (int side = 0; side < 2; side++) {
+		participants[side].side = side;
+		if (pthread_create(&participants[side].thread, NULL, participant_main, &participants[side])) {
+			perror("scalecheck harness: pthread_create");
+			exit(3);
+		}
+		wait_flag(&participants[side].done);
+	}
+}
+
+/* ---- parsing the batch ---- */
+
+static const struct sc_op *find_op(const char *name)
+{
+	for (const struct sc_op *op = SC_OPS; op->name; op++)
+		if (!strcmp(op->name, name))
+			return op;
+	return NULL;
+}
+
+/* Reads one test after its "T" line; returns 0, or -1 with *why set. */
+static int parse_test(FILE *in, struct test *t, const char **why)
+{
+	char line[512];
+	*why = NULL;
+	while (fgets(line, sizeof line, in)) {
+		char *save, *kind = strtok_r(line, " \n", &save);
+		if (!kind)
+			continue;
+		if (!strcmp(kind, "E"))
+			return *why ? -1 : 0;
+		if (!strcmp(kind, "V") && t->state.nvalues < MAX_VALUES) {
+			char *path = strtok_r(NULL, " \n", &save), *value = strtok_r(NULL, " \n", &save);
+			if (!path || !value || strlen(path) >= PATH_LEN) {
+				*why = "malformed setup value";
+				continue;
+			}
+			strcpy(t->state.paths[t->state.nvalues], path);
+			t->state.values[t->state.nvalues++] = strtol(value, NULL, 0);
+		} else if (!strcmp(kind, "C") && t->ncalls < 2) {
+			struct call *c = &t->calls[t->ncalls++];
+			strtok_r(NULL, " \n", &save); /* side: calls come in order A, B */
+			char *name = strtok_r(NULL, " \n", &save);
+			c->op = name ? find_op(name) : NULL;
+			int nargs = 0;
+			for (char *arg; (arg = strtok_r(NULL, " \n", &save)) && nargs < MAX_ARGS;)
+				c->args[nargs++] = strtol(arg, NULL, 0);
+			if (!c->op)
+				*why = "the adapter has no such operation";
+			else if (nargs != c->op->nargs)
+				*why = "wrong number of arguments for the adapter's operation";
+		} else {
+			*why = "setup exceeds the harness's limits or is malformed";
+		}
+	}
+	*why = "batch ended inside a test";
+	return -1;
+}
+
+/* ---- running ---- */
+
+static void report_allocations(long index, int rep)
+{
+	for (int slot = 0; slot < 3; slot++) {
+		for (int i = 0; i < harness.logs[slot]->n; i++) {
+			const struct alloc *a = &harness.logs[slot]->entries[i];
+			printf("A %ld %d %#lx %zu %#lx\n", index, rep, (unsigned long)a->addr, a->size, (unsigned long)a->site);
+		}
+		harness.logs[slot]->n = 0;
+	}
+}
+
+static void run_repeat(const struct test *t, int rep)
+{
+	char why[SC_RESULT_LEN] = "";
+	if (sc_setup(&t->state, why, sizeof why) < 0) {
+		printf("X %ld %d %s\n", t->index, rep, why[0] ? why : "setup failed");
+		fflush(stdout);
+		return;
+	}
+	for (int side = 0; side < 2; side++) {
+		struct participant *p = &participants[side];
+		p->call = &t->calls[side];
+		p->tag = (uint32_t)((t->index << SC_TAG_INDEX_SHIFT) | (rep << SC_TAG_REP_SHIFT) | side);
+		set_flag(&p->go);
+		wait_flag(&p->done);
+	}
+	report_allocations(t->index, rep);
+	printf("R %ld %d %s %s\n", t->index, rep, participants[0].result.text, participants[1].result.text);
+	fflush(stdout);
+	sc_teardown();
+	report_allocations(t->index, rep);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s BATCH\n", argv[0]);
+		return 2;
+	}
+	FILE *in = fopen(argv[1], "r");
+	if (!in) {
+		perror(argv[1]);
+		return 2;
+	}
+	int repeats = 2;
+	char line[512];
+	if (!fgets(line, sizeof line, in) || sscanf(line, "S repeats=%d", &repeats) != 1) {
+		fprintf(stderr, "%s: no header line\n", argv[1]);
+		return 2;
+	}
+	my_log = new_log(0);
+	start_participants();
+	printf("READY\n");
+	fflush(stdout);
+	static struct test t;
+	while (fgets(line, sizeof line, in)) {
+		if (line[0] != 'T')
+			continue;
+		memset(&t, 0, sizeof t);
+		t.index = strtol(line + 2, NULL, 10);
+		const char *why;
+		int bad = parse_test(in, &t, &why);
+		if (!bad && t.ncalls != 2)
+			bad = 1, why = "a test needs exactly two calls";
+		printf("B %ld\n", t.index);
+		fflush(stdout); /* before the calls: a crash or hang is then blamed on this test */
+		if (bad) {
+			printf("X %ld -1 %s\n", t.index, why);
+			fflush(stdout);
+			continue;
+		}
+		for (int rep = 0; rep < repeats; rep++)
+			run_repeat(&t, rep);
+	}
+	printf("DONE\n");
+	fflush(stdout);
+	return 0;
+}
