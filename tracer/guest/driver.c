@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 	sync();
 	/* The probe's memory is read once the guest has powered off. A traced boot stays up:
 	 * the host names the last test's data from guest memory after DONE, then stops QEMU. */
-	if (dump_facts)
+	if (settings.dump_facts)
 		reboot(RB_POWER_OFF);
 	for (;;)
 		pause();
