@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import z3
 
 from scalecheck.engine import explore
+from scalecheck.engine.conditions import Region, pair_conditions, result_kinds
 from scalecheck.engine.sexpr import show
 from scalecheck.engine.types import (
     ArrayValue,
@@ -103,7 +104,7 @@ def state_components(a, b) -> list:
     if isinstance(a, MapValue):
         return [_entry_equal(a, b, key) for key in _unique(a.written_keys() + b.written_keys())]
     if isinstance(a, (list, tuple)):
-        return [part for x, y in zip(a, b) for part in state_components(x, y)]
+        return [part for x, y in zip(a, b, strict=True) for part in state_components(x, y)]
     if hasattr(a, "__dict__") and not isinstance(a, (z3.AstRef, StructValue, ArrayValue)):
         return [
             part
@@ -125,7 +126,7 @@ def _unique(exprs):
 def _entry_equal(a: MapValue, b: MapValue, key) -> z3.BoolRef:
     present_a, leaves_a = a.lookup(key)
     present_b, leaves_b = b.lookup(key)
-    same_leaves = z3.And([x == y for x, y in zip(leaves_a, leaves_b)])
+    same_leaves = z3.And([x == y for x, y in zip(leaves_a, leaves_b, strict=True)])
     return z3.And(present_a == present_b, z3.Implies(present_a, same_leaves))
 
 
@@ -144,7 +145,7 @@ def equal(a, b) -> z3.BoolRef:
     if isinstance(a, (list, tuple)):
         if not isinstance(b, (list, tuple)) or len(a) != len(b):
             return z3.BoolVal(False)
-        return z3.And([equal(x, y) for x, y in zip(a, b)])
+        return z3.And([equal(x, y) for x, y in zip(a, b, strict=True)])
     if isinstance(a, Chosen):
         return equal(a.value, b.value) if isinstance(b, Chosen) else z3.BoolVal(False)
     if isinstance(a, z3.ExprRef) or isinstance(b, z3.ExprRef):
@@ -172,9 +173,25 @@ class PathRecord:
 
 def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_000) -> dict:
     """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data."""
-    operations = model_cls.operations()
     started, started_cpu = time.monotonic(), time.process_time()
-    records = []
+    records, regions, stats = explore_pair(model_cls, op_a, op_b, solver_timeout_ms)
+    conditions = pair_conditions(regions, symmetric=op_a == op_b)
+    return {
+        "pair": [op_a, op_b],
+        "seconds": round(time.monotonic() - started, 3),
+        "cpu_seconds": round(time.process_time() - started_cpu, 3),
+        "solver_checks": stats.solver_checks,
+        "unknown_checks": stats.unknown_checks,
+        "conditions": conditions,
+        "paths": [_path_json(record) for record in records],
+    }
+
+
+def explore_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_000):
+    """Every path of ``op_a || op_b``: its record, its region (for the pair's condition),
+    and the exploration's solver statistics."""
+    operations = model_cls.operations()
+    records, regions = [], []
 
     def program(path):
         base = instantiate(model_cls, path)
@@ -207,6 +224,7 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
     for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms)):
         condition = z3.And(path.decisions) if path.decisions else z3.BoolVal(True)
         if isinstance(outcome, Exception):
+            regions.append(Region(path.decisions, path.assumptions, None))
             records.append(
                 PathRecord(
                     number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
@@ -215,19 +233,13 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
             continue
         base, args, results, commutes = outcome
         record = PathRecord(number, commutes, path.unknown, "", condition)
+        returned = result_kinds(results["AB", "A"], results["AB", "B"]) if commutes else ()
+        regions.append(Region(path.decisions, path.assumptions, commutes, returned))
         if commutes and not path.unknown:
             kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
             record.smt2, record.observations = _observations(path, base, args, kinds, results)
         records.append(record)
-    stats = explore.explore.last_stats
-    return {
-        "pair": [op_a, op_b],
-        "seconds": round(time.monotonic() - started, 3),
-        "cpu_seconds": round(time.process_time() - started_cpu, 3),
-        "solver_checks": stats.solver_checks,
-        "unknown_checks": stats.unknown_checks,
-        "paths": [_path_json(record) for record in records],
-    }
+    return records, regions, explore.explore.last_stats
 
 
 def _argument(name, symtype: ScalarType, path):
@@ -310,7 +322,7 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
                 "leaves": {
                     suffix: observe(leaf, leaf_type)
                     for suffix, leaf, leaf_type in zip(
-                        read.leaf_names, read.leaves, read.leaf_types
+                        read.leaf_names, read.leaves, read.leaf_types, strict=True
                     )
                 },
             }

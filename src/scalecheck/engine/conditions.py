@@ -1,0 +1,481 @@
+"""One short, exact commutativity condition per pair, from the pair's explored paths.
+
+Each explored path is a *region* of inputs (initial state, arguments, implementation
+choices): its branch decisions together with its assumptions (argument domains, the
+initial state's invariants, what the implementation's choices satisfy). The pair commutes
+on the union of its commutative regions and diverges (or hits a model error) on the rest;
+inputs outside every region break the model's own assumptions, so the printed condition
+may say anything there. That freedom is what makes short conditions possible: the
+condition is a disjunction of cubes (conjunctions of the model's atoms: argument
+equalities, ``present`` facts, state values) that covers every commutative region and
+meets no other region, the problem two-level logic minimisation solves with don't-cares.
+
+A cube starts as the values, in one model, of the atoms its path decides on and loses
+every atom it can while it stays clear of the other verdict's regions; cubes the others
+make redundant are dropped. Each cube is then labelled by the results it implies ("both
+ok", "A ENOENT, B ok", "A ok"): the results of the calls on every path the cube meets. A
+final Z3 check proves the result: the verdict's regions lie inside the cubes and the cubes
+meet no other region. When that check, or the construction, runs out of time, the raw
+path conditions are kept and the condition is flagged: never a short answer that is wrong.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+
+import z3
+
+from scalecheck.engine.sexpr import expand_lets, parse_sexpr, show
+
+SOLVER_TIMEOUT_MS = 5_000  # one query; a pair's construction has its own budget
+PAIR_BUDGET_SECONDS = 30.0
+
+
+@dataclass
+class Region:
+    """One explored path, as the simplifier sees it."""
+
+    decisions: list  # the path's branch conditions, as taken
+    assumptions: list  # facts the path relies on (domains, invariants, choices)
+    commutes: bool | None  # None: the path ended in a model error
+    results: tuple = ()  # what calls A and B return on a commutative path ("ok", "ENOENT")
+
+
+@dataclass
+class Cube:
+    literals: list
+    label: str = ""
+
+    @functools.cached_property
+    def formula(self) -> z3.BoolRef:
+        return z3.And(self.literals) if self.literals else z3.BoolVal(True)
+
+
+@dataclass
+class Condition:
+    """A pair's condition for one verdict (commutes or diverges)."""
+
+    cubes: list[Cube] = field(default_factory=list)
+    raw: list = field(default_factory=list)  # the path conditions it summarises
+    always: bool = False  # no other region exists: the pair commutes (diverges) everywhere
+    exact: bool = True  # False: simplification failed and ``cubes`` hold the raw form
+    why: str = ""
+
+    def formula(self) -> z3.BoolRef:
+        return z3.Or([cube.formula for cube in self.cubes]) if self.cubes else z3.BoolVal(False)
+
+
+class OutOfTime(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- outcomes and atoms
+
+
+def result_kinds(result_a, result_b) -> tuple[str, str]:
+    """What each call returned, as a label says it: ``ok``, ``ENOENT``, ``SIGSEGV``."""
+    return _result_kind(result_a), _result_kind(result_b)
+
+
+def _result_kind(result) -> str:
+    if isinstance(result, dict):
+        return result.get("errno") or result.get("signal") or "ok"
+    return "ok"
+
+
+_CONNECTIVES = {z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_NOT, z3.Z3_OP_IMPLIES, z3.Z3_OP_XOR}
+
+
+def _is_connective(expr) -> bool:
+    kind = expr.decl().kind()
+    if kind in _CONNECTIVES:
+        return True
+    # an equality or if-then-else between Boolean terms combines atoms, it is not one
+    return kind in (z3.Z3_OP_EQ, z3.Z3_OP_ITE) and z3.is_bool(expr.children()[-1])
+
+
+def atom_occurrences(formulas) -> list:
+    """Every atom occurrence in ``formulas``, in order (an atom used twice counts twice)."""
+    found, todo = [], list(reversed(formulas))
+    while todo:
+        expr = todo.pop()
+        if z3.is_true(expr) or z3.is_false(expr):
+            continue
+        if z3.is_app(expr) and _is_connective(expr):
+            todo.extend(reversed(expr.children()))
+        else:
+            found.append(expr)
+    return found
+
+
+_TEXT_CONNECTIVES = {"and", "or", "not", "=>", "xor"}
+_TEXT_BOOLEAN_HEADS = _TEXT_CONNECTIVES | {"=", "<", "<=", ">", ">=", "distinct"}
+
+
+def count_atoms(formula: z3.BoolRef) -> int:
+    """The atom occurrences of ``formula``, counted on its text (walking the AST through
+    Z3's Python API is slow). An equality of two atoms counts both; if-then-else terms
+    inside an atom leave it one atom."""
+    return _count_atoms(expand_lets(parse_sexpr(formula.sexpr()), {}))
+
+
+def _count_atoms(node) -> int:
+    if node in ("true", "false"):
+        return 0
+    if isinstance(node, str):
+        return 1
+    head, args = node[0], node[1:]
+    boolean_args = head == "=" and isinstance(args[0], list) and args[0][0] in _TEXT_BOOLEAN_HEADS
+    if head in _TEXT_CONNECTIVES or boolean_args:
+        return sum(_count_atoms(arg) for arg in args)
+    return 1
+
+
+def distinct_atoms(formulas) -> list:
+    seen, atoms = set(), []
+    for atom in atom_occurrences(formulas):
+        if atom.get_id() not in seen:
+            seen.add(atom.get_id())
+            atoms.append(atom)
+    return atoms
+
+
+_LIFT_TERM_ITES = z3.TryFor(z3.Then("blast-term-ite", "simplify"), 2_000)
+
+
+def lifted(decision: z3.BoolRef) -> list:
+    """The decision with if-then-else terms lifted out of its atoms, so that atoms compare
+    plain state values and arguments (``fname_to_inum(A.src) == fname_to_inum(B.src)``)."""
+    goal = z3.Goal()
+    goal.add(decision)
+    try:
+        return list(_LIFT_TERM_ITES(goal)[0])
+    except z3.Z3Exception:  # out of time: the atoms keep their if-then-else terms
+        return [decision]
+
+
+# ---------------------------------------------------------------- solving over the regions
+
+
+class _Clock:
+    """The pair's time budget, and the one place solver answers are checked."""
+
+    def __init__(self, budget_seconds: float):
+        self.deadline = time.monotonic() + budget_seconds
+
+    def check(self, solver, *assumptions):
+        if time.monotonic() > self.deadline:
+            raise OutOfTime("out of time")
+        answer = solver.check(*assumptions)
+        if answer == z3.unknown:
+            raise OutOfTime(f"solver answered unknown ({solver.reason_unknown()})")
+        return answer
+
+
+class _Space:
+    """A pair's regions as formulas. Assumptions every path makes (argument domains, the
+    invariants of what all paths read) go once into a background shared by all queries;
+    each region keeps its decisions and its own assumptions."""
+
+    def __init__(self, regions: list[Region], clock: _Clock, timeout_ms: int):
+        self.clock, self.timeout_ms = clock, timeout_ms
+        counts: dict = {}
+        for region in regions:
+            for assumption in _unique(region.assumptions):
+                counts[assumption.get_id()] = counts.get(assumption.get_id(), 0) + 1
+        shared = {key for key, count in counts.items() if count == len(regions)}
+        self.background = [a for a in _unique(regions[0].assumptions) if a.get_id() in shared]
+        self.unions: dict = {}
+        self.decision_atoms: dict = {}
+        self.formulas = {
+            id(region): z3.And(
+                region.decisions + [a for a in region.assumptions if a.get_id() not in shared]
+            )
+            for region in regions
+        }
+
+    def atoms(self, region: Region) -> list:
+        """The atoms the region's decisions are made of; paths share most decisions (a
+        common prefix), so each decision is lifted and walked once per pair."""
+        for decision in region.decisions:
+            if decision.get_id() not in self.decision_atoms:
+                self.decision_atoms[decision.get_id()] = distinct_atoms(lifted(decision))
+        return _unique([atom for d in region.decisions for atom in self.decision_atoms[d.get_id()]])
+
+    def union(self, regions: list[Region]) -> z3.BoolRef:
+        key = tuple(id(region) for region in regions)
+        if key not in self.unions:  # building a large Or is slow in Z3's Python API
+            self.unions[key] = z3.Or([self.formulas[id(region)] for region in regions])
+        return self.unions[key]
+
+    def solver(self, *facts) -> z3.Solver:
+        solver = z3.Solver()
+        solver.set("timeout", self.timeout_ms)
+        solver.add(self.background)
+        solver.add(*facts)
+        return solver
+
+    def unsat(self, *facts) -> bool:
+        return self.clock.check(self.solver(*facts)) == z3.unsat
+
+
+def _unique(exprs) -> list:
+    seen, unique = set(), []
+    for expr in exprs:
+        if expr.get_id() not in seen:
+            seen.add(expr.get_id())
+            unique.append(expr)
+    return unique
+
+
+class _Tracked:
+    """A solver whose checks assume formulas through Boolean trackers (a check's
+    assumptions must be constants): ``tracker -> formula``, declared once per formula."""
+
+    def __init__(self, solver: z3.Solver, clock: _Clock):
+        self.solver, self.clock = solver, clock
+        self.trackers: dict = {}
+
+    def tracker(self, formula) -> z3.BoolRef:
+        key = formula.get_id()
+        if key not in self.trackers:
+            self.trackers[key] = z3.Bool(f"track!{len(self.trackers)}")
+            self.solver.add(z3.Implies(self.trackers[key], formula))
+        return self.trackers[key]
+
+    def unsat_with(self, formulas) -> bool:
+        trackers = [self.tracker(formula) for formula in formulas]
+        return self.clock.check(self.solver, *trackers) == z3.unsat
+
+    def sat_with(self, formulas) -> bool:
+        return not self.unsat_with(formulas)
+
+
+# ---------------------------------------------------------------- the cover
+
+
+def _cover(
+    space: _Space, group: list[Region], forbidden: list[Region], symmetric: bool
+) -> list[Cube]:
+    """Cubes whose union holds every region of ``group`` and meets no ``forbidden`` one."""
+    if not group:
+        return []
+    if not forbidden:
+        return [Cube([])]
+    path_atoms = [space.atoms(region) for region in group]
+    vocabulary = _unique([atom for atoms in path_atoms for atom in atoms])
+
+    clear = _Tracked(space.solver(space.union(forbidden)), space.clock)
+    selectors = [z3.Bool(f"region!{i}") for i in range(len(group))]
+    uncovered = space.solver(z3.Or(selectors))  # the group's inputs no cube holds yet
+    for selector, region in zip(selectors, group, strict=True):
+        uncovered.add(z3.Implies(selector, space.formulas[id(region)]))
+    cubes: list[Cube] = []
+    while space.clock.check(uncovered) == z3.sat:
+        model = uncovered.model()
+        index = next(i for i, s in enumerate(selectors) if z3.is_true(model.eval(s)))
+        for atoms in (path_atoms[index], vocabulary, vocabulary + group[index].assumptions):
+            literals = [_literal(atom, model) for atom in atoms]
+            if clear.unsat_with(literals):
+                break
+        else:
+            raise OutOfTime("a path's region could not be told apart from the others")
+        cube = Cube(_expand(clear, literals))
+        cubes.append(cube)
+        uncovered.add(z3.Not(cube.formula))
+    if symmetric:
+        mirrors = [Cube(_mirror(cube.literals)) for cube in cubes]
+        cubes += [mirror for mirror in mirrors if clear.unsat_with(mirror.literals)]
+    return _irredundant(space, cubes, group)
+
+
+def _literal(atom, model):
+    return atom if z3.is_true(model.eval(atom, model_completion=True)) else z3.Not(atom)
+
+
+def _expand(clear: _Tracked, literals: list) -> list:
+    """Drop every literal the cube can lose and stay clear, trying the last-decided one
+    first: what stays are the early checks of the operations' code, which read as cases
+    ("A's source exists and A is a self-rename")."""
+    kept = list(range(len(literals)))
+    for dropped in reversed(range(len(literals))):
+        if dropped not in kept:
+            continue
+        trial = [i for i in kept if i != dropped]
+        if clear.unsat_with([literals[i] for i in trial]):
+            # what the proof needed: often far fewer literals, dropped in one step
+            needed = {tracker.get_id() for tracker in clear.solver.unsat_core()}
+            kept = [i for i in trial if clear.tracker(literals[i]).get_id() in needed]
+    return [literals[i] for i in kept]
+
+
+def _mirror(literals: list) -> list:
+    """The cube with calls A and B swapped (``A.src`` <-> ``B.src``). For a pair of equal
+    operations the mirror of an allowed cube is usually allowed too (it is checked), and
+    offering both lets the cover read the same way for either call."""
+    swaps, seen, todo = [], set(), list(literals)
+    while todo:
+        expr = todo.pop()
+        if expr.get_id() in seen:
+            continue
+        seen.add(expr.get_id())
+        if z3.is_const(expr) and expr.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            name = expr.decl().name()
+            if name[:2] in ("A.", "B."):
+                twin = ("B." if name[0] == "A" else "A.") + name[2:]
+                swaps.append((expr, z3.Const(twin, expr.sort())))
+        else:
+            todo.extend(expr.children())
+    return [z3.substitute(literal, *swaps) for literal in literals] if swaps else literals
+
+
+def _irredundant(space: _Space, cubes: list[Cube], group: list[Region]) -> list[Cube]:
+    """Drop each cube that the other cubes make unnecessary: the largest first, and of
+    equal ones the latest found."""
+    outside = _Tracked(space.solver(space.union(group)), space.clock)
+    kept = list(cubes)
+    for index in sorted(range(len(cubes)), key=lambda i: (-len(cubes[i].literals), -i)):
+        cube = cubes[index]
+        others = [c for c in kept if c is not cube]
+        if outside.unsat_with([z3.Not(c.formula) for c in others]):
+            kept = others
+    return kept
+
+
+# ---------------------------------------------------------------- the pair's conditions
+
+
+def label(space: _Space, cube: Cube, wanted: list[Region]) -> str:
+    """The results the cube implies: ``both ok``, ``A ENOENT, B ok``, ``A ok`` or nothing.
+    A call's result is implied when every region the cube meets gives the same one."""
+    if not wanted or not wanted[0].results:
+        return ""
+    meets = _Tracked(space.solver(cube.formula), space.clock)
+    implied = []
+    for call in (0, 1):
+        kinds = sorted({region.results[call] for region in wanted})
+        met = [
+            kind
+            for kind in kinds
+            if meets.sat_with([space.union([r for r in wanted if r.results[call] == kind])])
+        ]
+        implied.append(met[0] if len(met) == 1 else "")
+    a, b = implied
+    if a and a == b:
+        return f"both {a}"
+    return ", ".join(f"{call} {kind}" for call, kind in zip("AB", implied, strict=True) if kind)
+
+
+def prove(space: _Space, condition: Condition, wanted: list[Region], others: list[Region]):
+    """Z3's proof that the cubes hold on every wanted region and meet no other one."""
+    cubes = condition.formula()
+    if not space.unsat(space.union(wanted), z3.Not(cubes)):
+        raise OutOfTime("the cubes miss a path")
+    if others and not space.unsat(cubes, space.union(others)):
+        raise OutOfTime("the cubes meet a path they must not")
+
+
+def pair_conditions(
+    regions: list[Region],
+    symmetric: bool,
+    budget_seconds: float = PAIR_BUDGET_SECONDS,
+    timeout_ms: int = SOLVER_TIMEOUT_MS,
+) -> dict:
+    """The pair's commutativity and divergence conditions with their figures, as JSON.
+    ``symmetric``: the two calls are of the same operation, so swapping them is worth a
+    try when looking for cases."""
+    started = time.monotonic()
+    space = _Space(regions, _Clock(budget_seconds), timeout_ms) if regions else None
+    commuting = [r for r in regions if r.commutes]
+    diverging = [r for r in regions if r.commutes is False]
+    erring = [r for r in regions if r.commutes is None]
+    verdicts: dict = {}
+    for name, wanted, others in (
+        ("commutes", commuting, diverging + erring),
+        ("diverges", diverging, commuting + erring),
+    ):
+        try:
+            condition = Condition(_cover(space, wanted, others, symmetric) if space else [])
+            if space:
+                prove(space, condition, wanted, others)
+                for cube in condition.cubes:
+                    cube.label = label(space, cube, wanted)
+        except OutOfTime as reason:
+            condition = raw_condition(wanted)
+            condition.exact, condition.why = False, str(reason)
+        condition.raw = [region.decisions for region in wanted]
+        condition.always = bool(wanted) and not others
+        verdicts[name] = condition_json(condition)
+    verdicts["seconds"] = round(time.monotonic() - started, 3)
+    return verdicts
+
+
+def raw_condition(wanted: list[Region]) -> Condition:
+    """The path conditions themselves, one case per path: exact, not short."""
+    return Condition([Cube(list(region.decisions)) for region in wanted])
+
+
+def condition_json(condition: Condition) -> dict:
+    solver = z3.Solver()
+    solver.add(condition.formula())
+    return {
+        "text": condition_text(condition),
+        "cases": [
+            {
+                "label": cube.label,
+                "text": " and ".join(show(lit) for lit in cube.literals) or "always",
+                "atoms": len(cube.literals),
+            }
+            for cube in condition.cubes
+        ],
+        "smt2": solver.to_smt2(),
+        "simplified": condition.exact,
+        "why": condition.why,
+        "figures": {
+            "raw_disjuncts": len(condition.raw),
+            "raw_atoms": sum(count_atoms(decision) for d in condition.raw for decision in d),
+            "disjuncts": len(condition.cubes),
+            "atoms": sum(count_atoms(lit) for cube in condition.cubes for lit in cube.literals),
+        },
+    }
+
+
+def condition_text(condition: Condition) -> str:
+    """``always``, ``never``, one case, or one case per line (``both ok: ...``)."""
+    if condition.always:
+        return "always"
+    if not condition.cubes:
+        return "never"
+    if len(condition.cubes) == 1:
+        return " and ".join(show(lit) for lit in condition.cubes[0].literals)
+    return "\n".join(
+        (f"{cube.label}: " if cube.label else "") + " and ".join(show(lit) for lit in cube.literals)
+        for cube in condition.cubes
+    )
+
+
+# ---------------------------------------------------------------- checking a stored condition
+
+
+def recheck(regions: list[Region], stored: dict, verdict: str, timeout_ms: int = 60_000) -> str:
+    """Check a condition as the analysis stored it (its ``smt2``) against the pair's
+    explored regions, with none of the code that built it: every region of the verdict
+    lies inside it and every other region outside. Returns what fails, or ""."""
+    condition = z3.And(list(z3.parse_smt2_string(stored[verdict]["smt2"])))
+    wanted = [r for r in regions if r.commutes is (verdict == "commutes")]
+    others = [r for r in regions if r.commutes is not (verdict == "commutes")]
+    for name, part, facts in (
+        ("misses a path", wanted, [z3.Not(condition)]),
+        ("holds on a path of another verdict", others, [condition]),
+    ):
+        if not part:
+            continue
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(z3.Or([z3.And(r.decisions + r.assumptions) for r in part]), *facts)
+        answer = solver.check()
+        if answer != z3.unsat:
+            return f"{verdict}: {name}" if answer == z3.sat else f"{verdict}: unknown"
+    return ""
