@@ -24,6 +24,8 @@ from scalecheck.engine.conditions import Region, pair_conditions, result_kinds
 from scalecheck.engine.sexpr import show
 from scalecheck.engine.types import (
     ArrayValue,
+    Int,
+    Key,
     MapType,
     MapValue,
     ScalarType,
@@ -234,12 +236,46 @@ def explore_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
         base, args, results, commutes = outcome
         record = PathRecord(number, commutes, path.unknown, "", condition)
         returned = result_kinds(results["AB", "A"], results["AB", "B"]) if commutes else ()
-        regions.append(Region(path.decisions, path.assumptions, commutes, returned))
+        names = _named_results(results)
+        hints = _comparisons(names, args, operations, op_a, op_b)
+        regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))
         if commutes and not path.unknown:
             kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
             record.smt2, record.observations = _observations(path, base, args, kinds, results)
         records.append(record)
     return records, regions, explore.explore.last_stats
+
+
+def _named_results(results) -> list:
+    """Names for what each call returns when it runs first, where that is a computed term
+    (the lowest free fd, a byte read at an offset): ``A.result``, ``B.result.data``. A
+    condition then says ``B.fd != A.result`` instead of spelling out the computation."""
+    names = []
+    for call, order in (("A", "AB"), ("B", "BA")):
+        result = results[order, call]
+        for key, value in result.items() if isinstance(result, dict) else ():
+            if isinstance(value, z3.ExprRef) and "ite" in value.sexpr():
+                name = f"{call}.result" + ("" if key == "ret" else f".{key}")
+                names.append((z3.Const(name, value.sort()), value))
+    return names
+
+
+def _comparisons(names, args, operations, op_a, op_b) -> list:
+    """Atoms a designer would use that no branch spells: a named result against an ordered
+    argument (``A.result < B.fd``: the fd A's open gets lies below the one B closes)."""
+    ordered = [
+        expr
+        for call, op in (("A", op_a), ("B", op_b))
+        for arg, expr in args[call].items()
+        if type(operations[op].argument_types[arg]) in (Int, Key)
+    ]
+    return [
+        atom
+        for name, _ in names
+        for arg in ordered
+        if name.sort() == arg.sort()
+        for atom in (name == arg, name < arg)
+    ]
 
 
 def _argument(name, symtype: ScalarType, path):

@@ -41,6 +41,11 @@ class Region:
     assumptions: list  # facts the path relies on (domains, invariants, choices)
     commutes: bool | None  # None: the path ended in a model error
     results: tuple = ()  # what calls A and B return on a commutative path ("ok", "ENOENT")
+    names: list = field(default_factory=list)  # (name, term): terms the condition may name
+    hints: list = field(default_factory=list)  # atoms worth trying first (A.result < B.fd)
+
+    def definitions(self) -> list:
+        return [name == term for name, term in self.names]
 
 
 @dataclass
@@ -189,9 +194,12 @@ class _Space:
         self.background = [a for a in _unique(regions[0].assumptions) if a.get_id() in shared]
         self.unions: dict = {}
         self.decision_atoms: dict = {}
+        self.spelled_out: set = set()  # ids of atoms only lifting if-then-else terms made
         self.formulas = {
             id(region): z3.And(
-                region.decisions + [a for a in region.assumptions if a.get_id() not in shared]
+                region.decisions
+                + [a for a in region.assumptions if a.get_id() not in shared]
+                + region.definitions()
             )
             for region in regions
         }
@@ -199,10 +207,16 @@ class _Space:
     def atoms(self, region: Region) -> list:
         """The atoms the region's decisions are made of; paths share most decisions (a
         common prefix), so each decision is lifted and walked once per pair."""
-        for decision in region.decisions:
-            if decision.get_id() not in self.decision_atoms:
-                self.decision_atoms[decision.get_id()] = distinct_atoms(lifted(decision))
-        return _unique([atom for d in region.decisions for atom in self.decision_atoms[d.get_id()]])
+        names = tuple((name.get_id(), term.get_id()) for name, term in region.names)
+        keys = [(decision.get_id(), names) for decision in region.decisions]
+        for key, decision in zip(keys, region.decisions, strict=True):
+            if key not in self.decision_atoms:
+                named = z3.substitute(decision, *[(t, n) for n, t in region.names])
+                atoms = distinct_atoms(lifted(named))
+                own = {atom.get_id() for atom in distinct_atoms([named])}
+                self.spelled_out.update(a.get_id() for a in atoms if a.get_id() not in own)
+                self.decision_atoms[key] = atoms
+        return _unique(region.hints + [atom for key in keys for atom in self.decision_atoms[key]])
 
     def union(self, regions: list[Region]) -> z3.BoolRef:
         key = tuple(id(region) for region in regions)
@@ -282,7 +296,7 @@ def _cover(
                 break
         else:
             raise OutOfTime("a path's region could not be told apart from the others")
-        cube = Cube(_expand(clear, literals))
+        cube = Cube(_expand(clear, literals, space.spelled_out))
         cubes.append(cube)
         uncovered.add(z3.Not(cube.formula))
     if symmetric:
@@ -291,24 +305,38 @@ def _cover(
     return _irredundant(space, cubes, group)
 
 
+def _atom(literal):
+    return literal.arg(0) if z3.is_not(literal) else literal
+
+
 def _literal(atom, model):
     return atom if z3.is_true(model.eval(atom, model_completion=True)) else z3.Not(atom)
 
 
-def _expand(clear: _Tracked, literals: list) -> list:
-    """Drop every literal the cube can lose and stay clear, trying the last-decided one
-    first: what stays are the early checks of the operations' code, which read as cases
-    ("A's source exists and A is a self-rename")."""
+def _expand(clear: _Tracked, literals: list, spelled_out: set) -> list:
+    """Drop every literal the cube can lose and stay clear. Atoms that only lifting an
+    if-then-else produced (``spelled_out``: which fds are free, say) go first, all at once
+    if the cube allows it; then the last-decided first, so what stays are the early checks
+    of the operations' code, which read as cases ("A's source exists and A is a
+    self-rename"). After each successful drop the proof's unsat core says which of the
+    rest it needed: often far fewer, dropped in one step."""
     kept = list(range(len(literals)))
+    plain = [i for i in kept if _atom(literals[i]).get_id() not in spelled_out]
+    if len(plain) < len(kept) and clear.unsat_with([literals[i] for i in plain]):
+        kept = _needed(clear, literals, plain)
     for dropped in reversed(range(len(literals))):
         if dropped not in kept:
             continue
         trial = [i for i in kept if i != dropped]
         if clear.unsat_with([literals[i] for i in trial]):
-            # what the proof needed: often far fewer literals, dropped in one step
-            needed = {tracker.get_id() for tracker in clear.solver.unsat_core()}
-            kept = [i for i in trial if clear.tracker(literals[i]).get_id() in needed]
+            kept = _needed(clear, literals, trial)
     return [literals[i] for i in kept]
+
+
+def _needed(clear: _Tracked, literals: list, indices: list) -> list:
+    """The literals (by index) in the unsat core of the check just made."""
+    core = {tracker.get_id() for tracker in clear.solver.unsat_core()}
+    return [i for i in indices if clear.tracker(literals[i]).get_id() in core]
 
 
 def _mirror(literals: list) -> list:
@@ -474,7 +502,9 @@ def recheck(regions: list[Region], stored: dict, verdict: str, timeout_ms: int =
             continue
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
-        solver.add(z3.Or([z3.And(r.decisions + r.assumptions) for r in part]), *facts)
+        solver.add(
+            z3.Or([z3.And(r.decisions + r.assumptions + r.definitions()) for r in part]), *facts
+        )
         answer = solver.check()
         if answer != z3.unsat:
             return f"{verdict}: {name}" if answer == z3.sat else f"{verdict}: unknown"
