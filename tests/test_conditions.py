@@ -1,6 +1,7 @@
 """A pair's condition: short, labelled, and exactly the union of its commutative paths."""
 
 import functools
+import json
 
 import pytest
 import z3
@@ -12,6 +13,8 @@ from scalecheck.model import Array, Dict, Int, Model, Uninterpreted, error, ok, 
 from scalecheck.models.counter import RefCounter
 from scalecheck.models.posix import Posix
 from scalecheck.models.rename import RenameFS
+from scalecheck.report.html_page import _heat_cell, commute_conditions
+from scalecheck.report.stats import Counts
 
 # ---------------------------------------------------------------- small models of our own
 
@@ -182,3 +185,16 @@ def test_presence_prints_as_membership():
     assert show(z3.Not(present(key))) == "A.src not in fname_to_inum"
     assert show(z3.Int("B.k") == z3.Int("A.k")) == "A.k == B.k"
     assert show(z3.Not(z3.Int("n") <= 2)) == "n > 2"
+
+
+def test_heat_map_cells_show_the_pairs_condition(tmp_path):
+    pair_dir = tmp_path / "analysis" / "pairs"
+    pair_dir.mkdir(parents=True)
+    (pair_dir / "inc-iszero.json").write_text(
+        json.dumps({"conditions": analyze_pair(RefCounter, "inc", "iszero")["conditions"]})
+    )
+    # the report may list a pair in the other order than the model does
+    conditions = commute_conditions(tmp_path, [("iszero", "inc"), ("inc", "inc")])
+    assert conditions == {("iszero", "inc"): "count != 0"}
+    cell = _heat_cell(("iszero", "inc"), Counts(tests=2), conditions[("iszero", "inc")])
+    assert "commutes: count != 0" in cell

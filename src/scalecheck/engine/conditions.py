@@ -414,7 +414,7 @@ def pair_conditions(
     """The pair's commutativity and divergence conditions with their figures, as JSON.
     ``symmetric``: the two calls are of the same operation, so swapping them is worth a
     try when looking for cases."""
-    started = time.monotonic()
+    started, started_cpu = time.monotonic(), time.process_time()
     space = _Space(regions, _Clock(budget_seconds), timeout_ms) if regions else None
     commuting = [r for r in regions if r.commutes]
     diverging = [r for r in regions if r.commutes is False]
@@ -437,6 +437,7 @@ def pair_conditions(
         condition.always = bool(wanted) and not others
         verdicts[name] = condition_json(condition)
     verdicts["seconds"] = round(time.monotonic() - started, 3)
+    verdicts["cpu_seconds"] = round(time.process_time() - started_cpu, 3)
     return verdicts
 
 
