@@ -6,6 +6,7 @@ import json
 import pytest
 import z3
 
+from scalecheck.cli import main
 from scalecheck.engine.commute import analyze_pair, explore_pair
 from scalecheck.engine.conditions import Region, pair_conditions, recheck
 from scalecheck.engine.sexpr import show
@@ -198,3 +199,18 @@ def test_heat_map_cells_show_the_pairs_condition(tmp_path):
     assert conditions == {("iszero", "inc"): "count != 0"}
     cell = _heat_cell(("iszero", "inc"), Counts(tests=2), conditions[("iszero", "inc")])
     assert "commutes: count != 0" in cell
+
+
+def test_analyze_conditions_prints_each_pair_and_the_totals(tmp_path, capsys):
+    args = ["analyze", "--model", "counter", "--out", str(tmp_path), "--jobs", "1"]
+    assert main([*args, "--conditions"]) == 0
+    out = capsys.readouterr().out
+    assert "== inc || iszero: 1 of 2 paths commute" in out
+    assert "  commutes (1 case, 1 atom; raw: 1 path, 2 atoms): count != 0" in out
+    assert "== iszero || iszero: 1 of 1 paths commute\n  commutes always\n  diverges never" in out
+    assert "pairs left unsimplified: none" in out
+    summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
+    assert summary["conditions"]["unsimplified_pairs"] == []
+    assert (
+        summary["conditions"]["commutes"]["atoms"] < summary["conditions"]["commutes"]["raw_atoms"]
+    )

@@ -254,9 +254,12 @@ def _named_results(results) -> list:
     for call, order in (("A", "AB"), ("B", "BA")):
         result = results[order, call]
         for key, value in result.items() if isinstance(result, dict) else ():
-            if isinstance(value, z3.ExprRef) and "ite" in value.sexpr():
-                name = f"{call}.result" + ("" if key == "ret" else f".{key}")
-                names.append((z3.Const(name, value.sort()), value))
+            name = f"{call}.result" + ("" if key == "ret" else f".{key}")
+            items = enumerate(value) if isinstance(value, list) else [(None, value)]
+            for index, item in items:
+                if isinstance(item, z3.ExprRef) and "ite" in item.sexpr():
+                    suffix = "" if index is None else f"[{index}]"
+                    names.append((z3.Const(name + suffix, item.sort()), item))
     return names
 
 
