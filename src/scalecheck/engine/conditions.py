@@ -232,9 +232,6 @@ class _Space:
         solver.add(*facts)
         return solver
 
-    def unsat(self, *facts) -> bool:
-        return self.clock.check(self.solver(*facts)) == z3.unsat
-
 
 def _unique(exprs) -> list:
     seen, unique = set(), []
