@@ -116,6 +116,37 @@ def count_atoms(formula: z3.BoolRef) -> int:
     return _count_atoms(expand_lets(parse_sexpr(formula.sexpr()), {}))
 
 
+def count_raw_atoms(paths: list) -> int:
+    """The atom occurrences of the path conditions; paths share most decisions (a common
+    prefix), so each decision is counted once and its count reused."""
+    counts: dict = {}
+    total = 0
+    for decisions in paths:
+        for decision in decisions:
+            if decision.get_id() not in counts:
+                counts[decision.get_id()] = count_atoms(decision)
+            total += counts[decision.get_id()]
+    return total
+
+
+def _and(formulas: list) -> z3.BoolRef:
+    """``z3.And`` without its per-argument checks, which cost more than the solver for the
+    hundreds of regions of a large pair."""
+    return _connective(z3.Z3_mk_and, formulas, True)
+
+
+def _or(formulas: list) -> z3.BoolRef:
+    return _connective(z3.Z3_mk_or, formulas, False)
+
+
+def _connective(make, formulas: list, empty: bool) -> z3.BoolRef:
+    if not formulas:
+        return z3.BoolVal(empty)
+    ctx = formulas[0].ctx
+    array = (z3.Ast * len(formulas))(*[formula.as_ast() for formula in formulas])
+    return z3.BoolRef(make(ctx.ref(), len(formulas), array), ctx)
+
+
 def _count_atoms(node) -> int:
     if node in ("true", "false"):
         return 0
@@ -194,7 +225,7 @@ class _Space:
         self.decision_atoms: dict = {}
         self.spelled_out: set = set()  # ids of atoms only lifting if-then-else terms made
         self.formulas = {
-            id(region): z3.And(
+            id(region): _and(
                 region.decisions
                 + [a for a in region.assumptions if a.get_id() not in shared]
                 + region.definitions()
@@ -222,7 +253,7 @@ class _Space:
     def union(self, regions: list[Region]) -> z3.BoolRef:
         key = tuple(id(region) for region in regions)
         if key not in self.unions:  # building a large Or is slow in Z3's Python API
-            self.unions[key] = z3.Or([self.formulas[id(region)] for region in regions])
+            self.unions[key] = _or([self.formulas[id(region)] for region in regions])
         return self.unions[key]
 
     def solver(self, *facts) -> z3.Solver:
@@ -453,7 +484,7 @@ def condition_json(condition: Condition) -> dict:
         "why": condition.why,
         "figures": {
             "raw_disjuncts": len(condition.raw),
-            "raw_atoms": sum(count_atoms(decision) for d in condition.raw for decision in d),
+            "raw_atoms": count_raw_atoms(condition.raw),
             "disjuncts": len(condition.cubes),
             "atoms": sum(count_atoms(lit) for cube in condition.cubes for lit in cube.literals),
         },
