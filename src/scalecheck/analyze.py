@@ -54,7 +54,14 @@ def register(subparsers):
         metavar="SECONDS",
         help="per solver query; a query that times out counts as unknown (default: 60)",
     )
-    parser.add_argument("--conditions", action="store_true", help="print every path's condition")
+    parser.add_argument(
+        "--conditions",
+        action="store_true",
+        help="print each pair's condition (when it commutes, when not) and its figures",
+    )
+    parser.add_argument(
+        "--path-conditions", action="store_true", help="print every path's own condition"
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
 
@@ -69,6 +76,8 @@ def run(args) -> int:
         print(json.dumps(summary, indent=1))
     else:
         print_summary(summary)
+    if args.path_conditions:
+        print_path_conditions(args.out, summary)
     if args.conditions:
         print_conditions(args.out, summary)
     return 1 if summary["totals"]["unknown_paths"] or summary["totals"]["error_paths"] else 0
@@ -148,9 +157,23 @@ def pair_is_current(out: Path, pair, fingerprint) -> bool:
     if not path.exists():
         return False
     try:
-        return read_json(path).get("fingerprint") == fingerprint
+        data = read_json(path)
     except (OSError, ValueError):
         return False
+    return data.get("fingerprint") == fingerprint and "conditions" in data
+
+
+VERDICTS = ("commutes", "diverges")
+FIGURES = ("raw_disjuncts", "raw_atoms", "disjuncts", "atoms")
+
+
+def _condition_row(conditions: dict) -> dict:
+    """A pair's condition figures for the summary: per verdict, and whether simplified."""
+    return {
+        **{verdict: conditions[verdict]["figures"] for verdict in VERDICTS},
+        "simplified": all(conditions[verdict]["simplified"] for verdict in VERDICTS),
+        "seconds": conditions["seconds"],
+    }
 
 
 def _analyze_one(job):
@@ -173,6 +196,11 @@ def summarize(out: Path, ops: list[str]) -> dict:
             "seconds": 0.0,
         },
     )
+    conditions: dict = {
+        **{verdict: dict.fromkeys(FIGURES, 0) for verdict in VERDICTS},
+        "seconds": 0.0,
+        "unsimplified_pairs": [],
+    }
     for a, b in all_pairs(ops):
         data = read_json(pair_file(out, a, b))
         paths = data["paths"]
@@ -186,12 +214,20 @@ def summarize(out: Path, ops: list[str]) -> dict:
             "error_paths": sum(1 for p in paths if p["commutes"] is None),
             "unknown_paths": sum(1 for p in paths if p["unknown"]),
             "seconds": data["seconds"],
+            "conditions": _condition_row(data["conditions"]),
         }
         pairs.append(row)
         for key in totals:
             totals[key] += row[key] if key != "pairs" else 1
+        for verdict in VERDICTS:
+            for figure in FIGURES:
+                conditions[verdict][figure] += row["conditions"][verdict][figure]
+        conditions["seconds"] += row["conditions"]["seconds"]
+        if not row["conditions"]["simplified"]:
+            conditions["unsimplified_pairs"].append(f"{a} || {b}")
     totals["seconds"] = round(totals["seconds"], 2)
-    return {"ops": ops, "totals": totals, "pairs": pairs}
+    conditions["seconds"] = round(conditions["seconds"], 2)
+    return {"ops": ops, "totals": totals, "conditions": conditions, "pairs": pairs}
 
 
 def print_summary(summary: dict):
@@ -218,7 +254,7 @@ def print_summary(summary: dict):
     )
 
 
-def print_conditions(out: Path, summary: dict):
+def print_path_conditions(out: Path, summary: dict):
     for row in summary["pairs"]:
         a, b = row["pair"]
         print(f"\n== {a} || {b}")
@@ -233,3 +269,46 @@ def print_conditions(out: Path, summary: dict):
             flag = " (unknown)" if path["unknown"] else ""
             print(f"  path {path['path']}: {verdict}{flag} when {path['condition']}")
     sys.stdout.flush()
+
+
+def print_conditions(out: Path, summary: dict):
+    """Each pair's two conditions, one case per line, with their figures; then the totals."""
+    for row in summary["pairs"]:
+        a, b = row["pair"]
+        conditions = read_json(pair_file(out, a, b))["conditions"]
+        print(f"\n== {a} || {b}: {row['commutative_paths']} of {row['paths']} paths commute")
+        for verdict in VERDICTS:
+            condition = conditions[verdict]
+            lines = condition["text"].splitlines()
+            flag = "" if condition["simplified"] else f" [NOT simplified: {condition['why']}]"
+            heading = f"  {verdict} {_figures_text(condition['figures'])}{flag}"
+            if condition["text"] in ("always", "never"):
+                print(f"  {verdict} {condition['text']}")
+            elif len(lines) == 1:
+                print(f"{heading}: {lines[0]}")
+            else:
+                print(f"{heading}:")
+                for line in lines:
+                    print(f"    {line}")
+        print(f"  ({conditions['seconds']:.2f} s to simplify)")
+    totals = summary["conditions"]
+    print()
+    for verdict in VERDICTS:
+        print(f"all pairs, {verdict}: {_figures_text(totals[verdict])}")
+    unsimplified = totals["unsimplified_pairs"]
+    print(
+        f"{totals['seconds']:.1f} s to simplify; pairs left unsimplified: "
+        f"{', '.join(unsimplified) if unsimplified else 'none'}"
+    )
+    sys.stdout.flush()
+
+
+def _figures_text(figures: dict) -> str:
+    return (
+        f"({_count(figures['disjuncts'], 'case')}, {_count(figures['atoms'], 'atom')}; raw: "
+        f"{_count(figures['raw_disjuncts'], 'path')}, {_count(figures['raw_atoms'], 'atom')})"
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

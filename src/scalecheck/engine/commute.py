@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 import z3
 
 from scalecheck.engine import explore
+from scalecheck.engine.conditions import Region, pair_conditions, result_kinds
 from scalecheck.engine.sexpr import show
 from scalecheck.engine.types import (
     ArrayValue,
+    Int,
+    Key,
     MapType,
     MapValue,
     ScalarType,
@@ -172,9 +175,25 @@ class PathRecord:
 
 def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_000) -> dict:
     """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data."""
-    operations = model_cls.operations()
     started, started_cpu = time.monotonic(), time.process_time()
-    records = []
+    records, regions, stats = explore_pair(model_cls, op_a, op_b, solver_timeout_ms)
+    conditions = pair_conditions(regions, symmetric=op_a == op_b)
+    return {
+        "pair": [op_a, op_b],
+        "seconds": round(time.monotonic() - started, 3),
+        "cpu_seconds": round(time.process_time() - started_cpu, 3),
+        "solver_checks": stats.solver_checks,
+        "unknown_checks": stats.unknown_checks,
+        "conditions": conditions,
+        "paths": [_path_json(record) for record in records],
+    }
+
+
+def explore_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_000):
+    """Every path of ``op_a || op_b``: its record, its region (for the pair's condition),
+    and the exploration's solver statistics."""
+    operations = model_cls.operations()
+    records, regions = [], []
 
     def program(path):
         base = instantiate(model_cls, path)
@@ -208,6 +227,7 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
     for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms, stats)):
         condition = z3.And(path.decisions) if path.decisions else z3.BoolVal(True)
         if isinstance(outcome, Exception):
+            regions.append(Region(path.decisions, path.assumptions, None))
             records.append(
                 PathRecord(
                     number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
@@ -216,18 +236,50 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
             continue
         base, args, results, commutes = outcome
         record = PathRecord(number, commutes, path.unknown, "", condition)
+        returned = result_kinds(results["AB", "A"], results["AB", "B"]) if commutes else ()
+        names = _named_results(results)
+        hints = _comparisons(names, args, operations, op_a, op_b)
+        regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))
         if commutes and not path.unknown:
             kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
             record.smt2, record.observations = _observations(path, base, args, kinds, results)
         records.append(record)
-    return {
-        "pair": [op_a, op_b],
-        "seconds": round(time.monotonic() - started, 3),
-        "cpu_seconds": round(time.process_time() - started_cpu, 3),
-        "solver_checks": stats.solver_checks,
-        "unknown_checks": stats.unknown_checks,
-        "paths": [_path_json(record) for record in records],
-    }
+    return records, regions, stats
+
+
+def _named_results(results) -> list:
+    """Names for what each call returns when it runs first, where that is a computed term
+    (the lowest free fd, a byte read at an offset): ``A.result``, ``B.result.data``. A
+    condition then says ``B.fd != A.result`` instead of spelling out the computation."""
+    names = []
+    for call, order in (("A", "AB"), ("B", "BA")):
+        result = results[order, call]
+        for key, value in result.items() if isinstance(result, dict) else ():
+            name = f"{call}.result" + ("" if key == "ret" else f".{key}")
+            items = enumerate(value) if isinstance(value, list) else [(None, value)]
+            for index, item in items:
+                if isinstance(item, z3.ExprRef) and "ite" in item.sexpr():
+                    suffix = "" if index is None else f"[{index}]"
+                    names.append((z3.Const(name + suffix, item.sort()), item))
+    return names
+
+
+def _comparisons(names, args, operations, op_a, op_b) -> list:
+    """Atoms a designer would use that no branch spells: a named result against an ordered
+    argument (``A.result < B.fd``: the fd A's open gets lies below the one B closes)."""
+    ordered = [
+        expr
+        for call, op in (("A", op_a), ("B", op_b))
+        for arg, expr in args[call].items()
+        if type(operations[op].argument_types[arg]) in (Int, Key)
+    ]
+    return [
+        atom
+        for name, _ in names
+        for arg in ordered
+        if name.sort() == arg.sort()
+        for atom in (name == arg, name < arg)
+    ]
 
 
 def _argument(name, symtype: ScalarType, path):

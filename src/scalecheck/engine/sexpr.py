@@ -17,11 +17,13 @@ _INFIX = {
     "=>": "implies",
 }
 
+_NEGATED = {"<=": ">", "<": ">=", ">=": "<", ">": "<="}
+
 
 def show(expr: z3.ExprRef) -> str:
     """A compact infix rendering. It works on Z3's s-expression text: walking the AST
     through Z3's Python API costs milliseconds per node, which thousands of paths notice."""
-    return _infix(_expand_lets(parse_sexpr(expr.sexpr()), {}))
+    return _infix(expand_lets(parse_sexpr(expr.sexpr()), {}))
 
 
 def parse_sexpr(text: str):
@@ -38,24 +40,34 @@ def parse_sexpr(text: str):
     return stack[0][0]
 
 
-def _expand_lets(node, env):
+def expand_lets(node, env):
     """Replace Z3's ``(let ((a!1 term)) body)`` sharing by the terms themselves."""
     if isinstance(node, str):
         return env.get(node, node)
     if node and node[0] == "let":
         inner = dict(env)
         for name, value in node[1]:
-            inner[name] = _expand_lets(value, env)
-        return _expand_lets(node[2], inner)
-    return [_expand_lets(part, env) for part in node]
+            inner[name] = expand_lets(value, env)
+        return expand_lets(node[2], inner)
+    return [expand_lets(part, env) for part in node]
 
 
 def _infix(node) -> str:
     if isinstance(node, str):
         return node
     head, args = node[0], node[1:]
-    if head == "not" and isinstance(args[0], list) and args[0][0] == "=":
-        return f"{_infix_arg(args[0][1])} != {_infix_arg(args[0][2])}"
+    if head == "not" and isinstance(args[0], list) and args[0][0] in _NEGATED and len(args[0]) == 3:
+        return f"{_infix_arg(args[0][1])} {_NEGATED[args[0][0]]} {_infix_arg(args[0][2])}"
+    if head == "not" and _is_presence(args[0]):
+        return f"{_infix_arg(args[0][1])} not in {args[0][0].removesuffix('.present')}"
+    if _is_presence(node):
+        return f"{_infix_arg(args[0])} in {head.removesuffix('.present')}"
+    if head == "not" and isinstance(args[0], list) and args[0][0] == "=" and len(args[0]) == 3:
+        left, right = _reading_order(args[0][1:])
+        return f"{_infix_arg(left)} != {_infix_arg(right)}"
+    if head == "=" and len(args) == 2:
+        left, right = _reading_order(args)
+        return f"{_infix_arg(left)} == {_infix_arg(right)}"
     if head == "not":
         return f"not {_infix_arg(args[0])}"
     if head == "-" and len(args) == 1:
@@ -69,7 +81,28 @@ def _infix(node) -> str:
     return f"{head}({', '.join(_infix(arg) for arg in args)})"
 
 
+def _reading_order(sides: list) -> list:
+    """The two sides of an equality as one reads them: call A's names before call B's,
+    names before numbers (``A.k == B.k``, ``B.fd == 5``)."""
+
+    def rank(side) -> int:
+        if isinstance(side, str) and side.startswith("A."):
+            return 0
+        if isinstance(side, str) and side.startswith("B."):
+            return 1
+        return 3 if isinstance(side, str) and side.lstrip("-").isdigit() else 2
+
+    return sorted(sides, key=rank)
+
+
+def _is_presence(node) -> bool:
+    """``m.present(k)``: whether key ``k`` is in partial map ``m``, printed ``k in m``."""
+    return isinstance(node, list) and len(node) == 2 and node[0].endswith(".present")
+
+
 def _infix_arg(node) -> str:
     text = _infix(node)
-    compound = isinstance(node, list) and (node[0] in _INFIX or node[0] in ("not", "-"))
+    compound = isinstance(node, list) and (
+        node[0] in _INFIX or node[0] in ("not", "-") or _is_presence(node)
+    )
     return f"({text})" if compound else text

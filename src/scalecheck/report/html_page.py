@@ -3,8 +3,10 @@ needed) from the summary down to each test's conflicting cache lines and code si
 
 import json
 from html import escape
+from pathlib import Path
 from urllib.parse import quote
 
+from scalecheck.errors import UserError
 from scalecheck.report.heatmap import NOT_RUN_COLOR, label_color, share_color, triangle_cells
 from scalecheck.report.load import Run
 from scalecheck.report.stats import (
@@ -18,6 +20,7 @@ from scalecheck.report.stats import (
     percent_text,
     status_of,
 )
+from scalecheck.storage import read_json
 
 # Drill-down order inside a pair: what needs attention first.
 OUTCOME_ORDER = {CONFLICTING: 0, MISMATCH: 1, NOT_RUN: 2, CONFLICT_FREE: 3}
@@ -123,7 +126,7 @@ def write_index(
         "<a href='heatmap.png'>heatmap.png</a>, <a href='bottlenecks.txt'>bottlenecks.txt</a>, "
         "<a href='mismatches.txt'>mismatches.txt</a>, <a href='summary.json'>summary.json</a>.</p>",
         "<h2>Heat map</h2>",
-        _heat_table(run.ops, pairs),
+        _heat_table(run.ops, pairs, commute_conditions(run.directory, list(pairs))),
     ]
     if diff is not None:
         parts.append(_diff_section(diff))
@@ -194,11 +197,30 @@ def _mismatch_section(mismatched: list[dict]) -> str:
     )
 
 
-def _heat_table(ops: list[str], pairs: dict[tuple[str, str], Counts]) -> str:
+def commute_conditions(directory: Path, pairs: list[tuple[str, str]]) -> dict:
+    """Each pair's commutativity condition, from the run's analysis when it is there
+    (docs/format-analysis.md); an analysis without conditions gives none."""
+    conditions = {}
+    for a, b in pairs:
+        for first, second in ((a, b), (b, a)):  # the analysis names a pair in model order
+            path = directory / "analysis" / "pairs" / f"{first}-{second}.json"
+            if not path.is_file():
+                continue
+            try:
+                data = read_json(path)
+            except (OSError, ValueError) as err:
+                raise UserError(f"{path}: unreadable analysis pair file ({err})") from None
+            if "conditions" in data:
+                conditions[a, b] = data["conditions"]["commutes"]["text"]
+            break
+    return conditions
+
+
+def _heat_table(ops: list[str], pairs: dict[tuple[str, str], Counts], conditions: dict) -> str:
     rows = {op: [f"<th class='row'>{escape(op)}</th>"] for op in ops}
     for row, _column, pair in triangle_cells(ops):
         counts = pairs[pair]
-        rows[ops[row]].append(_heat_cell(pair, counts))
+        rows[ops[row]].append(_heat_cell(pair, counts, conditions.get(pair)))
     lines = ["<table class='heat'>"]
     lines += [f"<tr>{''.join(cells)}</tr>" for cells in rows.values()]
     lines.append(
@@ -209,16 +231,19 @@ def _heat_table(ops: list[str], pairs: dict[tuple[str, str], Counts]) -> str:
     lines.append(
         "<p class='legend'>Shade: share of the pair's tests that are conflict-free "
         "(red = none, white = all). Number: conflicting tests. Hatched: no tests. "
-        "Grey: no test ran. &bull;: some tests did not run.</p>"
+        "Grey: no test ran. &bull;: some tests did not run. Hover over a cell for its "
+        "counts and the condition under which the pair commutes.</p>"
     )
     return "\n".join(lines)
 
 
-def _heat_cell(pair, counts: Counts) -> str:
+def _heat_cell(pair, counts: Counts, condition: str | None = None) -> str:
     tip = (
         f"{pair[0]} x {pair[1]}: {counts.tests} tests, {counts.conflict_free} conflict-free, "
         f"{counts.conflicting} conflicting, {counts.not_run} not run"
     )
+    if condition is not None:
+        tip += "\ncommutes:" + ("\n" if "\n" in condition else " ") + condition
     if counts.tests == 0:
         return f"<td class='none' title='{escape(tip)}'></td>"
     if counts.not_run == counts.tests:

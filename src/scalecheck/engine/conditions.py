@@ -1,0 +1,532 @@
+"""One short, exact commutativity condition per pair, from the pair's explored paths.
+
+Each explored path is a *region* of inputs (initial state, arguments, implementation
+choices): its branch decisions together with its assumptions (argument domains, the
+initial state's invariants, what the implementation's choices satisfy). The pair commutes
+on the union of its commutative regions and diverges (or hits a model error) on the rest;
+inputs outside every region break the model's own assumptions, so the printed condition
+may say anything there. That freedom is what makes short conditions possible: the
+condition is a disjunction of cubes (conjunctions of the model's atoms: argument
+equalities, ``present`` facts, state values) that covers every commutative region and
+meets no other region, the problem two-level logic minimisation solves with don't-cares.
+
+A cube starts as the values, in one model, of the atoms its path decides on and loses
+every atom it can while it stays clear of the other verdict's regions; cubes the others
+make redundant are dropped. Each cube is then labelled by the results it implies ("both
+ok", "A ENOENT, B ok", "A ok"): the results of the calls on every path the cube meets.
+The construction is itself Z3's proof that the condition is exact: every cube was
+checked clear of the other regions (unsat), the cover loop ends only when no region of
+the verdict is left outside the cubes (unsat), and a cube is dropped only when the rest
+still cover them (unsat). When a query answers unknown or the pair's CPU budget runs
+out, the raw path conditions are kept and the condition is flagged: never a short
+answer that is wrong. ``recheck`` checks a stored condition again from its SMT-LIB text.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+
+import z3
+
+from scalecheck.engine.sexpr import expand_lets, parse_sexpr, show
+
+SOLVER_TIMEOUT_MS = 5_000  # one query; a pair's construction has its own budget
+PAIR_BUDGET_SECONDS = 10.0  # CPU seconds
+MAX_LIFTED_ATOMS = 24  # more atoms from lifting one decision read worse than its terms
+
+
+@dataclass
+class Region:
+    """One explored path, as the simplifier sees it."""
+
+    decisions: list  # the path's branch conditions, as taken
+    assumptions: list  # facts the path relies on (domains, invariants, choices)
+    commutes: bool | None  # None: the path ended in a model error
+    results: tuple = ()  # what calls A and B return on a commutative path ("ok", "ENOENT")
+    names: list = field(default_factory=list)  # (name, term): terms the condition may name
+    hints: list = field(default_factory=list)  # atoms worth trying first (A.result < B.fd)
+
+    def definitions(self) -> list:
+        return [name == term for name, term in self.names]
+
+
+@dataclass
+class Cube:
+    literals: list
+    label: str = ""
+
+    @functools.cached_property
+    def formula(self) -> z3.BoolRef:
+        return z3.And(self.literals) if self.literals else z3.BoolVal(True)
+
+
+@dataclass
+class Condition:
+    """A pair's condition for one verdict (commutes or diverges)."""
+
+    cubes: list[Cube] = field(default_factory=list)
+    raw: list = field(default_factory=list)  # the path conditions it summarises
+    always: bool = False  # no other region exists: the pair commutes (diverges) everywhere
+    exact: bool = True  # False: simplification failed and ``cubes`` hold the raw form
+    why: str = ""
+
+    def formula(self) -> z3.BoolRef:
+        return z3.Or([cube.formula for cube in self.cubes]) if self.cubes else z3.BoolVal(False)
+
+
+class OutOfTime(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- outcomes and atoms
+
+
+def result_kinds(result_a, result_b) -> tuple[str, str]:
+    """What each call returned, as a label says it: ``ok``, ``ENOENT``, ``SIGSEGV``."""
+    return _result_kind(result_a), _result_kind(result_b)
+
+
+def _result_kind(result) -> str:
+    if isinstance(result, dict):
+        return result.get("errno") or result.get("signal") or "ok"
+    return "ok"
+
+
+_CONNECTIVES = {z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_NOT, z3.Z3_OP_IMPLIES, z3.Z3_OP_XOR}
+
+
+def _is_connective(expr) -> bool:
+    kind = expr.decl().kind()
+    if kind in _CONNECTIVES:
+        return True
+    # an equality or if-then-else between Boolean terms combines atoms, it is not one
+    return kind in (z3.Z3_OP_EQ, z3.Z3_OP_ITE) and z3.is_bool(expr.children()[-1])
+
+
+_TEXT_CONNECTIVES = {"and", "or", "not", "=>", "xor"}
+_TEXT_BOOLEAN_HEADS = _TEXT_CONNECTIVES | {"=", "<", "<=", ">", ">=", "distinct"}
+
+
+def count_atoms(formula: z3.BoolRef) -> int:
+    """The atom occurrences of ``formula``, counted on its text (walking the AST through
+    Z3's Python API is slow). An equality of two atoms counts both; if-then-else terms
+    inside an atom leave it one atom."""
+    return _count_atoms(expand_lets(parse_sexpr(formula.sexpr()), {}))
+
+
+def count_raw_atoms(paths: list) -> int:
+    """The atom occurrences of the path conditions; paths share most decisions (a common
+    prefix), so each decision is counted once and its count reused."""
+    counts: dict = {}
+    total = 0
+    for decisions in paths:
+        for decision in decisions:
+            if decision.get_id() not in counts:
+                counts[decision.get_id()] = count_atoms(decision)
+            total += counts[decision.get_id()]
+    return total
+
+
+def _and(formulas: list) -> z3.BoolRef:
+    """``z3.And`` without its per-argument checks, which cost more than the solver for the
+    hundreds of regions of a large pair."""
+    return _connective(z3.Z3_mk_and, formulas, True)
+
+
+def _or(formulas: list) -> z3.BoolRef:
+    return _connective(z3.Z3_mk_or, formulas, False)
+
+
+def _connective(make, formulas: list, empty: bool) -> z3.BoolRef:
+    if not formulas:
+        return z3.BoolVal(empty)
+    ctx = formulas[0].ctx
+    array = (z3.Ast * len(formulas))(*[formula.as_ast() for formula in formulas])
+    return z3.BoolRef(make(ctx.ref(), len(formulas), array), ctx)
+
+
+def _count_atoms(node) -> int:
+    if node in ("true", "false"):
+        return 0
+    if isinstance(node, str):
+        return 1
+    head, args = node[0], node[1:]
+    boolean_args = head == "=" and isinstance(args[0], list) and args[0][0] in _TEXT_BOOLEAN_HEADS
+    if head in _TEXT_CONNECTIVES or boolean_args:
+        return sum(_count_atoms(arg) for arg in args)
+    return 1
+
+
+def distinct_atoms(formulas) -> list:
+    """The atoms of ``formulas``, each once, in order of first occurrence. Lifted formulas
+    share subterms heavily, so every node is visited once."""
+    seen, atoms, todo = set(), [], list(reversed(formulas))
+    while todo:
+        expr = todo.pop()
+        if expr.get_id() in seen or z3.is_true(expr) or z3.is_false(expr):
+            continue
+        seen.add(expr.get_id())
+        if _is_connective(expr):
+            todo.extend(reversed(expr.children()))
+        else:
+            atoms.append(expr)
+    return atoms
+
+
+_LIFT_TERM_ITES = z3.TryFor(z3.Then("blast-term-ite", "simplify"), 2_000)
+
+
+def lifted(decision: z3.BoolRef) -> list:
+    """The decision with if-then-else terms lifted out of its atoms, so that atoms compare
+    plain state values and arguments (``fname_to_inum(A.src) == fname_to_inum(B.src)``)."""
+    goal = z3.Goal()
+    goal.add(decision)
+    try:
+        return list(_LIFT_TERM_ITES(goal)[0])
+    except z3.Z3Exception:  # out of time: the atoms keep their if-then-else terms
+        return [decision]
+
+
+# ---------------------------------------------------------------- solving over the regions
+
+
+class _Clock:
+    """The pair's time budget, and the one place solver answers are checked. The budget is
+    CPU time (Z3 runs in this process), so other work on the machine does not use it up."""
+
+    def __init__(self, budget_seconds: float):
+        self.deadline = time.process_time() + budget_seconds
+
+    def check(self, solver, *assumptions):
+        if time.process_time() > self.deadline:
+            raise OutOfTime("out of time")
+        answer = solver.check(*assumptions)
+        if answer == z3.unknown:
+            raise OutOfTime(f"solver answered unknown ({solver.reason_unknown()})")
+        return answer
+
+
+class _Space:
+    """A pair's regions as formulas. Assumptions every path makes (argument domains, the
+    invariants of what all paths read) go once into a background shared by all queries;
+    each region keeps its decisions and its own assumptions."""
+
+    def __init__(self, regions: list[Region], clock: _Clock, timeout_ms: int):
+        self.clock, self.timeout_ms = clock, timeout_ms
+        counts: dict = {}
+        for region in regions:
+            for assumption in _unique(region.assumptions):
+                counts[assumption.get_id()] = counts.get(assumption.get_id(), 0) + 1
+        shared = {key for key, count in counts.items() if count == len(regions)}
+        self.background = [a for a in _unique(regions[0].assumptions) if a.get_id() in shared]
+        self.unions: dict = {}
+        self.decision_atoms: dict = {}
+        self.spelled_out: set = set()  # ids of atoms only lifting if-then-else terms made
+        self.formulas = {
+            id(region): _and(
+                region.decisions
+                + [a for a in region.assumptions if a.get_id() not in shared]
+                + region.definitions()
+            )
+            for region in regions
+        }
+
+    def atoms(self, region: Region) -> list:
+        """The atoms the region's decisions are made of; paths share most decisions (a
+        common prefix), so each decision is lifted and walked once per pair."""
+        names = tuple((name.get_id(), term.get_id()) for name, term in region.names)
+        keys = [(decision.get_id(), names) for decision in region.decisions]
+        for key, decision in zip(keys, region.decisions, strict=True):
+            if key not in self.decision_atoms:
+                named = z3.substitute(decision, *[(t, n) for n, t in region.names])
+                own_atoms = distinct_atoms([named])
+                atoms = distinct_atoms(lifted(named))
+                if len(atoms) > MAX_LIFTED_ATOMS:  # a blow-up: keep the if-then-else terms
+                    atoms = own_atoms
+                own = {atom.get_id() for atom in own_atoms}
+                self.spelled_out.update(a.get_id() for a in atoms if a.get_id() not in own)
+                self.decision_atoms[key] = atoms
+        return _unique(region.hints + [atom for key in keys for atom in self.decision_atoms[key]])
+
+    def union(self, regions: list[Region]) -> z3.BoolRef:
+        key = tuple(id(region) for region in regions)
+        if key not in self.unions:  # building a large Or is slow in Z3's Python API
+            self.unions[key] = _or([self.formulas[id(region)] for region in regions])
+        return self.unions[key]
+
+    def solver(self, *facts) -> z3.Solver:
+        solver = z3.Solver()
+        solver.set("timeout", self.timeout_ms)
+        solver.add(self.background)
+        solver.add(*facts)
+        return solver
+
+
+def _unique(exprs) -> list:
+    seen, unique = set(), []
+    for expr in exprs:
+        if expr.get_id() not in seen:
+            seen.add(expr.get_id())
+            unique.append(expr)
+    return unique
+
+
+class _Tracked:
+    """A solver whose checks assume formulas through Boolean trackers (a check's
+    assumptions must be constants): ``tracker -> formula``, declared once per formula."""
+
+    def __init__(self, solver: z3.Solver, clock: _Clock):
+        self.solver, self.clock = solver, clock
+        self.trackers: dict = {}
+
+    def tracker(self, formula) -> z3.BoolRef:
+        key = formula.get_id()
+        if key not in self.trackers:
+            self.trackers[key] = z3.Bool(f"track!{len(self.trackers)}")
+            self.solver.add(z3.Implies(self.trackers[key], formula))
+        return self.trackers[key]
+
+    def unsat_with(self, formulas) -> bool:
+        trackers = [self.tracker(formula) for formula in formulas]
+        return self.clock.check(self.solver, *trackers) == z3.unsat
+
+    def sat_with(self, formulas) -> bool:
+        return not self.unsat_with(formulas)
+
+
+# ---------------------------------------------------------------- the cover
+
+
+def _cover(
+    space: _Space, group: list[Region], forbidden: list[Region], symmetric: bool
+) -> list[Cube]:
+    """Cubes whose union holds every region of ``group`` and meets no ``forbidden`` one."""
+    if not group:
+        return []
+    if not forbidden:
+        return [Cube([])]
+    path_atoms = [space.atoms(region) for region in group]
+    vocabulary = _unique([atom for atoms in path_atoms for atom in atoms])
+
+    clear = _Tracked(space.solver(space.union(forbidden)), space.clock)
+    selectors = [z3.Bool(f"region!{i}") for i in range(len(group))]
+    uncovered = space.solver(z3.Or(selectors))  # the group's inputs no cube holds yet
+    for selector, region in zip(selectors, group, strict=True):
+        uncovered.add(z3.Implies(selector, space.formulas[id(region)]))
+    cubes: list[Cube] = []
+    while space.clock.check(uncovered) == z3.sat:
+        model = uncovered.model()
+        index = next(i for i, s in enumerate(selectors) if z3.is_true(model.eval(s)))
+        for atoms in (vocabulary, vocabulary + group[index].assumptions):
+            literals = [_literal(atom, model) for atom in atoms]
+            if clear.unsat_with(literals):
+                break
+        else:
+            raise OutOfTime("a path's region could not be told apart from the others")
+        cube = Cube(_expand(clear, literals, space.spelled_out))
+        cubes.append(cube)
+        uncovered.add(z3.Not(cube.formula))
+    if symmetric:
+        mirrors = [Cube(_mirror(cube.literals)) for cube in cubes]
+        cubes += [mirror for mirror in mirrors if clear.unsat_with(mirror.literals)]
+    return _irredundant(space, cubes, group)
+
+
+def _atom(literal):
+    return literal.arg(0) if z3.is_not(literal) else literal
+
+
+def _literal(atom, model):
+    return atom if z3.is_true(model.eval(atom, model_completion=True)) else z3.Not(atom)
+
+
+def _expand(clear: _Tracked, literals: list, spelled_out: set) -> list:
+    """Drop every literal the cube can lose and stay clear. Atoms that only lifting an
+    if-then-else produced (``spelled_out``: which fds are free, say) go first, all at once
+    if the cube allows it; then the last-decided first, so what stays are the early checks
+    of the operations' code, which read as cases ("A's source exists and A is a
+    self-rename"). After each successful drop the proof's unsat core says which of the
+    rest it needed: often far fewer, dropped in one step."""
+    kept = list(range(len(literals)))
+    plain = [i for i in kept if _atom(literals[i]).get_id() not in spelled_out]
+    if len(plain) < len(kept) and clear.unsat_with([literals[i] for i in plain]):
+        kept = _needed(clear, literals, plain)
+    for dropped in reversed(range(len(literals))):
+        if dropped not in kept:
+            continue
+        trial = [i for i in kept if i != dropped]
+        if clear.unsat_with([literals[i] for i in trial]):
+            kept = _needed(clear, literals, trial)
+    return [literals[i] for i in kept]
+
+
+def _needed(clear: _Tracked, literals: list, indices: list) -> list:
+    """The literals (by index) in the unsat core of the check just made."""
+    core = {tracker.get_id() for tracker in clear.solver.unsat_core()}
+    return [i for i in indices if clear.tracker(literals[i]).get_id() in core]
+
+
+def _mirror(literals: list) -> list:
+    """The cube with calls A and B swapped (``A.src`` <-> ``B.src``). For a pair of equal
+    operations the mirror of an allowed cube is usually allowed too (it is checked), and
+    offering both lets the cover read the same way for either call."""
+    swaps, seen, todo = [], set(), list(literals)
+    while todo:
+        expr = todo.pop()
+        if expr.get_id() in seen:
+            continue
+        seen.add(expr.get_id())
+        if z3.is_const(expr) and expr.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            name = expr.decl().name()
+            if name[:2] in ("A.", "B."):
+                twin = ("B." if name[0] == "A" else "A.") + name[2:]
+                swaps.append((expr, z3.Const(twin, expr.sort())))
+        else:
+            todo.extend(expr.children())
+    return [z3.substitute(literal, *swaps) for literal in literals] if swaps else literals
+
+
+def _irredundant(space: _Space, cubes: list[Cube], group: list[Region]) -> list[Cube]:
+    """Drop each cube that the other cubes make unnecessary: the largest first, and of
+    equal ones the latest found."""
+    outside = _Tracked(space.solver(space.union(group)), space.clock)
+    kept = list(cubes)
+    for index in sorted(range(len(cubes)), key=lambda i: (-len(cubes[i].literals), -i)):
+        cube = cubes[index]
+        others = [c for c in kept if c is not cube]
+        if outside.unsat_with([z3.Not(c.formula) for c in others]):
+            kept = others
+    return kept
+
+
+# ---------------------------------------------------------------- the pair's conditions
+
+
+def label(space: _Space, cube: Cube, wanted: list[Region]) -> str:
+    """The results the cube implies: ``both ok``, ``A ENOENT, B ok``, ``A ok`` or nothing.
+    A call's result is implied when every region the cube meets gives the same one."""
+    if not wanted or not wanted[0].results:
+        return ""
+    meets = _Tracked(space.solver(cube.formula), space.clock)
+    implied = []
+    for call in (0, 1):
+        kinds = sorted({region.results[call] for region in wanted})
+        met = [
+            kind
+            for kind in kinds
+            if meets.sat_with([space.union([r for r in wanted if r.results[call] == kind])])
+        ]
+        implied.append(met[0] if len(met) == 1 else "")
+    a, b = implied
+    if a and a == b:
+        return f"both {a}"
+    return ", ".join(f"{call} {kind}" for call, kind in zip("AB", implied, strict=True) if kind)
+
+
+def pair_conditions(
+    regions: list[Region],
+    symmetric: bool,
+    budget_seconds: float = PAIR_BUDGET_SECONDS,
+    timeout_ms: int = SOLVER_TIMEOUT_MS,
+) -> dict:
+    """The pair's commutativity and divergence conditions with their figures, as JSON.
+    ``symmetric``: the two calls are of the same operation, so swapping them is worth a
+    try when looking for cases."""
+    started, started_cpu = time.monotonic(), time.process_time()
+    space = _Space(regions, _Clock(budget_seconds), timeout_ms) if regions else None
+    commuting = [r for r in regions if r.commutes]
+    diverging = [r for r in regions if r.commutes is False]
+    erring = [r for r in regions if r.commutes is None]
+    verdicts: dict = {}
+    for name, wanted, others in (
+        ("commutes", commuting, diverging + erring),
+        ("diverges", diverging, commuting + erring),
+    ):
+        try:
+            condition = Condition(_cover(space, wanted, others, symmetric) if space else [])
+            if space:
+                for cube in condition.cubes:
+                    cube.label = label(space, cube, wanted)
+                condition.cubes.sort(key=lambda cube: len(cube.literals))  # simplest first
+        except OutOfTime as reason:
+            condition = raw_condition(wanted)
+            condition.exact, condition.why = False, str(reason)
+        condition.raw = [region.decisions for region in wanted]
+        condition.always = bool(wanted) and not others
+        verdicts[name] = condition_json(condition)
+    verdicts["seconds"] = round(time.monotonic() - started, 3)
+    verdicts["cpu_seconds"] = round(time.process_time() - started_cpu, 3)
+    return verdicts
+
+
+def raw_condition(wanted: list[Region]) -> Condition:
+    """The path conditions themselves, one case per path: exact, not short."""
+    return Condition([Cube(list(region.decisions)) for region in wanted])
+
+
+def condition_json(condition: Condition) -> dict:
+    solver = z3.Solver()
+    solver.add(condition.formula())
+    return {
+        "text": condition_text(condition),
+        "cases": [
+            {
+                "label": cube.label,
+                "text": " and ".join(show(lit) for lit in cube.literals) or "always",
+                "atoms": len(cube.literals),
+            }
+            for cube in condition.cubes
+        ],
+        "smt2": solver.to_smt2(),
+        "simplified": condition.exact,
+        "why": condition.why,
+        "figures": {
+            "raw_disjuncts": len(condition.raw),
+            "raw_atoms": count_raw_atoms(condition.raw),
+            "disjuncts": len(condition.cubes),
+            "atoms": sum(count_atoms(lit) for cube in condition.cubes for lit in cube.literals),
+        },
+    }
+
+
+def condition_text(condition: Condition) -> str:
+    """``always``, ``never``, one case, or one case per line (``both ok: ...``)."""
+    if condition.always:
+        return "always"
+    if not condition.cubes:
+        return "never"
+    if len(condition.cubes) == 1:
+        return " and ".join(show(lit) for lit in condition.cubes[0].literals)
+    return "\n".join(
+        (f"{cube.label}: " if cube.label else "") + " and ".join(show(lit) for lit in cube.literals)
+        for cube in condition.cubes
+    )
+
+
+# ---------------------------------------------------------------- checking a stored condition
+
+
+def recheck(regions: list[Region], stored: dict, verdict: str, timeout_ms: int = 60_000) -> str:
+    """Check a condition as the analysis stored it (its ``smt2``) against the pair's
+    explored regions, with none of the code that built it: every region of the verdict
+    lies inside it and every other region outside. Returns what fails, or ""."""
+    condition = z3.And(list(z3.parse_smt2_string(stored[verdict]["smt2"])))
+    wanted = [r for r in regions if r.commutes is (verdict == "commutes")]
+    others = [r for r in regions if r.commutes is not (verdict == "commutes")]
+    for name, part, facts in (
+        ("misses a path", wanted, [z3.Not(condition)]),
+        ("holds on a path of another verdict", others, [condition]),
+    ):
+        if not part:
+            continue
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(
+            z3.Or([z3.And(r.decisions + r.assumptions + r.definitions()) for r in part]), *facts
+        )
+        answer = solver.check()
+        if answer != z3.unsat:
+            return f"{verdict}: {name}" if answer == z3.sat else f"{verdict}: unknown"
+    return ""
