@@ -45,7 +45,7 @@ def _fake_run_tests(statuses):
             store.append(record)
             records.append(record)
         store.close()
-        summary = runner._summarize(records, tests)
+        summary = runner.summarize(records, tests)
         finished = {"finished": len(tests), "skipped_already_done": 0}
         return dict(
             summary,
