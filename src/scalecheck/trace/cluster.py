@@ -151,6 +151,7 @@ def trace_on_cluster(
                 done = variable_of[result["id"]]
                 recorded_in[done.name].append(result["id"])
                 changed.add(done)
+                check_stop()  # Ctrl-C: what is recorded stays, the rest is not taken
         for done in changed:
             done.set(recorded_in[done.name])
 
