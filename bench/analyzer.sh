@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 2's figures: analysis + test generation of all 171 pairs of the 18-operation POSIX
+# The analyzer's figures: analysis + test generation of all 171 pairs of the 18-operation POSIX
 # model, wall time, CPU time per pair, paths lost to unknown/errors, tests per pair.
 # Usage: bash bench/analyzer.sh [OUT_DIR]   (default: out/bench-analyzer; removed first)
 set -euo pipefail

@@ -492,6 +492,14 @@ def trace_here(config: "_RunConfig", pending: list, jobs: int) -> int:
     """Runs ``pending`` [(index, Test)] in ``jobs`` VMs at once on this machine, each record
     going to ``config.on_record``; returns the number of boots."""
     workers = [_VmWorker(config, pending[k::jobs], k) for k in range(jobs)]
+    run_workers(workers, config.stop)
+    return sum(w.boots for w in workers)
+
+
+def run_workers(workers: list, stop: threading.Event) -> None:
+    """Runs each worker's ``run()`` on a thread of its own until all have ended, and raises
+    the first ``error`` one kept. On Ctrl-C too, the workers are told to ``stop`` and given
+    time to stop their VMs and finish writing before this returns."""
     threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
     try:
         for th in threads:
@@ -500,15 +508,13 @@ def trace_here(config: "_RunConfig", pending: list, jobs: int) -> int:
             while th.is_alive():
                 th.join(0.2)
     finally:
-        # On Ctrl-C too: the workers stop their VMs and finish writing before returning.
-        config.stop.set()
+        stop.set()
         for th in threads:
             if th.ident is not None:
                 th.join(30)
     errors = [w.error for w in workers if w.error]
     if errors:
         raise errors[0]
-    return sum(w.boots for w in workers)
 
 
 class _VmWorker:

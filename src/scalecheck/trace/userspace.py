@@ -551,22 +551,10 @@ def run_library_tests(
             )
             for k in range(jobs)
         ]
-        threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
         try:
-            for th in threads:
-                th.start()
-            for th in threads:
-                while th.is_alive():
-                    th.join(0.2)
+            runner.run_workers(workers, stop)
         finally:
-            stop.set()
-            for th in threads:
-                if th.ident is not None:
-                    th.join(30)
             store.close()
-    errors = [w.error for w in workers if w.error]
-    if errors:
-        raise errors[0]
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
