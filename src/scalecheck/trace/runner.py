@@ -257,6 +257,8 @@ def run_tests(
     if repeats > 100:
         raise UserError("--repeats is at most 100")
     if target.startswith("lib:"):
+        if cluster:
+            raise UserError("--cluster traces the Linux target only; run a library here")
         return userspace.run_library_tests(
             out_dir,
             target.removeprefix("lib:"),
