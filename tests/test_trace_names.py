@@ -101,16 +101,17 @@ def test_names_read_struct_dot_field(types):
 # ---- the slab-cache-to-type table ----
 
 
-def test_slab_table_is_data_and_rejects_malformed_lines():
-    table = datanames.load_slab_types()
-    assert table["files_cache"] == "files_struct"
-    assert table["filp"] == "file"
-    assert table["shmem_inode_cache"] == "shmem_inode_info"
-    assert datanames.load_slab_types("# comment\nmy_cache  my_struct  # why\n\n") == {
+def test_type_tables_are_data_and_reject_malformed_lines():
+    tables = datanames.TypeTables.load()
+    assert tables.slabs["files_cache"] == "files_struct"
+    assert tables.slabs["filp"] == "file"
+    assert tables.slabs["shmem_inode_cache"] == "shmem_inode_info"
+    assert tables.statics["init_ucounts"] == "ucounts"
+    assert datanames.load_type_table("x.txt", "# comment\nmy_cache  my_struct  # why\n\n") == {
         "my_cache": "my_struct"
     }
-    with pytest.raises(ValueError, match="expected `cache struct`"):
-        datanames.load_slab_types("only_one_word\n")
+    with pytest.raises(ValueError, match=r"x\.txt: expected `name struct`"):
+        datanames.load_type_table("x.txt", "only_one_word\n")
 
 
 # ---- guest memory ----
@@ -257,12 +258,14 @@ def _symbols() -> KernelSymbols:
         "0000000000001000 A runqueues\n"
         "0000000000002000 A __per_cpu_end\n"
         "ffffffff82000000 D jiffies\n"
+        "ffffffff82001000 D init_files\n"
+        "ffffffff82002000 D after_init_files\n"
     )
     return KernelSymbols(kallsyms, {"1": DIRECT_MAP[0] + 0x100_0000})
 
 
 def _namer(types, mem) -> datanames.DataNamer:
-    return datanames.DataNamer(_symbols(), types, datanames.load_slab_types(), mem)
+    return datanames.DataNamer(_symbols(), types, datanames.TypeTables.load(), mem)
 
 
 def _mask(start: int, end: int) -> int:
@@ -378,10 +381,14 @@ def test_static_and_percpu_data_named_by_symbol_and_field(types):
     # No BTF type for the variable: the symbol and offset.
     assert namer.name("static", 0xFFFFFFFF82000000, 0, _mask(8, 16)) == "jiffies+0x8"
     assert namer.name("static", 0xFFFFFFFF82000000, 0, _mask(0, 8)) == "jiffies"
+    # static_types.txt gives the type BTF does not (init_files is a files_struct), where
+    # the struct covers the bytes.
+    assert namer.name("static", 0xFFFFFFFF82001000, 0, _mask(48, 52)) == "init_files.file_lock"
+    assert namer.name("static", 0xFFFFFFFF820010C0, 0, _mask(0, 8)) == "init_files+0xc0"
 
 
 def test_without_btf_or_guest_memory_heap_data_stays_unnamed():
-    namer = datanames.DataNamer(_symbols(), None, {}, None)
+    namer = datanames.DataNamer(_symbols(), None, datanames.TypeTables({}, {}), None)
     assert namer.name("heap", DIRECT_MAP[0] + 0x1000, 0x1000, 0xFF) == ""
     assert namer.name("static", 0xFFFFFFFF82000000, 0, _mask(8, 16)) == "jiffies+0x8"
 

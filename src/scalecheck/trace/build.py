@@ -85,6 +85,7 @@ def tracer_sources() -> list[Path]:
                 "btf.py",
                 "kernelmem.py",
                 "slab_types.txt",
+                "static_types.txt",
             )
         ),
     ]

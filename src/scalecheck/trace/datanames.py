@@ -9,7 +9,8 @@
   other objects (`fdtable.open_fds[]`). Frames that are not slab pages are named by what
   their `struct page` says: page cache, anonymous page, page;
 - `struct page` lines: the struct page (or struct slab, for a slab's head page) field;
-- static and per-cpu data: the symbol, plus the field where BTF knows the variable's type.
+- static and per-cpu data: the symbol, plus the field where the variable's type is known
+  (BTF for per-cpu variables, static_types.txt for others).
 
 Only conflicting lines are named, once per test, when its record is written (the last
 repeat's lines). The slab page is read then, while the guest runs the next tests; a slab
@@ -37,17 +38,31 @@ LINE_BYTES = 64
 KIND_NAMES = {"user": "user memory", "pagetable": "page table", "unknown": ""}
 
 
-def load_slab_types(text: str | None = None) -> dict[str, str]:
-    """The cache -> struct table (slab_types.txt: `cache struct` per line, # comments)."""
+@dataclass(frozen=True)
+class TypeTables:
+    """The struct types the kernel's BTF does not say: of a slab cache's objects
+    (slab_types.txt) and of static variables (static_types.txt: vmlinux BTF describes only
+    per-cpu variables). Data, not code: add lines for your own kernel as needed."""
+
+    slabs: dict[str, str]
+    statics: dict[str, str]
+
+    @classmethod
+    def load(cls) -> "TypeTables":
+        return cls(load_type_table("slab_types.txt"), load_type_table("static_types.txt"))
+
+
+def load_type_table(file_name: str, text: str | None = None) -> dict[str, str]:
+    """A `name struct` table (one pair per line, # comments) shipped beside this module."""
     if text is None:
-        text = resources.files("scalecheck.trace").joinpath("slab_types.txt").read_text()
+        text = resources.files("scalecheck.trace").joinpath(file_name).read_text()
     table = {}
     for line in text.splitlines():
         words = line.split("#")[0].split()
         if len(words) == 2:
             table[words[0]] = words[1]
         elif words:
-            raise ValueError(f"slab_types.txt: expected `cache struct`, got {line!r}")
+            raise ValueError(f"{file_name}: expected `name struct`, got {line!r}")
     return table
 
 
@@ -124,13 +139,13 @@ class DataNamer:
         self,
         symbols,
         types: Types | None,
-        slab_types: dict[str, str],
+        tables: TypeTables,
         kernel: KernelMemory | None,
     ):
-        self.symbols, self.types = symbols, types
+        self.symbols, self.types, self.static_types = symbols, types, tables.statics
         layout = Layout.of(types) if types else None
         self.slabs = (
-            _Slabs(kernel, types, layout, slab_types) if kernel and types and layout else None
+            _Slabs(kernel, types, layout, tables.slabs) if kernel and types and layout else None
         )
         self.kernel = kernel
         self.lines, self.seconds = 0, 0.0  # what naming cost in this boot
@@ -201,9 +216,20 @@ class DataNamer:
             if found:
                 by_symbol.setdefault(found[0], []).append(found[1])
         return join_names(
-            typed_name(self.types, self.types.var_type(sym) if self.types else None, sym, offs)
+            typed_name(self.types, self._variable_type(sym, offs), sym, offs)
             for sym, offs in by_symbol.items()
         )
+
+    def _variable_type(self, symbol: str, offsets: list[int]) -> int | None:
+        """BTF's type of the variable, else static_types.txt's when it covers the bytes."""
+        if self.types is None:
+            return None
+        type_id = self.types.var_type(symbol)
+        if type_id is None and symbol in self.static_types:
+            type_id = self.types.struct(self.static_types[symbol])
+            if type_id is not None and max(offsets) >= self.types.size(type_id):
+                type_id = None  # the table does not fit this kernel's variable
+        return type_id
 
 
 class PointerIndex:

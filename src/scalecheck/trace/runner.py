@@ -460,7 +460,7 @@ class _RunConfig:
     entries: Path
     symbols: KernelSymbols
     types: Types | None  # the kernel's struct layouts (BTF), for naming data
-    slab_types: dict[str, str]
+    type_tables: datanames.TypeTables
     release: str
     trace_dir: Path
     on_vm_start: Callable | None = None
@@ -483,7 +483,7 @@ def prepare_vms(settings: VmSettings, trace_dir: Path, log=print, on_vm_start=No
         entries=facts_dir / "entries.txt",
         symbols=KernelSymbols.load(facts_dir, settings.vmlinux),
         types=facts.kernel_types(facts_dir),
-        slab_types=datanames.load_slab_types(),
+        type_tables=datanames.TypeTables.load(),
         release=json.loads((facts_dir / "facts.json").read_text())["release"],
         trace_dir=trace_dir,
         on_vm_start=on_vm_start,
@@ -719,7 +719,7 @@ class _VmWorker:
         kernel = (
             KernelMemory(memory, c.symbols.address_of.get("init_top_pgt", 0)) if memory else None
         )
-        return datanames.DataNamer(c.symbols, c.types, c.slab_types, kernel)
+        return datanames.DataNamer(c.symbols, c.types, c.type_tables, kernel)
 
     def _fail(self, current, done, status, detail):
         if current is None or current.test.id in done:
