@@ -158,6 +158,11 @@ def test_benchmark_json_validates(built, tmp_path, name, mode):
 def test_benchmark_specific_figures(built):
     stat = result_not_starved(built / "statbench", "--workers", "2", *SHORT)
     assert stat["extra"]["link_unlinks"] > 0 and stat["extra"]["link_workers"] == 1
+    # The mixed layout: one worker both stats and links.
+    mixed = result_not_starved(built / "statbench", "--param", "layout=mixed", *SHORT)
+    assert mixed["extra"]["link_unlinks"] > 0 and mixed["extra"]["stat_workers"] == 1
+    bad = run_program(built / "statbench", "--param", "layout=diagonal", *SHORT)
+    assert bad.returncode != 0 and "layout=diagonal: expected split or mixed" in bad.stderr
     assert (
         result_of(run_program(built / "openbench", *SHORT))["extra"]["lowest_fd_semantics"] is True
     )

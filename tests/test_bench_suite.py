@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scalecheck.benchsuite.catalog import DEFAULT_CATALOG_DIR
+from scalecheck.benchsuite.catalog import DEFAULT_CATALOG_DIR, load_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,9 +51,9 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
-    # statbench 2 modes x 2 cores only; openbench, faultzf, docomp 2; mailbench 2x2;
-    # doexec 4x2; procbench 3x2
-    assert report["ran"] == 2 + 2 + 4 + 8 + 2 + 2 + 6
+    # statbench 2 modes x 2 cores only; statbench-mixed 2x2; openbench, faultzf, docomp 2;
+    # mailbench 2x2; doexec 4x2; procbench 3x2
+    assert report["ran"] == 2 + 4 + 2 + 4 + 8 + 2 + 2 + 6
     failed = [e for e in report["summary"] if e["runs_failed"]]
     assert {e["benchmark"] for e in failed} == {"docomp"} and report["failed"] == 2
     assert "no C compiler: /nonexistent/cc not found" in failed[0]["failure_reasons"][0]
@@ -65,11 +65,14 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
         for e in measured
     )
 
+    entries = load_catalog([catalog])
     for line in (out / "runs.jsonl").read_text().splitlines():
         record = json.loads(line)
         if record["status"] == "ok":
             assert record["result"]["workers"] == record["cores"]
-            assert record["result"]["benchmark"] == record["benchmark"]
+            # The program the catalog entry names ran (statbench-mixed runs statbench).
+            program = Path(entries[record["benchmark"]].command.split()[0]).name
+            assert record["result"]["benchmark"] == program
     sweep = json.loads((out / "sweep.json").read_text())
     assert (
         sweep["machine"]["usable_cpus"] >= 2 and sweep["benchmarks"]["faultzf"]["metric"] == "GB/s"
@@ -80,6 +83,9 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     )
     assert plotted.returncode == 0, plotted.stderr
     names = sorted(Path(line).name for line in plotted.stdout.split())
-    expected = ["doexec", "faultzf", "mailbench", "openbench", "procbench", "statbench"]
+    expected = [
+        *("doexec", "faultzf", "mailbench", "openbench", "procbench", "statbench"),
+        "statbench-mixed",
+    ]
     assert names == sorted(f"{n}.{s}" for n in expected for s in ("png", "svg"))
     assert "docomp: no successful runs" in plotted.stderr

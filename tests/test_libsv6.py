@@ -140,3 +140,20 @@ def test_benchmarks_run_on_the_harness(benchmark, mode):
     assert run["workers"] == 2 and run["ops_per_sec"] > 0, run
     if benchmark == "statbench":
         assert run["extra"]["links"] > 0, run  # the linker really ran beside the stats
+
+
+def test_statbench_mixed_layout_gives_a_one_worker_point():
+    """With --param layout=mixed one worker both stats and links (a baseline for two)."""
+    result = subprocess.run(
+        [
+            str(LIBSV6 / "bin" / "sv6-statbench"),
+            *("--workers", "1", "--warmup", "0.1", "--duration", "0.3", "--mode", "fstatx"),
+            *("--param", "layout=mixed"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = json.loads(result.stdout.strip().splitlines()[-1])
+    assert run["extra"]["stat_workers"] == 1 and run["extra"]["links"] > 0, run

@@ -645,7 +645,18 @@ static void print_result(int stragglers, bool oversubscribed)
     buf_json_string(&b, run.name);
     buf_printf(&b, ", \"mode\": ");
     buf_json_string(&b, run.mode);
-    buf_printf(&b, ", \"runtime\": \"\", \"workers\": %d, \"ops_per_sec\": ", run.workers);
+    /* The --param assignments, so a record says which variant ran (e.g. layout=mixed). */
+    buf_printf(&b, ", \"params\": {");
+    for (const char *p = shared->params; *p; p += strlen(p) + 1) {
+        char key[256];
+        size_t keylen = (size_t)(strchr(p, '=') - p);
+        snprintf(key, sizeof key, "%.*s", (int)keylen, p);
+        buf_printf(&b, p == shared->params ? "" : ", ");
+        buf_json_string(&b, key);
+        buf_printf(&b, ": ");
+        buf_json_string(&b, p + keylen + 1);
+    }
+    buf_printf(&b, "}, \"runtime\": \"\", \"workers\": %d, \"ops_per_sec\": ", run.workers);
     buf_json_number(&b, ops_per_sec);
     buf_printf(&b, ", \"samples\": [");
     for (int i = 0; i < window.nsamples; i++) {
