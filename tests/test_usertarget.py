@@ -4,6 +4,7 @@ what the model forbids, recorded as such while the run goes on."""
 
 import json
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,9 @@ def test_shared_counter_conflicts_on_the_counter_and_sharded_does_not(counter_te
     assert all(pair == ["rc_inc", "rc_inc"] for c in inc_inc["conflicts"] for pair in c["sites"])
     sharded = run(counter_tests, EXAMPLES / "refcount" / "sharded.toml")["records"]
     assert sharded["inc-inc/p0/t1"]["conflict_free"]
+    # Every test whose condition allows it, and no others, since the sharded counter's
+    # conflicts are where its shards run dry (docs/usertarget.md).
+    assert [t for t, r in sharded.items() if not r["conflict_free"]] == []
     assert all(r["status"] == "ok" for r in sharded.values())
     # A rerun resumes: every test is already done.
     again = runner.run_tests(
@@ -79,11 +83,30 @@ def test_put_put_on_two_keys_conflicts_under_one_mutex_only(kvstore_tests):
         if t["pair"] == ["put", "put"]
         and t["calls"][0]["args"]["key"] != t["calls"][1]["args"]["key"]
     )
-    locked = run(kvstore_tests, EXAMPLES / "kvstore" / "locked.toml")["records"][two_keys]
+    locked_records = run(kvstore_tests, EXAMPLES / "kvstore" / "locked.toml")["records"]
+    locked = locked_records[two_keys]
     assert locked["status"] == "ok" and not locked["conflict_free"]
     assert any("pthread_mutex_lock" in pair for c in locked["conflicts"] for pair in c["sites"])
+    # The table is a heap object that the static `table` points to: named by its DWARF
+    # type and the field the conflicting bytes cover.
+    assert {c["data"] for c in locked["conflicts"]} == {"struct table.lock"}
+    # A node is reachable only through the table (another heap object): put(k, v) ||
+    # get(k) with k holding v conflicts on the node's value (and the lock).
+    same_key = next(
+        t["id"]
+        for t in tests[1:]
+        if t["pair"] == ["put", "get"]
+        and t["calls"][0]["args"]["key"] == t["calls"][1]["args"]["key"]
+    )
+    assert {c["data"] for c in locked_records[same_key]["conflicts"]} == {
+        "struct table.lock",
+        "struct node.value",
+    }
     striped = run(kvstore_tests, EXAMPLES / "kvstore" / "striped.toml")
     assert striped["records"][two_keys]["conflict_free"]
+    # Every test of the file: each condition of the model has a test, and striped makes
+    # all of them conflict-free, put(k, v) || put(k, v) on an empty table included.
+    assert [t for t, r in striped["records"].items() if not r["conflict_free"]] == []
     assert striped["summary"]["mismatch"] == striped["summary"]["crash"] == 0
 
 
@@ -203,6 +226,59 @@ def test_static_fields_are_named_from_dwarf(tmp_path):
     assert names.field("slots", 16 + 12) == "slots[1].pair.b"
     assert names.field("lone", 0) == "lone"
     assert names.field("missing", 0) == ""
+
+
+HEAP_TYPES = """
+#include <pthread.h>
+struct node { long key, value; struct node *next; };
+struct slot { pthread_mutex_t lock; struct node *head; };
+struct table { pthread_mutex_t lock; struct node *buckets[4]; struct slot *slots; long *counts; };
+struct table *table;
+void *untyped;
+"""
+
+
+def test_heap_objects_are_typed_by_the_pointers_that_lead_to_them(tmp_path):
+    source, obj = tmp_path / "heap.c", tmp_path / "heap.o"
+    source.write_text(HEAP_TYPES)
+    subprocess.run(["cc", "-g", "-c", "-o", str(obj), str(source)], check=True)
+    fields = dwarfnames.FieldNames([obj])
+    # A fake snapshot of the library's memory after a test (the harness's M lines):
+    # table -> struct table -> buckets[1] -> struct node -> next -> struct node; slots
+    # -> an array of 3 struct slot; counts -> an array of 4 longs; untyped -> a block.
+    table, node, second, slots, counts, block = 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000
+    pointer = struct.Struct("<Q").pack
+    # struct table: lock (40 bytes), buckets[4], slots, counts
+    table_bytes = (
+        bytes(40) + pointer(0) + pointer(node) + bytes(16) + pointer(slots) + pointer(counts)
+    )
+    memory = {
+        0x100: pointer(table),
+        0x108: pointer(block),
+        table: table_bytes,
+        node: pointer(7) + pointer(1) + pointer(second),
+        second: bytes(24),
+        slots: bytes(3 * 48),
+        counts: bytes(32),
+        block: bytes(64),
+    }
+    allocations = [(table, 88, 0), (node, 24, 0), (second, 24, 0), (slots, 144, 0)]
+    allocations += [(counts, 32, 0), (block, 64, 0)]
+    statics = [(0x100, 8, "table"), (0x108, 8, "untyped")]
+    namer = dwarfnames.DataNamer(fields, statics, allocations, memory)
+
+    def name(kind, address, first, last):
+        line = address & ~63
+        mask = sum(1 << (address - line + i) for i in range(first, last))
+        return namer.name_lines([(kind, line, 0, mask)])[0]
+
+    assert name("heap", table, 0, 4) == "struct table.lock"
+    assert name("heap", table, 40, 56) == "struct table.{buckets[0],buckets[1]}"
+    assert name("heap", second, 8, 16) == "struct node.value"  # through two heap objects
+    assert name("heap", slots + 48 + 40, 0, 8) == "struct slot[1].head"
+    assert name("heap", counts + 16, 0, 8) == "struct table.counts[2]"
+    assert name("heap", block, 0, 8) == ""  # void *: the allocation site names it
+    assert name("static", 0x100, 0, 8) == "table"
 
 
 def test_setup_and_calls_render_for_the_harness():

@@ -56,3 +56,9 @@ void sc_teardown(void)
 {
 	kv_destroy();
 }
+
+/* The setup runs on the harness's main thread (slot 0); calls A and B get slots 1 and 2. */
+void sc_thread_init(int side)
+{
+	kv_register_thread(1 + side);
+}

@@ -10,18 +10,25 @@
  *   C side op args...  call A (side 0) and call B (side 1), integer arguments
  *   E
  *
+ * preceded by lines "P addr size": the library's static data to snapshot (below).
+ *
  * and writes to stdout, flushed after each test repeat:
  *
  *   B index                       a test begins (a crash or hang is blamed on it)
  *   A index rep addr size site    an allocation made by the setup or a call
  *   R index rep resultA resultB   a repeat's results (JSON, no spaces)
  *   X index rep why               the setup failed
+ *   M index rep addr hex          a snapshot of memory after the last repeat's calls
  *   DONE
  *
  * Call A runs on thread A, then call B on thread B, each between markers, with the region
  * tag (index << SC_TAG_INDEX_SHIFT) | (rep << SC_TAG_REP_SHIFT) | side emitted first. The
  * harness's own memory written around the calls (results, allocation logs, stacks) is
  * private to each thread, so it never shows as a conflict.
+ *
+ * After the last repeat's calls the harness writes a snapshot (M lines) of the "P" ranges
+ * and of the live allocations: the host follows the typed pointers in them to find the
+ * DWARF type of each heap object (src/scalecheck/trace/dwarfnames.py).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -39,6 +46,9 @@
 #define PATH_LEN 64
 #define MAX_ARGS 8
 #define MAX_ALLOCS 1024
+#define MAX_SNAPSHOT_RANGES 64
+/* Bytes of one range or allocation in a snapshot: pointers beyond are not followed. */
+#define SNAPSHOT_BYTES 4096
 
 struct sc_state {
 	int nvalues;
@@ -90,7 +100,8 @@ __attribute__((weak)) void sc_thread_init(int side)
 
 /* ---- allocation log: each thread logs the allocations it makes, in its own memory ---- */
 
-struct alloc { uintptr_t addr; size_t size; uintptr_t site; };
+/* An allocation, or (is_free) the release of one: the snapshot leaves freed memory out. */
+struct alloc { uintptr_t addr; size_t size; uintptr_t site; int is_free; };
 struct alloc_log { int n; struct alloc entries[MAX_ALLOCS]; };
 
 static __thread struct alloc_log *my_log;
@@ -108,11 +119,13 @@ void *__real_realloc(void *old, size_t size);
 void *__wrap_malloc(size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *old, size_t size);
+void __real_free(void *addr);
+void __wrap_free(void *addr);
 
 static void *logged(void *addr, size_t size, void *site)
 {
 	if (addr && my_log && my_log->n < MAX_ALLOCS)
-		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, size, (uintptr_t)site};
+		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, size, (uintptr_t)site, 0};
 	return addr;
 }
 
@@ -126,9 +139,24 @@ void *__wrap_calloc(size_t n, size_t size)
 	return logged(__real_calloc(n, size), n * size, __builtin_return_address(0));
 }
 
+/* Logged in the thread's own log, like an allocation (never in another thread's: that
+ * would be a conflict of the harness's). */
+static void log_free(void *addr)
+{
+	if (addr && my_log && my_log->n < MAX_ALLOCS)
+		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, 0, 0, 1};
+}
+
 void *__wrap_realloc(void *old, size_t size)
 {
+	log_free(old);
 	return logged(__real_realloc(old, size), size, __builtin_return_address(0));
+}
+
+void __wrap_free(void *addr)
+{
+	log_free(addr);
+	__real_free(addr);
 }
 
 /* On pages of its own: never beside an allocation of the library's. */
@@ -268,13 +296,72 @@ static void report_allocations(long index, int rep)
 	for (int slot = 0; slot < 3; slot++) {
 		for (int i = 0; i < harness.logs[slot]->n; i++) {
 			const struct alloc *a = &harness.logs[slot]->entries[i];
+			if (a->is_free)
+				continue;
 			printf("A %ld %d %#lx %zu %#lx\n", index, rep, (unsigned long)a->addr, a->size, (unsigned long)a->site);
 		}
 		harness.logs[slot]->n = 0;
 	}
 }
 
-static void run_repeat(const struct test *t, int rep)
+/* ---- memory snapshot ---- */
+
+/* Line-aligned, as all the harness's static data: never on a line of the library's. */
+static struct {
+	int n;
+	uintptr_t addr[MAX_SNAPSHOT_RANGES];
+	size_t size[MAX_SNAPSHOT_RANGES];
+} __attribute__((aligned(64))) snapshot_ranges;
+
+static void add_snapshot_range(const char *line)
+{
+	unsigned long addr, size;
+	if (sscanf(line, "P %lx %lu", &addr, &size) == 2 && snapshot_ranges.n < MAX_SNAPSHOT_RANGES) {
+		snapshot_ranges.addr[snapshot_ranges.n] = addr;
+		snapshot_ranges.size[snapshot_ranges.n++] = size;
+	}
+}
+
+static void print_memory(long index, int rep, uintptr_t addr, size_t size)
+{
+	static const char digits[] = "0123456789abcdef";
+	/* Whole lines of its own, as all the harness's static data (the digits and a NUL). */
+	static char hex[2 * SNAPSHOT_BYTES + 64] __attribute__((aligned(64)));
+	const unsigned char *bytes = (const unsigned char *)addr;
+	size = size < SNAPSHOT_BYTES ? size : SNAPSHOT_BYTES;
+	for (size_t i = 0; i < size; i++) {
+		hex[2 * i] = digits[bytes[i] >> 4];
+		hex[2 * i + 1] = digits[bytes[i] & 15];
+	}
+	hex[2 * size] = 0;
+	printf("M %ld %d %#lx %s\n", index, rep, (unsigned long)addr, hex);
+}
+
+/* Whether the allocation at entry i of log slot was freed later: the setup's log (0) comes
+ * before call A's (1), which comes before call B's (2). */
+static int freed_later(int slot, int i)
+{
+	uintptr_t addr = harness.logs[slot]->entries[i].addr;
+	for (int s = slot; s < 3; s++)
+		for (int j = s == slot ? i + 1 : 0; j < harness.logs[s]->n; j++)
+			if (harness.logs[s]->entries[j].is_free && harness.logs[s]->entries[j].addr == addr)
+				return 1;
+	return 0;
+}
+
+static void report_snapshot(long index, int rep)
+{
+	for (int i = 0; i < snapshot_ranges.n; i++)
+		print_memory(index, rep, snapshot_ranges.addr[i], snapshot_ranges.size[i]);
+	for (int slot = 0; slot < 3; slot++)
+		for (int i = 0; i < harness.logs[slot]->n; i++) {
+			const struct alloc *a = &harness.logs[slot]->entries[i];
+			if (!a->is_free && a->size && !freed_later(slot, i))
+				print_memory(index, rep, a->addr, a->size);
+		}
+}
+
+static void run_repeat(const struct test *t, int rep, int last)
 {
 	char why[SC_RESULT_LEN] = "";
 	if (sc_setup(&t->state, why, sizeof why) < 0) {
@@ -289,6 +376,8 @@ static void run_repeat(const struct test *t, int rep)
 		set_flag(&p->go);
 		wait_flag(&p->done);
 	}
+	if (last)
+		report_snapshot(t->index, rep);
 	report_allocations(t->index, rep);
 	printf("R %ld %d %s %s\n", t->index, rep, participants[0].result.text, participants[1].result.text);
 	fflush(stdout);
@@ -319,6 +408,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	static struct test t;
 	while (fgets(line, sizeof line, in)) {
+		if (line[0] == 'P')
+			add_snapshot_range(line);
 		if (line[0] != 'T')
 			continue;
 		memset(&t, 0, sizeof t);
@@ -335,7 +426,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		for (int rep = 0; rep < repeats; rep++)
-			run_repeat(&t, rep);
+			run_repeat(&t, rep, rep == repeats - 1);
 	}
 	printf("DONE\n");
 	fflush(stdout);

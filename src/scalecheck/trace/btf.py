@@ -143,19 +143,7 @@ class Types:
         found: list[str] = []
         for start, end in ranges:
             found += self.fields(type_id, start, end)
-        found = list(dict.fromkeys(found))
-        if not found:
-            start = ranges[0][0]
-            return f"{label}+{start:#x}" if start else label
-        if len(found) == 1:
-            return f"{label}.{found[0]}"
-        # Fields of one embedded struct: `inode.{i_mtime,i_ctime}`, not the path twice.
-        paths = [f.split(".") for f in found]
-        common = 0
-        while all(len(p) > common + 1 and p[common] == paths[0][common] for p in paths):
-            common += 1
-        prefix = "".join(part + "." for part in paths[0][:common])
-        return f"{label}.{prefix}{{{','.join('.'.join(p[common:]) for p in paths)}}}"
+        return join_fields(label, found, ranges[0][0])
 
     def pointers(self, type_id: int) -> list[tuple[str, int, int]]:
         """(field path, byte offset, type id pointed to) of every pointer an object of this
@@ -184,3 +172,20 @@ class Types:
                 name = m["name"] if _named(m["name"]) else ""
                 inner = f"{path}.{name}" if path and name else path or name
                 self._collect_pointers(m["type_id"], at + m["bits_offset"] // 8, inner, found)
+
+
+def join_fields(label: str, found: list[str], start: int) -> str:
+    """``label.field`` or ``label.outer.{field,field}`` for the field paths found (in
+    order), or ``label+0xSTART`` when there are none."""
+    found = list(dict.fromkeys(found))
+    if not found:
+        return f"{label}+{start:#x}" if start else label
+    if len(found) == 1:
+        return f"{label}.{found[0]}"
+    # Fields of one embedded struct: `inode.{i_mtime,i_ctime}`, not the path twice.
+    paths = [f.split(".") for f in found]
+    common = 0
+    while all(len(p) > common + 1 and p[common] == paths[0][common] for p in paths):
+        common += 1
+    prefix = "".join(part + "." for part in paths[0][:common])
+    return f"{label}.{prefix}{{{','.join('.'.join(p[common:]) for p in paths)}}}"

@@ -1,10 +1,25 @@
-"""Names the field of a library's static variable at a byte offset, from the DWARF of an
-object file built with ``-g`` (pyelftools): ``buckets`` + 0x80 is ``buckets[1].lock``."""
+"""Names a library's data from the DWARF of its object files (built with ``-g``, read with
+pyelftools): the field of a static variable at a byte offset (``buckets`` + 0x80 is
+``buckets[1].lock``), and the type and field of a heap object (``struct node.value``).
 
+A heap object's type is found the way the Linux target names untyped kmalloc objects
+(datanames.py): by a typed pointer that leads to it. The harness snapshots the library's
+static variables that hold pointers and its live allocations after a test's last calls;
+starting from the statics, every pointer field whose value is the start of an allocation
+gives that allocation the type pointed to, and the objects so typed are followed in turn
+(``table`` -> ``struct table.buckets[2]`` -> ``struct node.next`` -> ...).
+"""
+
+import bisect
+import struct
+from collections import deque
 from pathlib import Path
 
 from elftools.common.exceptions import DWARFError, ELFError
 from elftools.elf.elffile import ELFFile
+
+from scalecheck.trace.btf import join_fields
+from scalecheck.trace.datanames import join_names, mask_bytes
 
 # Type DIEs that only qualify or rename the type they point at.
 _TRANSPARENT = {
@@ -14,26 +29,33 @@ _TRANSPARENT = {
     "DW_TAG_atomic_type",
     "DW_TAG_restrict_type",
 }
+_AGGREGATES = {"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"}
+_KEYWORDS = {"DW_TAG_structure_type": "struct ", "DW_TAG_union_type": "union "}
+_POINTER = struct.Struct("<Q")
+# Elements of an array followed for pointers (static tables and heap arrays alike).
+MAX_ELEMENTS = 4096
+LINE = 64
 
 
 class FieldNames:
     """Static variables of some object files, by name, with their DWARF types."""
 
     def __init__(self, objects: list[Path]):
-        self._types: dict = {}
+        self._types: dict[str, _Layout] = {}
         for path in objects:
             try:
                 with open(path, "rb") as f:
                     elf = ELFFile(f)
                     if not elf.has_dwarf_info():
                         continue
+                    layouts: dict = {}  # DIE offset -> _Layout, per file (types recurse)
                     for cu in elf.get_dwarf_info().iter_CUs():
                         for die in cu.iter_DIEs():
                             if die.tag == "DW_TAG_variable" and "DW_AT_location" in die.attributes:
                                 name = die.attributes.get("DW_AT_name")
                                 type_die = _type_of(die)
                                 if name and type_die is not None:
-                                    self._types[name.value.decode()] = _Layout(type_die)
+                                    self._types[name.value.decode()] = _layout(type_die, layouts)
             except (OSError, ELFError, DWARFError):
                 continue  # no field names for this object: symbol names remain
 
@@ -42,37 +64,98 @@ class FieldNames:
         layout = self._types.get(variable)
         return variable + layout.path(offset) if layout else ""
 
+    def layout(self, variable: str) -> "_Layout | None":
+        return self._types.get(variable)
+
+    def holds_pointers(self, variable: str) -> bool:
+        layout = self._types.get(variable)
+        return bool(layout and layout.pointers())
+
 
 class _Layout:
-    """A type's members and array elements as offsets, read once from its DIEs."""
+    """A type's members, array elements and pointed-to type as offsets, read once from its
+    DIEs (by _layout, which keeps one per DIE: `struct node` points to itself)."""
 
-    def __init__(self, die):
-        die = _strip(die)
-        self.tag = die.tag if die is not None else ""
-        self.size = _size(die)
-        self.members: list = []
+    def __init__(self) -> None:
+        self.tag = ""
+        self.label = ""  # `struct node`, `long`, a typedef's name for an anonymous struct
+        self.size = 0
+        self.members: list = []  # (offset, name, _Layout)
         self.element: _Layout | None = None
-        if self.tag in ("DW_TAG_structure_type", "DW_TAG_union_type"):
-            for child in die.iter_children():
-                if child.tag != "DW_TAG_member" or "DW_AT_name" not in child.attributes:
-                    continue
-                where = child.attributes.get("DW_AT_data_member_location")
-                start = where.value if where and isinstance(where.value, int) else 0
-                member_type = _type_of(child)
-                self.members.append(
-                    (start, child.attributes["DW_AT_name"].value.decode(), _Layout(member_type))
-                )
-        elif self.tag == "DW_TAG_array_type":
-            self.element = _Layout(_type_of(die))
+        self.pointee: _Layout | None = None  # None for void *
+        self._pointers: list | None = None
 
-    def path(self, offset: int) -> str:
+    def path(self, offset: int, whole_small: bool = False) -> str:
+        """The path of the field at ``offset`` (``[1].pair.b``). ``whole_small``: a member
+        that is a struct or union of at most a line is named as a whole (``.lock``, not
+        ``.lock.__data.__lock``), as the Linux target names its fields."""
         if self.element is not None and self.element.size:
             index, inner = divmod(offset, self.element.size)
-            return f"[{index}]" + self.element.path(inner)
-        for start, name, layout in reversed(self.members):
+            return f"[{index}]" + self.element.path(inner, whole_small)
+        # A union's bytes are named by its first member (they all start at 0).
+        members = self.members if self.tag == "DW_TAG_union_type" else reversed(self.members)
+        for start, name, layout in members:
             if start <= offset:
-                return f".{name}" + layout.path(offset - start)
+                if whole_small and layout.is_aggregate and layout.size <= LINE:
+                    return f".{name}"
+                return f".{name}" + layout.path(offset - start, whole_small)
         return f"+{offset:#x}" if offset else ""
+
+    @property
+    def is_aggregate(self) -> bool:
+        return self.tag in _AGGREGATES
+
+    def pointers(self) -> list:
+        """(offset, path, pointee) of every pointer an object of this type holds: in its
+        members, nested structs and array elements (the first MAX_ELEMENTS)."""
+        if self._pointers is None:
+            self._pointers = []  # a struct that holds itself only through pointers
+            found: list = []
+            if self.tag == "DW_TAG_pointer_type":
+                found.append((0, "", self.pointee))
+            elif self.element is not None and self.element.size:
+                inner = self.element.pointers()
+                count = self.size // self.element.size if self.size else 0
+                for i in range(min(count, MAX_ELEMENTS) if inner else 0):
+                    at = i * self.element.size
+                    found += [(at + off, f"[{i}]{path}", to) for off, path, to in inner]
+            else:
+                for start, name, layout in self.members:
+                    found += [(start + off, f".{name}{p}", to) for off, p, to in layout.pointers()]
+            self._pointers = found
+        return self._pointers
+
+
+def _layout(die, layouts: dict) -> _Layout:
+    label = ""
+    while die is not None and die.tag in _TRANSPARENT:
+        if die.tag == "DW_TAG_typedef" and not label:
+            label = die.attributes["DW_AT_name"].value.decode()
+        die = _type_of(die)
+    key = die.offset if die is not None else None
+    if key in layouts:
+        return layouts[key]
+    layout = layouts[key] = _Layout()
+    if die is None:
+        return layout
+    layout.tag, layout.size = die.tag, _size(die)
+    name = die.attributes.get("DW_AT_name")
+    if name:
+        label = _KEYWORDS.get(die.tag, "") + name.value.decode()
+    layout.label = label
+    if die.tag in _AGGREGATES:
+        for child in die.iter_children():
+            if child.tag != "DW_TAG_member" or "DW_AT_name" not in child.attributes:
+                continue
+            where = child.attributes.get("DW_AT_data_member_location")
+            start = where.value if where and isinstance(where.value, int) else 0
+            member = _layout(_type_of(child), layouts)
+            layout.members.append((start, child.attributes["DW_AT_name"].value.decode(), member))
+    elif die.tag == "DW_TAG_array_type":
+        layout.element = _layout(_type_of(die), layouts)
+    elif die.tag == "DW_TAG_pointer_type" and "DW_AT_type" in die.attributes:
+        layout.pointee = _layout(_type_of(die), layouts)
+    return layout
 
 
 def _type_of(die):
@@ -101,3 +184,128 @@ def _size(die) -> int:
                     count *= child.attributes["DW_AT_upper_bound"].value + 1
         return count * _size(_strip(_type_of(die)))
     return 0
+
+
+def name_bytes(layout: _Layout, label: str, offsets: list[int]) -> str:
+    """``label`` with the fields that bytes at ``offsets`` cover: ``struct node.value``,
+    ``buckets[3].head``, ``struct table.{lock,buckets[0]}``; one name per array element."""
+    if layout.element is not None and layout.element.size:
+        by_index: dict[int, list[int]] = {}
+        for offset in offsets:
+            index, inner = divmod(offset, layout.element.size)
+            by_index.setdefault(index, []).append(inner)
+        return join_names(
+            name_bytes(layout.element, f"{label}[{index}]", inner)
+            for index, inner in by_index.items()
+        )
+    # The bytes inside one field (`value+0x3`) are the field.
+    paths = [layout.path(offset, whole_small=True).split("+")[0] for offset in offsets]
+    return join_fields(label, [p.removeprefix(".") for p in paths if p], offsets[0])
+
+
+def _array_of(element: _Layout, size: int) -> _Layout:
+    """The layout of an allocation of ``size`` bytes holding objects of type ``element``."""
+    array = _Layout()
+    array.tag, array.element, array.size = "DW_TAG_array_type", element, size
+    return array
+
+
+def type_heap(
+    roots: list[tuple[int, str, _Layout]], allocations: list, memory: dict[int, bytes]
+) -> dict[int, tuple[str, _Layout]]:
+    """(label, layout) of the allocations (start, size, site) that typed pointers lead to,
+    from the static variables ``roots`` (address, name, layout), breadth first: the first
+    pointer found names the object. ``memory``: the snapshot, start address -> bytes."""
+    sizes = {start: size for start, size, _ in allocations if start in memory}
+    typed: dict[int, tuple[str, _Layout]] = {}
+    todo = deque(roots)
+    while todo:
+        address, label, layout = todo.popleft()
+        data = _bytes_at(memory, address, layout.size)
+        for offset, path, pointee in layout.pointers():
+            if pointee is None or not pointee.size or offset + 8 > len(data):
+                continue
+            (target,) = _POINTER.unpack_from(data, offset)
+            if target not in sizes or target in typed:
+                continue
+            size = sizes[target]
+            if pointee.is_aggregate and pointee.label:
+                # `struct node *`: the object (or the array of them) is named by its type
+                name = pointee.label
+                found = _array_of(pointee, size) if size >= 2 * pointee.size else pointee
+            else:
+                # `long *counts`: the array is named by the pointer
+                name, found = f"{label}{path}", _array_of(pointee, max(size, pointee.size))
+            typed[target] = (name, found)
+            todo.append((target, name, found))
+    return typed
+
+
+def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
+    """The snapshot's bytes at address (within the range that holds it)."""
+    if address in memory:
+        return memory[address][:size]
+    starts = sorted(memory)
+    i = bisect.bisect_right(starts, address) - 1
+    if i < 0:
+        return b""
+    start = starts[i]
+    return memory[start][address - start : address - start + size]
+
+
+class DataNamer:
+    """Names one test's conflicting lines of a library (outcome.name_data): static data by
+    variable and field, heap data by the type and field a pointer gave its object; "" for
+    lines of neither (their data_symbol stays)."""
+
+    def __init__(
+        self,
+        fields: FieldNames,
+        statics: list[tuple[int, int, str]],
+        allocations: list[tuple[int, int, int]],
+        memory: dict[int, bytes],
+    ):
+        self.fields, self.memory = fields, memory
+        self.statics = sorted(statics)
+        self.static_starts = [s[0] for s in self.statics]
+        self.allocations = sorted(allocations)
+        self.alloc_starts = [a[0] for a in self.allocations]
+        self._typed: dict[int, tuple[str, _Layout]] | None = None
+
+    def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
+        return [self._name(kind, vaddr, mask) for kind, vaddr, _, mask in lines]
+
+    def _name(self, kind: str, vaddr: int, mask: int) -> str:
+        offsets = mask_bytes(mask) or list(range(LINE))
+        if kind == "static":
+            return self._group(vaddr, offsets, self.statics, self.static_starts, self._static)
+        if kind == "heap":
+            return self._group(vaddr, offsets, self.allocations, self.alloc_starts, self._heap)
+        return ""
+
+    @staticmethod
+    def _group(vaddr, offsets, entries, starts, name_one) -> str:
+        """Names the bytes by the entry (start, size, ...) that holds each."""
+        held: dict[tuple, list[int]] = {}
+        for offset in offsets:
+            address = vaddr + offset
+            i = bisect.bisect_right(starts, address) - 1
+            if i >= 0 and address < entries[i][0] + max(entries[i][1], 1):
+                held.setdefault(entries[i], []).append(address - entries[i][0])
+        return join_names(name_one(entry, inner) for entry, inner in held.items())
+
+    def _static(self, entry, offsets: list[int]) -> str:
+        _, _, name = entry
+        layout = self.fields.layout(name)
+        return name_bytes(layout, name, offsets) if layout else ""
+
+    def _heap(self, entry, offsets: list[int]) -> str:
+        if self._typed is None:
+            roots = [
+                (address, name, layout)
+                for address, _, name in self.statics
+                if (layout := self.fields.layout(name)) is not None
+            ]
+            self._typed = type_heap(roots, self.allocations, self.memory)
+        found = self._typed.get(entry[0])
+        return name_bytes(found[1], found[0], offsets) if found else ""

@@ -38,7 +38,7 @@ from scalecheck.trace.symbols import function_of
 
 MANIFEST_NAME = "scalecheck.toml"
 MANIFEST_KEYS = {"model", "adapter", "sources", "cflags"}
-WRAPPED = ("malloc", "calloc", "realloc")
+WRAPPED = ("malloc", "calloc", "realloc", "free")
 LINE = 64
 # Runs of the test program in a row that finish no test before the run gives up.
 MAX_FRUITLESS_RUNS = 3
@@ -170,6 +170,13 @@ class ProgramSymbols:
         self._function_starts = [f[0] for f in functions]
         self._object_starts = [o[0] for o in objects]
         self.allocations: list = []  # (addr, size, site) of one test
+        self.library_statics = [o for o in objects if o[2] in self.library_data]
+        # The statics the harness snapshots after a test: the roots of heap typing.
+        self.snapshot_ranges = [
+            (start, size)
+            for start, size, name in self.library_statics
+            if self.fields.holds_pointers(name)
+        ]
         self._alloc_starts: list = []
 
     def with_allocations(self, allocations: list) -> ProgramSymbols:
@@ -179,6 +186,11 @@ class ProgramSymbols:
         named.allocations = sorted(allocations)
         named._alloc_starts = [a[0] for a in named.allocations]
         return named
+
+    def data_namer(self, allocations: list, memory: dict[int, bytes]) -> dwarfnames.DataNamer:
+        """Names one test's conflicting lines of the library down to the field, heap objects
+        by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
+        return dwarfnames.DataNamer(self.fields, self.library_statics, allocations, memory)
 
     def pc_name(self, pc: int) -> str:
         """function+offset of a code address (the function that holds it)."""
@@ -295,6 +307,7 @@ class _Worker:
 
     def _batch(self) -> tuple[str, dict]:
         parts = [f"S repeats={self.settings['repeats']}\n"]
+        parts += [f"P {start:#x} {size}\n" for start, size in self.symbols.snapshot_ranges]
         runnable = {}
         for index, test in self.pending:
             try:
@@ -331,6 +344,7 @@ class _Worker:
         regions: dict = {}
         current = None
         allocations: list[tuple[int, int, int]] = []
+        memory: dict[int, bytes] = {}  # the snapshot after the last repeat's calls
         last_progress, finished = time.monotonic(), False
         timeout = self.settings["timeout"]
         try:
@@ -352,15 +366,18 @@ class _Worker:
                 last_progress = time.monotonic()
                 kind, _, rest = line.rstrip("\n").partition(" ")
                 if kind == "B":
-                    current = self._close(current, regions, allocations)
+                    current = self._close(current, regions, allocations, memory)
                     index = int(rest)
                     current = (
                         outcome.TestProgress(runnable[index], index) if index in runnable else None
                     )
-                    allocations = []
+                    allocations, memory = [], {}
                 elif kind == "A" and current is not None:
                     _, _, addr, size, site = rest.split()
                     allocations.append((int(addr, 16), int(size), int(site, 16)))
+                elif kind == "M" and current is not None:
+                    _, _, addr, data = rest.split()
+                    memory[int(addr, 16)] = bytes.fromhex(data)
                 elif kind in ("R", "X") and current is not None:
                     index, rep, payload = ([*rest.split(" ", 2), "", ""])[:3]
                     if kind == "R":
@@ -373,9 +390,9 @@ class _Worker:
                         # harness printed the result.
                         for region in regions_reader.read_new():
                             regions[region.tag] = region
-                        current = self._close(current, regions, allocations)
+                        current = self._close(current, regions, allocations, memory)
                 elif kind == "DONE":
-                    current = self._close(current, regions, allocations)
+                    current = self._close(current, regions, allocations, memory)
                     finished = True
                     break
             if not finished and current is not None and process.poll() is not None:
@@ -386,7 +403,7 @@ class _Worker:
             process.wait()
         return _last_stderr_line(process)
 
-    def _close(self, current, regions, allocations):
+    def _close(self, current, regions, allocations, memory):
         if current is None or current.test.id in self.done:
             return None
         if not current.complete(self.settings["repeats"]):
@@ -398,6 +415,7 @@ class _Worker:
             self.settings["repeats"],
             self.settings["granularity"],
             self.settings["filters"],
+            self.symbols.data_namer(allocations, memory),
         )
         self._record(record)
         for rep in range(self.settings["repeats"]):
@@ -568,6 +586,7 @@ def run_library_tests(
             "skipped_already_done": len(selected) - len(pending),
             "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
             "library": header["library"],
+            "per_worker": {},  # one machine: no cluster workers
         }
     )
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
