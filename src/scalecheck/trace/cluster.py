@@ -84,10 +84,6 @@ def trace_batch(target: Target, tracer: str, batch: list, queue: str, done: str)
         )
     with tempfile.TemporaryDirectory(prefix="scalecheck-worker-") as directory:
         trace_dir = Path(directory)
-        try:
-            prepared = target.prepare(trace_dir, lambda *args: None)
-        except TargetMismatch as why:
-            raise WorkerRefused(worker, str(why)) from None
         recorded = set(Variable(done).get(timeout=10) or [])
         records = Queue(queue)
 
@@ -96,7 +92,14 @@ def trace_batch(target: Target, tracer: str, batch: list, queue: str, done: str)
             records.put((worker, record, crash_log.read_bytes() if crash_log.exists() else None))
 
         todo = [(index, test) for index, test in batch if test.id not in recorded]
-        boots = target.trace(prepared, todo, 1, send)
+        try:
+            prepared = target.prepare(trace_dir, lambda *args: None)
+            boots = target.trace(prepared, todo, 1, send)
+        except TargetMismatch as why:
+            raise WorkerRefused(worker, str(why)) from None
+        except UserError as err:
+            # The one line the submitting side prints says which machine it is about.
+            raise UserError(f"worker {worker}: {err}", err.exit_code) from None
     return {"worker": worker, "boots": boots}
 
 

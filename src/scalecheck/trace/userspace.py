@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import queue
+import shutil
 import subprocess
 import threading
 import time
@@ -37,6 +38,7 @@ from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, ResultsStore
 from scalecheck.trace.symbols import function_of
 from scalecheck.trace.target import TargetMismatch, save_crash_log
 
+QEMU_USER = "qemu-x86_64"
 MANIFEST_NAME = "scalecheck.toml"
 MANIFEST_KEYS = {"model", "adapter", "sources", "cflags"}
 WRAPPED = ("malloc", "calloc", "realloc")
@@ -317,7 +319,7 @@ class _Worker:
         batch_path.write_text(text)
         trace_path.unlink(missing_ok=True)
         command = [
-            "qemu-x86_64",
+            QEMU_USER,
             "-plugin",
             f"{self.plugin},out={trace_path},mode=user",
             str(self.program),
@@ -600,6 +602,8 @@ class LibraryTarget:
     batch: int = CLUSTER_BATCH
 
     def prepare(self, trace_dir: Path, log) -> _Program:
+        if shutil.which(QEMU_USER) is None:
+            raise UserError(f"{QEMU_USER} not found: run scripts/setup.sh (installs qemu-user)")
         try:
             found = self.library.fingerprint()
         except OSError as err:
