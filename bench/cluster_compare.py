@@ -45,8 +45,10 @@ def _records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
-def _killer(run_dir: Path, client: Client, after: int) -> None:
-    """Kills one worker process outright once ``after`` records are stored."""
+def _killer(run_dir: Path, client: Client, after: int, finished: threading.Event) -> list:
+    """Kills one worker process outright once ``after`` records are stored, unless the run
+    has ``finished`` first; returns a list that gets the records stored at the kill."""
+    killed_at: list[int] = []
 
     def watch():
         path = run_dir / "trace" / "results.jsonl"
@@ -54,7 +56,8 @@ def _killer(run_dir: Path, client: Client, after: int) -> None:
         # records five times a second would take the cores the runs are measured on.
         lines, offset = 0, 0
         while lines <= after:
-            time.sleep(0.2)
+            if finished.wait(0.2):
+                return
             if path.exists():
                 with open(path, "rb") as f:
                     f.seek(offset)
@@ -63,9 +66,11 @@ def _killer(run_dir: Path, client: Client, after: int) -> None:
                 offset += len(new)
         pid = next(iter(client.run(os.getpid).values()))
         os.kill(pid, signal.SIGKILL)
-        print(f"killed worker pid {pid} after {after} records", flush=True)
+        killed_at.append(lines - 1)
+        print(f"killed worker pid {pid} after {lines - 1} records", flush=True)
 
     threading.Thread(target=watch, daemon=True).start()
+    return killed_at
 
 
 def _timed(run_dir: Path, **kwargs) -> tuple[float, dict]:
@@ -101,13 +106,15 @@ def main() -> None:
                 n_workers=args.workers, threads_per_worker=1, dashboard_address=None
             )
             client = Client(cluster)
+            finished = threading.Event()
             if name == "cluster-killed":
-                _killer(run_dir, client, len(tests) // 2)
+                killed_at = _killer(run_dir, client, len(tests) // 2, finished)
             try:
                 seconds, summary = _timed(
                     run_dir, target=args.target, cluster=cluster.scheduler_address
                 )
             finally:
+                finished.set()
                 client.close()
                 cluster.close()
         records = _records(run_dir)
@@ -118,6 +125,9 @@ def main() -> None:
             "distinct": len({r["id"] for r in records}),
             "verdicts": {r["id"]: (r["status"], r["conflict_free"]) for r in records},
         }
+        if name == "cluster-killed":
+            # None: the run ended before half its tests were stored; no worker was killed.
+            runs[name]["killed_after_records"] = killed_at[0] if killed_at else None
         print(f"{name}: {len(records)} records in {seconds:.1f} s", flush=True)
     local = runs["local"]
     report = {"tests": len(tests), "target": args.target, "workers": args.workers, "runs": {}}
@@ -129,6 +139,7 @@ def main() -> None:
             "records": run["records"],
             "recorded_once": run["records"] == run["distinct"] == len(tests),
             "identical_verdicts": same,
+            "killed_after_records": run.get("killed_after_records"),
             "wall_ratio_to_local": round(run["seconds"] / local["seconds"], 3),
             "overhead_ms_per_test": round(
                 (run["seconds"] - local["seconds"]) * 1000 / len(tests), 1
@@ -138,11 +149,15 @@ def main() -> None:
         print(json.dumps(report, indent=1))
     else:
         for name, row in report["runs"].items():
+            killed = row["killed_after_records"]
+            note = f", worker killed after {killed} records" if killed is not None else ""
+            if name == "cluster-killed" and killed is None:
+                note = ", no worker killed (the run ended first)"
             print(
                 f"{name:15} {row['seconds']:8.1f} s  x{row['wall_ratio_to_local']:.3f}  "
                 f"{row['identical_verdicts']}/{report['tests']} verdicts as local, "
                 f"recorded once: {row['recorded_once']}, boots {row['boots']}, "
-                f"overhead {row['overhead_ms_per_test']} ms/test"
+                f"overhead {row['overhead_ms_per_test']} ms/test{note}"
             )
 
 
