@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from distributed import Client, LocalCluster, Queue, Variable, get_worker, wait
+from distributed import Client, KilledWorker, LocalCluster, Queue, Variable, get_worker, wait
 from distributed.client import Future
 
 from scalecheck.errors import UserError, check_stop
@@ -182,14 +182,17 @@ def trace_on_cluster(
                 if future.status == "finished":
                     boots += future.result()["boots"]
                     continue
-                error = future.exception()
+                error = future.exception() if future.status == "error" else None
                 if isinstance(error, WorkerRefused):
                     refused.add(error.worker)
                     log(f"refused: {error}")
-                elif isinstance(error, UserError):
-                    raise error
+                elif error is None or isinstance(error, KilledWorker):
+                    # Cancelled with its worker, or Dask gave up rerunning it on others.
+                    log("a worker was lost; its batch goes out again")
                 else:
-                    log(f"a worker was lost ({type(error).__name__}); its batch goes out again")
+                    # A one-line error on a worker (naming it), or a bug: rerunning the
+                    # batch elsewhere would only repeat it.
+                    raise error
                 drain()
                 rest = [(index, test) for index, test in batch if not is_done(test.id)]
                 if rest:
