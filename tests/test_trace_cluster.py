@@ -1,7 +1,8 @@
 """Tracing on a Dask cluster (trace/cluster.py) with real workers booting real VMs: a
 LocalCluster of two workers plus one whose tracer sources differ (refused), one good
-worker killed mid-run (its batch goes out again, every test recorded once), and a run
-stopped as by Ctrl-C that a rerun completes."""
+worker killed mid-run (its batch goes out again, every test recorded once), a run
+stopped as by Ctrl-C that a rerun completes, and a guest panic on a worker whose console
+log comes back where a run here keeps it."""
 
 import json
 import os
@@ -125,3 +126,32 @@ def test_cluster_run_stopped_midway_resumes(tmp_path, monkeypatch):
     again = run_tests(tmp_path / "run", cluster="local:1", quiet=True)
     assert again["skipped_already_done"] == len(first)
     assert sorted(r["id"] for r in _lines(tmp_path / "run")) == sorted(t["id"] for t in tests)
+
+
+def test_console_log_of_a_guest_panic_on_a_worker_comes_back(tmp_path):
+    lines = CALIBRATION.read_text().splitlines()
+    panic = {
+        "id": "_panic-stat/panic",
+        "pair": ["_panic", "stat"],
+        "path": 0,
+        "model": "posix",
+        "setup": {
+            "files": {"f0": 0},
+            "inodes": [{"nlink": 1, "data": []}],
+            "pipes": [],
+            "procs": [{"fds": {}, "maps": {}}, {"fds": {}, "maps": {}}],
+        },
+        "calls": [
+            {"op": "_panic", "proc": 0, "args": {}},
+            {"op": "stat", "proc": 1, "args": {"pn": "f0"}},
+        ],
+        "expect": {"ab": [{"ret": 0}, {"ret": 0}], "ba": [{"ret": 0}, {"ret": 0}]},
+    }
+    (tmp_path / "tests.jsonl").write_text("\n".join([*lines[:3], json.dumps(panic)]) + "\n")
+    summary = run_tests(tmp_path, cluster="local:1", quiet=True)
+    records = {r["id"]: r for r in _lines(tmp_path)}
+    assert records["_panic-stat/panic"]["status"] == "crash" and summary["crash"] == 1
+    assert summary["ok"] == 2
+    console = tmp_path / "trace" / "crashes" / "_panic-stat_panic.log"
+    text = console.read_text(errors="replace").lower()
+    assert "panic" in text or "sysrq" in text, text[-2000:]

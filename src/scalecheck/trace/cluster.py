@@ -2,14 +2,16 @@
 distributed cluster (``--cluster local:N`` starts a LocalCluster of N worker processes on
 this machine). Docs: docs/cluster.md.
 
-The tests go out in batches, one task each. A worker builds (or finds built) the plugin and
-the driver of its own installed scalecheck, probes its kernel, and refuses the batch when
-its tracer fingerprint or kernel release differs from the submitting machine's, so that
-results never mix; the batch then goes to another worker. Each record comes back through
-a Dask queue as soon as the worker has it and goes into the one results store here, so
-Ctrl-C and a rerun resume as without a cluster. A batch whose worker was lost goes out
-again with its unfinished tests only (the worker skips what the store already holds), so
-each test is recorded once.
+The tests go out in batches, one task each, with the target they are for (target.py: the
+kernel, or a library). A worker prepares that target with its own installed scalecheck
+(builds or finds built the plugin and the driver and probes its kernel, or compiles the
+library's test program) and refuses the batch when its tracer fingerprint, kernel release
+or library sources differ from the submitting machine's, so that results never mix; the
+batch then goes to another worker. Each record comes back through a Dask queue as soon as
+the worker has it, with the crash log of a test that crashed or hung, and goes into the
+one results store here (the log where a run here keeps it), so Ctrl-C and a rerun resume
+as without a cluster. A batch whose worker was lost goes out again with its unfinished
+tests only (the worker skips what the store already holds), so each test is recorded once.
 """
 
 import contextlib
@@ -18,12 +20,12 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from distributed import Client, LocalCluster, Queue, Variable, get_worker, wait
+from distributed import Client, KilledWorker, LocalCluster, Queue, Variable, get_worker, wait
 from distributed.client import Future
 
 from scalecheck.errors import UserError, check_stop
 from scalecheck.trace import build
-from scalecheck.trace.runner import prepare_vms, trace_here
+from scalecheck.trace.target import Target, TargetMismatch, crash_log_path, save_crash_log
 
 # How long the submitting side waits for a batch to end between takes of the records.
 POLL_SECONDS = 0.5
@@ -67,51 +69,59 @@ def _batches(pending: list, workers: int, batch: int) -> list[list]:
     return [pending[k : k + size] for k in range(0, len(pending), size)]
 
 
-def trace_batch(settings, expected: dict, batch: list, queue: str, done: str) -> dict:
-    """Runs on a worker: one batch in VMs of this worker, each record put on ``queue``
-    as (worker, record). Tests whose ids the submitting side lists in the variable
-    ``done`` (recorded before a lost worker's batch came here again) are skipped."""
+def trace_batch(target: Target, tracer: str, batch: list, queue: str, done: str) -> dict:
+    """Runs on a worker: one batch of ``target``'s tests here, each record put on ``queue``
+    as (worker, record, crash log or None). Tests whose ids the submitting side lists in
+    the variable ``done`` (recorded before a lost worker's batch came here again) are
+    skipped."""
     worker = get_worker().address
     fingerprint = build.tracer_fingerprint()
-    if fingerprint != expected["tracer"]:
+    if fingerprint != tracer:
         raise WorkerRefused(
             worker,
             f"tracer fingerprint {fingerprint}, the submitting machine's is "
-            f"{expected['tracer']} (another scalecheck version or changed sources)",
+            f"{tracer} (another scalecheck version or changed sources)",
         )
-    with tempfile.TemporaryDirectory(prefix="scalecheck-worker-") as trace_dir:
-        config = prepare_vms(settings, Path(trace_dir), log=lambda *args: None)
-        if config.release != expected["release"]:
-            raise WorkerRefused(
-                worker,
-                f"kernel {config.release}, the submitting machine's is {expected['release']}",
-            )
+    with tempfile.TemporaryDirectory(prefix="scalecheck-worker-") as directory:
+        trace_dir = Path(directory)
         recorded = set(Variable(done).get(timeout=10) or [])
         records = Queue(queue)
-        config.on_record = lambda record: records.put((worker, record))
+
+        def send(record: dict) -> None:
+            crash_log = crash_log_path(trace_dir, record["id"])
+            records.put((worker, record, crash_log.read_bytes() if crash_log.exists() else None))
+
         todo = [(index, test) for index, test in batch if test.id not in recorded]
-        boots = trace_here(config, todo, jobs=1)
+        try:
+            prepared = target.prepare(trace_dir, lambda *args: None)
+            boots = target.trace(prepared, todo, 1, send)
+        except TargetMismatch as why:
+            raise WorkerRefused(worker, str(why)) from None
+        except UserError as err:
+            # The one line the submitting side prints says which machine it is about.
+            raise UserError(f"worker {worker}: {err}", err.exit_code) from None
     return {"worker": worker, "boots": boots}
 
 
 def trace_on_cluster(
     address: str,
-    settings,
+    target: Target,
     header: dict,
     pending: list,
     is_done: Callable[[str], bool],
     record: Callable[[dict], None],
+    trace_dir: Path,
     log: Callable[[str], None] = print,
 ) -> tuple[int, dict]:
-    """Traces ``pending`` [(index, Test)] on the cluster; calls ``record`` once per test
-    as results arrive. Returns (boots, tests recorded per worker)."""
+    """Traces ``pending`` [(index, Test)] of ``target`` on the cluster; calls ``record``
+    once per test as results arrive, after storing its crash log under ``trace_dir``.
+    Returns (boots, tests recorded per worker)."""
     client, cluster = connect(address)
     run_name = f"scalecheck-{header['started']}-{id(pending):x}"
     queue = Queue(run_name, client=client)
     per_worker: Counter[str] = Counter()
     refused: set[str] = set()
     boots = 0
-    expected = {"tracer": header["tracer"], "release": header["kernel"]["release"]}
     futures: dict[Future, list] = {}
     # Per batch, the Dask variable listing its recorded tests: kept current, so that a
     # batch Dask reruns by itself after losing its worker skips them too.
@@ -131,8 +141,8 @@ def trace_on_cluster(
             raise UserError(f"every worker of the cluster was refused: {'; '.join(refused)}")
         future = client.submit(
             trace_batch,
-            settings,
-            expected,
+            target,
+            header["tracer"],
             batch,
             run_name,
             done.name,
@@ -144,8 +154,10 @@ def trace_on_cluster(
     def drain() -> None:
         """Records every record waiting in the queue (without waiting)."""
         changed = set()
-        for worker, result in queue.get(batch=True):
+        for worker, result, crash_log in queue.get(batch=True):
             if not is_done(result["id"]):
+                if crash_log is not None:
+                    save_crash_log(trace_dir, result["id"], crash_log)
                 record(result)
                 per_worker[worker] += 1
                 done = variable_of[result["id"]]
@@ -157,7 +169,7 @@ def trace_on_cluster(
 
     try:
         workers = len(client.scheduler_info()["workers"]) or 1
-        for batch in _batches(pending, workers, settings.batch):
+        for batch in _batches(pending, workers, target.batch):
             submit(batch)
         while futures:
             check_stop()
@@ -170,14 +182,17 @@ def trace_on_cluster(
                 if future.status == "finished":
                     boots += future.result()["boots"]
                     continue
-                error = future.exception()
+                error = future.exception() if future.status == "error" else None
                 if isinstance(error, WorkerRefused):
                     refused.add(error.worker)
                     log(f"refused: {error}")
-                elif isinstance(error, UserError):
-                    raise error
+                elif error is None or isinstance(error, KilledWorker):
+                    # Cancelled with its worker, or Dask gave up rerunning it on others.
+                    log("a worker was lost; its batch goes out again")
                 else:
-                    log(f"a worker was lost ({type(error).__name__}); its batch goes out again")
+                    # A one-line error on a worker (naming it), or a bug: rerunning the
+                    # batch elsewhere would only repeat it.
+                    raise error
                 drain()
                 rest = [(index, test) for index, test in batch if not is_done(test.id)]
                 if rest:

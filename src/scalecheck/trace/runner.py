@@ -27,6 +27,7 @@ from scalecheck.trace.btf import Types
 from scalecheck.trace.kernelmem import KernelMemory
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, TESTS_HASH, ResultsStore
 from scalecheck.trace.symbols import KernelSymbols
+from scalecheck.trace.target import Target, TargetMismatch, save_crash_log
 
 BOOT_TIMEOUT = 300
 # Boots in a row that finish no test before the run gives up: the kernel or its
@@ -256,12 +257,11 @@ def run_tests(
         raise UserError("--repeats must be at least 1")
     if repeats > 100:
         raise UserError("--repeats is at most 100")
-    if target.startswith("lib:"):
-        if cluster:
-            raise UserError("--cluster traces the Linux target only; run a library here")
+    kind, _, spec = target.partition(":")
+    if kind == "lib":
         return userspace.run_library_tests(
             out_dir,
-            target.removeprefix("lib:"),
+            spec,
             jobs=jobs,
             repeats=repeats,
             limit=limit,
@@ -271,6 +271,7 @@ def run_tests(
             timeout=timeout,
             quiet=quiet,
             set_aside_incompatible=set_aside_incompatible,
+            cluster=cluster,
         )
     if target != "linux":
         raise UserError(f"unknown target {target!r} ('linux' or 'lib:PATH')")
@@ -332,25 +333,9 @@ def run_tests(
     # CPU 0 mostly sleeps. One VM per core traced 15.7 tests/s on 2 cores, one VM 10.8.
     jobs = max(1, jobs or os.cpu_count() or 1)
     jobs = min(jobs, max(1, len(pending)))
-    with tracing_progress(quiet, len(pending)) as count:
-
-        def record(result: dict) -> None:
-            store.append(result)
-            count(result)
-
-        try:
-            if cluster:
-                # Imported here: Dask takes a while to import, and only --cluster needs it.
-                from scalecheck.trace.cluster import trace_on_cluster
-
-                boots, per_worker = trace_on_cluster(
-                    cluster, settings, header, pending, store.finished.__contains__, record
-                )
-            else:
-                config.on_record = record
-                boots, per_worker = trace_here(config, pending, jobs), {}
-        finally:
-            store.close()
+    boots, per_worker = trace_pending(
+        KernelTarget(settings, config.release), config, pending, jobs, cluster, header, store, quiet
+    )
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
@@ -374,6 +359,45 @@ def run_tests(
     )
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def trace_pending(
+    target: Target,
+    prepared,
+    pending: list,
+    jobs: int,
+    cluster: str | None,
+    header: dict,
+    store: ResultsStore,
+    quiet: bool,
+) -> tuple[int, dict]:
+    """Traces ``pending`` [(index, Test)] here (``jobs`` at once, with ``prepared``) or on
+    the workers of ``cluster``, each record going into ``store`` as it comes, whichever
+    the target; returns the boots (or program runs) and the tests each worker recorded
+    (none without a cluster)."""
+    with tracing_progress(quiet, len(pending)) as count:
+
+        def record(result: dict) -> None:
+            store.append(result)
+            count(result)
+
+        try:
+            if not cluster:
+                return target.trace(prepared, pending, jobs, record), {}
+            # Imported here: Dask takes a while to import, and only --cluster needs it.
+            from scalecheck.trace.cluster import trace_on_cluster
+
+            return trace_on_cluster(
+                cluster,
+                target,
+                header,
+                pending,
+                store.finished.__contains__,
+                record,
+                store.path.parent,
+            )
+        finally:
+            store.close()
 
 
 @contextlib.contextmanager
@@ -451,6 +475,31 @@ class VmSettings:
     filters: outcome.Filters
     timeout: float
     batch: int
+
+
+@dataclass(frozen=True)
+class KernelTarget:
+    """The Linux kernel of ``settings`` in VMs (target.py), of the release the submitting
+    machine found."""
+
+    settings: VmSettings
+    release: str
+
+    @property
+    def batch(self) -> int:
+        return self.settings.batch
+
+    def prepare(self, trace_dir: Path, log) -> "_RunConfig":
+        config = prepare_vms(self.settings, trace_dir, log)
+        if config.release != self.release:
+            raise TargetMismatch(
+                f"kernel {config.release}, the submitting machine's is {self.release}"
+            )
+        return config
+
+    def trace(self, prepared: "_RunConfig", tests: list, jobs: int, on_record) -> int:
+        prepared.on_record = on_record
+        return trace_here(prepared, tests, jobs)
 
 
 @dataclass
@@ -724,13 +773,11 @@ class _VmWorker:
     def _fail(self, current, done, status, detail):
         if current is None or current.test.id in done:
             return
-        record = outcome.base_record(current.test, status, detail)
-        self._record(done, record)
-        crash_log = self.config.trace_dir / "crashes" / (current.test.id.replace("/", "_") + ".log")
-        crash_log.parent.mkdir(parents=True, exist_ok=True)
         console = self.workdir / "console.log"
         if console.exists():
-            crash_log.write_bytes(console.read_bytes())
+            # Written before the record: whoever takes the record finds its log.
+            save_crash_log(self.config.trace_dir, current.test.id, console.read_bytes())
+        self._record(done, outcome.base_record(current.test, status, detail))
 
 
 def _split_report(rest):

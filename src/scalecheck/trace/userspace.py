@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import queue
+import shutil
 import subprocess
 import threading
 import time
@@ -31,17 +32,21 @@ from elftools.elf.elffile import ELFFile
 
 from scalecheck import binding, sources
 from scalecheck.errors import UserError
-from scalecheck.trace import build, dwarfnames, outcome, testfile
+from scalecheck.trace import build, dwarfnames, outcome, testfile, vm
 from scalecheck.trace.regions import RegionReader
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, ResultsStore
 from scalecheck.trace.symbols import function_of
+from scalecheck.trace.target import TargetMismatch, save_crash_log
 
+QEMU_USER = "qemu-x86_64"
 MANIFEST_NAME = "scalecheck.toml"
 MANIFEST_KEYS = {"model", "adapter", "sources", "cflags"}
 WRAPPED = ("malloc", "calloc", "realloc", "free")
 LINE = 64
 # Runs of the test program in a row that finish no test before the run gives up.
 MAX_FRUITLESS_RUNS = 3
+# Tests a cluster worker is sent in one task, at most (one program run traces them all).
+CLUSTER_BATCH = 2000
 
 
 @dataclass(frozen=True)
@@ -274,7 +279,7 @@ class _Worker:
     plugin: Path
     symbols: ProgramSymbols
     settings: dict
-    store: ResultsStore
+    trace_dir: Path
     pending: list
     workdir: Path
     on_record: Callable[[dict], None]
@@ -301,7 +306,6 @@ class _Worker:
             self.error = err
 
     def _record(self, record: dict):
-        self.store.append(record)
         self.done.add(record["id"])
         self.on_record(record)
 
@@ -328,14 +332,20 @@ class _Worker:
         batch_path.write_text(text)
         trace_path.unlink(missing_ok=True)
         command = [
-            "qemu-x86_64",
+            QEMU_USER,
             "-plugin",
             f"{self.plugin},out={trace_path},mode=user",
             str(self.program),
             str(batch_path),
         ]
+        # Killed with its runner, as a VM is (a lost cluster worker leaves no program behind).
         process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            preexec_fn=vm.die_with_parent,
         )
         lines: queue.Queue = queue.Queue()
         reader = threading.Thread(target=_forward_lines, args=(process.stdout, lines), daemon=True)
@@ -345,7 +355,7 @@ class _Worker:
         current = None
         allocations: list[tuple[int, int, int]] = []
         memory: dict[int, bytes] = {}  # the snapshot after the last repeat's calls
-        last_progress, finished = time.monotonic(), False
+        last_progress, finished, failure = time.monotonic(), False, None
         timeout = self.settings["timeout"]
         try:
             while not self.stop.is_set():
@@ -359,8 +369,7 @@ class _Worker:
                     if process.poll() is not None and not reader.is_alive() and lines.empty():
                         break
                     if current is not None and time.monotonic() - last_progress > timeout:
-                        self._fail(current, "timeout", f"no result within {timeout:g} s; killed")
-                        current = None
+                        failure = (current, "timeout", f"no result within {timeout:g} s; killed")
                         break
                     continue
                 last_progress = time.monotonic()
@@ -395,13 +404,25 @@ class _Worker:
                     current = self._close(current, regions, allocations, memory)
                     finished = True
                     break
-            if not finished and current is not None and process.poll() is not None:
-                self._fail(current, "crash", _exit_description(process))
+            if (
+                failure is None
+                and not finished
+                and current is not None
+                and process.poll() is not None
+            ):
+                failure = (current, "crash", "")
         finally:
             if process.poll() is None:
                 process.kill()
             process.wait()
-        return _last_stderr_line(process)
+        stderr = _read_and_close(process.stderr)
+        last_line = (stderr.strip().splitlines() or [""])[-1]
+        if failure:
+            current, status, detail = failure
+            self._fail(
+                current, status, detail or _exit_description(process.returncode, last_line), stderr
+            )
+        return last_line
 
     def _close(self, current, regions, allocations, memory):
         if current is None or current.test.id in self.done:
@@ -423,8 +444,10 @@ class _Worker:
                 regions.pop(outcome.tag(current.index, rep, side), None)
         return None
 
-    def _fail(self, current, status, detail):
+    def _fail(self, current, status, detail, stderr: str):
         if current.test.id not in self.done:
+            # Written before the record: whoever takes the record finds its log.
+            save_crash_log(self.trace_dir, current.test.id, stderr.encode())
             self._record(outcome.base_record(current.test, status, detail))
 
 
@@ -434,19 +457,16 @@ def _forward_lines(stream, lines: queue.Queue):
         lines.put(line)
 
 
-def _last_stderr_line(process) -> str:
-    if process.stderr is None or process.stderr.closed:
+def _read_and_close(pipe) -> str:
+    if pipe is None:
         return ""
-    lines = process.stderr.read().strip().splitlines()
-    process.stderr.close()
-    return lines[-1] if lines else ""
+    with pipe:
+        return pipe.read()
 
 
-def _exit_description(process) -> str:
-    code = process.returncode
+def _exit_description(code: int, stderr: str) -> str:
     # qemu-user dies of the fatal signal the program received (SIGSEGV in a call)
     how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-    stderr = _last_stderr_line(process)
     return f"test program {how}" + (f": {stderr}" if stderr else "")
 
 
@@ -503,9 +523,11 @@ def run_library_tests(
     timeout=5.0,
     quiet=False,
     set_aside_incompatible=False,
+    cluster=None,
 ) -> dict:
     """Runs DIR/tests.jsonl (or the selected part) on the library of ``spec`` (a manifest
-    path) and returns the run summary, as the kernel target's run_tests does."""
+    path), here or on the workers of ``cluster``, and returns the run summary, as the
+    kernel target's run_tests does."""
     from scalecheck.modelfile import load_model, model_fingerprint
     from scalecheck.trace import runner
 
@@ -525,14 +547,24 @@ def run_library_tests(
     arguments = binding.Binding(model_cls).call_arguments()
     selected = runner.select_tests(tests, limit, ops, set(arguments))
     log = (lambda *a: None) if quiet else print
-    built = build.ensure_plugin()
     trace_dir = out_dir / "trace"
-    program = build_program(library, trace_dir / "program")
+    target = LibraryTarget(
+        library,
+        library.fingerprint(),
+        {
+            "repeats": repeats,
+            "timeout": timeout,
+            "granularity": granularity,
+            "filters": filters,
+            "arguments": arguments,
+        },
+    )
+    prepared = target.prepare(trace_dir, log)
     header = {
         "format": RESULTS_FORMAT,
         "version": RESULTS_VERSION,
         "target": f"lib:{library.name}",
-        "library": {"manifest": str(library.manifest), "sources": library.fingerprint()},
+        "library": {"manifest": str(library.manifest), "sources": target.sources},
         "tests": "tests.jsonl",
         "repeats": repeats,
         "granularity": granularity,
@@ -543,36 +575,10 @@ def run_library_tests(
     store = ResultsStore(trace_dir / "results.jsonl", header, set_aside_incompatible, log)
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
     jobs = max(1, min(jobs or os.cpu_count() or 1, max(1, len(pending))))
-    settings = {
-        "repeats": repeats,
-        "timeout": timeout,
-        "granularity": granularity,
-        "filters": filters,
-        "arguments": arguments,
-    }
-    symbols = ProgramSymbols(program, library_objects(library, trace_dir / "program"))
-    stop = threading.Event()
     started = time.monotonic()
-    with runner.tracing_progress(quiet, len(pending)) as on_record:
-        workers = [
-            _Worker(
-                library,
-                program,
-                built,
-                symbols,
-                settings,
-                store,
-                pending[k::jobs],
-                trace_dir / f"proc{k}",
-                on_record,
-                stop,
-            )
-            for k in range(jobs)
-        ]
-        try:
-            runner.run_workers(workers, stop)
-        finally:
-            store.close()
+    restarts, per_worker = runner.trace_pending(
+        target, prepared, pending, jobs, cluster, header, store, quiet
+    )
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
@@ -580,14 +586,74 @@ def run_library_tests(
     summary.update(
         {
             "results": str(trace_dir / "results.jsonl"),
-            "boots": sum(w.restarts for w in workers),
+            "boots": restarts,
             "seconds": round(elapsed, 1),
             "finished": finished_now,
             "skipped_already_done": len(selected) - len(pending),
             "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
             "library": header["library"],
-            "per_worker": {},  # one machine: no cluster workers
+            "per_worker": per_worker,
         }
     )
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+@dataclass(frozen=True)
+class _Program:
+    """A library's test program built on this machine, and what its workers need."""
+
+    path: Path
+    plugin: Path
+    symbols: ProgramSymbols
+    trace_dir: Path
+
+
+@dataclass(frozen=True)
+class LibraryTarget:
+    """A C library in user space (target.py), of the sources the submitting machine has:
+    on a cluster worker, the manifest and sources at the same paths, compiled there."""
+
+    library: Library
+    sources: str  # the fingerprint of the manifest, adapter and sources
+    settings: dict
+    batch: int = CLUSTER_BATCH
+
+    def prepare(self, trace_dir: Path, log) -> _Program:
+        if shutil.which(QEMU_USER) is None:
+            raise UserError(f"{QEMU_USER} not found: run scripts/setup.sh (installs qemu-user)")
+        try:
+            found = self.library.fingerprint()
+        except OSError as err:
+            raise TargetMismatch(f"library {self.library.name}: {err}") from None
+        if found != self.sources:
+            raise TargetMismatch(
+                f"library {self.library.name} at {self.library.manifest}: sources {found}, "
+                f"the submitting machine's are {self.sources}"
+            )
+        out = trace_dir / "program"
+        program = build_program(self.library, out)
+        symbols = ProgramSymbols(program, library_objects(self.library, out))
+        return _Program(program, build.ensure_plugin(), symbols, trace_dir)
+
+    def trace(self, prepared: _Program, tests: list, jobs: int, on_record) -> int:
+        from scalecheck.trace import runner
+
+        stop = threading.Event()
+        workers = [
+            _Worker(
+                self.library,
+                prepared.path,
+                prepared.plugin,
+                prepared.symbols,
+                self.settings,
+                prepared.trace_dir,
+                tests[k::jobs],
+                prepared.trace_dir / f"proc{k}",
+                on_record,
+                stop,
+            )
+            for k in range(jobs)
+        ]
+        runner.run_workers(workers, stop)
+        return sum(w.restarts for w in workers)

@@ -79,7 +79,7 @@ def qemu_binary() -> str:
     return found
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child before QEMU starts: QEMU gets SIGKILL when the thread that
     started it dies, so a runner killed outright (a lost cluster worker, kill -9) leaves
     no VM behind. Its own session still keeps a terminal's Ctrl-C away from it."""
@@ -178,7 +178,7 @@ class GuestSession:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self._out_offset = 0
         self._partial = b""
