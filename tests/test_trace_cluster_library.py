@@ -55,7 +55,7 @@ def _verdicts(run_dir: Path) -> dict:
 
 
 def _slow_kvstore(directory: Path) -> Path:
-    """The striped key-value store with a teardown that sleeps 0.15 s after each test's
+    """The one-mutex key-value store (every test conflicts) with a teardown that sleeps 0.15 s after each test's
     run, outside the traced calls: slow enough for a worker to be killed mid-batch."""
     shutil.copytree(EXAMPLES / "kvstore", directory)
     adapter = directory / "adapter.c"
@@ -67,7 +67,7 @@ def _slow_kvstore(directory: Path) -> Path:
             "void sc_teardown(void)\n{\n", "void sc_teardown(void)\n{\n\tusleep(150000);\n"
         )
     )
-    return directory / "striped.toml"
+    return directory / "locked.toml"
 
 
 @pytest.fixture(scope="module")
