@@ -55,8 +55,9 @@ def _verdicts(run_dir: Path) -> dict:
 
 
 def _slow_kvstore(directory: Path) -> Path:
-    """The one-mutex key-value store (every test conflicts) with a teardown that sleeps 0.15 s after each test's
-    run, outside the traced calls: slow enough for a worker to be killed mid-batch."""
+    """The one-mutex key-value store (every test conflicts) with a teardown that sleeps
+    0.15 s after each test's run, outside the traced calls: slow enough for a worker to be
+    killed mid-batch."""
     shutil.copytree(EXAMPLES / "kvstore", directory)
     adapter = directory / "adapter.c"
     text = adapter.read_text()
