@@ -61,6 +61,10 @@ class Cube:
     def formula(self) -> z3.BoolRef:
         return z3.And(self.literals) if self.literals else z3.BoolVal(True)
 
+    @functools.cached_property
+    def outside(self) -> z3.BoolRef:
+        return z3.Not(self.formula)
+
 
 @dataclass
 class Condition:
@@ -95,14 +99,6 @@ def _result_kind(result) -> str:
 
 
 _CONNECTIVES = {z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_NOT, z3.Z3_OP_IMPLIES, z3.Z3_OP_XOR}
-
-
-def _is_connective(expr) -> bool:
-    kind = expr.decl().kind()
-    if kind in _CONNECTIVES:
-        return True
-    # an equality or if-then-else between Boolean terms combines atoms, it is not one
-    return kind in (z3.Z3_OP_EQ, z3.Z3_OP_ITE) and z3.is_bool(expr.children()[-1])
 
 
 _TEXT_CONNECTIVES = {"and", "or", "not", "=>", "xor"}
@@ -161,18 +157,40 @@ def _count_atoms(node) -> int:
 
 def distinct_atoms(formulas) -> list:
     """The atoms of ``formulas``, each once, in order of first occurrence. Lifted formulas
-    share subterms heavily, so every node is visited once."""
-    seen, atoms, todo = set(), [], list(reversed(formulas))
+    share subterms heavily, so every node is visited once; the walk uses Z3's C API
+    directly, since wrapping every node in a Python object costs more than the solver."""
+    if not formulas:
+        return []
+    ctx = formulas[0].ctx
+    ref = ctx.ref()
+    seen, atoms, todo = set(), [], [formula.as_ast() for formula in reversed(formulas)]
     while todo:
-        expr = todo.pop()
-        if expr.get_id() in seen or z3.is_true(expr) or z3.is_false(expr):
+        ast = todo.pop()
+        key = z3.Z3_get_ast_id(ref, ast)
+        if key in seen:
             continue
-        seen.add(expr.get_id())
-        if _is_connective(expr):
-            todo.extend(reversed(expr.children()))
+        seen.add(key)
+        app = z3.Z3_to_app(ref, ast)
+        kind = z3.Z3_get_decl_kind(ref, z3.Z3_get_app_decl(ref, app))
+        if kind in (z3.Z3_OP_TRUE, z3.Z3_OP_FALSE):
+            continue
+        arity = z3.Z3_get_app_num_args(ref, app)
+        if _joins_atoms(ref, app, kind, arity):
+            todo.extend(z3.Z3_get_app_arg(ref, app, i) for i in reversed(range(arity)))
         else:
-            atoms.append(expr)
+            atoms.append(z3.BoolRef(ast, ctx))
     return atoms
+
+
+def _joins_atoms(ref, app, kind: int, arity: int) -> bool:
+    """A connective, or an equality or if-then-else between Boolean terms: it combines
+    atoms, it is not one."""
+    if kind in _CONNECTIVES:
+        return True
+    if kind not in (z3.Z3_OP_EQ, z3.Z3_OP_ITE):
+        return False
+    last = z3.Z3_get_app_arg(ref, app, arity - 1)
+    return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, last)) == z3.Z3_BOOL_SORT
 
 
 _LIFT_TERM_ITES = z3.TryFor(z3.Then("blast-term-ite", "simplify"), 2_000)
@@ -202,7 +220,12 @@ class _Clock:
     def check(self, solver, *assumptions):
         if time.process_time() > self.deadline:
             raise OutOfTime("out of time")
-        answer = solver.check(*assumptions)
+        # z3's Solver.check casts every assumption, which costs more than the check
+        # itself for the dozens of trackers a cube has; they are Boolean constants already
+        array = (z3.Ast * len(assumptions))(*[tracker.as_ast() for tracker in assumptions])
+        answer = z3.CheckSatResult(
+            z3.Z3_solver_check_assumptions(solver.ctx.ref(), solver.solver, len(assumptions), array)
+        )
         if answer == z3.unknown:
             raise OutOfTime(f"solver answered unknown ({solver.reason_unknown()})")
         return answer
@@ -325,12 +348,14 @@ def _cover(
                 break
         else:
             raise OutOfTime("a path's region could not be told apart from the others")
-        cube = Cube(_expand(clear, literals, space.spelled_out))
-        cubes.append(cube)
-        uncovered.add(z3.Not(cube.formula))
-    if symmetric:
-        mirrors = [Cube(_mirror(cube.literals)) for cube in cubes]
-        cubes += [mirror for mirror in mirrors if clear.unsat_with(mirror.literals)]
+        found = [Cube(_expand(clear, literals, space.spelled_out))]
+        if symmetric:  # the mirror costs one check; expanding the cube it saves, a dozen
+            mirror = Cube(_mirror(found[0].literals))
+            if _ids(mirror) != _ids(found[0]) and clear.unsat_with(mirror.literals):
+                found.append(mirror)
+        for cube in found:
+            cubes.append(cube)
+            uncovered.add(cube.outside)
     return _irredundant(space, cubes, group)
 
 
@@ -389,16 +414,28 @@ def _mirror(literals: list) -> list:
 
 
 def _irredundant(space: _Space, cubes: list[Cube], group: list[Region]) -> list[Cube]:
-    """Drop each cube that the other cubes make unnecessary: the largest first, and of
-    equal ones the latest found."""
+    """Drop each cube that the other cubes make unnecessary: first repeats and those whose
+    literals include another cube's (no solver needed), then, the largest first and of
+    equal ones the latest found, each whose part of the group the others cover."""
+    ids = [_ids(cube) for cube in cubes]
+    first = {key: index for index, key in reversed(list(enumerate(ids)))}
+    kept = [
+        cube
+        for index, cube in enumerate(cubes)
+        if first[ids[index]] == index and not any(other < ids[index] for other in first)
+    ]
+    order = {id(cube): index for index, cube in enumerate(cubes)}
     outside = _Tracked(space.solver(space.union(group)), space.clock)
-    kept = list(cubes)
-    for index in sorted(range(len(cubes)), key=lambda i: (-len(cubes[i].literals), -i)):
-        cube = cubes[index]
+    for cube in sorted(kept, key=lambda c: (-len(c.literals), -order[id(c)])):
         others = [c for c in kept if c is not cube]
-        if outside.unsat_with([z3.Not(c.formula) for c in others]):
+        # the cube's own literals only narrow the query: the group lies inside all cubes
+        if outside.unsat_with(cube.literals + [c.outside for c in others]):
             kept = others
     return kept
+
+
+def _ids(cube: Cube) -> frozenset:
+    return frozenset(literal.get_id() for literal in cube.literals)
 
 
 # ---------------------------------------------------------------- the pair's conditions
