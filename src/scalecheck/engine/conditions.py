@@ -13,7 +13,8 @@ meets no other region, the problem two-level logic minimisation solves with don'
 A cube starts as the values, in one model, of the atoms its path decides on and loses
 every atom it can while it stays clear of the other verdict's regions; cubes the others
 make redundant are dropped. Each cube is then labelled by the results it implies ("both
-ok", "A ENOENT, B ok", "A ok"): the results of the calls on every path the cube meets.
+succeed", "A fails with EEXIST, B succeeds"): a call's result in an order is stated only
+when every path of the verdict the cube meets gives it.
 The construction is itself Z3's proof that the condition is exact: every cube was
 checked clear of the other regions (unsat), the cover loop ends only when no region of
 the verdict is left outside the cubes (unsat), and a cube is dropped only when the rest
@@ -44,7 +45,7 @@ class Region:
     decisions: list  # the path's branch conditions, as taken
     assumptions: list  # facts the path relies on (domains, invariants, choices)
     commutes: bool | None  # None: the path ended in a model error
-    results: tuple = ()  # what calls A and B return on a commutative path ("ok", "ENOENT")
+    results: tuple = ()  # RESULT_SLOTS: what each call returns in each order ("ok", "ENOENT")
     names: list = field(default_factory=list)  # (name, term): terms the condition may name
     hints: list = field(default_factory=list)  # atoms worth trying first (A.result < B.fd)
 
@@ -56,6 +57,7 @@ class Region:
 class Cube:
     literals: list
     label: str = ""
+    results: dict = field(default_factory=dict)  # the results it implies, by slot
 
     @functools.cached_property
     def formula(self) -> z3.BoolRef:
@@ -87,9 +89,15 @@ class OutOfTime(Exception):
 # ---------------------------------------------------------------- outcomes and atoms
 
 
-def result_kinds(result_a, result_b) -> tuple[str, str]:
-    """What each call returned, as a label says it: ``ok``, ``ENOENT``, ``SIGSEGV``."""
-    return _result_kind(result_a), _result_kind(result_b)
+RESULT_SLOTS = ("A first: A", "A first: B", "B first: A", "B first: B")
+
+
+def result_kinds(results: dict) -> tuple:
+    """What each call returned in each order (RESULT_SLOTS), as a label says it: ``ok``,
+    ``ENOENT``, ``SIGSEGV``. ``results`` is keyed by (order, call): ("AB", "A")."""
+    return tuple(
+        _result_kind(results[order, call]) for order in ("AB", "BA") for call in ("A", "B")
+    )
 
 
 def _result_kind(result) -> str:
@@ -441,25 +449,77 @@ def _ids(cube: Cube) -> frozenset:
 # ---------------------------------------------------------------- the pair's conditions
 
 
-def label(space: _Space, cube: Cube, wanted: list[Region]) -> str:
-    """The results the cube implies: ``both ok``, ``A ENOENT, B ok``, ``A ok`` or nothing.
-    A call's result is implied when every region the cube meets gives the same one."""
-    if not wanted or not wanted[0].results:
-        return ""
-    meets = _Tracked(space.solver(cube.formula), space.clock)
-    implied = []
-    for call in (0, 1):
-        kinds = sorted({region.results[call] for region in wanted})
-        met = [
-            kind
-            for kind in kinds
-            if meets.sat_with([space.union([r for r in wanted if r.results[call] == kind])])
-        ]
-        implied.append(met[0] if len(met) == 1 else "")
-    a, b = implied
-    if a and a == b:
-        return f"both {a}"
-    return ", ".join(f"{call} {kind}" for call, kind in zip("AB", implied, strict=True) if kind)
+class _Labeller:
+    """Which results a cube implies: a slot's result (RESULT_SLOTS) is implied when every
+    region of the verdict the cube meets gives the same one. One model of the cube inside
+    the verdict's regions names a candidate per slot; one check per slot shows that no
+    region the cube meets gives another."""
+
+    def __init__(self, space: _Space, wanted: list[Region], slots: range):
+        self.wanted, self.slots = wanted, slots
+        self.selectors = [z3.Bool(f"labelled!{i}") for i in range(len(wanted))]
+        solver = space.solver(z3.Or(self.selectors))
+        for selector, region in zip(self.selectors, wanted, strict=True):
+            solver.add(z3.Implies(selector, space.formulas[id(region)]))
+        self.meets = _Tracked(solver, space.clock)
+
+    def implied(self, cube: Cube) -> dict:
+        if not self.meets.sat_with(cube.literals):
+            return {}
+        model = self.meets.solver.model()
+        seed = next(
+            region
+            for selector, region in zip(self.selectors, self.wanted, strict=True)
+            if z3.is_true(model.eval(selector, model_completion=True))
+        )
+        implied = {}
+        for slot in self.slots:
+            kind = seed.results[slot]
+            others = [
+                selector
+                for selector, region in zip(self.selectors, self.wanted, strict=True)
+                if region.results[slot] != kind
+            ]
+            if not others or self.meets.unsat_with([*cube.literals, _or(others)]):
+                implied[RESULT_SLOTS[slot]] = kind
+        return implied
+
+
+_KIND_WORDS = {"ok": ("succeeds", "succeed")}  # an errno or a signal: see _kind_words
+
+
+def _kind_words(kind: str) -> tuple[str, str]:
+    """The verb for one call and for both: ``succeeds`` / ``fails with ENOENT``."""
+    if kind in _KIND_WORDS:
+        return _KIND_WORDS[kind]
+    if kind.startswith("SIG"):
+        return f"gets {kind}", f"get {kind}"
+    return f"fails with {kind}", f"fail with {kind}"
+
+
+def _order_label(a_kind: str | None, b_kind: str | None) -> str:
+    """``both succeed``, ``A fails with EEXIST, B succeeds``, ``B succeeds`` or ""."""
+    if a_kind and a_kind == b_kind:
+        return f"both {_kind_words(a_kind)[1]}"
+    return ", ".join(
+        f"{call} {_kind_words(kind)[0]}" for call, kind in (("A", a_kind), ("B", b_kind)) if kind
+    )
+
+
+def label_text(results: dict, commutes: bool) -> str:
+    """A commutative case's results are the same in either order, so one order says them;
+    a diverging case says each order's (``A first: both succeed; B first: ...``)."""
+    first, second = (
+        _order_label(results.get(RESULT_SLOTS[a]), results.get(RESULT_SLOTS[b]))
+        for a, b in ((0, 1), (2, 3))
+    )
+    if commutes:
+        return first
+    if first == second:
+        return f"{first} in either order" if first else ""
+    return "; ".join(
+        f"{order}: {text}" for order, text in (("A first", first), ("B first", second)) if text
+    )
 
 
 def pair_conditions(
@@ -483,9 +543,11 @@ def pair_conditions(
     ):
         try:
             condition = Condition(_cover(space, wanted, others, symmetric) if space else [])
-            if space:
+            if space and wanted and wanted[0].results:
+                labeller = _Labeller(space, wanted, range(2 if name == "commutes" else 4))
                 for cube in condition.cubes:
-                    cube.label = label(space, cube, wanted)
+                    cube.results = labeller.implied(cube)
+                    cube.label = label_text(cube.results, name == "commutes")
                 condition.cubes.sort(key=lambda cube: len(cube.literals))  # simplest first
         except OutOfTime as reason:
             condition = raw_condition(wanted)
@@ -511,6 +573,7 @@ def condition_json(condition: Condition) -> dict:
         "cases": [
             {
                 "label": cube.label,
+                "results": cube.results,
                 "text": " and ".join(show(lit) for lit in cube.literals) or "always",
                 "atoms": len(cube.literals),
             }
@@ -529,7 +592,7 @@ def condition_json(condition: Condition) -> dict:
 
 
 def condition_text(condition: Condition) -> str:
-    """``always``, ``never``, one case, or one case per line (``both ok: ...``)."""
+    """``always``, ``never``, one case, or one case per line (``[both succeed] ...``)."""
     if condition.always:
         return "always"
     if not condition.cubes:
@@ -537,7 +600,8 @@ def condition_text(condition: Condition) -> str:
     if len(condition.cubes) == 1:
         return " and ".join(show(lit) for lit in condition.cubes[0].literals)
     return "\n".join(
-        (f"{cube.label}: " if cube.label else "") + " and ".join(show(lit) for lit in cube.literals)
+        (f"[{cube.label}] " if cube.label else "")
+        + " and ".join(show(lit) for lit in cube.literals)
         for cube in condition.cubes
     )
 
