@@ -255,6 +255,10 @@ def test_heat_map_cells_show_the_pairs_condition(tmp_path):
     assert conditions == {("iszero", "inc"): "count != 0"}
     cell = _heat_cell(("iszero", "inc"), Counts(tests=2), conditions[("iszero", "inc")])
     assert "commutes: count != 0" in cell
+    # several cases: one per line, each with its label
+    put = analyze_pair(KeyValue, "put", "put")["conditions"]["commutes"]["text"]
+    cell = _heat_cell(("put", "put"), Counts(tests=1), put)
+    assert "commutes:\n[both succeed] A.k != B.k\n[both succeed] A.v == B.v" in cell
 
 
 def test_analyze_conditions_prints_each_pair_and_the_totals(tmp_path, capsys):
