@@ -17,10 +17,11 @@ succeed", "A fails with EEXIST, B succeeds"): a call's result in an order is sta
 when every path of the verdict the cube meets gives it.
 The construction is itself Z3's proof that the condition is exact: every cube was
 checked clear of the other regions (unsat), the cover loop ends only when no region of
-the verdict is left outside the cubes (unsat), and a cube is dropped only when the rest
-still cover them (unsat). When a query answers unknown or the pair's CPU budget runs
-out, the raw path conditions are kept and the condition is flagged: never a short
-answer that is wrong. ``recheck`` checks a stored condition again from its SMT-LIB text.
+the verdict is left outside the cubes (unsat), and a cube is dropped only when another
+cube's literals are among its own or the rest still cover it (unsat). When a query
+answers unknown or the pair's CPU budget runs out, the raw path conditions are kept and
+the condition is flagged: never a short answer that is wrong. ``recheck`` checks a
+stored condition again from its SMT-LIB text.
 """
 
 from __future__ import annotations
