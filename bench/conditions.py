@@ -7,7 +7,8 @@ condition against the explored paths (recheck in engine/conditions.py).
 usage: python3 bench/conditions.py [--model posix] [--ops a,b,...] [--jobs 2]
 Exploration is not timed; simplification is timed per pair in CPU seconds (what it adds
 to `scalecheck analyze` on one core) and in wall seconds. Prints the load average, since
-other work on the machine stretches wall time. Exits 1 if any check fails.
+other work on the machine stretches wall time. Exits 1 if any check fails or any pair is
+left unsimplified.
 """
 
 import argparse
@@ -99,7 +100,7 @@ def main() -> int:
         f"{'all equivalent' if not failed else 'FAILED: ' + ', '.join(failed)}"
     )
     print(f"load average after: {os.getloadavg()}")
-    return 1 if failed else 0
+    return 1 if failed or unsimplified else 0
 
 
 if __name__ == "__main__":

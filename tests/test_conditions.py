@@ -10,7 +10,17 @@ from scalecheck.cli import main
 from scalecheck.engine.commute import analyze_pair, explore_pair
 from scalecheck.engine.conditions import Region, pair_conditions, recheck
 from scalecheck.engine.sexpr import show
-from scalecheck.model import Array, Dict, Int, Model, Uninterpreted, error, ok, operation
+from scalecheck.model import (
+    Array,
+    Bool,
+    Dict,
+    Int,
+    Model,
+    Uninterpreted,
+    error,
+    ok,
+    operation,
+)
 from scalecheck.models.counter import RefCounter
 from scalecheck.models.posix import Posix
 from scalecheck.models.rename import RenameFS
@@ -53,7 +63,8 @@ def conditions(model_cls, a, b):
 
 
 def stored_formula(condition: dict) -> z3.BoolRef:
-    return z3.And(list(z3.parse_smt2_string(condition["smt2"])))
+    (formula,) = z3.parse_smt2_string(condition["smt2"])  # the condition is one assertion
+    return formula
 
 
 def disjuncts(condition: dict) -> list:
@@ -67,6 +78,20 @@ def equivalent(a, b, *facts) -> bool:
     return solver.check() == z3.unsat
 
 
+class NameSet(Model):
+    """Adding a name that is there already fails: two adds of one new name diverge."""
+
+    def __init__(self):
+        self.names = Dict(Key, Bool()).any()
+
+    @operation(k=Key)
+    def add(self, k):
+        if k in self.names:
+            return error("EEXIST")
+        self.names[k] = True
+        return ok()
+
+
 # ---------------------------------------------------------------- known answers
 
 
@@ -74,7 +99,8 @@ def test_counter_inc_iszero_commutes_when_count_is_not_zero():
     result = conditions(RefCounter, "inc", "iszero")
     assert result["commutes"]["text"] == "count != 0"
     assert result["diverges"]["text"] == "count == 0"
-    assert result["commutes"]["cases"][0]["label"] == "both ok"
+    assert result["commutes"]["cases"][0]["label"] == "both succeed"
+    assert result["commutes"]["cases"][0]["results"] == {"A first: A": "ok", "A first: B": "ok"}
 
 
 def test_always_and_never_print_as_words():
@@ -90,7 +116,7 @@ def test_key_value_puts_commute_when_keys_differ_or_values_are_equal():
         "A.k != B.k",
         "A.v == B.v",
     ]
-    assert result["commutes"]["text"] == "both ok: A.k != B.k\nboth ok: A.v == B.v"
+    assert result["commutes"]["text"] == "[both succeed] A.k != B.k\n[both succeed] A.v == B.v"
 
 
 def test_bounded_queue_enqueues_commute_when_full_or_the_items_are_equal():
@@ -98,7 +124,7 @@ def test_bounded_queue_enqueues_commute_when_full_or_the_items_are_equal():
     length, a_x, b_x = z3.Ints("length A.x B.x")
     expected = z3.Or(length == 3, z3.And(length != 2, a_x == b_x))
     assert equivalent(stored_formula(result["commutes"]), expected, length >= 0, length <= 3)
-    assert {case["label"] for case in result["commutes"]["cases"]} >= {"both EFULL"}
+    assert {case["label"] for case in result["commutes"]["cases"]} >= {"both fail with EFULL"}
     assert result["commutes"]["figures"]["atoms"] <= 3
 
 
@@ -132,10 +158,40 @@ def test_rename_condition_is_short_and_holds_each_of_the_talks_cases():
 
 
 def test_rename_cases_are_labelled_by_the_results_they_imply():
-    labels = {
-        case["label"] for case in conditions(RenameFS, "rename", "rename")["commutes"]["cases"]
+    result = conditions(RenameFS, "rename", "rename")
+    labelled = {}
+    cases = result["commutes"]["cases"]
+    for case, disjunct in zip(cases, disjuncts(result["commutes"]), strict=True):
+        labelled[case["label"]] = disjunct
+    # a case names a result only when every path it meets gives that result
+    assert equivalent(labelled["both fail with ENOENT"], TALK_CASES["neither source exists"])
+    assert set(labelled) == {
+        "both fail with ENOENT",
+        "A fails with ENOENT",
+        "B fails with ENOENT",
+        "A succeeds",
+        "B succeeds",
+        "",  # all names differ, or self-renames: each call may or may not find its source
     }
-    assert "both ENOENT" in labels
+    # A renames onto B's source: A first, B's source is there; B first, A's is gone
+    onto = "A first: both succeed; B first: A succeeds, B fails with ENOENT"
+    assert onto in [case["label"] for case in result["diverges"]["cases"]]
+
+
+def test_name_set_adds_diverge_on_one_new_name_and_say_who_fails_in_which_order():
+    result = conditions(NameSet, "add", "add")
+    (case,) = result["diverges"]["cases"]
+    assert case["label"] == (
+        "A first: A succeeds, B fails with EEXIST; B first: A fails with EEXIST, B succeeds"
+    )
+    assert case["results"] == {
+        "A first: A": "ok",
+        "A first: B": "EEXIST",
+        "B first: A": "EEXIST",
+        "B first: B": "ok",
+    }
+    labels = sorted(case["label"] for case in result["commutes"]["cases"])
+    assert labels in (["", "A fails with EEXIST"], ["", "B fails with EEXIST"])
 
 
 # ---------------------------------------------------------------- exact by construction
@@ -147,12 +203,14 @@ def _recheck_pair(model_cls, a, b, **options):
     return result, [recheck(regions, result, verdict) for verdict in ("commutes", "diverges")]
 
 
-# A sample of the posix model's pairs (all 171 in bench/conditions.py): names, fds, memory.
+# A sample of the posix model's pairs (all 171 in bench/conditions.py): names, fds, memory,
+# and lseek || lseek, whose hundreds of paths make one of the costliest constructions.
 POSIX_SAMPLE = [
     ("rename", "unlink"),
     ("close", "close"),
     ("lseek", "write"),
     ("mprotect", "munmap"),
+    ("lseek", "lseek"),
 ]
 
 
@@ -199,6 +257,10 @@ def test_heat_map_cells_show_the_pairs_condition(tmp_path):
     assert conditions == {("iszero", "inc"): "count != 0"}
     cell = _heat_cell(("iszero", "inc"), Counts(tests=2), conditions[("iszero", "inc")])
     assert "commutes: count != 0" in cell
+    # several cases: one per line, each with its label
+    put = analyze_pair(KeyValue, "put", "put")["conditions"]["commutes"]["text"]
+    cell = _heat_cell(("put", "put"), Counts(tests=1), put)
+    assert "commutes:\n[both succeed] A.k != B.k\n[both succeed] A.v == B.v" in cell
 
 
 def test_analyze_conditions_prints_each_pair_and_the_totals(tmp_path, capsys):

@@ -236,7 +236,7 @@ def explore_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
             continue
         base, args, results, commutes = outcome
         record = PathRecord(number, commutes, path.unknown, "", condition)
-        returned = result_kinds(results["AB", "A"], results["AB", "B"]) if commutes else ()
+        returned = result_kinds(results)
         names = _named_results(results)
         hints = _comparisons(names, args, operations, op_a, op_b)
         regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))

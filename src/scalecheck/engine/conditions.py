@@ -13,13 +13,15 @@ meets no other region, the problem two-level logic minimisation solves with don'
 A cube starts as the values, in one model, of the atoms its path decides on and loses
 every atom it can while it stays clear of the other verdict's regions; cubes the others
 make redundant are dropped. Each cube is then labelled by the results it implies ("both
-ok", "A ENOENT, B ok", "A ok"): the results of the calls on every path the cube meets.
+succeed", "A fails with EEXIST, B succeeds"): a call's result in an order is stated only
+when every path of the verdict the cube meets gives it.
 The construction is itself Z3's proof that the condition is exact: every cube was
 checked clear of the other regions (unsat), the cover loop ends only when no region of
-the verdict is left outside the cubes (unsat), and a cube is dropped only when the rest
-still cover them (unsat). When a query answers unknown or the pair's CPU budget runs
-out, the raw path conditions are kept and the condition is flagged: never a short
-answer that is wrong. ``recheck`` checks a stored condition again from its SMT-LIB text.
+the verdict is left outside the cubes (unsat), and a cube is dropped only when another
+cube's literals are among its own or the rest still cover it (unsat). When a query
+answers unknown or the pair's CPU budget runs out, the raw path conditions are kept and
+the condition is flagged: never a short answer that is wrong. ``recheck`` checks a
+stored condition again from its SMT-LIB text.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import z3
 from scalecheck.engine.sexpr import expand_lets, parse_sexpr, show
 
 SOLVER_TIMEOUT_MS = 5_000  # one query; a pair's construction has its own budget
-PAIR_BUDGET_SECONDS = 10.0  # CPU seconds
+PAIR_BUDGET_SECONDS = 20.0  # CPU seconds; the costliest posix pair takes about 9
 MAX_LIFTED_ATOMS = 24  # more atoms from lifting one decision read worse than its terms
 
 
@@ -44,7 +46,7 @@ class Region:
     decisions: list  # the path's branch conditions, as taken
     assumptions: list  # facts the path relies on (domains, invariants, choices)
     commutes: bool | None  # None: the path ended in a model error
-    results: tuple = ()  # what calls A and B return on a commutative path ("ok", "ENOENT")
+    results: tuple = ()  # RESULT_SLOTS: what each call returns in each order ("ok", "ENOENT")
     names: list = field(default_factory=list)  # (name, term): terms the condition may name
     hints: list = field(default_factory=list)  # atoms worth trying first (A.result < B.fd)
 
@@ -56,10 +58,15 @@ class Region:
 class Cube:
     literals: list
     label: str = ""
+    results: dict = field(default_factory=dict)  # the results it implies, by slot
 
     @functools.cached_property
     def formula(self) -> z3.BoolRef:
         return z3.And(self.literals) if self.literals else z3.BoolVal(True)
+
+    @functools.cached_property
+    def outside(self) -> z3.BoolRef:
+        return z3.Not(self.formula)
 
 
 @dataclass
@@ -83,9 +90,15 @@ class OutOfTime(Exception):
 # ---------------------------------------------------------------- outcomes and atoms
 
 
-def result_kinds(result_a, result_b) -> tuple[str, str]:
-    """What each call returned, as a label says it: ``ok``, ``ENOENT``, ``SIGSEGV``."""
-    return _result_kind(result_a), _result_kind(result_b)
+RESULT_SLOTS = ("A first: A", "A first: B", "B first: A", "B first: B")
+
+
+def result_kinds(results: dict) -> tuple:
+    """What each call returned in each order (RESULT_SLOTS), as a label says it: ``ok``,
+    ``ENOENT``, ``SIGSEGV``. ``results`` is keyed by (order, call): ("AB", "A")."""
+    return tuple(
+        _result_kind(results[order, call]) for order in ("AB", "BA") for call in ("A", "B")
+    )
 
 
 def _result_kind(result) -> str:
@@ -95,14 +108,6 @@ def _result_kind(result) -> str:
 
 
 _CONNECTIVES = {z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_NOT, z3.Z3_OP_IMPLIES, z3.Z3_OP_XOR}
-
-
-def _is_connective(expr) -> bool:
-    kind = expr.decl().kind()
-    if kind in _CONNECTIVES:
-        return True
-    # an equality or if-then-else between Boolean terms combines atoms, it is not one
-    return kind in (z3.Z3_OP_EQ, z3.Z3_OP_ITE) and z3.is_bool(expr.children()[-1])
 
 
 _TEXT_CONNECTIVES = {"and", "or", "not", "=>", "xor"}
@@ -161,18 +166,40 @@ def _count_atoms(node) -> int:
 
 def distinct_atoms(formulas) -> list:
     """The atoms of ``formulas``, each once, in order of first occurrence. Lifted formulas
-    share subterms heavily, so every node is visited once."""
-    seen, atoms, todo = set(), [], list(reversed(formulas))
+    share subterms heavily, so every node is visited once; the walk uses Z3's C API
+    directly, since wrapping every node in a Python object costs more than the solver."""
+    if not formulas:
+        return []
+    ctx = formulas[0].ctx
+    ref = ctx.ref()
+    seen, atoms, todo = set(), [], [formula.as_ast() for formula in reversed(formulas)]
     while todo:
-        expr = todo.pop()
-        if expr.get_id() in seen or z3.is_true(expr) or z3.is_false(expr):
+        ast = todo.pop()
+        key = z3.Z3_get_ast_id(ref, ast)
+        if key in seen:
             continue
-        seen.add(expr.get_id())
-        if _is_connective(expr):
-            todo.extend(reversed(expr.children()))
+        seen.add(key)
+        app = z3.Z3_to_app(ref, ast)
+        kind = z3.Z3_get_decl_kind(ref, z3.Z3_get_app_decl(ref, app))
+        if kind in (z3.Z3_OP_TRUE, z3.Z3_OP_FALSE):
+            continue
+        arity = z3.Z3_get_app_num_args(ref, app)
+        if _joins_atoms(ref, app, kind, arity):
+            todo.extend(z3.Z3_get_app_arg(ref, app, i) for i in reversed(range(arity)))
         else:
-            atoms.append(expr)
+            atoms.append(z3.BoolRef(ast, ctx))
     return atoms
+
+
+def _joins_atoms(ref, app, kind: int, arity: int) -> bool:
+    """A connective, or an equality or if-then-else between Boolean terms: it combines
+    atoms, it is not one."""
+    if kind in _CONNECTIVES:
+        return True
+    if kind not in (z3.Z3_OP_EQ, z3.Z3_OP_ITE):
+        return False
+    last = z3.Z3_get_app_arg(ref, app, arity - 1)
+    return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, last)) == z3.Z3_BOOL_SORT
 
 
 _LIFT_TERM_ITES = z3.TryFor(z3.Then("blast-term-ite", "simplify"), 2_000)
@@ -202,7 +229,12 @@ class _Clock:
     def check(self, solver, *assumptions):
         if time.process_time() > self.deadline:
             raise OutOfTime("out of time")
-        answer = solver.check(*assumptions)
+        # z3's Solver.check casts every assumption, which costs more than the check
+        # itself for the dozens of trackers a cube has; they are Boolean constants already
+        array = (z3.Ast * len(assumptions))(*[tracker.as_ast() for tracker in assumptions])
+        answer = z3.CheckSatResult(
+            z3.Z3_solver_check_assumptions(solver.ctx.ref(), solver.solver, len(assumptions), array)
+        )
         if answer == z3.unknown:
             raise OutOfTime(f"solver answered unknown ({solver.reason_unknown()})")
         return answer
@@ -325,12 +357,14 @@ def _cover(
                 break
         else:
             raise OutOfTime("a path's region could not be told apart from the others")
-        cube = Cube(_expand(clear, literals, space.spelled_out))
-        cubes.append(cube)
-        uncovered.add(z3.Not(cube.formula))
-    if symmetric:
-        mirrors = [Cube(_mirror(cube.literals)) for cube in cubes]
-        cubes += [mirror for mirror in mirrors if clear.unsat_with(mirror.literals)]
+        found = [Cube(_expand(clear, literals, space.spelled_out))]
+        if symmetric:  # the mirror costs one check; expanding the cube it saves, a dozen
+            mirror = Cube(_mirror(found[0].literals))
+            if _ids(mirror) != _ids(found[0]) and clear.unsat_with(mirror.literals):
+                found.append(mirror)
+        for cube in found:
+            cubes.append(cube)
+            uncovered.add(cube.outside)
     return _irredundant(space, cubes, group)
 
 
@@ -389,40 +423,104 @@ def _mirror(literals: list) -> list:
 
 
 def _irredundant(space: _Space, cubes: list[Cube], group: list[Region]) -> list[Cube]:
-    """Drop each cube that the other cubes make unnecessary: the largest first, and of
-    equal ones the latest found."""
+    """Drop each cube that the other cubes make unnecessary: first repeats and those whose
+    literals include another cube's (no solver needed), then, the largest first and of
+    equal ones the latest found, each whose part of the group the others cover."""
+    ids = [_ids(cube) for cube in cubes]
+    first = {key: index for index, key in reversed(list(enumerate(ids)))}
+    kept = [
+        cube
+        for index, cube in enumerate(cubes)
+        if first[ids[index]] == index and not any(other < ids[index] for other in first)
+    ]
+    order = {id(cube): index for index, cube in enumerate(cubes)}
     outside = _Tracked(space.solver(space.union(group)), space.clock)
-    kept = list(cubes)
-    for index in sorted(range(len(cubes)), key=lambda i: (-len(cubes[i].literals), -i)):
-        cube = cubes[index]
+    for cube in sorted(kept, key=lambda c: (-len(c.literals), -order[id(c)])):
         others = [c for c in kept if c is not cube]
-        if outside.unsat_with([z3.Not(c.formula) for c in others]):
+        # the cube's own literals only narrow the query: the group lies inside all cubes
+        if outside.unsat_with(cube.literals + [c.outside for c in others]):
             kept = others
     return kept
+
+
+def _ids(cube: Cube) -> frozenset:
+    return frozenset(literal.get_id() for literal in cube.literals)
 
 
 # ---------------------------------------------------------------- the pair's conditions
 
 
-def label(space: _Space, cube: Cube, wanted: list[Region]) -> str:
-    """The results the cube implies: ``both ok``, ``A ENOENT, B ok``, ``A ok`` or nothing.
-    A call's result is implied when every region the cube meets gives the same one."""
-    if not wanted or not wanted[0].results:
-        return ""
-    meets = _Tracked(space.solver(cube.formula), space.clock)
-    implied = []
-    for call in (0, 1):
-        kinds = sorted({region.results[call] for region in wanted})
-        met = [
-            kind
-            for kind in kinds
-            if meets.sat_with([space.union([r for r in wanted if r.results[call] == kind])])
-        ]
-        implied.append(met[0] if len(met) == 1 else "")
-    a, b = implied
-    if a and a == b:
-        return f"both {a}"
-    return ", ".join(f"{call} {kind}" for call, kind in zip("AB", implied, strict=True) if kind)
+class _Labeller:
+    """Which results a cube implies: a slot's result (RESULT_SLOTS) is implied when every
+    region of the verdict the cube meets gives the same one. One model of the cube inside
+    the verdict's regions names a candidate per slot; one check per slot shows that no
+    region the cube meets gives another."""
+
+    def __init__(self, space: _Space, wanted: list[Region], slots: range):
+        self.wanted, self.slots = wanted, slots
+        self.selectors = [z3.Bool(f"labelled!{i}") for i in range(len(wanted))]
+        solver = space.solver(z3.Or(self.selectors))
+        for selector, region in zip(self.selectors, wanted, strict=True):
+            solver.add(z3.Implies(selector, space.formulas[id(region)]))
+        self.meets = _Tracked(solver, space.clock)
+
+    def implied(self, cube: Cube) -> dict:
+        if not self.meets.sat_with(cube.literals):
+            return {}
+        model = self.meets.solver.model()
+        seed = next(
+            region
+            for selector, region in zip(self.selectors, self.wanted, strict=True)
+            if z3.is_true(model.eval(selector, model_completion=True))
+        )
+        implied = {}
+        for slot in self.slots:
+            kind = seed.results[slot]
+            others = [
+                selector
+                for selector, region in zip(self.selectors, self.wanted, strict=True)
+                if region.results[slot] != kind
+            ]
+            if not others or self.meets.unsat_with([*cube.literals, _or(others)]):
+                implied[RESULT_SLOTS[slot]] = kind
+        return implied
+
+
+_KIND_WORDS = {"ok": ("succeeds", "succeed")}  # an errno or a signal: see _kind_words
+
+
+def _kind_words(kind: str) -> tuple[str, str]:
+    """The verb for one call and for both: ``succeeds`` / ``fails with ENOENT``."""
+    if kind in _KIND_WORDS:
+        return _KIND_WORDS[kind]
+    if kind.startswith("SIG"):
+        return f"gets {kind}", f"get {kind}"
+    return f"fails with {kind}", f"fail with {kind}"
+
+
+def _order_label(a_kind: str | None, b_kind: str | None) -> str:
+    """``both succeed``, ``A fails with EEXIST, B succeeds``, ``B succeeds`` or ""."""
+    if a_kind and a_kind == b_kind:
+        return f"both {_kind_words(a_kind)[1]}"
+    return ", ".join(
+        f"{call} {_kind_words(kind)[0]}" for call, kind in (("A", a_kind), ("B", b_kind)) if kind
+    )
+
+
+def label_text(results: dict, commutes: bool) -> str:
+    """A commutative case's results are the same in either order, so one order says them;
+    a diverging case says each order's (``A first: both succeed; B first: ...``)."""
+    first, second = (
+        _order_label(results.get(RESULT_SLOTS[a]), results.get(RESULT_SLOTS[b]))
+        for a, b in ((0, 1), (2, 3))
+    )
+    if commutes:
+        return first
+    if first == second:
+        return f"{first} in either order" if first else ""
+    return "; ".join(
+        f"{order}: {text}" for order, text in (("A first", first), ("B first", second)) if text
+    )
 
 
 def pair_conditions(
@@ -446,9 +544,11 @@ def pair_conditions(
     ):
         try:
             condition = Condition(_cover(space, wanted, others, symmetric) if space else [])
-            if space:
+            if space and wanted and wanted[0].results:
+                labeller = _Labeller(space, wanted, range(2 if name == "commutes" else 4))
                 for cube in condition.cubes:
-                    cube.label = label(space, cube, wanted)
+                    cube.results = labeller.implied(cube)
+                    cube.label = label_text(cube.results, name == "commutes")
                 condition.cubes.sort(key=lambda cube: len(cube.literals))  # simplest first
         except OutOfTime as reason:
             condition = raw_condition(wanted)
@@ -474,6 +574,7 @@ def condition_json(condition: Condition) -> dict:
         "cases": [
             {
                 "label": cube.label,
+                "results": cube.results,
                 "text": " and ".join(show(lit) for lit in cube.literals) or "always",
                 "atoms": len(cube.literals),
             }
@@ -492,7 +593,7 @@ def condition_json(condition: Condition) -> dict:
 
 
 def condition_text(condition: Condition) -> str:
-    """``always``, ``never``, one case, or one case per line (``both ok: ...``)."""
+    """``always``, ``never``, one case, or one case per line (``[both succeed] ...``)."""
     if condition.always:
         return "always"
     if not condition.cubes:
@@ -500,7 +601,8 @@ def condition_text(condition: Condition) -> str:
     if len(condition.cubes) == 1:
         return " and ".join(show(lit) for lit in condition.cubes[0].literals)
     return "\n".join(
-        (f"{cube.label}: " if cube.label else "") + " and ".join(show(lit) for lit in cube.literals)
+        (f"[{cube.label}] " if cube.label else "")
+        + " and ".join(show(lit) for lit in cube.literals)
         for cube in condition.cubes
     )
 
