@@ -28,6 +28,9 @@
 #include "sv6/sv6.h"
 #include "sv6/usock.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 struct ino_counter {
     SV6_ALIGNED _Atomic uint64_t next;
 };
@@ -88,8 +91,18 @@ struct sv6_proc {
     struct mmap_hint hints[SV6_NCORES];
 };
 
-/* Zeroed memory on whole cache lines of its own (aborts when out of memory). */
-void *sv6_zalloc(size_t size);
+/* Zeroed memory on whole cache lines of its own (aborts when out of memory: an
+ * in-memory model has nothing to fall back on).  Always inlined, so that the
+ * allocation is made by the function that asks for it: scalecheck's tracer
+ * names heap data by the caller of the allocator. */
+static inline __attribute__((always_inline)) void *sv6_zalloc(size_t size)
+{
+    size_t rounded = (size + SV6_CACHELINE - 1) / SV6_CACHELINE * SV6_CACHELINE;
+    void *p = aligned_alloc(SV6_CACHELINE, rounded);
+    if (!p)
+        abort();
+    return memset(p, 0, rounded);
+}
 uint64_t sv6_new_ino(struct sv6_world *w);
 /* An inode with link count 1 and two references (for its entry and a file). */
 struct sv6_inode *sv6_new_inode(struct sv6_world *w);

@@ -6,20 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-static void *checked(void *p)
-{
-    if (!p)
-        abort(); /* out of memory: an in-memory model has nothing to fall back on */
-    return p;
-}
-
-void *sv6_zalloc(size_t size)
-{
-    size_t rounded = (size + SV6_CACHELINE - 1) / SV6_CACHELINE * SV6_CACHELINE;
-    void *p = checked(aligned_alloc(SV6_CACHELINE, rounded));
-    return memset(p, 0, rounded);
-}
-
 /* ------------------------------------------------------------ inodes */
 
 static void inode_hold(void *value, void *ctx)
@@ -209,6 +195,14 @@ static void copy_to_child(int fd, void *value, void *arg)
         refcache_dec(&copy->child->world->rc, &f->ref);
         copy->result = -EBADF;
     }
+}
+
+int sv6_fd_install(struct sv6_proc *dst, int dst_fd, struct sv6_proc *src, int src_fd)
+{
+    struct copy_args copy = {.child = dst, .child_fd = dst_fd, .result = 0};
+    if (fdtable_visit(&src->fds, src_fd, copy_to_child, &copy) != 0)
+        return -EBADF;
+    return copy.result;
 }
 
 int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,

@@ -75,8 +75,9 @@ def register(subparsers):
     p.add_argument(
         "--target",
         default="linux",
-        help="implementation to trace: 'linux' (default), or 'lib:PATH' for a C library "
-        "described by the manifest at PATH (docs/usertarget.md)",
+        help="implementation to trace: 'linux' (default), 'lib:PATH' for a C library "
+        "described by the manifest at PATH, or a shipped library by name: "
+        f"{', '.join(sorted(userspace.NAMED_LIBRARIES))} (docs/usertarget.md)",
     )
     p.add_argument("--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*)")
     p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
@@ -256,12 +257,13 @@ def run_tests(
         raise UserError("--repeats must be at least 1")
     if repeats > 100:
         raise UserError("--repeats is at most 100")
-    if target.startswith("lib:"):
+    library = userspace.library_spec(target)
+    if library is not None:
         if cluster:
             raise UserError("--cluster traces the Linux target only; run a library here")
         return userspace.run_library_tests(
             out_dir,
-            target.removeprefix("lib:"),
+            library,
             jobs=jobs,
             repeats=repeats,
             limit=limit,
@@ -273,7 +275,10 @@ def run_tests(
             set_aside_incompatible=set_aside_incompatible,
         )
     if target != "linux":
-        raise UserError(f"unknown target {target!r} ('linux' or 'lib:PATH')")
+        raise UserError(
+            f"unknown target {target!r} ('linux', 'lib:PATH' or one of "
+            f"{', '.join(sorted(userspace.NAMED_LIBRARIES))})"
+        )
     tests_header, tests = testfile.read_tests(out_dir / "tests.jsonl")
     if tests_header.get("model", "posix") != "posix":
         raise UserError(

@@ -78,6 +78,11 @@ struct sv6_spawn_fd {
 int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,
               struct sv6_proc **child);
 
+/* Puts at dst_fd (which must be free) a new reference to src's open file at
+ * src_fd, sharing its offset: dup across processes, for building a given state
+ * (scalecheck's adapter installs a test's fds at their numbers).  0 or -EBADF. */
+int sv6_fd_install(struct sv6_proc *dst, int dst_fd, struct sv6_proc *src, int src_fd);
+
 /* Names (flags: O_CREAT, O_EXCL, O_TRUNC, SV6_O_ANYFD). */
 int sv6_open(struct sv6_proc *p, const char *name, int flags);
 int sv6_link(struct sv6_proc *p, const char *old, const char *new_name);
