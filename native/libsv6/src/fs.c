@@ -34,7 +34,9 @@ static int do_open(struct sv6_proc *p, const char *name, int flags)
             if ((flags & O_CREAT) && (flags & O_EXCL))
                 return -EEXIST;
             refcache_inc(&w->rc, &inode->ref); /* its entry's reference counts */
-            if (flags & O_TRUNC) {
+            /* Truncating an empty file writes nothing: the idempotent update
+             * would conflict with every reader of the length (lseek, read). */
+            if ((flags & O_TRUNC) && atomic_load(&inode->length) != 0) {
                 pthread_mutex_lock(&inode->lock);
                 if (inode->data) /* zeros past the end, for later growth */
                     memset(inode->data, 0, atomic_load(&inode->length));
@@ -176,6 +178,14 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
         return -EBADF;
     if (f->kind != FILE_INODE)
         return -ESPIPE;
+    /* A seek below offset 0 fails at the moment the base was read, without the
+     * lock: a failing lseek writes nothing. */
+    off_t seen = whence == SEEK_SET   ? 0
+                 : whence == SEEK_CUR ? (off_t)atomic_load(&f->off)
+                 : whence == SEEK_END ? (off_t)atomic_load(&f->inode->length)
+                                      : -1;
+    if (seen < 0 || seen + off < 0)
+        return -EINVAL;
     pthread_mutex_lock(&f->off_lock);
     off_t base = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)f->off

@@ -77,7 +77,7 @@ struct sv6_file {
     struct usock *sock;
     uint64_t sock_ino;
     SV6_ALIGNED pthread_mutex_t off_lock;
-    uint64_t off;
+    _Atomic uint64_t off; /* changed under off_lock; lseek peeks without it */
 };
 
 struct mmap_hint {

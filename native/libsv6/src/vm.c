@@ -147,8 +147,11 @@ int sv6_mprotect(struct sv6_proc *p, uint64_t addr, size_t len, int prot)
             result = -ENOMEM;
     for (uint64_t i = 0; i < count && result == 0; i++) {
         struct sv6_mapping *m = radix_get(&p->vm, first + i);
-        if (m) /* unmapped meanwhile: nothing left to protect */
-            atomic_store(&m->writable, prot & PROT_WRITE);
+        /* Unmapped meanwhile: nothing left to protect.  Unchanged: nothing
+         * written, so memread and memwrite of the page do not conflict with it. */
+        bool writable = prot & PROT_WRITE;
+        if (m && atomic_load(&m->writable) != writable)
+            atomic_store(&m->writable, writable);
     }
     ebr_exit();
     return result;
