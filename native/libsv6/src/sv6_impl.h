@@ -111,6 +111,8 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
 int sv6_install(struct sv6_proc *p, struct sv6_file *f, bool anyfd);
 /* Inside an EBR section: the file at fd, or NULL. */
 struct sv6_file *sv6_file_at(struct sv6_proc *p, int fd);
+/* Fork-style spawn: the child gets every mapping of the parent. */
+void sv6_vm_copy(struct sv6_proc *parent, struct sv6_proc *child);
 /* Frees every mapping at once: sv6_proc_destroy, when no other thread uses p. */
 void sv6_vm_destroy(struct sv6_proc *p);
 

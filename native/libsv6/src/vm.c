@@ -74,6 +74,36 @@ static struct sv6_mapping *new_mapping(struct sv6_world *w, struct sv6_inode *in
     return m;
 }
 
+/* One page of the parent's address space into the child's, as fork does: a
+ * file page stays shared with the file, an anonymous page is copied. */
+static void copy_page(uint64_t page, void *value, void *arg)
+{
+    struct sv6_mapping *from = value;
+    struct sv6_proc *child = arg;
+    struct sv6_mapping *to =
+        new_mapping(child->world, from->inode, from->file_page, atomic_load(&from->writable));
+    if (!from->inode) {
+        pthread_mutex_lock(&from->lock);
+        if (from->data) {
+            to->data = malloc(SV6_PAGE_SIZE);
+            if (!to->data)
+                abort();
+            memcpy(to->data, from->data, SV6_PAGE_SIZE);
+        }
+        pthread_mutex_unlock(&from->lock);
+    }
+    mapping_retire(radix_swap(&child->vm, page, to));
+}
+
+void sv6_vm_copy(struct sv6_proc *parent, struct sv6_proc *child)
+{
+    /* The parent's mappings found here are not freed before ebr_exit, and each
+     * holds its inode reference until then (see sv6_impl.h). */
+    ebr_enter();
+    radix_each(&parent->vm, copy_page, child);
+    ebr_exit();
+}
+
 /* Without MAP_FIXED: count free pages from the calling core's own region. */
 static uint64_t place(struct sv6_proc *p, uint64_t count)
 {

@@ -212,6 +212,7 @@ int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,
     struct copy_args copy = {.child = c, .child_fd = -1, .result = 0};
     if (n == SV6_SPAWN_ALL) {
         fdtable_each(&parent->fds, copy_to_child, &copy);
+        sv6_vm_copy(parent, c);
     } else {
         for (size_t i = 0; i < n && copy.result == 0; i++) {
             copy.child_fd = fds[i].child_fd;

@@ -68,8 +68,9 @@ void sv6_proc_destroy(struct sv6_proc *p);
 
 /* posix_spawn-style creation: the child starts with an empty address space
  * and exactly the fds listed (child_fd = a copy of parent_fd), built directly
- * rather than copied and closed.  SV6_SPAWN_ALL copies every fd at the same
- * number (the fork-style table, for comparison).  0 or -EBADF. */
+ * rather than copied and closed.  SV6_SPAWN_ALL is fork-style, for
+ * comparison: every fd copied at its number and the whole address space (file
+ * pages shared with the file, anonymous pages copied).  0 or -EBADF. */
 struct sv6_spawn_fd {
     int parent_fd;
     int child_fd;
