@@ -101,20 +101,20 @@ FAULTY = (
     """
 #include <unistd.h>
 #include "scalecheck_adapter.h"
-static void call_inc(const long *args, struct sc_result *result)
+static void call_inc(const struct sc_call *call, struct sc_result *result)
 {
-	(void)args, (void)result;
+	(void)call, (void)result;
 	*(volatile int *)0 = 1; /* SIGSEGV */
 }
-static void call_dec(const long *args, struct sc_result *result)
+static void call_dec(const struct sc_call *call, struct sc_result *result)
 {
-	(void)args, (void)result;
+	(void)call, (void)result;
 	for (;;)
 		pause();
 }
-static void call_iszero(const long *args, struct sc_result *result)
+static void call_iszero(const struct sc_call *call, struct sc_result *result)
 {
-	(void)args;
+	(void)call;
 	sc_ok_bool(result, 1); /* whatever the count: a result the model forbids when it is not 0 */
 }
 const struct sc_op SC_OPS[] = {
@@ -161,9 +161,9 @@ class Nothing(Model):
 HARNESS_ONLY = (
     """
 #include "scalecheck_adapter.h"
-static void call_noop(const long *args, struct sc_result *result)
+static void call_noop(const struct sc_call *call, struct sc_result *result)
 {
-	(void)args;
+	(void)call;
 	sc_ok(result, 0);
 }
 const struct sc_op SC_OPS[] = {{"noop", 0, call_noop}, {0, 0, 0}};
@@ -210,17 +210,34 @@ def test_setup_and_calls_render_for_the_harness():
         "put-get/p0/t1",
         ["put", "get"],
         {
-            "setup": {"table": {"2": {"present": True, "": 8}}, "count": 3},
+            "setup": {
+                "table": {"2": {"present": True, "": 8}},
+                "count": 3,
+                "pipes": [{"data": [65]}, {"data": []}],
+                "procs": [{"fds": {"13": {"pipe": 0, "end": "r"}}, "maps": {}}],
+            },
             "calls": [
-                {"op": "put", "proc": 0, "args": {"key": 3, "value": 7}},
-                {"op": "get", "proc": 1, "args": {"key": 2}},
+                {"op": "put", "proc": 0, "args": {"key": 3, "value": "f0"}},
+                {"op": "get", "proc": 1, "args": {"key": True}},
             ],
         },
     )
     arguments = {"put": ("key", "value"), "get": ("key",)}
-    assert userspace.render(test, 5, arguments) == (
-        "T 5\nV table.2.present 1\nV table.2 8\nV count 3\nC 0 put 3 7\nC 1 get 2\nE\n"
+    assert userspace.render(test, 5, arguments, {"fd_base": 10}) == (
+        "T 5\nV constants.fd_base 10\nV table.2.present 1\nV table.2 8\nV count 3\n"
+        "V pipes.0.data.0 65\nV pipes.1.data []\nV procs.0.fds.13.pipe 0\n"
+        "V procs.0.fds.13.end r\nV procs.0.maps {}\n"
+        "C 0 0 put key=3 value=f0\nC 1 1 get key=1\nE\n"
     )
+    test.raw["calls"][0]["args"]["value"] = "two words"
+    with pytest.raises(testfile.UnsupportedTest, match="must be an integer, boolean or word"):
+        userspace.render(test, 5, arguments, {})
+    test.raw["calls"][0]["args"]["value"] = 7
     test.raw["calls"][1]["args"] = {}
     with pytest.raises(testfile.UnsupportedTest, match="missing 'key'"):
-        userspace.render(test, 5, arguments)
+        userspace.render(test, 5, arguments, {})
+
+
+def test_unknown_target_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="unknown target 'sv7'.*libsv6"):
+        runner.run_tests(tmp_path, target="sv7", quiet=True)

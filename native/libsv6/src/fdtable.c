@@ -114,6 +114,9 @@ void *fdtable_remove(struct fdtable *t, int fd)
     _Atomic(void *) *slot = slot_of(t, fd);
     if (!slot || !split(fd, &p, &i))
         return NULL;
+    /* Closing a free fd writes nothing: it conflicts with no lookup of it. */
+    if (!atomic_load(slot))
+        return NULL;
     struct fdtable_part *part = &t->parts[p];
     pthread_mutex_lock(&part->lock);
     void *value = atomic_exchange(slot, NULL);
