@@ -65,10 +65,17 @@ class Library:
         )
 
     def fingerprint(self) -> str:
+        """Of the manifest, the sources and the headers they can include (those beside
+        them and under the -I directories): the program is rebuilt when one changes."""
         digest = hashlib.sha256(self.manifest.read_bytes())
-        for path in (self.adapter, *self.sources):
+        for path in (self.adapter, *self.sources, *self._headers()):
             digest.update(path.read_bytes())
         return digest.hexdigest()[:12]
+
+    def _headers(self) -> list[Path]:
+        includes = [Path(flag[2:]) for flag in self.cflags if flag.startswith("-I")]
+        folders = {self.adapter.parent, *(source.parent for source in self.sources), *includes}
+        return sorted({header for folder in folders for header in folder.rglob("*.h")})
 
 
 def library_spec(target: str) -> str | None:
