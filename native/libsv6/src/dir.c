@@ -141,6 +141,12 @@ int dir_rename(struct dir *d, const char *src, const char *dst, void **moved, vo
 {
     if (strlen(src) > DIR_NAME_MAX || strlen(dst) > DIR_NAME_MAX)
         return -ENAMETOOLONG;
+    /* Onto itself: nothing changes, so nothing is written. */
+    if (strcmp(src, dst) == 0) {
+        *replaced = NULL;
+        *moved = dir_lookup(d, src);
+        return *moved ? 0 : -ENOENT;
+    }
     struct dir_bucket *sb = bucket_of(d, src), *db = bucket_of(d, dst);
     lock_pair(sb, db);
     int result = -ENOENT;
@@ -149,10 +155,15 @@ int dir_rename(struct dir *d, const char *src, const char *dst, void **moved, vo
     if (atomic_load(slink)) {
         result = 0;
         *moved = atomic_load(slink)->value;
-        if (strcmp(src, dst) != 0) {
+        _Atomic(struct dir_entry *) *dlink = find_link(db, dst);
+        if (atomic_load(dlink) && atomic_load(dlink)->value == *moved) {
+            /* dst already names it: only src goes, dst's entry is not rewritten
+             * (a lookup of dst shares nothing with this rename). */
+            *replaced = *moved;
+            unlink_entry(slink);
+        } else {
             /* dst first, then src: a lookup in between sees both names,
              * never neither. */
-            _Atomic(struct dir_entry *) *dlink = find_link(db, dst);
             struct dir_entry *fresh = new_entry(d, dst, *moved);
             d->ops->hold(*moved, d->ops->ctx); /* src's entry drops its own */
             if (atomic_load(dlink)) {

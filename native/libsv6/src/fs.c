@@ -237,6 +237,10 @@ static void reserve(struct sv6_inode *inode, size_t end)
 
 static ssize_t inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
 {
+    /* At or past the end: nothing to read, and nothing written (no lock), so
+     * reads at the end of a file share nothing with each other. */
+    if (off >= atomic_load(&inode->length))
+        return 0;
     pthread_mutex_lock(&inode->lock);
     uint64_t length = atomic_load(&inode->length);
     size_t count = off >= length ? 0 : (length - off < n ? length - off : n);
@@ -261,6 +265,9 @@ static ssize_t inode_write(struct sv6_inode *inode, const void *buf, size_t n, u
 
 static ssize_t pipe_read(struct sv6_pipe *pipe, void *buf, size_t n)
 {
+    /* Empty: -EAGAIN without the lock, so reads of an empty pipe write nothing. */
+    if (n > 0 && atomic_load(&pipe->head) == atomic_load(&pipe->tail))
+        return -EAGAIN;
     pthread_mutex_lock(&pipe->lock);
     size_t count = pipe->tail - pipe->head < n ? pipe->tail - pipe->head : n;
     if (count)

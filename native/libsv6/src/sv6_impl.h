@@ -61,7 +61,8 @@ struct sv6_inode {
 struct sv6_pipe {
     SV6_ALIGNED pthread_mutex_t lock;
     unsigned char *data;
-    size_t head, tail, capacity;
+    _Atomic size_t head, tail; /* changed under lock; read emptiness peeks without it */
+    size_t capacity;
     uint64_t ino;
     atomic_int ends;
 };

@@ -213,6 +213,8 @@ static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, si
     }
     struct sv6_inode *inode = m->inode;
     uint64_t start = m->file_page * SV6_PAGE_SIZE, at = start + in_page;
+    if (start >= atomic_load(&inode->length))
+        return SV6_SIGBUS; /* wholly past the end: decided without the lock */
     int result = 0;
     pthread_mutex_lock(&inode->lock);
     uint64_t length = atomic_load(&inode->length);
