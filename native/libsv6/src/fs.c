@@ -179,13 +179,16 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
     if (f->kind != FILE_INODE)
         return -ESPIPE;
     /* A seek below offset 0 fails at the moment the base was read, without the
-     * lock: a failing lseek writes nothing. */
+     * lock: a failing lseek writes nothing, and neither does one that stays. */
     off_t seen = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)atomic_load(&f->off)
                  : whence == SEEK_END ? (off_t)atomic_load(&f->inode->length)
                                       : -1;
     if (seen < 0 || seen + off < 0)
         return -EINVAL;
+    /* Already there (a seek to the current offset): nothing to write either. */
+    if ((uint64_t)(seen + off) == atomic_load(&f->off))
+        return seen + off;
     pthread_mutex_lock(&f->off_lock);
     off_t base = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)f->off
