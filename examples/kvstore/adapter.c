@@ -6,24 +6,24 @@
 
 #define KEYS 4 /* the model's KeyId values */
 
-static void call_put(const long *args, struct sc_result *result)
+static void call_put(const struct sc_call *call, struct sc_result *result)
 {
-	kv_put(args[0], args[1]);
+	kv_put(sc_arg_int(call, "key"), sc_arg_int(call, "value"));
 	sc_ok(result, 0);
 }
 
-static void call_get(const long *args, struct sc_result *result)
+static void call_get(const struct sc_call *call, struct sc_result *result)
 {
 	long value;
-	if (kv_get(args[0], &value) < 0)
+	if (kv_get(sc_arg(call, 0), &value) < 0)
 		sc_error(result, "ENOENT");
 	else
 		sc_ok(result, value);
 }
 
-static void call_delete(const long *args, struct sc_result *result)
+static void call_delete(const struct sc_call *call, struct sc_result *result)
 {
-	if (kv_delete(args[0]) < 0)
+	if (kv_delete(sc_arg(call, 0)) < 0)
 		sc_error(result, "ENOENT");
 	else
 		sc_ok(result, 0);

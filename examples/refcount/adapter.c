@@ -3,25 +3,25 @@
 #include "refcount.h"
 #include "scalecheck_adapter.h"
 
-static void call_inc(const long *args, struct sc_result *result)
+static void call_inc(const struct sc_call *call, struct sc_result *result)
 {
-	(void)args;
+	(void)call;
 	rc_inc();
 	sc_ok(result, 0);
 }
 
-static void call_dec(const long *args, struct sc_result *result)
+static void call_dec(const struct sc_call *call, struct sc_result *result)
 {
-	(void)args;
+	(void)call;
 	if (rc_dec() < 0)
 		sc_error(result, "EINVAL");
 	else
 		sc_ok(result, 0);
 }
 
-static void call_iszero(const long *args, struct sc_result *result)
+static void call_iszero(const struct sc_call *call, struct sc_result *result)
 {
-	(void)args;
+	(void)call;
 	sc_ok_bool(result, rc_iszero());
 }
 

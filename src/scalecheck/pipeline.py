@@ -23,7 +23,7 @@ from scalecheck.trace.runner import (
     not_conforming,
     run_tests,
 )
-from scalecheck.trace.userspace import load_library
+from scalecheck.trace.userspace import NAMED_LIBRARIES, library_spec, load_library
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -49,7 +49,8 @@ def register(subparsers):
     parser.add_argument(
         "--target",
         default="linux",
-        help="'linux' (default) or 'lib:PATH', a C library's manifest (docs/usertarget.md)",
+        help="'linux' (default), 'lib:PATH' (a C library's manifest) or a shipped library: "
+        f"{', '.join(sorted(NAMED_LIBRARIES))} (docs/usertarget.md)",
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
@@ -86,8 +87,8 @@ def run(args) -> int:
 
     console = Console(stderr=True)
     if args.model is None:
-        library = args.target.startswith("lib:") and load_library(args.target.removeprefix("lib:"))
-        args.model = library.model if library else "posix"
+        spec = library_spec(args.target)
+        args.model = load_library(spec).model if spec else "posix"
     model_cls = load_model(args.model)
     ops_text = None if args.full else args.ops or (DEFAULT_OPS if args.model == "posix" else None)
     ops = select_ops(model_cls, ops_text)

@@ -6,8 +6,8 @@
  *
  *   S repeats=N
  *   T index            a test, then its lines up to E:
- *   V path value       one value of the setup (the model's state, flattened)
- *   C side op args...  call A (side 0) and call B (side 1), integer arguments
+ *   V path value       one value of the setup (flattened; value an integer or a word)
+ *   C side proc op name=value...  call A (side 0) and call B (side 1), in process proc
  *   E
  *
  * preceded by lines "P addr size": the library's static data to snapshot (below).
@@ -42,9 +42,8 @@
 #include "../include/scalecheck_marker.h"
 #include "scalecheck_adapter.h"
 
-#define MAX_VALUES 256
+#define MAX_VALUES 512
 #define PATH_LEN 64
-#define MAX_ARGS 8
 #define MAX_ALLOCS 1024
 #define MAX_SNAPSHOT_RANGES 64
 /* Bytes of one range or allocation in a snapshot: pointers beyond are not followed. */
@@ -53,12 +52,12 @@
 struct sc_state {
 	int nvalues;
 	char paths[MAX_VALUES][PATH_LEN];
-	long values[MAX_VALUES];
+	char texts[MAX_VALUES][SC_TEXT_LEN];
 };
 
 struct call {
 	const struct sc_op *op;
-	long args[MAX_ARGS];
+	struct sc_call call;
 };
 
 struct test {
@@ -70,12 +69,94 @@ struct test {
 
 /* ---- the adapter's helpers ---- */
 
-long sc_state_get(const struct sc_state *state, const char *path, long fallback)
+/* The integer a text spells, in *value: 1, or 0 when it is not an integer. */
+static int parse_integer(const char *text, long *value)
+{
+	char *end;
+	*value = strtol(text, &end, 0);
+	return end != text && !*end;
+}
+
+const char *sc_state_text(const struct sc_state *state, const char *path)
 {
 	for (int i = 0; i < state->nvalues; i++)
 		if (!strcmp(state->paths[i], path))
-			return state->values[i];
-	return fallback;
+			return state->texts[i];
+	return NULL;
+}
+
+long sc_state_get(const struct sc_state *state, const char *path, long fallback)
+{
+	const char *text = sc_state_text(state, path);
+	long value;
+	return text && parse_integer(text, &value) ? value : fallback;
+}
+
+/* The key right under prefix (length n, 0 for the top) in path, into key; 0 if none. */
+static int key_under(const char *path, const char *prefix, size_t n, char *key, size_t keylen)
+{
+	if (n && (strncmp(path, prefix, n) || path[n] != '.'))
+		return 0;
+	const char *start = n ? path + n + 1 : path;
+	size_t len = strcspn(start, ".");
+	if (!len || len >= keylen)
+		return 0;
+	memcpy(key, start, len);
+	key[len] = 0;
+	return 1;
+}
+
+int sc_state_key(const struct sc_state *state, const char *path, int n, char *key, size_t keylen)
+{
+	size_t plen = strlen(path);
+	char seen[MAX_VALUES][PATH_LEN];
+	int nseen = 0;
+	for (int i = 0; i < state->nvalues; i++) {
+		char found[PATH_LEN];
+		if (!key_under(state->paths[i], path, plen, found, sizeof found))
+			continue;
+		int known = 0;
+		for (int j = 0; j < nseen && !known; j++)
+			known = !strcmp(seen[j], found);
+		if (known)
+			continue;
+		if (nseen == n) {
+			if (strlen(found) >= keylen)
+				return 0;
+			strcpy(key, found);
+			return 1;
+		}
+		strcpy(seen[nseen++], found);
+	}
+	return 0;
+}
+
+static const struct sc_arg *named_arg(const struct sc_call *call, const char *name)
+{
+	for (int i = 0; i < call->nargs; i++)
+		if (!strcmp(call->args[i].name, name))
+			return &call->args[i];
+	fprintf(stderr, "scalecheck adapter asked for argument %s, which the call does not have\n", name);
+	exit(3);
+}
+
+long sc_arg(const struct sc_call *call, int i)
+{
+	if (i < 0 || i >= call->nargs) {
+		fprintf(stderr, "scalecheck adapter asked for argument %d of %d\n", i, call->nargs);
+		exit(3);
+	}
+	return call->args[i].value;
+}
+
+long sc_arg_int(const struct sc_call *call, const char *name)
+{
+	return named_arg(call, name)->value;
+}
+
+const char *sc_arg_str(const struct sc_call *call, const char *name)
+{
+	return named_arg(call, name)->text;
 }
 
 void sc_ok(struct sc_result *result, long value)
@@ -91,6 +172,40 @@ void sc_ok_bool(struct sc_result *result, int value)
 void sc_error(struct sc_result *result, const char *errno_name)
 {
 	snprintf(result->text, sizeof result->text, "{\"errno\":\"%s\"}", errno_name);
+}
+
+void sc_signal(struct sc_result *result, const char *signal_name)
+{
+	snprintf(result->text, sizeof result->text, "{\"signal\":\"%s\"}", signal_name);
+}
+
+/* Reopens a result's closing brace to add `"name":`; the returned end is where the
+ * field's value goes. */
+static char *open_field(struct sc_result *result, const char *name)
+{
+	size_t len = strlen(result->text);
+	if (!len || result->text[len - 1] != '}') {
+		fprintf(stderr, "scalecheck adapter added field %s to no result\n", name);
+		exit(3);
+	}
+	snprintf(result->text + len - 1, sizeof result->text - (len - 1), ",\"%s\":", name);
+	return result->text + strlen(result->text);
+}
+
+void sc_result_field(struct sc_result *result, const char *name, long value)
+{
+	char *end = open_field(result, name);
+	snprintf(end, sizeof result->text - (size_t)(end - result->text), "%ld}", value);
+}
+
+void sc_result_list(struct sc_result *result, const char *name, const long *values, int n)
+{
+	char *end = open_field(result, name);
+	for (int i = 0; i < n; i++) {
+		size_t used = (size_t)(end - result->text);
+		end += snprintf(end, sizeof result->text - used, "%c%ld", i ? ',' : '[', values[i]);
+	}
+	snprintf(end, sizeof result->text - (size_t)(end - result->text), n ? "]}" : "[]}");
 }
 
 __attribute__((weak)) void sc_thread_init(int side)
@@ -116,9 +231,11 @@ static struct {
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *old, size_t size);
+void *__real_aligned_alloc(size_t alignment, size_t size);
 void *__wrap_malloc(size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *old, size_t size);
+void *__wrap_aligned_alloc(size_t alignment, size_t size);
 void __real_free(void *addr);
 void __wrap_free(void *addr);
 
@@ -151,6 +268,11 @@ void *__wrap_realloc(void *old, size_t size)
 {
 	log_free(old);
 	return logged(__real_realloc(old, size), size, __builtin_return_address(0));
+}
+
+void *__wrap_aligned_alloc(size_t alignment, size_t size)
+{
+	return logged(__real_aligned_alloc(alignment, size), size, __builtin_return_address(0));
 }
 
 void __wrap_free(void *addr)
@@ -218,7 +340,7 @@ static void *participant_main(void *arg)
 		struct sc_result result = {""};
 		sc_emit_tag(p->tag);
 		SC_MARK_START();
-		call.op->call(call.args, &result);
+		call.op->call(&call.call, &result);
 		SC_MARK_END();
 		p->result = result;
 		set_flag(&p->done);
@@ -263,23 +385,34 @@ static int parse_test(FILE *in, struct test *t, const char **why)
 			return *why ? -1 : 0;
 		if (!strcmp(kind, "V") && t->state.nvalues < MAX_VALUES) {
 			char *path = strtok_r(NULL, " \n", &save), *value = strtok_r(NULL, " \n", &save);
-			if (!path || !value || strlen(path) >= PATH_LEN) {
+			if (!path || !value || strlen(path) >= PATH_LEN || strlen(value) >= SC_TEXT_LEN) {
 				*why = "malformed setup value";
 				continue;
 			}
 			strcpy(t->state.paths[t->state.nvalues], path);
-			t->state.values[t->state.nvalues++] = strtol(value, NULL, 0);
+			strcpy(t->state.texts[t->state.nvalues++], value);
 		} else if (!strcmp(kind, "C") && t->ncalls < 2) {
 			struct call *c = &t->calls[t->ncalls++];
 			strtok_r(NULL, " \n", &save); /* side: calls come in order A, B */
-			char *name = strtok_r(NULL, " \n", &save);
+			char *proc = strtok_r(NULL, " \n", &save), *name = strtok_r(NULL, " \n", &save);
 			c->op = name ? find_op(name) : NULL;
-			int nargs = 0;
-			for (char *arg; (arg = strtok_r(NULL, " \n", &save)) && nargs < MAX_ARGS;)
-				c->args[nargs++] = strtol(arg, NULL, 0);
+			c->call.proc = proc ? atoi(proc) : 0;
+			for (char *arg; (arg = strtok_r(NULL, " \n", &save));) {
+				struct sc_arg *a = &c->call.args[c->call.nargs];
+				char *eq = strchr(arg, '=');
+				if (c->call.nargs == SC_MAX_ARGS || !eq || eq - arg >= SC_NAME_LEN || strlen(eq + 1) >= SC_TEXT_LEN) {
+					*why = "malformed or too many arguments";
+					break;
+				}
+				memcpy(a->name, arg, (size_t)(eq - arg));
+				strcpy(a->text, eq + 1);
+				if (!parse_integer(a->text, &a->value))
+					a->value = 0;
+				c->call.nargs++;
+			}
 			if (!c->op)
 				*why = "the adapter has no such operation";
-			else if (nargs != c->op->nargs)
+			else if (c->call.nargs != c->op->nargs)
 				*why = "wrong number of arguments for the adapter's operation";
 		} else {
 			*why = "setup exceeds the harness's limits or is malformed";

@@ -2,6 +2,7 @@
 #include "sv6/dir.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,10 +76,23 @@ static void free_entry(struct ebr_node *node)
     free(e);
 }
 
+/* Whether name is there now, without the bucket lock: a call that fails on it
+ * (an insert of a present name, a removal or rename of a missing one) then
+ * writes nothing, so it conflicts with no lookup or other failing call. */
+static bool present(struct dir *d, const char *name)
+{
+    ebr_enter();
+    bool found = dir_lookup(d, name) != NULL;
+    ebr_exit();
+    return found;
+}
+
 int dir_insert(struct dir *d, const char *name, void *value)
 {
     if (strlen(name) > DIR_NAME_MAX)
         return -ENAMETOOLONG;
+    if (present(d, name))
+        return -EEXIST;
     struct dir_bucket *b = bucket_of(d, name);
     pthread_mutex_lock(&b->lock);
     _Atomic(struct dir_entry *) *link = find_link(b, name);
@@ -105,6 +119,8 @@ static void *unlink_entry(_Atomic(struct dir_entry *) *link)
 
 int dir_remove(struct dir *d, const char *name, void **old)
 {
+    if (!present(d, name))
+        return -ENOENT;
     struct dir_bucket *b = bucket_of(d, name);
     pthread_mutex_lock(&b->lock);
     _Atomic(struct dir_entry *) *link = find_link(b, name);
@@ -141,6 +157,14 @@ int dir_rename(struct dir *d, const char *src, const char *dst, void **moved, vo
 {
     if (strlen(src) > DIR_NAME_MAX || strlen(dst) > DIR_NAME_MAX)
         return -ENAMETOOLONG;
+    /* Onto itself: nothing changes, so nothing is written. */
+    if (strcmp(src, dst) == 0) {
+        *replaced = NULL;
+        *moved = dir_lookup(d, src);
+        return *moved ? 0 : -ENOENT;
+    }
+    if (!present(d, src))
+        return -ENOENT;
     struct dir_bucket *sb = bucket_of(d, src), *db = bucket_of(d, dst);
     lock_pair(sb, db);
     int result = -ENOENT;
@@ -149,10 +173,15 @@ int dir_rename(struct dir *d, const char *src, const char *dst, void **moved, vo
     if (atomic_load(slink)) {
         result = 0;
         *moved = atomic_load(slink)->value;
-        if (strcmp(src, dst) != 0) {
+        _Atomic(struct dir_entry *) *dlink = find_link(db, dst);
+        if (atomic_load(dlink) && atomic_load(dlink)->value == *moved) {
+            /* dst already names it: only src goes, dst's entry is not rewritten
+             * (a lookup of dst shares nothing with this rename). */
+            *replaced = *moved;
+            unlink_entry(slink);
+        } else {
             /* dst first, then src: a lookup in between sees both names,
              * never neither. */
-            _Atomic(struct dir_entry *) *dlink = find_link(db, dst);
             struct dir_entry *fresh = new_entry(d, dst, *moved);
             d->ops->hold(*moved, d->ops->ctx); /* src's entry drops its own */
             if (atomic_load(dlink)) {

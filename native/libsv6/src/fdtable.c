@@ -10,8 +10,7 @@ void fdtable_init(struct fdtable *t)
     for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
         struct fdtable_part *part = &t->parts[p];
         pthread_mutex_init(&part->lock, NULL);
-        part->used = 0;
-        part->hint = 0;
+        atomic_init(&part->next, 0);
         atomic_init(&part->slots, NULL);
     }
 }
@@ -24,46 +23,56 @@ void fdtable_destroy(struct fdtable *t)
     }
 }
 
-/* Under part->lock: the partition's slots, allocated on first use. */
+/* The partition's slots, allocated under its lock on first use. */
 static _Atomic(void *) *slots_of(struct fdtable_part *part)
 {
     _Atomic(void *) *slots = atomic_load(&part->slots);
+    if (slots)
+        return slots;
+    pthread_mutex_lock(&part->lock);
+    slots = atomic_load(&part->slots);
     if (!slots) {
         slots = calloc(FDTABLE_PART_SIZE, sizeof *slots);
         if (!slots)
             abort();
         atomic_store(&part->slots, slots); /* published whole: lookups read it unlocked */
     }
+    pthread_mutex_unlock(&part->lock);
     return slots;
 }
 
-static int alloc_in(struct fdtable_part *part, unsigned p, void *value)
+static bool take(_Atomic(void *) *slot, void *value)
 {
-    int fd = -EMFILE;
-    pthread_mutex_lock(&part->lock);
+    void *expected = NULL;
+    return !atomic_load_explicit(slot, memory_order_relaxed) &&
+           atomic_compare_exchange_strong(slot, &expected, value);
+}
+
+/* The first free slot from index start on, wrapping around: fd or -EMFILE. */
+static int alloc_in(struct fdtable_part *part, unsigned p, unsigned start, void *value)
+{
     _Atomic(void *) *slots = slots_of(part);
-    for (unsigned i = part->hint; i < FDTABLE_PART_SIZE; i++) {
-        if (!atomic_load_explicit(&slots[i], memory_order_relaxed)) {
-            atomic_store(&slots[i], value);
-            part->used++;
-            part->hint = i + 1;
-            fd = (int)(p << FDTABLE_PART_BITS | i);
-            break;
+    for (unsigned k = 0; k < FDTABLE_PART_SIZE; k++) {
+        unsigned i = (start + k) % FDTABLE_PART_SIZE;
+        if (take(&slots[i], value)) {
+            if (p > 0)
+                atomic_store_explicit(&part->next, i + 1, memory_order_relaxed);
+            return (int)(p << FDTABLE_PART_BITS | i);
         }
     }
-    pthread_mutex_unlock(&part->lock);
-    return fd;
+    return -EMFILE;
 }
 
 int fdtable_alloc_lowest(struct fdtable *t, void *value)
 {
-    return alloc_in(&t->parts[0], 0, value);
+    return alloc_in(&t->parts[0], 0, 0, value);
 }
 
 int fdtable_alloc_any(struct fdtable *t, void *value)
 {
     unsigned p = sv6_core() + 1;
-    return alloc_in(&t->parts[p], p, value);
+    struct fdtable_part *part = &t->parts[p];
+    return alloc_in(part, p, atomic_load_explicit(&part->next, memory_order_relaxed), value);
 }
 
 static bool split(int fd, unsigned *p, unsigned *i)
@@ -80,17 +89,7 @@ int fdtable_install(struct fdtable *t, int fd, void *value)
     unsigned p, i;
     if (!split(fd, &p, &i))
         return -EBADF;
-    struct fdtable_part *part = &t->parts[p];
-    int result = -EEXIST;
-    pthread_mutex_lock(&part->lock);
-    _Atomic(void *) *slots = slots_of(part);
-    if (!atomic_load_explicit(&slots[i], memory_order_relaxed)) {
-        atomic_store(&slots[i], value);
-        part->used++;
-        result = 0;
-    }
-    pthread_mutex_unlock(&part->lock);
-    return result;
+    return take(&slots_of(&t->parts[p])[i], value) ? 0 : -EEXIST;
 }
 
 /* The slot of fd, or NULL when fd is out of range or its partition unused. */
@@ -115,14 +114,12 @@ void *fdtable_remove(struct fdtable *t, int fd)
     _Atomic(void *) *slot = slot_of(t, fd);
     if (!slot || !split(fd, &p, &i))
         return NULL;
+    /* Closing a free fd writes nothing: it conflicts with no lookup of it. */
+    if (!atomic_load(slot))
+        return NULL;
     struct fdtable_part *part = &t->parts[p];
     pthread_mutex_lock(&part->lock);
     void *value = atomic_exchange(slot, NULL);
-    if (value) {
-        part->used--;
-        if (i < part->hint)
-            part->hint = i;
-    }
     pthread_mutex_unlock(&part->lock);
     return value;
 }
@@ -149,7 +146,7 @@ void fdtable_each(struct fdtable *t, void (*fn)(int fd, void *value, void *arg),
         struct fdtable_part *part = &t->parts[p];
         pthread_mutex_lock(&part->lock);
         _Atomic(void *) *slots = atomic_load(&part->slots);
-        for (unsigned i = 0; part->used && i < FDTABLE_PART_SIZE; i++) {
+        for (unsigned i = 0; slots && i < FDTABLE_PART_SIZE; i++) {
             void *value = atomic_load(&slots[i]);
             if (value)
                 fn((int)(p << FDTABLE_PART_BITS | i), value, arg);

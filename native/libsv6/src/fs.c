@@ -34,7 +34,9 @@ static int do_open(struct sv6_proc *p, const char *name, int flags)
             if ((flags & O_CREAT) && (flags & O_EXCL))
                 return -EEXIST;
             refcache_inc(&w->rc, &inode->ref); /* its entry's reference counts */
-            if (flags & O_TRUNC) {
+            /* Truncating an empty file writes nothing: the idempotent update
+             * would conflict with every reader of the length (lseek, read). */
+            if ((flags & O_TRUNC) && atomic_load(&inode->length) != 0) {
                 pthread_mutex_lock(&inode->lock);
                 if (inode->data) /* zeros past the end, for later growth */
                     memset(inode->data, 0, atomic_load(&inode->length));
@@ -176,6 +178,17 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
         return -EBADF;
     if (f->kind != FILE_INODE)
         return -ESPIPE;
+    /* A seek below offset 0 fails at the moment the base was read, without the
+     * lock: a failing lseek writes nothing, and neither does one that stays. */
+    off_t seen = whence == SEEK_SET   ? 0
+                 : whence == SEEK_CUR ? (off_t)atomic_load(&f->off)
+                 : whence == SEEK_END ? (off_t)atomic_load(&f->inode->length)
+                                      : -1;
+    if (seen < 0 || seen + off < 0)
+        return -EINVAL;
+    /* Already there (a seek to the current offset): nothing to write either. */
+    if ((uint64_t)(seen + off) == atomic_load(&f->off))
+        return seen + off;
     pthread_mutex_lock(&f->off_lock);
     off_t base = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)f->off
@@ -227,6 +240,10 @@ static void reserve(struct sv6_inode *inode, size_t end)
 
 static ssize_t inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
 {
+    /* At or past the end: nothing to read, and nothing written (no lock), so
+     * reads at the end of a file share nothing with each other. */
+    if (off >= atomic_load(&inode->length))
+        return 0;
     pthread_mutex_lock(&inode->lock);
     uint64_t length = atomic_load(&inode->length);
     size_t count = off >= length ? 0 : (length - off < n ? length - off : n);
@@ -251,6 +268,9 @@ static ssize_t inode_write(struct sv6_inode *inode, const void *buf, size_t n, u
 
 static ssize_t pipe_read(struct sv6_pipe *pipe, void *buf, size_t n)
 {
+    /* Empty: -EAGAIN without the lock, so reads of an empty pipe write nothing. */
+    if (n > 0 && atomic_load(&pipe->head) == atomic_load(&pipe->tail))
+        return -EAGAIN;
     pthread_mutex_lock(&pipe->lock);
     size_t count = pipe->tail - pipe->head < n ? pipe->tail - pipe->head : n;
     if (count)

@@ -43,24 +43,50 @@ long radix_nodes(struct radix *r)
     return nodes;
 }
 
-static void destroy_below(struct radix_node *node, unsigned level,
-                          void (*fn)(void *value, void *arg), void *arg)
+static unsigned index_at(uint64_t key, unsigned level);
+
+/* Calls fn(key, value, arg) on every value below node (whose keys start with
+ * prefix); frees the nodes on the way back when free_nodes (destroy). */
+static void walk_below(struct radix_node *node, unsigned level, uint64_t prefix,
+                       void (*fn)(uint64_t key, void *value, void *arg), void *arg,
+                       bool free_nodes)
 {
-    for (unsigned i = 0; node->count && i < RADIX_FANOUT; i++) {
+    for (unsigned i = 0; i < RADIX_FANOUT; i++) {
         void *child = atomic_load(&node->slots[i]);
+        uint64_t key = prefix << RADIX_BITS | i;
         if (!child)
             continue;
         if (level + 1 < RADIX_LEVELS)
-            destroy_below(child, level + 1, fn, arg);
-        else if (fn)
-            fn(child, arg);
+            walk_below(child, level + 1, key, fn, arg, free_nodes);
+        else
+            fn(key, child, arg);
     }
-    free_node(node);
+    if (free_nodes)
+        free_node(node);
+}
+
+struct destroy_call {
+    void (*fn)(void *value, void *arg);
+    void *arg;
+};
+
+static void destroy_value(uint64_t key, void *value, void *arg)
+{
+    struct destroy_call *call = arg;
+    (void)key;
+    if (call->fn)
+        call->fn(value, call->arg);
 }
 
 void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *arg)
 {
-    destroy_below(r->root, 0, fn, arg);
+    struct destroy_call call = {fn, arg};
+    walk_below(r->root, 0, 0, destroy_value, &call, true);
+}
+
+void radix_each(struct radix *r, void (*fn)(uint64_t key, void *value, void *arg), void *arg)
+{
+    walk_below(r->root, 0, 0, fn, arg, false);
 }
 
 static unsigned index_at(uint64_t key, unsigned level)

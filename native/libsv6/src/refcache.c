@@ -12,7 +12,6 @@ void refcache_init(struct refcache *rc)
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
         pthread_mutex_init(&core->lock, NULL);
-        atomic_init(&core->seq, 0);
         core->review = NULL;
         for (unsigned i = 0; i < REFCACHE_SLOTS; i++) {
             atomic_init(&core->slots[i].obj, NULL);
@@ -76,7 +75,7 @@ static void queue_review(struct refcache *rc, struct refcache_core *core,
     pthread_mutex_unlock(&obj->review_lock);
 }
 
-/* Under core->lock with seq odd: move the slot's delta into its object. */
+/* Under core->lock with the slot's seq odd: move the slot's delta into its object. */
 static void flush_slot(struct refcache *rc, struct refcache_core *core,
                        struct refcache_slot *slot)
 {
@@ -97,13 +96,13 @@ void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
     struct refcache_core *core = &rc->cores[sv6_core()];
     struct refcache_slot *slot = &core->slots[slot_index(obj)];
     pthread_mutex_lock(&core->lock);
-    atomic_fetch_add(&core->seq, 1);
+    atomic_fetch_add(&slot->seq, 1);
     if (atomic_load(&slot->obj) != obj) {
         flush_slot(rc, core, slot); /* evict whoever had the slot */
         atomic_store(&slot->obj, obj);
     }
     atomic_fetch_add(&slot->delta, delta);
-    atomic_fetch_add(&core->seq, 1);
+    atomic_fetch_add(&slot->seq, 1);
     pthread_mutex_unlock(&core->lock);
 }
 
@@ -125,22 +124,25 @@ static int64_t cached_delta(struct refcache_core *core, struct refcache_obj *obj
 
 int64_t refcache_read(struct refcache *rc, struct refcache_obj *obj)
 {
+    /* obj's deltas live only in its slot of each core, and every change of its
+     * count (an add, an eviction, a flush) bumps that slot's sequence number. */
+    unsigned index = slot_index(obj);
     uint64_t seqs[SV6_NCORES];
     for (unsigned try = 0; try < READ_TRIES; try++) {
         int64_t sum = 0;
         bool busy = false;
         for (unsigned c = 0; c < SV6_NCORES && !busy; c++) {
-            seqs[c] = atomic_load(&rc->cores[c].seq);
+            seqs[c] = atomic_load(&rc->cores[c].slots[index].seq);
             busy = seqs[c] & 1;
             sum += cached_delta(&rc->cores[c], obj);
         }
         if (!busy) {
             sum += atomic_load(&obj->global);
-            /* Unchanged sequence numbers: no cache and no flush into the
+            /* Unchanged sequence numbers: no slot of obj and no flush into its
              * global count moved while we summed, so the sum is one instant. */
             bool stable = true;
             for (unsigned c = 0; c < SV6_NCORES && stable; c++)
-                stable = atomic_load(&rc->cores[c].seq) == seqs[c];
+                stable = atomic_load(&rc->cores[c].slots[index].seq) == seqs[c];
             if (stable)
                 return sum;
         }
@@ -209,10 +211,11 @@ unsigned refcache_tick(struct refcache *rc)
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
         pthread_mutex_lock(&core->lock);
-        atomic_fetch_add(&core->seq, 1);
-        for (unsigned i = 0; i < REFCACHE_SLOTS; i++)
+        for (unsigned i = 0; i < REFCACHE_SLOTS; i++) {
+            atomic_fetch_add(&core->slots[i].seq, 1);
             flush_slot(rc, core, &core->slots[i]);
-        atomic_fetch_add(&core->seq, 1);
+            atomic_fetch_add(&core->slots[i].seq, 1);
+        }
         /* Take over this core's newly queued objects. */
         while (core->review) {
             struct refcache_obj *obj = core->review;

@@ -28,6 +28,9 @@
 #include "sv6/sv6.h"
 #include "sv6/usock.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 struct ino_counter {
     SV6_ALIGNED _Atomic uint64_t next;
 };
@@ -58,7 +61,8 @@ struct sv6_inode {
 struct sv6_pipe {
     SV6_ALIGNED pthread_mutex_t lock;
     unsigned char *data;
-    size_t head, tail, capacity;
+    _Atomic size_t head, tail; /* changed under lock; read emptiness peeks without it */
+    size_t capacity;
     uint64_t ino;
     atomic_int ends;
 };
@@ -74,7 +78,7 @@ struct sv6_file {
     struct usock *sock;
     uint64_t sock_ino;
     SV6_ALIGNED pthread_mutex_t off_lock;
-    uint64_t off;
+    _Atomic uint64_t off; /* changed under off_lock; lseek peeks without it */
 };
 
 struct mmap_hint {
@@ -88,8 +92,18 @@ struct sv6_proc {
     struct mmap_hint hints[SV6_NCORES];
 };
 
-/* Zeroed memory on whole cache lines of its own (aborts when out of memory). */
-void *sv6_zalloc(size_t size);
+/* Zeroed memory on whole cache lines of its own (aborts when out of memory: an
+ * in-memory model has nothing to fall back on).  Always inlined, so that the
+ * allocation is made by the function that asks for it: scalecheck's tracer
+ * names heap data by the caller of the allocator. */
+static inline __attribute__((always_inline)) void *sv6_zalloc(size_t size)
+{
+    size_t rounded = (size + SV6_CACHELINE - 1) / SV6_CACHELINE * SV6_CACHELINE;
+    void *p = aligned_alloc(SV6_CACHELINE, rounded);
+    if (!p)
+        abort();
+    return memset(p, 0, rounded);
+}
 uint64_t sv6_new_ino(struct sv6_world *w);
 /* An inode with link count 1 and two references (for its entry and a file). */
 struct sv6_inode *sv6_new_inode(struct sv6_world *w);
@@ -98,6 +112,8 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
 int sv6_install(struct sv6_proc *p, struct sv6_file *f, bool anyfd);
 /* Inside an EBR section: the file at fd, or NULL. */
 struct sv6_file *sv6_file_at(struct sv6_proc *p, int fd);
+/* Fork-style spawn: the child gets every mapping of the parent. */
+void sv6_vm_copy(struct sv6_proc *parent, struct sv6_proc *child);
 /* Frees every mapping at once: sv6_proc_destroy, when no other thread uses p. */
 void sv6_vm_destroy(struct sv6_proc *p);
 

@@ -74,6 +74,36 @@ static struct sv6_mapping *new_mapping(struct sv6_world *w, struct sv6_inode *in
     return m;
 }
 
+/* One page of the parent's address space into the child's, as fork does: a
+ * file page stays shared with the file, an anonymous page is copied. */
+static void copy_page(uint64_t page, void *value, void *arg)
+{
+    struct sv6_mapping *from = value;
+    struct sv6_proc *child = arg;
+    struct sv6_mapping *to =
+        new_mapping(child->world, from->inode, from->file_page, atomic_load(&from->writable));
+    if (!from->inode) {
+        pthread_mutex_lock(&from->lock);
+        if (from->data) {
+            to->data = malloc(SV6_PAGE_SIZE);
+            if (!to->data)
+                abort();
+            memcpy(to->data, from->data, SV6_PAGE_SIZE);
+        }
+        pthread_mutex_unlock(&from->lock);
+    }
+    mapping_retire(radix_swap(&child->vm, page, to));
+}
+
+void sv6_vm_copy(struct sv6_proc *parent, struct sv6_proc *child)
+{
+    /* The parent's mappings found here are not freed before ebr_exit, and each
+     * holds its inode reference until then (see sv6_impl.h). */
+    ebr_enter();
+    radix_each(&parent->vm, copy_page, child);
+    ebr_exit();
+}
+
 /* Without MAP_FIXED: count free pages from the calling core's own region. */
 static uint64_t place(struct sv6_proc *p, uint64_t count)
 {
@@ -147,8 +177,11 @@ int sv6_mprotect(struct sv6_proc *p, uint64_t addr, size_t len, int prot)
             result = -ENOMEM;
     for (uint64_t i = 0; i < count && result == 0; i++) {
         struct sv6_mapping *m = radix_get(&p->vm, first + i);
-        if (m) /* unmapped meanwhile: nothing left to protect */
-            atomic_store(&m->writable, prot & PROT_WRITE);
+        /* Unmapped meanwhile: nothing left to protect.  Unchanged: nothing
+         * written, so memread and memwrite of the page do not conflict with it. */
+        bool writable = prot & PROT_WRITE;
+        if (m && atomic_load(&m->writable) != writable)
+            atomic_store(&m->writable, writable);
     }
     ebr_exit();
     return result;
@@ -180,6 +213,8 @@ static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, si
     }
     struct sv6_inode *inode = m->inode;
     uint64_t start = m->file_page * SV6_PAGE_SIZE, at = start + in_page;
+    if (start >= atomic_load(&inode->length))
+        return SV6_SIGBUS; /* wholly past the end: decided without the lock */
     int result = 0;
     pthread_mutex_lock(&inode->lock);
     uint64_t length = atomic_load(&inode->length);

@@ -6,20 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-static void *checked(void *p)
-{
-    if (!p)
-        abort(); /* out of memory: an in-memory model has nothing to fall back on */
-    return p;
-}
-
-void *sv6_zalloc(size_t size)
-{
-    size_t rounded = (size + SV6_CACHELINE - 1) / SV6_CACHELINE * SV6_CACHELINE;
-    void *p = checked(aligned_alloc(SV6_CACHELINE, rounded));
-    return memset(p, 0, rounded);
-}
-
 /* ------------------------------------------------------------ inodes */
 
 static void inode_hold(void *value, void *ctx)
@@ -211,6 +197,14 @@ static void copy_to_child(int fd, void *value, void *arg)
     }
 }
 
+int sv6_fd_install(struct sv6_proc *dst, int dst_fd, struct sv6_proc *src, int src_fd)
+{
+    struct copy_args copy = {.child = dst, .child_fd = dst_fd, .result = 0};
+    if (fdtable_visit(&src->fds, src_fd, copy_to_child, &copy) != 0)
+        return -EBADF;
+    return copy.result;
+}
+
 int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,
               struct sv6_proc **child)
 {
@@ -218,6 +212,7 @@ int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,
     struct copy_args copy = {.child = c, .child_fd = -1, .result = 0};
     if (n == SV6_SPAWN_ALL) {
         fdtable_each(&parent->fds, copy_to_child, &copy);
+        sv6_vm_copy(parent, c);
     } else {
         for (size_t i = 0; i < n && copy.result == 0; i++) {
             copy.child_fd = fds[i].child_fd;

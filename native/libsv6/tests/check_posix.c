@@ -145,6 +145,33 @@ static void check_vm(struct sv6_proc *p0, struct sv6_proc *p1)
     sv6_close(p1, fds[1]);
 }
 
+/* Fork-style spawn copies the address space: the child sees the parent's pages;
+ * anonymous ones are its own copy from then on, file ones stay shared. */
+static void check_fork_memory(struct sv6_proc *p0, int fd)
+{
+    const uint64_t anon = 1ull << 33, file = anon + SV6_PAGE_SIZE;
+    char c;
+    CHECK(sv6_mmap(p0, anon, SV6_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1,
+                   0) == (int64_t)anon, "map an anonymous page");
+    CHECK(sv6_memwrite(p0, anon, "a", 1) == 0, "write the parent's page");
+    CHECK(sv6_mmap(p0, file, SV6_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_FIXED, fd, 0) ==
+          (int64_t)file, "map the file");
+    struct sv6_proc *forked;
+    CHECK(sv6_spawn(p0, NULL, SV6_SPAWN_ALL, &forked) == 0, "fork-style spawn");
+    CHECK(sv6_memread(forked, anon, &c, 1) == 0 && c == 'a', "the child has the parent's page");
+    CHECK(sv6_memwrite(forked, anon, "b", 1) == 0 && sv6_memread(p0, anon, &c, 1) == 0 && c == 'a',
+          "the child's anonymous page is a copy");
+    CHECK(sv6_memwrite(forked, file, "F", 1) == 0 && sv6_memread(p0, file, &c, 1) == 0 && c == 'F',
+          "a file page stays shared");
+    struct sv6_proc *spawned;
+    const struct sv6_spawn_fd none[] = {{fd, 0}};
+    CHECK(sv6_spawn(p0, none, 1, &spawned) == 0, "posix_spawn-style spawn");
+    CHECK(sv6_memread(spawned, anon, &c, 1) == SV6_SIGSEGV, "posix_spawn starts with no memory");
+    sv6_proc_destroy(spawned);
+    sv6_proc_destroy(forked);
+    CHECK(sv6_munmap(p0, anon, 2 * SV6_PAGE_SIZE) == 0, "unmap");
+}
+
 static void check_spawn_and_sockets(struct sv6_proc *p0)
 {
     char buf[8];
@@ -170,6 +197,7 @@ static void check_spawn_and_sockets(struct sv6_proc *p0)
     CHECK(sv6_write(forked, sock, "z", 1) == 1 && sv6_read(child, 5, buf, 1) == 1, "shared");
     sv6_proc_destroy(child);
     sv6_proc_destroy(forked);
+    check_fork_memory(p0, fd);
     CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, sock) == 0, "close");
 }
 

@@ -76,8 +76,9 @@ def register(subparsers):
     p.add_argument(
         "--target",
         default="linux",
-        help="implementation to trace: 'linux' (default), or 'lib:PATH' for a C library "
-        "described by the manifest at PATH (docs/usertarget.md)",
+        help="implementation to trace: 'linux' (default), 'lib:PATH' for a C library "
+        "described by the manifest at PATH, or a shipped library by name: "
+        f"{', '.join(sorted(userspace.NAMED_LIBRARIES))} (docs/usertarget.md)",
     )
     p.add_argument("--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*)")
     p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
@@ -257,11 +258,11 @@ def run_tests(
         raise UserError("--repeats must be at least 1")
     if repeats > 100:
         raise UserError("--repeats is at most 100")
-    kind, _, spec = target.partition(":")
-    if kind == "lib":
+    library = userspace.library_spec(target)
+    if library is not None:
         return userspace.run_library_tests(
             out_dir,
-            spec,
+            library,
             jobs=jobs,
             repeats=repeats,
             limit=limit,
@@ -274,7 +275,10 @@ def run_tests(
             cluster=cluster,
         )
     if target != "linux":
-        raise UserError(f"unknown target {target!r} ('linux' or 'lib:PATH')")
+        raise UserError(
+            f"unknown target {target!r} ('linux', 'lib:PATH' or one of "
+            f"{', '.join(sorted(userspace.NAMED_LIBRARIES))})"
+        )
     tests_header, tests = testfile.read_tests(out_dir / "tests.jsonl")
     if tests_header.get("model", "posix") != "posix":
         raise UserError(

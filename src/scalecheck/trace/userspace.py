@@ -41,8 +41,12 @@ from scalecheck.trace.target import TargetMismatch, save_crash_log
 QEMU_USER = "qemu-x86_64"
 MANIFEST_NAME = "scalecheck.toml"
 MANIFEST_KEYS = {"model", "adapter", "sources", "cflags"}
-WRAPPED = ("malloc", "calloc", "realloc", "free")
+WRAPPED = ("malloc", "calloc", "realloc", "aligned_alloc", "free")
+# The harness's room for one value's text (SC_TEXT_LEN, tracer/user/scalecheck_adapter.h).
+TEXT_LEN = 40
 LINE = 64
+# Libraries shipped with scalecheck, by the name `--target NAME` takes (beside lib:PATH).
+NAMED_LIBRARIES = {"libsv6": "native/libsv6/scalecheck/libsv6.toml"}
 # Runs of the test program in a row that finish no test before the run gives up.
 MAX_FRUITLESS_RUNS = 3
 # Tests a cluster worker is sent in one task, at most (one program run traces them all).
@@ -66,10 +70,26 @@ class Library:
         )
 
     def fingerprint(self) -> str:
+        """Of the manifest, the sources and the headers they can include (those beside
+        them and under the -I directories): the program is rebuilt when one changes."""
         digest = hashlib.sha256(self.manifest.read_bytes())
-        for path in (self.adapter, *self.sources):
+        for path in (self.adapter, *self.sources, *self._headers()):
             digest.update(path.read_bytes())
         return digest.hexdigest()[:12]
+
+    def _headers(self) -> list[Path]:
+        includes = [Path(flag[2:]) for flag in self.cflags if flag.startswith("-I")]
+        folders = {self.adapter.parent, *(source.parent for source in self.sources), *includes}
+        return sorted({header for folder in folders for header in folder.rglob("*.h")})
+
+
+def library_spec(target: str) -> str | None:
+    """The manifest path of a library target (``lib:PATH`` or a shipped library's name);
+    None for any other target."""
+    if target.startswith("lib:"):
+        return target.removeprefix("lib:")
+    named = NAMED_LIBRARIES.get(target)
+    return str(sources.root() / named) if named else None
 
 
 def load_library(spec: str) -> Library:
@@ -104,8 +124,15 @@ def load_library(spec: str) -> Library:
         model,
         files[0].resolve(),
         tuple(f.resolve() for f in files[1:]),
-        tuple(str(flag) for flag in data.get("cflags", ["-O2", "-g"])),
+        tuple(_resolved_flag(str(flag), base) for flag in data.get("cflags", ["-O2", "-g"])),
     )
+
+
+def _resolved_flag(flag: str, base: Path) -> str:
+    """An include directory of the manifest's (``-Ipath``) is relative to the manifest."""
+    if flag.startswith("-I") and len(flag) > 2 and not Path(flag[2:]).is_absolute():
+        return f"-I{base / flag[2:]}"
+    return flag
 
 
 def user_dir() -> Path:
@@ -315,7 +342,9 @@ class _Worker:
         runnable = {}
         for index, test in self.pending:
             try:
-                parts.append(render(test, index, self.settings["arguments"]))
+                parts.append(
+                    render(test, index, self.settings["arguments"], self.settings["constants"])
+                )
                 runnable[index] = test
             except testfile.UnsupportedTest as why:
                 self._record(outcome.base_record(test, "error", str(why)))
@@ -470,12 +499,13 @@ def _exit_description(code: int, stderr: str) -> str:
     return f"test program {how}" + (f": {stderr}" if stderr else "")
 
 
-def render(test, index: int, arguments: dict) -> str:
-    """The harness's line-based form of one test (tracer/user/harness.c); raises
-    testfile.UnsupportedTest."""
+def render(test, index: int, arguments: dict, constants: dict) -> str:
+    """The harness's line-based form of one test (tracer/user/harness.c), with the tests
+    file's header constants under ``constants``; raises testfile.UnsupportedTest."""
     raw = test.raw
     lines = [f"T {index}"]
-    for path, value in _flatten(raw.get("setup") or {}):
+    setup = {"constants": constants, **(raw.get("setup") or {})}
+    for path, value in _flatten(setup):
         lines.append(f"V {path} {value}")
     calls = raw.get("calls") or []
     if len(calls) != 2:
@@ -488,27 +518,38 @@ def render(test, index: int, arguments: dict) -> str:
         missing = [a for a in arguments[op] if a not in args]
         if missing:
             raise testfile.UnsupportedTest(f"call {'AB'[side]} ({op}): missing {missing[0]!r}")
-        values = [_integer(args[a], a) for a in arguments[op]]
-        lines.append(" ".join(["C", str(side), op, *map(str, values)]))
+        proc = _token(call.get("proc", 0), "proc")
+        values = [f"{a}={_token(args[a], a)}" for a in arguments[op]]
+        lines.append(" ".join(["C", str(side), proc, op, *values]))
     lines.append("E")
     return "\n".join(lines) + "\n"
 
 
 def _flatten(value, prefix=""):
-    """(path, integer) pairs of a setup: nested keys joined by '.', the "" field of an
-    entry being the entry itself."""
-    if isinstance(value, dict):
-        for key, inner in value.items():
+    """(path, token) pairs of a setup: nested keys and list indices joined by '.', the ""
+    field of an entry being the entry itself; an empty object or list is its path with the
+    text {} or [], so that it still counts as an entry of its parent."""
+    if isinstance(value, dict | list) and not value and prefix:
+        yield prefix, "{}" if isinstance(value, dict) else "[]"
+    elif isinstance(value, dict | list):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, inner in items:
             path = f"{prefix}.{key}" if prefix and key != "" else (prefix or str(key))
             yield from _flatten(inner, path)
     else:
-        yield prefix, _integer(value, prefix)
+        yield prefix, _token(value, prefix)
 
 
-def _integer(value, what) -> int:
+def _token(value, what) -> str:
+    """An integer, boolean (0/1) or word, as the harness reads it."""
     if isinstance(value, bool | int):
-        return int(value)
-    raise testfile.UnsupportedTest(f"{what} must be an integer or boolean, got {value!r}")
+        return str(int(value))
+    is_word = isinstance(value, str) and value.isprintable() and 0 < len(value) < TEXT_LEN
+    if is_word and not any(c.isspace() or c == "=" for c in value):
+        return value
+    raise testfile.UnsupportedTest(
+        f"{what} must be an integer, boolean or word of < {TEXT_LEN} characters, got {value!r}"
+    )
 
 
 def run_library_tests(
@@ -544,7 +585,7 @@ def run_library_tests(
             f"tests of model {tests_header.get('model')!r}, but {library.manifest} "
             f"implements model {library.model!r}"
         )
-    arguments = binding.Binding(model_cls).call_arguments()
+    arguments = binding.for_model(model_cls).call_arguments()
     selected = runner.select_tests(tests, limit, ops, set(arguments))
     log = (lambda *a: None) if quiet else print
     trace_dir = out_dir / "trace"
@@ -557,6 +598,7 @@ def run_library_tests(
             "granularity": granularity,
             "filters": filters,
             "arguments": arguments,
+            "constants": tests_header.get("constants") or {},
         },
     )
     prepared = target.prepare(trace_dir, log)

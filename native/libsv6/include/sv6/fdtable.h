@@ -10,7 +10,7 @@
  * (Core c's partition is c+1 rather than c so that core 0's O_ANYFD opens stay
  * off the POSIX partition.)
  *
- * Slots hold opaque pointers.  Lookup is lock-free: callers read inside an EBR
+ * Slots hold opaque pointers.  Allocation and lookup are lock-free: callers read inside an EBR
  * section and may use what they find without taking a reference, because the
  * owner of a removed value frees it only after a grace period.
  */
@@ -28,12 +28,18 @@
 #define FDTABLE_PARTS (SV6_NCORES + 1)
 
 struct fdtable_part {
+    /* Allocation is lock-free (a compare-and-swap on a free slot), so an open
+     * writes only the slot it takes: it shares nothing with a close of another
+     * fd, which writes only that fd's slot (and this lock). */
+    SV6_ALIGNED _Atomic(_Atomic(void *) *) slots; /* FDTABLE_PART_SIZE, allocated at the
+                                                   * partition's first fd: a new process
+                                                   * (spawn) costs a few lines, not every
+                                                   * core's partition */
+    /* O_ANYFD partitions: where the owning core's next search starts (any
+     * free fd will do there); only that core's allocations write it. */
+    _Atomic unsigned next;
+    /* Held by remove, visit and each: a slot's value stays while it is held. */
     SV6_ALIGNED pthread_mutex_t lock;
-    unsigned used;  /* slots taken, under lock */
-    unsigned hint;  /* no free slot below this index, under lock */
-    /* FDTABLE_PART_SIZE slots, allocated at the partition's first fd: a new
-     * process (spawn) costs a few cache lines, not every core's partition. */
-    _Atomic(_Atomic(void *) *) slots;
 };
 
 struct fdtable {

@@ -49,6 +49,10 @@ void radix_init(struct radix *r);
 /* No other thread may use it; calls fn on every value still present. */
 void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *arg);
 
+/* Inside an EBR section: calls fn on every (key, value) present; values stored
+ * or removed meanwhile may or may not be seen.  Fork-style spawn copies an
+ * address space with it. */
+void radix_each(struct radix *r, void (*fn)(uint64_t key, void *value, void *arg), void *arg);
 /* Nodes alive (the root included), for tests: exact when no writer runs. */
 long radix_nodes(struct radix *r);
 /* Inside an EBR section: the value at key or NULL. */

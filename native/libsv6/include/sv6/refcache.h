@@ -62,13 +62,15 @@ struct refcache_weak {
 struct refcache_slot {
     _Atomic(struct refcache_obj *) obj;
     _Atomic int64_t delta;
+    /* Odd while the slot or a global count it feeds is being changed: the
+     * consistent read sums an object's slots without locks and retries when
+     * one moved.  Per slot, not per core, so that reading one object's count
+     * reads nothing that counting another object on that core writes. */
+    _Atomic uint64_t seq;
 };
 
 struct refcache_core {
     SV6_ALIGNED pthread_mutex_t lock;
-    /* Odd while the cache or a global count it feeds is being changed: the
-     * consistent read sums without locks and retries when this moved. */
-    _Atomic uint64_t seq;
     struct refcache_obj *review; /* objects that reached zero here */
     struct refcache_slot slots[REFCACHE_SLOTS];
 };

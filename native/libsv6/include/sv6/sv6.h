@@ -68,8 +68,9 @@ void sv6_proc_destroy(struct sv6_proc *p);
 
 /* posix_spawn-style creation: the child starts with an empty address space
  * and exactly the fds listed (child_fd = a copy of parent_fd), built directly
- * rather than copied and closed.  SV6_SPAWN_ALL copies every fd at the same
- * number (the fork-style table, for comparison).  0 or -EBADF. */
+ * rather than copied and closed.  SV6_SPAWN_ALL is fork-style, for
+ * comparison: every fd copied at its number and the whole address space (file
+ * pages shared with the file, anonymous pages copied).  0 or -EBADF. */
 struct sv6_spawn_fd {
     int parent_fd;
     int child_fd;
@@ -77,6 +78,11 @@ struct sv6_spawn_fd {
 #define SV6_SPAWN_ALL ((size_t)-1)
 int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,
               struct sv6_proc **child);
+
+/* Puts at dst_fd (which must be free) a new reference to src's open file at
+ * src_fd, sharing its offset: dup across processes, for building a given state
+ * (scalecheck's adapter installs a test's fds at their numbers).  0 or -EBADF. */
+int sv6_fd_install(struct sv6_proc *dst, int dst_fd, struct sv6_proc *src, int src_fd);
 
 /* Names (flags: O_CREAT, O_EXCL, O_TRUNC, SV6_O_ANYFD). */
 int sv6_open(struct sv6_proc *p, const char *name, int flags);
