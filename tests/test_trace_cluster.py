@@ -19,6 +19,7 @@ from distributed import Client, LocalCluster
 
 from scalecheck.errors import stop_requested
 from scalecheck.trace import vm
+from scalecheck.trace.cluster import batches
 from scalecheck.trace.runner import run_tests
 from scalecheck.trace.store import ResultsStore
 
@@ -29,6 +30,15 @@ pytestmark = pytest.mark.skipif(
     not shutil.which(vm.QEMU) or not list(Path("/boot").glob("vmlinuz-*")),
     reason="needs qemu-system-x86 and linux-image-amd64 (scripts/setup.d/20-tracer.sh)",
 )
+
+
+def test_batches_give_every_worker_an_equal_share():
+    """No worker traces alone at the end: batches come in multiples of the workers' count,
+    of one size, each within a boot's limit."""
+    assert [len(b) for b in batches(list(range(4822)), 2, 2000)] == [1206] * 3 + [1204]
+    assert [len(b) for b in batches(list(range(5)), 2, 2000)] == [3, 2]
+    assert [len(b) for b in batches(list(range(4000)), 2, 2000)] == [2000, 2000]
+    assert sum(map(len, batches(list(range(29670)), 3, 2000))) == 29670
 
 
 def _write_calibration(directory: Path, copies: int) -> list[dict]:

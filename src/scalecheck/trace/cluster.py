@@ -63,9 +63,12 @@ def connect(address: str) -> tuple[Client, LocalCluster | None]:
         raise UserError(f"--cluster {address}: cannot reach a Dask scheduler ({err})") from None
 
 
-def _batches(pending: list, workers: int, batch: int) -> list[list]:
-    """At most ``batch`` tests per boot, and at least as many batches as workers."""
-    size = max(1, min(batch, -(-len(pending) // max(1, workers))))
+def batches(pending: list, workers: int, batch: int) -> list[list]:
+    """At most ``batch`` tests per boot, in equal batches whose count is a multiple of the
+    workers' (an odd last batch would leave one worker tracing alone at the end)."""
+    workers = max(1, workers)
+    count = -(-max(1, -(-len(pending) // batch)) // workers) * workers
+    size = max(1, -(-len(pending) // count))
     return [pending[k : k + size] for k in range(0, len(pending), size)]
 
 
@@ -169,7 +172,7 @@ def trace_on_cluster(
 
     try:
         workers = len(client.scheduler_info()["workers"]) or 1
-        for batch in _batches(pending, workers, target.batch):
+        for batch in batches(pending, workers, target.batch):
             submit(batch)
         while futures:
             check_stop()
