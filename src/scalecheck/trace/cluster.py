@@ -7,8 +7,8 @@ kernel, or a library). A worker prepares that target with its own installed scal
 (builds or finds built the plugin and the driver and probes its kernel, or compiles the
 library's test program) and refuses the batch when its tracer fingerprint, kernel release
 or library sources differ from the submitting machine's, so that results never mix; the
-batch then goes to another worker. Each record comes back through a Dask queue as soon as
-the worker has it, with the crash log of a test that crashed or hung, and goes into the
+batch then goes to another worker. The records come back through a Dask queue in groups
+sent at least every half second, each with the crash log of a test that crashed or hung, and goes into the
 one results store here (the log where a run here keeps it), so Ctrl-C and a rerun resume
 as without a cluster. A batch whose worker was lost goes out again with its unfinished
 tests only (the worker skips what the store already holds), so each test is recorded once.
@@ -16,6 +16,7 @@ tests only (the worker skips what the store already holds), so each test is reco
 
 import contextlib
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,10 @@ from scalecheck.trace.target import Target, TargetMismatch, crash_log_path, save
 
 # How long the submitting side waits for a batch to end between takes of the records.
 POLL_SECONDS = 0.5
+# A worker sends its records in groups, at least this often: one queue message per record
+# would cost a scheduler round trip per test, on the cores the VMs trace on. A worker lost
+# mid-group loses only unrecorded tests, which its batch's rerun then traces.
+SEND_SECONDS = 0.5
 
 
 class WorkerRefused(Exception):
@@ -73,10 +78,10 @@ def batches(pending: list, workers: int, batch: int) -> list[list]:
 
 
 def trace_batch(target: Target, tracer: str, batch: list, queue: str, done: str) -> dict:
-    """Runs on a worker: one batch of ``target``'s tests here, each record put on ``queue``
-    as (worker, record, crash log or None). Tests whose ids the submitting side lists in
-    the variable ``done`` (recorded before a lost worker's batch came here again) are
-    skipped."""
+    """Runs on a worker: one batch of ``target``'s tests here, the records put on ``queue``
+    in groups, each a list of (worker, record, crash log or None). Tests whose ids the
+    submitting side lists in the variable ``done`` (recorded before a lost worker's batch
+    came here again) are skipped."""
     worker = get_worker().address
     fingerprint = build.tracer_fingerprint()
     if fingerprint != tracer:
@@ -89,10 +94,21 @@ def trace_batch(target: Target, tracer: str, batch: list, queue: str, done: str)
         trace_dir = Path(directory)
         recorded = set(Variable(done).get(timeout=10) or [])
         records = Queue(queue)
+        group: list = []
+        sent_at = time.monotonic()
+
+        def flush() -> None:
+            nonlocal sent_at
+            if group:
+                records.put(list(group))
+                group.clear()
+            sent_at = time.monotonic()
 
         def send(record: dict) -> None:
             crash_log = crash_log_path(trace_dir, record["id"])
-            records.put((worker, record, crash_log.read_bytes() if crash_log.exists() else None))
+            group.append((worker, record, crash_log.read_bytes() if crash_log.exists() else None))
+            if time.monotonic() - sent_at >= SEND_SECONDS:
+                flush()
 
         todo = [(index, test) for index, test in batch if test.id not in recorded]
         try:
@@ -103,6 +119,8 @@ def trace_batch(target: Target, tracer: str, batch: list, queue: str, done: str)
         except UserError as err:
             # The one line the submitting side prints says which machine it is about.
             raise UserError(f"worker {worker}: {err}", err.exit_code) from None
+        finally:
+            flush()  # what was traced is kept, also when the batch ends in an error
     return {"worker": worker, "boots": boots}
 
 
@@ -157,7 +175,8 @@ def trace_on_cluster(
     def drain() -> None:
         """Records every record waiting in the queue (without waiting)."""
         changed = set()
-        for worker, result, crash_log in queue.get(batch=True):
+        arrived = [entry for group in queue.get(batch=True) for entry in group]
+        for worker, result, crash_log in arrived:
             if not is_done(result["id"]):
                 if crash_log is not None:
                     save_crash_log(trace_dir, result["id"], crash_log)
