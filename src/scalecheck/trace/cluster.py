@@ -8,9 +8,9 @@ kernel, or a library). A worker prepares that target with its own installed scal
 library's test program) and refuses the batch when its tracer fingerprint, kernel release
 or library sources differ from the submitting machine's, so that results never mix; the
 batch then goes to another worker. The records come back through a Dask queue in groups
-sent at least every half second, each with the crash log of a test that crashed or hung, and goes into the
-one results store here (the log where a run here keeps it), so Ctrl-C and a rerun resume
-as without a cluster. A batch whose worker was lost goes out again with its unfinished
+sent at least every half second, each with the crash log of a test that crashed or hung,
+and go into the one results store here (the log where a run here keeps it), so Ctrl-C and
+a rerun resume as without a cluster. A batch whose worker was lost goes out again with its unfinished
 tests only (the worker skips what the store already holds), so each test is recorded once.
 """
 
