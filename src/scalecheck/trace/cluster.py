@@ -10,8 +10,9 @@ or library sources differ from the submitting machine's, so that results never m
 batch then goes to another worker. The records come back through a Dask queue in groups
 sent at least every half second, each with the crash log of a test that crashed or hung,
 and go into the one results store here (the log where a run here keeps it), so Ctrl-C and
-a rerun resume as without a cluster. A batch whose worker was lost goes out again with its unfinished
-tests only (the worker skips what the store already holds), so each test is recorded once.
+a rerun resume as without a cluster. A batch whose worker was lost goes out again with its
+unfinished tests only (the worker skips what the store already holds), so each test is
+recorded once.
 """
 
 import contextlib
