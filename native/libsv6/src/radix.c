@@ -1,7 +1,19 @@
 /* radix.c - radix array with lock-free reads and freed empty nodes (radix.h). */
 #include "sv6/radix.h"
 
+#include <sched.h>
 #include <stdlib.h>
+
+/* What a leaf's slot holds while a pruner claims the empty leaf: NULL to
+ * readers; a writer that meets it waits for the claim to be dropped or, when
+ * the leaf died, starts again from the root. */
+static char claimed_mark;
+#define CLAIMED ((void *)&claimed_mark)
+
+static void *value_of(void *slot_value)
+{
+    return slot_value == CLAIMED ? NULL : slot_value;
+}
 
 static struct radix_node *new_node(struct radix *r)
 {
@@ -10,7 +22,7 @@ static struct radix_node *new_node(struct radix *r)
         abort();
     pthread_mutex_init(&node->lock, NULL);
     node->count = 0;
-    node->dead = false;
+    atomic_init(&node->dead, false);
     for (unsigned i = 0; i < RADIX_FANOUT; i++)
         atomic_init(&node->slots[i], NULL);
     atomic_fetch_add(&r->counts[sv6_core()].nodes, 1);
@@ -52,7 +64,7 @@ static void walk_below(struct radix_node *node, unsigned level, uint64_t prefix,
                        bool free_nodes)
 {
     for (unsigned i = 0; i < RADIX_FANOUT; i++) {
-        void *child = atomic_load(&node->slots[i]);
+        void *child = value_of(atomic_load(&node->slots[i]));
         uint64_t key = prefix << RADIX_BITS | i;
         if (!child)
             continue;
@@ -99,12 +111,12 @@ void *radix_get(struct radix *r, uint64_t key)
     struct radix_node *node = r->root;
     for (unsigned level = 0; node && level + 1 < RADIX_LEVELS; level++)
         node = atomic_load(&node->slots[index_at(key, level)]);
-    return node ? atomic_load(&node->slots[index_at(key, RADIX_LEVELS - 1)]) : NULL;
+    return node ? value_of(atomic_load(&node->slots[index_at(key, RADIX_LEVELS - 1)])) : NULL;
 }
 
-/* The leaf for key, locked and alive; NULL when it does not exist and create
- * is false. */
-static struct radix_node *lock_leaf(struct radix *r, uint64_t key, bool create)
+/* The leaf for key; NULL when it does not exist and create is false.  Interior
+ * nodes are made under their parent's lock; the leaf itself is not locked. */
+static struct radix_node *find_leaf(struct radix *r, uint64_t key, bool create)
 {
 retry:;
     struct radix_node *node = r->root;
@@ -115,7 +127,7 @@ retry:;
             if (!create)
                 return NULL;
             pthread_mutex_lock(&node->lock);
-            if (node->dead) {
+            if (atomic_load(&node->dead)) {
                 pthread_mutex_unlock(&node->lock);
                 goto retry;
             }
@@ -129,18 +141,44 @@ retry:;
         }
         node = child;
     }
-    pthread_mutex_lock(&node->lock);
-    if (node->dead) {
-        pthread_mutex_unlock(&node->lock);
-        goto retry;
-    }
     return node;
+}
+
+/* Under the parent's lock: claims every slot of an empty leaf, so that no
+ * writer can fill one; false (and the claims dropped) if one holds a value. */
+static bool claim_empty_leaf(struct radix_node *leaf)
+{
+    for (unsigned i = 0; i < RADIX_FANOUT; i++) {
+        void *expected = NULL;
+        if (!atomic_compare_exchange_strong(&leaf->slots[i], &expected, CLAIMED)) {
+            while (i-- > 0)
+                atomic_store(&leaf->slots[i], NULL);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Under the parent's lock: whether child is empty, and then marks it dead. */
+static bool kill_if_empty(struct radix_node *child, bool leaf)
+{
+    if (leaf) {
+        if (!claim_empty_leaf(child))
+            return false;
+        atomic_store(&child->dead, true);
+        return true;
+    }
+    pthread_mutex_lock(&child->lock);
+    bool empty = !atomic_load(&child->dead) && child->count == 0;
+    if (empty)
+        atomic_store(&child->dead, true);
+    pthread_mutex_unlock(&child->lock);
+    return empty;
 }
 
 /* Unhooks empty nodes on key's path, from the leaf upwards. */
 static void prune(struct radix *r, uint64_t key)
 {
-    ebr_enter();
     for (unsigned depth = RADIX_LEVELS - 1; depth > 0; depth--) {
         struct radix_node *parent = r->root;
         for (unsigned level = 0; parent && level + 1 < depth; level++)
@@ -153,54 +191,70 @@ static void prune(struct radix *r, uint64_t key)
             break;
         /* Parent before child, the only order in which two locks are held. */
         pthread_mutex_lock(&parent->lock);
-        pthread_mutex_lock(&child->lock);
-        bool empty = !parent->dead && atomic_load(slot) == child && !child->dead &&
-                     child->count == 0;
+        bool empty = !atomic_load(&parent->dead) && atomic_load(slot) == child &&
+                     kill_if_empty(child, depth == RADIX_LEVELS - 1);
         if (empty) {
-            child->dead = true;
             atomic_store(slot, NULL);
             parent->count--;
         }
-        pthread_mutex_unlock(&child->lock);
         pthread_mutex_unlock(&parent->lock);
         if (!empty)
             break;
         atomic_fetch_sub(&r->counts[sv6_core()].nodes, 1);
         ebr_retire(&child->ebr, free_node_later);
     }
-    ebr_exit();
 }
 
-static void *store(struct radix *r, uint64_t key, void *value, bool only_if_free, bool *stored)
+/* Whether no slot of the leaf holds a value: read without locks, it stops at
+ * the first value.  Of two writers emptying the last two slots at once, at
+ * least one sees the other's slot empty (sequentially consistent atomics). */
+static bool leaf_looks_empty(struct radix_node *leaf)
 {
-    struct radix_node *leaf = lock_leaf(r, key, value != NULL);
-    if (!leaf) {
-        *stored = true; /* removing from a missing leaf */
-        return NULL;
-    }
+    for (unsigned i = 0; i < RADIX_FANOUT; i++)
+        if (value_of(atomic_load(&leaf->slots[i])))
+            return false;
+    return true;
+}
+
+/* Stores value at key where it holds expected (any value when !only_if);
+ * returns what it held.  A leaf's slots change by compare-and-swap, without a
+ * lock, so writers of different pages of one leaf write nothing in common;
+ * storing what is already there writes nothing at all. */
+static void *store(struct radix *r, uint64_t key, void *value, bool only_if, void *expected)
+{
+    ebr_enter(); /* the nodes walked stay allocated */
+retry:;
+    void *old = NULL;
+    struct radix_node *leaf = find_leaf(r, key, value != NULL);
+    if (!leaf)
+        goto done; /* removing from a missing leaf */
     _Atomic(void *) *slot = &leaf->slots[index_at(key, RADIX_LEVELS - 1)];
-    void *old = atomic_load(slot);
-    *stored = !(only_if_free && old);
-    if (*stored) {
-        atomic_store(slot, value);
-        leaf->count += (value != NULL) - (old != NULL);
+    for (;;) {
+        old = atomic_load(slot);
+        if (old == CLAIMED) {
+            if (atomic_load(&leaf->dead))
+                goto retry;
+            sched_yield(); /* a pruner is checking the leaf: it gives up or kills it */
+            continue;
+        }
+        if ((only_if && old != expected) || old == value)
+            goto done;
+        if (atomic_compare_exchange_strong(slot, &old, value))
+            break;
     }
-    bool empty = leaf->count == 0;
-    pthread_mutex_unlock(&leaf->lock);
-    if (empty)
+    if (!value && leaf_looks_empty(leaf))
         prune(r, key);
+done:
+    ebr_exit();
     return old;
 }
 
 void *radix_swap(struct radix *r, uint64_t key, void *value)
 {
-    bool stored;
-    return store(r, key, value, false, &stored);
+    return store(r, key, value, false, NULL);
 }
 
-bool radix_insert(struct radix *r, uint64_t key, void *value)
+bool radix_replace(struct radix *r, uint64_t key, void *expected, void *value)
 {
-    bool stored;
-    store(r, key, value, true, &stored);
-    return stored;
+    return store(r, key, value, true, expected) == expected;
 }

@@ -3,12 +3,15 @@
  * without locks, with interior nodes freed once they hold nothing.
  *
  * Four levels of 512 slots cover 36-bit page numbers (48-bit addresses of
- * 4 KiB pages).  A writer locks only the node whose slot it changes, so
- * mappings in different 2 MiB regions share no lock.  A node that becomes
- * empty is unhooked from its parent under both locks, marked dead (a writer
- * that reached it meanwhile starts again from the root) and freed after an EBR
- * grace period, so lock-free readers never touch freed memory.  (The original
- * RadixVM kept empty nodes forever.)
+ * 4 KiB pages).  A leaf's slots change by compare-and-swap, without a lock
+ * (RadixVM locks per slot), so writers of different keys write no common
+ * byte; interior nodes are made under their parent's lock.  A leaf that
+ * becomes empty is claimed slot by slot under its parent's lock (a writer
+ * that meets a claimed slot waits for the claim to end), marked dead (a
+ * writer that reached it meanwhile starts again from the root), unhooked and
+ * freed after an EBR grace period, so lock-free readers never touch freed
+ * memory; empty interior nodes likewise, under their parent's and their own
+ * lock.  (The original RadixVM kept empty nodes forever.)
  */
 #ifndef SV6_RADIX_H
 #define SV6_RADIX_H
@@ -28,8 +31,8 @@
 
 struct radix_node {
     SV6_ALIGNED pthread_mutex_t lock;
-    unsigned count; /* non-NULL slots, under lock */
-    bool dead;      /* unhooked from its parent, under lock */
+    unsigned count;   /* interior nodes: non-NULL slots, under lock */
+    atomic_bool dead; /* unhooked from its parent (set under the parent's lock) */
     struct ebr_node ebr;
     _Atomic(void *) slots[RADIX_FANOUT];
 };
@@ -59,7 +62,8 @@ long radix_nodes(struct radix *r);
 void *radix_get(struct radix *r, uint64_t key);
 /* Stores value (NULL removes) and returns what was there. */
 void *radix_swap(struct radix *r, uint64_t key, void *value);
-/* Stores value only where key holds nothing; false if it held something. */
-bool radix_insert(struct radix *r, uint64_t key, void *value);
+/* Stores value only where key holds expected (NULL: nothing); false if it
+ * held something else. */
+bool radix_replace(struct radix *r, uint64_t key, void *expected, void *value);
 
 #endif
