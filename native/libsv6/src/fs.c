@@ -39,7 +39,7 @@ static int do_open(struct sv6_proc *p, const char *name, int flags)
             refcache_inc(&w->rc, &inode->ref); /* its entry's reference counts */
             /* Truncating an empty file writes nothing: the idempotent update
              * would conflict with every reader of the length (lseek, read). */
-            if ((flags & O_TRUNC) && atomic_load(&inode->length) != 0)
+            if ((flags & O_TRUNC) && sv6_inode_length(inode) != 0)
                 truncate_to_zero(inode);
             break;
         }
@@ -124,7 +124,7 @@ static void fill_inode_stat(struct sv6_world *w, struct sv6_inode *inode, unsign
     st->ino = mask & SV6_STATX_INO ? inode->ino : 0;
     /* Only when asked: reading the link count sums every core's cache. */
     st->nlink = mask & SV6_STATX_NLINK ? read_nlink(w, inode) : 0;
-    st->size = mask & SV6_STATX_SIZE ? atomic_load(&inode->length) : 0;
+    st->size = mask & SV6_STATX_SIZE ? sv6_inode_length(inode) : 0;
 }
 
 int sv6_stat(struct sv6_proc *p, const char *name, struct sv6_stat *st)
@@ -180,7 +180,7 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
      * lock: a failing lseek writes nothing, and neither does one that stays. */
     off_t seen = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)atomic_load(&f->off)
-                 : whence == SEEK_END ? (off_t)atomic_load(&f->inode->length)
+                 : whence == SEEK_END ? (off_t)sv6_inode_length(f->inode)
                                       : -1;
     if (seen < 0 || seen + off < 0)
         return -EINVAL;
@@ -190,7 +190,7 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
     pthread_mutex_lock(&f->off_lock);
     off_t base = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)f->off
-                 : whence == SEEK_END ? (off_t)atomic_load(&f->inode->length)
+                 : whence == SEEK_END ? (off_t)sv6_inode_length(f->inode)
                                       : -1;
     off_t result = -EINVAL;
     if (base >= 0 && base + off >= 0) {
@@ -300,15 +300,29 @@ static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
     }
 }
 
-uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
+static uint64_t largest_end(struct sv6_inode *inode)
+{
+    uint64_t length = 0;
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        uint64_t end = atomic_load(&inode->ends[c].end);
+        length = end > length ? end : length;
+    }
+    return length;
+}
+
+/* Reads the length and, when buf is given, the bytes [off, off + n) below it
+ * (zeros past it), again until no truncation overlapped. */
+static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
 {
     for (;;) {
         uint64_t truncations = atomic_load(&inode->truncations);
-        uint64_t length = atomic_load(&inode->length);
-        size_t inside = bytes_inside(length, off, n);
         if (truncations % 2 == 0) {
-            each_page_part(off, inside, buf, page_read, inode);
-            memset((unsigned char *)buf + inside, 0, n - inside);
+            uint64_t length = largest_end(inode);
+            if (buf) {
+                size_t inside = bytes_inside(length, off, n);
+                each_page_part(off, inside, buf, page_read, inode);
+                memset((unsigned char *)buf + inside, 0, n - inside);
+            }
             if (atomic_load(&inode->truncations) == truncations)
                 return length;
         }
@@ -316,20 +330,31 @@ uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t o
     }
 }
 
+uint64_t sv6_inode_length(struct sv6_inode *inode)
+{
+    return read_consistent(inode, NULL, 0, 0);
+}
+
+uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
+{
+    return read_consistent(inode, buf, n, off);
+}
+
 uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
                          bool extend)
 {
-    pthread_mutex_t *lock = &inode->writers[sv6_core()].lock;
-    pthread_mutex_lock(lock);
-    uint64_t length = atomic_load(&inode->length);
+    unsigned core = sv6_core();
+    pthread_mutex_lock(&inode->writers[core].lock);
+    /* No truncation runs while the lock is held, so the length reads once. */
+    uint64_t length = extend ? 0 : largest_end(inode);
     size_t count = extend ? n : bytes_inside(length, off, n);
     /* page_write only reads the bytes it is given. */
     each_page_part(off, count, (unsigned char *)buf, page_write, inode);
-    /* Writers on other cores may grow it at the same time: the largest end wins. */
-    uint64_t seen = length, end = off + count;
-    while (end > seen && !atomic_compare_exchange_weak(&inode->length, &seen, end))
-        continue;
-    pthread_mutex_unlock(lock);
+    /* After the pages: a reader that sees the new end finds them. */
+    _Atomic uint64_t *end = &inode->ends[core].end;
+    if (extend && off + count > atomic_load(end))
+        atomic_store(end, off + count);
+    pthread_mutex_unlock(&inode->writers[core].lock);
     return length;
 }
 
@@ -347,7 +372,8 @@ static void truncate_to_zero(struct sv6_inode *inode)
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_lock(&inode->writers[c].lock);
     atomic_fetch_add(&inode->truncations, 1);
-    atomic_store(&inode->length, 0);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        atomic_store(&inode->ends[c].end, 0);
     radix_each(&inode->pages, drop_page, inode);
     atomic_fetch_add(&inode->truncations, 1);
     for (unsigned c = SV6_NCORES; c-- > 0;)

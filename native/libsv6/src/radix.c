@@ -20,8 +20,6 @@ static struct radix_node *new_node(struct radix *r)
     struct radix_node *node = aligned_alloc(SV6_CACHELINE, sizeof *node);
     if (!node)
         abort();
-    pthread_mutex_init(&node->lock, NULL);
-    node->count = 0;
     atomic_init(&node->dead, false);
     for (unsigned i = 0; i < RADIX_FANOUT; i++)
         atomic_init(&node->slots[i], NULL);
@@ -31,7 +29,6 @@ static struct radix_node *new_node(struct radix *r)
 
 static void free_node(struct radix_node *node)
 {
-    pthread_mutex_destroy(&node->lock);
     free(node);
 }
 
@@ -110,141 +107,134 @@ void *radix_get(struct radix *r, uint64_t key)
 {
     struct radix_node *node = r->root;
     for (unsigned level = 0; node && level + 1 < RADIX_LEVELS; level++)
-        node = atomic_load(&node->slots[index_at(key, level)]);
+        node = value_of(atomic_load(&node->slots[index_at(key, level)]));
     return node ? value_of(atomic_load(&node->slots[index_at(key, RADIX_LEVELS - 1)])) : NULL;
 }
 
-/* The leaf for key; NULL when it does not exist and create is false.  Interior
- * nodes are made under their parent's lock; the leaf itself is not locked. */
+/* What slot holds, waiting while a pruner claims node; CLAIMED when node died
+ * (the caller starts again from the root). */
+static void *settled(struct radix_node *node, _Atomic(void *) *slot)
+{
+    for (;;) {
+        void *value = atomic_load(slot);
+        if (value != CLAIMED || atomic_load(&node->dead))
+            return value;
+        sched_yield(); /* the pruner gives up or kills the node */
+    }
+}
+
+/* The leaf for key; NULL when it does not exist and create is false, CLAIMED
+ * when a node on the way died.  A missing node is made and put in place by
+ * compare-and-swap (the loser of a race frees its own). */
 static struct radix_node *find_leaf(struct radix *r, uint64_t key, bool create)
 {
-retry:;
     struct radix_node *node = r->root;
     for (unsigned level = 0; level + 1 < RADIX_LEVELS; level++) {
         _Atomic(void *) *slot = &node->slots[index_at(key, level)];
-        struct radix_node *child = atomic_load(slot);
-        if (!child) {
+        void *child = settled(node, slot);
+        while (!child) {
             if (!create)
                 return NULL;
-            pthread_mutex_lock(&node->lock);
-            if (atomic_load(&node->dead)) {
-                pthread_mutex_unlock(&node->lock);
-                goto retry;
+            struct radix_node *fresh = new_node(r);
+            if (atomic_compare_exchange_strong(slot, &child, fresh)) {
+                child = fresh;
+            } else {
+                atomic_fetch_sub(&r->counts[sv6_core()].nodes, 1);
+                free_node(fresh);
+                child = settled(node, slot);
             }
-            child = atomic_load(slot);
-            if (!child) {
-                child = new_node(r);
-                atomic_store(slot, child);
-                node->count++;
-            }
-            pthread_mutex_unlock(&node->lock);
         }
+        if (child == CLAIMED)
+            return CLAIMED;
         node = child;
     }
     return node;
 }
 
-/* Under the parent's lock: claims every slot of an empty leaf, so that no
- * writer can fill one; false (and the claims dropped) if one holds a value. */
-static bool claim_empty_leaf(struct radix_node *leaf)
+/* Claims every slot of an empty node in index order, so that no writer can
+ * fill one; false (and the claims dropped) if one holds a value or the node
+ * died meanwhile.  Whoever holds slot 0 holds the claim, so another pruner
+ * can only meet it there, and waits. */
+static bool claim_empty(struct radix_node *node)
 {
-    for (unsigned i = 0; i < RADIX_FANOUT; i++) {
+    for (;;) {
         void *expected = NULL;
-        if (!atomic_compare_exchange_strong(&leaf->slots[i], &expected, CLAIMED)) {
+        if (atomic_compare_exchange_strong(&node->slots[0], &expected, CLAIMED))
+            break;
+        if (expected != CLAIMED || atomic_load(&node->dead))
+            return false;
+        sched_yield();
+    }
+    for (unsigned i = 1; i < RADIX_FANOUT; i++) {
+        void *expected = NULL;
+        if (!atomic_compare_exchange_strong(&node->slots[i], &expected, CLAIMED)) {
             while (i-- > 0)
-                atomic_store(&leaf->slots[i], NULL);
+                atomic_store(&node->slots[i], NULL);
             return false;
         }
     }
     return true;
 }
 
-/* Under the parent's lock: whether child is empty, and then marks it dead. */
-static bool kill_if_empty(struct radix_node *child, bool leaf)
+/* Whether no slot of node holds a value: read without locks, it stops at the
+ * first value.  Of two writers emptying the last two slots at once, at least
+ * one sees the other's slot empty (sequentially consistent atomics). */
+static bool looks_empty(struct radix_node *node)
 {
-    if (leaf) {
-        if (!claim_empty_leaf(child))
+    for (unsigned i = 0; i < RADIX_FANOUT; i++)
+        if (value_of(atomic_load(&node->slots[i])))
             return false;
-        atomic_store(&child->dead, true);
-        return true;
-    }
-    pthread_mutex_lock(&child->lock);
-    bool empty = !atomic_load(&child->dead) && child->count == 0;
-    if (empty)
-        atomic_store(&child->dead, true);
-    pthread_mutex_unlock(&child->lock);
-    return empty;
+    return true;
 }
 
-/* Unhooks empty nodes on key's path, from the leaf upwards. */
+/* Unhooks empty nodes on key's path, from the leaf upwards.  Only the pruner
+ * that holds a node's claims takes it out of its parent's slot. */
 static void prune(struct radix *r, uint64_t key)
 {
     for (unsigned depth = RADIX_LEVELS - 1; depth > 0; depth--) {
         struct radix_node *parent = r->root;
         for (unsigned level = 0; parent && level + 1 < depth; level++)
-            parent = atomic_load(&parent->slots[index_at(key, level)]);
+            parent = value_of(atomic_load(&parent->slots[index_at(key, level)]));
         if (!parent)
-            break;
+            return;
         _Atomic(void *) *slot = &parent->slots[index_at(key, depth - 1)];
-        struct radix_node *child = atomic_load(slot);
-        if (!child)
-            break;
-        /* Parent before child, the only order in which two locks are held. */
-        pthread_mutex_lock(&parent->lock);
-        bool empty = !atomic_load(&parent->dead) && atomic_load(slot) == child &&
-                     kill_if_empty(child, depth == RADIX_LEVELS - 1);
-        if (empty) {
-            atomic_store(slot, NULL);
-            parent->count--;
-        }
-        pthread_mutex_unlock(&parent->lock);
-        if (!empty)
-            break;
+        struct radix_node *child = value_of(atomic_load(slot));
+        if (!child || !looks_empty(child) || !claim_empty(child))
+            return;
+        atomic_store(&child->dead, true);
+        atomic_store(slot, NULL);
         atomic_fetch_sub(&r->counts[sv6_core()].nodes, 1);
         ebr_retire(&child->ebr, free_node_later);
     }
 }
 
-/* Whether no slot of the leaf holds a value: read without locks, it stops at
- * the first value.  Of two writers emptying the last two slots at once, at
- * least one sees the other's slot empty (sequentially consistent atomics). */
-static bool leaf_looks_empty(struct radix_node *leaf)
-{
-    for (unsigned i = 0; i < RADIX_FANOUT; i++)
-        if (value_of(atomic_load(&leaf->slots[i])))
-            return false;
-    return true;
-}
-
 /* Stores value at key where it holds expected (any value when !only_if);
- * returns what it held.  A leaf's slots change by compare-and-swap, without a
- * lock, so writers of different pages of one leaf write nothing in common;
- * storing what is already there writes nothing at all. */
+ * returns what it held.  Slots change by compare-and-swap, without a lock,
+ * so writers of different keys write nothing in common; storing what is
+ * already there writes nothing at all. */
 static void *store(struct radix *r, uint64_t key, void *value, bool only_if, void *expected)
 {
     ebr_enter(); /* the nodes walked stay allocated */
-retry:;
-    void *old = NULL;
-    struct radix_node *leaf = find_leaf(r, key, value != NULL);
-    if (!leaf)
-        goto done; /* removing from a missing leaf */
-    _Atomic(void *) *slot = &leaf->slots[index_at(key, RADIX_LEVELS - 1)];
+    void *old;
     for (;;) {
-        old = atomic_load(slot);
-        if (old == CLAIMED) {
-            if (atomic_load(&leaf->dead))
-                goto retry;
-            sched_yield(); /* a pruner is checking the leaf: it gives up or kills it */
+        struct radix_node *leaf = find_leaf(r, key, value != NULL);
+        old = NULL;
+        if (!leaf)
+            break; /* removing from a missing leaf */
+        if (leaf == CLAIMED)
             continue;
-        }
+        _Atomic(void *) *slot = &leaf->slots[index_at(key, RADIX_LEVELS - 1)];
+        old = settled(leaf, slot);
+        if (old == CLAIMED)
+            continue; /* the leaf died */
         if ((only_if && old != expected) || old == value)
-            goto done;
-        if (atomic_compare_exchange_strong(slot, &old, value))
             break;
+        if (atomic_compare_exchange_strong(slot, &old, value)) {
+            if (!value)
+                prune(r, key);
+            break;
+        }
     }
-    if (!value && leaf_looks_empty(leaf))
-        prune(r, key);
-done:
     ebr_exit();
     return old;
 }

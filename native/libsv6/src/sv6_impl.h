@@ -52,6 +52,10 @@ struct writer_lock {
     SV6_ALIGNED pthread_mutex_t lock;
 };
 
+struct inode_end {
+    SV6_ALIGNED _Atomic uint64_t end; /* written under its core's writer lock */
+};
+
 struct sv6_inode {
     struct refcache_obj ref;
     struct refcache_obj nlink;
@@ -61,9 +65,11 @@ struct sv6_inode {
     /* File data: page number -> struct file_page (fs.c), each page replaced
      * as a whole by its writers, so calls on different pages share nothing. */
     struct radix pages;
-    /* Its own line, written only when the length changes (growth, O_TRUNC). */
-    SV6_ALIGNED _Atomic uint64_t length;
-    _Atomic uint64_t truncations; /* odd while one runs: readers read again */
+    /* The length is the largest end written by any core since the last
+     * truncation: a write past the end changes only its core's line, so two
+     * such writes on different cores share nothing. */
+    struct inode_end ends[SV6_NCORES];
+    SV6_ALIGNED _Atomic uint64_t truncations; /* odd while one runs: readers read again */
     /* A writer holds its core's lock; a truncation holds every core's. */
     struct writer_lock writers[SV6_NCORES];
 };
@@ -124,9 +130,11 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
  * into buf, the rest zeros; returns that length.  Each page is read whole, at
  * one moment, without a lock and writing nothing. */
 uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off);
+/* The file's length (reads every core's end; read again across a truncation). */
+uint64_t sv6_inode_length(struct sv6_inode *inode);
 /* Inside an EBR section: writes buf at off (off + n <= SV6_FILE_MAX), all of
- * it and growing the length when extend, else only the bytes below the
- * length; returns the length before. */
+ * it and growing the length when extend (returns 0: it reads no other core's
+ * end), else only the bytes below the length (returns that length). */
 uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
                          bool extend);
 /* Frees the pages of an inode that no one can reach any more. */

@@ -213,7 +213,7 @@ static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, si
     }
     struct sv6_inode *inode = m->inode;
     uint64_t start = m->file_page * SV6_PAGE_SIZE, at = start + in_page;
-    if (write && start >= atomic_load(&inode->length))
+    if (write && start >= sv6_inode_length(inode))
         return SV6_SIGBUS; /* wholly past the end: decided without a writer lock */
     /* Bytes past the end in the file's last page are not part of the file:
      * they read as zeros and writes to them are lost. */

@@ -42,7 +42,8 @@ struct sv6_inode *sv6_new_inode(struct sv6_world *w)
     radix_init(&inode->pages);
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_init(&inode->writers[c].lock, NULL);
-    atomic_init(&inode->length, 0);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        atomic_init(&inode->ends[c].end, 0);
     atomic_init(&inode->truncations, 0);
     return inode;
 }

@@ -7,7 +7,7 @@
 
 #include <stdalign.h>
 
-_Static_assert(alignof(struct radix_node) == SV6_CACHELINE, "node lock on its own line");
+_Static_assert(alignof(struct radix_node) == SV6_CACHELINE, "node on lines of its own");
 
 static int tags[64][64];
 

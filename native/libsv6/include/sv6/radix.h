@@ -3,15 +3,15 @@
  * without locks, with interior nodes freed once they hold nothing.
  *
  * Four levels of 512 slots cover 36-bit page numbers (48-bit addresses of
- * 4 KiB pages).  A leaf's slots change by compare-and-swap, without a lock
+ * 4 KiB pages).  No node has a lock: every slot changes by compare-and-swap
  * (RadixVM locks per slot), so writers of different keys write no common
- * byte; interior nodes are made under their parent's lock.  A leaf that
- * becomes empty is claimed slot by slot under its parent's lock (a writer
- * that meets a claimed slot waits for the claim to end), marked dead (a
- * writer that reached it meanwhile starts again from the root), unhooked and
- * freed after an EBR grace period, so lock-free readers never touch freed
- * memory; empty interior nodes likewise, under their parent's and their own
- * lock.  (The original RadixVM kept empty nodes forever.)
+ * byte, and a missing node is made and put in place the same way.  A writer
+ * that empties a slot prunes: a node found empty is claimed slot by slot (a
+ * mark that readers read as empty and writers wait on; a slot holding a value
+ * makes the pruner drop its claims), marked dead (a writer that reached it
+ * meanwhile starts again from the root), unhooked, and freed after an EBR
+ * grace period, so lock-free readers never touch freed memory.  (The original
+ * RadixVM kept empty nodes forever.)
  */
 #ifndef SV6_RADIX_H
 #define SV6_RADIX_H
@@ -19,7 +19,6 @@
 #include "sv6/core.h"
 #include "sv6/ebr.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,9 +29,7 @@
 #define RADIX_KEY_BITS (RADIX_BITS * RADIX_LEVELS)
 
 struct radix_node {
-    SV6_ALIGNED pthread_mutex_t lock;
-    unsigned count;   /* interior nodes: non-NULL slots, under lock */
-    atomic_bool dead; /* unhooked from its parent (set under the parent's lock) */
+    SV6_ALIGNED atomic_bool dead; /* claimed empty and unhooked from its parent */
     struct ebr_node ebr;
     _Atomic(void *) slots[RADIX_FANOUT];
 };
