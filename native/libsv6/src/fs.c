@@ -5,8 +5,11 @@
 #include "sv6_impl.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+
+static void truncate_to_zero(struct sv6_inode *inode);
 
 /* ------------------------------------------------------------ names */
 
@@ -36,13 +39,8 @@ static int do_open(struct sv6_proc *p, const char *name, int flags)
             refcache_inc(&w->rc, &inode->ref); /* its entry's reference counts */
             /* Truncating an empty file writes nothing: the idempotent update
              * would conflict with every reader of the length (lseek, read). */
-            if ((flags & O_TRUNC) && atomic_load(&inode->length) != 0) {
-                pthread_mutex_lock(&inode->lock);
-                if (inode->data) /* zeros past the end, for later growth */
-                    memset(inode->data, 0, atomic_load(&inode->length));
-                atomic_store(&inode->length, 0);
-                pthread_mutex_unlock(&inode->lock);
-            }
+            if ((flags & O_TRUNC) && sv6_inode_length(inode) != 0)
+                truncate_to_zero(inode);
             break;
         }
         if (!(flags & O_CREAT))
@@ -126,7 +124,7 @@ static void fill_inode_stat(struct sv6_world *w, struct sv6_inode *inode, unsign
     st->ino = mask & SV6_STATX_INO ? inode->ino : 0;
     /* Only when asked: reading the link count sums every core's cache. */
     st->nlink = mask & SV6_STATX_NLINK ? read_nlink(w, inode) : 0;
-    st->size = mask & SV6_STATX_SIZE ? atomic_load(&inode->length) : 0;
+    st->size = mask & SV6_STATX_SIZE ? sv6_inode_length(inode) : 0;
 }
 
 int sv6_stat(struct sv6_proc *p, const char *name, struct sv6_stat *st)
@@ -182,7 +180,7 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
      * lock: a failing lseek writes nothing, and neither does one that stays. */
     off_t seen = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)atomic_load(&f->off)
-                 : whence == SEEK_END ? (off_t)atomic_load(&f->inode->length)
+                 : whence == SEEK_END ? (off_t)sv6_inode_length(f->inode)
                                       : -1;
     if (seen < 0 || seen + off < 0)
         return -EINVAL;
@@ -192,7 +190,7 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
     pthread_mutex_lock(&f->off_lock);
     off_t base = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)f->off
-                 : whence == SEEK_END ? (off_t)atomic_load(&f->inode->length)
+                 : whence == SEEK_END ? (off_t)sv6_inode_length(f->inode)
                                       : -1;
     off_t result = -EINVAL;
     if (base >= 0 && base + off >= 0) {
@@ -222,47 +220,180 @@ int sv6_close(struct sv6_proc *p, int fd)
 
 /* ------------------------------------------------------------ file data */
 
-/* Under inode->lock: room for end bytes, zero-filled past the length. */
-static void reserve(struct sv6_inode *inode, size_t end)
+/* One page of a file, never changed once published: a writer puts a changed
+ * copy in its place, so readers copy it without a lock. */
+struct file_page {
+    struct ebr_node ebr;
+    unsigned char bytes[SV6_PAGE_SIZE];
+};
+
+static void page_free(struct ebr_node *node)
 {
-    if (end <= inode->capacity)
-        return;
-    size_t capacity = inode->capacity ? inode->capacity : SV6_PAGE_SIZE;
-    while (capacity < end)
-        capacity *= 2;
-    unsigned char *data = realloc(inode->data, capacity);
-    if (!data)
-        abort();
-    memset(data + inode->capacity, 0, capacity - inode->capacity);
-    inode->data = data;
-    inode->capacity = capacity;
+    free(SV6_CONTAINER_OF(node, struct file_page, ebr));
 }
 
+static void page_free_now(void *value, void *arg)
+{
+    (void)arg;
+    page_free(&((struct file_page *)value)->ebr);
+}
+
+void sv6_inode_drop_data(struct sv6_inode *inode)
+{
+    radix_destroy(&inode->pages, page_free_now, NULL);
+}
+
+/* How many of the n bytes at off lie below length. */
+static size_t bytes_inside(uint64_t length, uint64_t off, size_t n)
+{
+    return off >= length ? 0 : (length - off < n ? (size_t)(length - off) : n);
+}
+
+/* Calls fn on each page's part of the bytes [off, off + n). */
+static void each_page_part(uint64_t off, size_t n, unsigned char *buf,
+                           void (*fn)(struct sv6_inode *, uint64_t page, size_t in_page,
+                                      unsigned char *part, size_t len),
+                           struct sv6_inode *inode)
+{
+    while (n > 0) {
+        size_t in_page = off % SV6_PAGE_SIZE;
+        size_t len = SV6_PAGE_SIZE - in_page < n ? SV6_PAGE_SIZE - in_page : n;
+        fn(inode, off / SV6_PAGE_SIZE, in_page, buf, len);
+        off += len;
+        buf += len;
+        n -= len;
+    }
+}
+
+static void page_read(struct sv6_inode *inode, uint64_t page, size_t in_page,
+                      unsigned char *part, size_t len)
+{
+    struct file_page *found = radix_get(&inode->pages, page);
+    if (found)
+        memcpy(part, found->bytes + in_page, len);
+    else
+        memset(part, 0, len); /* a hole */
+}
+
+/* A changed copy replaces the page only if the page is still the one copied,
+ * so of two writers of one page neither loses the other's bytes. */
+static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
+                       unsigned char *part, size_t len)
+{
+    struct file_page *fresh = malloc(sizeof *fresh);
+    if (!fresh)
+        abort();
+    for (;;) {
+        struct file_page *old = radix_get(&inode->pages, page);
+        if (len < SV6_PAGE_SIZE) {
+            if (old)
+                memcpy(fresh->bytes, old->bytes, SV6_PAGE_SIZE);
+            else
+                memset(fresh->bytes, 0, SV6_PAGE_SIZE);
+        }
+        memcpy(fresh->bytes + in_page, part, len);
+        if (radix_replace(&inode->pages, page, old, fresh)) {
+            if (old)
+                ebr_retire(&old->ebr, page_free);
+            return;
+        }
+    }
+}
+
+static uint64_t largest_end(struct sv6_inode *inode)
+{
+    uint64_t length = 0;
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        uint64_t end = atomic_load(&inode->ends[c].end);
+        length = end > length ? end : length;
+    }
+    return length;
+}
+
+/* Reads the length and, when buf is given, the bytes [off, off + n) below it
+ * (zeros past it), again until no truncation overlapped. */
+static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
+{
+    for (;;) {
+        uint64_t truncations = atomic_load(&inode->truncations);
+        if (truncations % 2 == 0) {
+            uint64_t length = largest_end(inode);
+            if (buf) {
+                size_t inside = bytes_inside(length, off, n);
+                each_page_part(off, inside, buf, page_read, inode);
+                memset((unsigned char *)buf + inside, 0, n - inside);
+            }
+            if (atomic_load(&inode->truncations) == truncations)
+                return length;
+        }
+        sched_yield(); /* a truncation ran meanwhile: what was read may be gone */
+    }
+}
+
+uint64_t sv6_inode_length(struct sv6_inode *inode)
+{
+    return read_consistent(inode, NULL, 0, 0);
+}
+
+uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
+{
+    return read_consistent(inode, buf, n, off);
+}
+
+uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
+                         bool extend)
+{
+    unsigned core = sv6_core();
+    pthread_mutex_lock(&inode->writers[core].lock);
+    /* No truncation runs while the lock is held, so the length reads once. */
+    uint64_t length = extend ? 0 : largest_end(inode);
+    size_t count = extend ? n : bytes_inside(length, off, n);
+    /* page_write only reads the bytes it is given. */
+    each_page_part(off, count, (unsigned char *)buf, page_write, inode);
+    /* After the pages: a reader that sees the new end finds them. */
+    _Atomic uint64_t *end = &inode->ends[core].end;
+    if (extend && off + count > atomic_load(end))
+        atomic_store(end, off + count);
+    pthread_mutex_unlock(&inode->writers[core].lock);
+    return length;
+}
+
+static void drop_page(uint64_t page, void *value, void *arg)
+{
+    struct sv6_inode *inode = arg;
+    if (radix_replace(&inode->pages, page, value, NULL))
+        ebr_retire(&((struct file_page *)value)->ebr, page_free);
+}
+
+/* Inside an EBR section: no writer runs meanwhile (every core's writer lock
+ * is held) and readers that overlap it read again. */
+static void truncate_to_zero(struct sv6_inode *inode)
+{
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        pthread_mutex_lock(&inode->writers[c].lock);
+    atomic_fetch_add(&inode->truncations, 1);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        atomic_store(&inode->ends[c].end, 0);
+    radix_each(&inode->pages, drop_page, inode);
+    atomic_fetch_add(&inode->truncations, 1);
+    for (unsigned c = SV6_NCORES; c-- > 0;)
+        pthread_mutex_unlock(&inode->writers[c].lock);
+}
+
+/* Read through a file description: the bytes read. */
 static ssize_t inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
 {
-    /* At or past the end: nothing to read, and nothing written (no lock), so
-     * reads at the end of a file share nothing with each other. */
-    if (off >= atomic_load(&inode->length))
-        return 0;
-    pthread_mutex_lock(&inode->lock);
-    uint64_t length = atomic_load(&inode->length);
-    size_t count = off >= length ? 0 : (length - off < n ? length - off : n);
-    if (count)
-        memcpy(buf, inode->data + off, count);
-    pthread_mutex_unlock(&inode->lock);
-    return (ssize_t)count;
+    return (ssize_t)bytes_inside(sv6_inode_read(inode, buf, n, off), off, n);
 }
 
+/* Written through a file description: all n bytes, or -EFBIG. */
 static ssize_t inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off)
 {
-    if (n == 0)
+    if (n == 0) /* changes nothing, wherever it is */
         return 0;
-    pthread_mutex_lock(&inode->lock);
-    reserve(inode, off + n);
-    memcpy(inode->data + off, buf, n);
-    if (off + n > atomic_load(&inode->length))
-        atomic_store(&inode->length, off + n);
-    pthread_mutex_unlock(&inode->lock);
+    if (off > SV6_FILE_MAX || n > SV6_FILE_MAX - off)
+        return -EFBIG;
+    sv6_inode_write(inode, buf, n, off, true);
     return (ssize_t)n;
 }
 
@@ -355,7 +486,8 @@ static ssize_t do_write(struct sv6_proc *p, int fd, const void *buf, size_t n)
     }
     pthread_mutex_lock(&f->off_lock);
     ssize_t count = inode_write(f->inode, buf, n, f->off);
-    f->off += (uint64_t)count;
+    if (count > 0)
+        f->off += (uint64_t)count;
     pthread_mutex_unlock(&f->off_lock);
     return count;
 }

@@ -1,16 +1,26 @@
 /* radix.c - radix array with lock-free reads and freed empty nodes (radix.h). */
 #include "sv6/radix.h"
 
+#include <sched.h>
 #include <stdlib.h>
+
+/* What a leaf's slot holds while a pruner claims the empty leaf: NULL to
+ * readers; a writer that meets it waits for the claim to be dropped or, when
+ * the leaf died, starts again from the root. */
+static char claimed_mark;
+#define CLAIMED ((void *)&claimed_mark)
+
+static void *value_of(void *slot_value)
+{
+    return slot_value == CLAIMED ? NULL : slot_value;
+}
 
 static struct radix_node *new_node(struct radix *r)
 {
     struct radix_node *node = aligned_alloc(SV6_CACHELINE, sizeof *node);
     if (!node)
         abort();
-    pthread_mutex_init(&node->lock, NULL);
-    node->count = 0;
-    node->dead = false;
+    atomic_init(&node->dead, false);
     for (unsigned i = 0; i < RADIX_FANOUT; i++)
         atomic_init(&node->slots[i], NULL);
     atomic_fetch_add(&r->counts[sv6_core()].nodes, 1);
@@ -19,7 +29,6 @@ static struct radix_node *new_node(struct radix *r)
 
 static void free_node(struct radix_node *node)
 {
-    pthread_mutex_destroy(&node->lock);
     free(node);
 }
 
@@ -52,7 +61,7 @@ static void walk_below(struct radix_node *node, unsigned level, uint64_t prefix,
                        bool free_nodes)
 {
     for (unsigned i = 0; i < RADIX_FANOUT; i++) {
-        void *child = atomic_load(&node->slots[i]);
+        void *child = value_of(atomic_load(&node->slots[i]));
         uint64_t key = prefix << RADIX_BITS | i;
         if (!child)
             continue;
@@ -98,109 +107,144 @@ void *radix_get(struct radix *r, uint64_t key)
 {
     struct radix_node *node = r->root;
     for (unsigned level = 0; node && level + 1 < RADIX_LEVELS; level++)
-        node = atomic_load(&node->slots[index_at(key, level)]);
-    return node ? atomic_load(&node->slots[index_at(key, RADIX_LEVELS - 1)]) : NULL;
+        node = value_of(atomic_load(&node->slots[index_at(key, level)]));
+    return node ? value_of(atomic_load(&node->slots[index_at(key, RADIX_LEVELS - 1)])) : NULL;
 }
 
-/* The leaf for key, locked and alive; NULL when it does not exist and create
- * is false. */
-static struct radix_node *lock_leaf(struct radix *r, uint64_t key, bool create)
+/* What slot holds, waiting while a pruner claims node; CLAIMED when node died
+ * (the caller starts again from the root). */
+static void *settled(struct radix_node *node, _Atomic(void *) *slot)
 {
-retry:;
+    for (;;) {
+        void *value = atomic_load(slot);
+        if (value != CLAIMED || atomic_load(&node->dead))
+            return value;
+        sched_yield(); /* the pruner gives up or kills the node */
+    }
+}
+
+/* The leaf for key; NULL when it does not exist and create is false, CLAIMED
+ * when a node on the way died.  A missing node is made and put in place by
+ * compare-and-swap (the loser of a race frees its own). */
+static struct radix_node *find_leaf(struct radix *r, uint64_t key, bool create)
+{
     struct radix_node *node = r->root;
     for (unsigned level = 0; level + 1 < RADIX_LEVELS; level++) {
         _Atomic(void *) *slot = &node->slots[index_at(key, level)];
-        struct radix_node *child = atomic_load(slot);
-        if (!child) {
+        void *child = settled(node, slot);
+        while (!child) {
             if (!create)
                 return NULL;
-            pthread_mutex_lock(&node->lock);
-            if (node->dead) {
-                pthread_mutex_unlock(&node->lock);
-                goto retry;
+            struct radix_node *fresh = new_node(r);
+            if (atomic_compare_exchange_strong(slot, &child, fresh)) {
+                child = fresh;
+            } else {
+                atomic_fetch_sub(&r->counts[sv6_core()].nodes, 1);
+                free_node(fresh);
+                child = settled(node, slot);
             }
-            child = atomic_load(slot);
-            if (!child) {
-                child = new_node(r);
-                atomic_store(slot, child);
-                node->count++;
-            }
-            pthread_mutex_unlock(&node->lock);
         }
+        if (child == CLAIMED)
+            return CLAIMED;
         node = child;
-    }
-    pthread_mutex_lock(&node->lock);
-    if (node->dead) {
-        pthread_mutex_unlock(&node->lock);
-        goto retry;
     }
     return node;
 }
 
-/* Unhooks empty nodes on key's path, from the leaf upwards. */
+/* Claims every slot of an empty node in index order, so that no writer can
+ * fill one; false (and the claims dropped) if one holds a value or the node
+ * died meanwhile.  Whoever holds slot 0 holds the claim, so another pruner
+ * can only meet it there, and waits. */
+static bool claim_empty(struct radix_node *node)
+{
+    for (;;) {
+        void *expected = NULL;
+        if (atomic_compare_exchange_strong(&node->slots[0], &expected, CLAIMED))
+            break;
+        if (expected != CLAIMED || atomic_load(&node->dead))
+            return false;
+        sched_yield();
+    }
+    for (unsigned i = 1; i < RADIX_FANOUT; i++) {
+        void *expected = NULL;
+        if (!atomic_compare_exchange_strong(&node->slots[i], &expected, CLAIMED)) {
+            while (i-- > 0)
+                atomic_store(&node->slots[i], NULL);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether no slot of node holds a value: read without locks, it stops at the
+ * first value.  Of two writers emptying the last two slots at once, at least
+ * one sees the other's slot empty (sequentially consistent atomics). */
+static bool looks_empty(struct radix_node *node)
+{
+    for (unsigned i = 0; i < RADIX_FANOUT; i++)
+        if (value_of(atomic_load(&node->slots[i])))
+            return false;
+    return true;
+}
+
+/* Unhooks empty nodes on key's path, from the leaf upwards.  Only the pruner
+ * that holds a node's claims takes it out of its parent's slot. */
 static void prune(struct radix *r, uint64_t key)
 {
-    ebr_enter();
     for (unsigned depth = RADIX_LEVELS - 1; depth > 0; depth--) {
         struct radix_node *parent = r->root;
         for (unsigned level = 0; parent && level + 1 < depth; level++)
-            parent = atomic_load(&parent->slots[index_at(key, level)]);
+            parent = value_of(atomic_load(&parent->slots[index_at(key, level)]));
         if (!parent)
-            break;
+            return;
         _Atomic(void *) *slot = &parent->slots[index_at(key, depth - 1)];
-        struct radix_node *child = atomic_load(slot);
-        if (!child)
-            break;
-        /* Parent before child, the only order in which two locks are held. */
-        pthread_mutex_lock(&parent->lock);
-        pthread_mutex_lock(&child->lock);
-        bool empty = !parent->dead && atomic_load(slot) == child && !child->dead &&
-                     child->count == 0;
-        if (empty) {
-            child->dead = true;
-            atomic_store(slot, NULL);
-            parent->count--;
-        }
-        pthread_mutex_unlock(&child->lock);
-        pthread_mutex_unlock(&parent->lock);
-        if (!empty)
-            break;
+        struct radix_node *child = value_of(atomic_load(slot));
+        if (!child || !looks_empty(child) || !claim_empty(child))
+            return;
+        atomic_store(&child->dead, true);
+        atomic_store(slot, NULL);
         atomic_fetch_sub(&r->counts[sv6_core()].nodes, 1);
         ebr_retire(&child->ebr, free_node_later);
     }
-    ebr_exit();
 }
 
-static void *store(struct radix *r, uint64_t key, void *value, bool only_if_free, bool *stored)
+/* Stores value at key where it holds expected (any value when !only_if);
+ * returns what it held.  Slots change by compare-and-swap, without a lock,
+ * so writers of different keys write nothing in common; storing what is
+ * already there writes nothing at all. */
+static void *store(struct radix *r, uint64_t key, void *value, bool only_if, void *expected)
 {
-    struct radix_node *leaf = lock_leaf(r, key, value != NULL);
-    if (!leaf) {
-        *stored = true; /* removing from a missing leaf */
-        return NULL;
+    ebr_enter(); /* the nodes walked stay allocated */
+    void *old;
+    for (;;) {
+        struct radix_node *leaf = find_leaf(r, key, value != NULL);
+        old = NULL;
+        if (!leaf)
+            break; /* removing from a missing leaf */
+        if (leaf == CLAIMED)
+            continue;
+        _Atomic(void *) *slot = &leaf->slots[index_at(key, RADIX_LEVELS - 1)];
+        old = settled(leaf, slot);
+        if (old == CLAIMED)
+            continue; /* the leaf died */
+        if ((only_if && old != expected) || old == value)
+            break;
+        if (atomic_compare_exchange_strong(slot, &old, value)) {
+            if (!value)
+                prune(r, key);
+            break;
+        }
     }
-    _Atomic(void *) *slot = &leaf->slots[index_at(key, RADIX_LEVELS - 1)];
-    void *old = atomic_load(slot);
-    *stored = !(only_if_free && old);
-    if (*stored) {
-        atomic_store(slot, value);
-        leaf->count += (value != NULL) - (old != NULL);
-    }
-    bool empty = leaf->count == 0;
-    pthread_mutex_unlock(&leaf->lock);
-    if (empty)
-        prune(r, key);
+    ebr_exit();
     return old;
 }
 
 void *radix_swap(struct radix *r, uint64_t key, void *value)
 {
-    bool stored;
-    return store(r, key, value, false, &stored);
+    return store(r, key, value, false, NULL);
 }
 
-bool radix_insert(struct radix *r, uint64_t key, void *value)
+bool radix_replace(struct radix *r, uint64_t key, void *expected, void *value)
 {
-    bool stored;
-    store(r, key, value, true, &stored);
-    return stored;
+    return store(r, key, value, true, expected) == expected;
 }

@@ -6,6 +6,8 @@
  *   inode->ref  one per directory entry naming it, per open file, per mapped page;
  *   file->ref   one per fd slot holding it (spawned children share files);
  *   pipe->ends  its two files (a plain atomic: it changes twice in a pipe's life).
+ * A file page replaced by a writer or a truncation is freed after an EBR grace
+ * period: readers copy it without a lock.
  * inode->nlink is a refcache counter, never freed: link and unlink on different
  * cores add to their own caches; fstat reads it with the consistent read.
  *
@@ -46,16 +48,30 @@ struct sv6_world {
     atomic_bool stop;
 };
 
+struct writer_lock {
+    SV6_ALIGNED pthread_mutex_t lock;
+};
+
+struct inode_end {
+    SV6_ALIGNED _Atomic uint64_t end; /* written under its core's writer lock */
+};
+
 struct sv6_inode {
     struct refcache_obj ref;
     struct refcache_obj nlink;
     SV6_ALIGNED _Atomic int64_t shared_nlink; /* instead, with SV6_WORLD_SHARED_NLINK */
     struct sv6_world *world;
     uint64_t ino;
-    SV6_ALIGNED pthread_mutex_t lock; /* data and capacity */
-    _Atomic uint64_t length;          /* read without the lock by fstatx */
-    unsigned char *data;
-    size_t capacity;
+    /* File data: page number -> struct file_page (fs.c), each page replaced
+     * as a whole by its writers, so calls on different pages share nothing. */
+    struct radix pages;
+    /* The length is the largest end written by any core since the last
+     * truncation: a write past the end changes only its core's line, so two
+     * such writes on different cores share nothing. */
+    struct inode_end ends[SV6_NCORES];
+    SV6_ALIGNED _Atomic uint64_t truncations; /* odd while one runs: readers read again */
+    /* A writer holds its core's lock; a truncation holds every core's. */
+    struct writer_lock writers[SV6_NCORES];
 };
 
 struct sv6_pipe {
@@ -108,6 +124,21 @@ uint64_t sv6_new_ino(struct sv6_world *w);
 /* An inode with link count 1 and two references (for its entry and a file). */
 struct sv6_inode *sv6_new_inode(struct sv6_world *w);
 struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
+/* Largest file length: the page numbers of inode->pages. */
+#define SV6_FILE_MAX ((1ull << RADIX_KEY_BITS) * SV6_PAGE_SIZE)
+/* Inside an EBR section: bytes [off, off + n) that lie below the file's length
+ * into buf, the rest zeros; returns that length.  Each page is read whole, at
+ * one moment, without a lock and writing nothing. */
+uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off);
+/* The file's length (reads every core's end; read again across a truncation). */
+uint64_t sv6_inode_length(struct sv6_inode *inode);
+/* Inside an EBR section: writes buf at off (off + n <= SV6_FILE_MAX), all of
+ * it and growing the length when extend (returns 0: it reads no other core's
+ * end), else only the bytes below the length (returns that length). */
+uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
+                         bool extend);
+/* Frees the pages of an inode that no one can reach any more. */
+void sv6_inode_drop_data(struct sv6_inode *inode);
 /* Installs a new file (its one reference goes to the slot): fd or -EMFILE. */
 int sv6_install(struct sv6_proc *p, struct sv6_file *f, bool anyfd);
 /* Inside an EBR section: the file at fd, or NULL. */

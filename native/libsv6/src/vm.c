@@ -213,26 +213,13 @@ static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, si
     }
     struct sv6_inode *inode = m->inode;
     uint64_t start = m->file_page * SV6_PAGE_SIZE, at = start + in_page;
-    if (start >= atomic_load(&inode->length))
-        return SV6_SIGBUS; /* wholly past the end: decided without the lock */
-    int result = 0;
-    pthread_mutex_lock(&inode->lock);
-    uint64_t length = atomic_load(&inode->length);
+    if (write && start >= sv6_inode_length(inode))
+        return SV6_SIGBUS; /* wholly past the end: decided without a writer lock */
     /* Bytes past the end in the file's last page are not part of the file:
      * they read as zeros and writes to them are lost. */
-    size_t inside = at >= length ? 0 : (length - at < n ? length - at : n);
-    if (start >= length) {
-        result = SV6_SIGBUS; /* the page lies wholly past the end of the file */
-    } else if (write) {
-        if (inside)
-            memcpy(inode->data + at, buf, inside);
-    } else {
-        if (inside)
-            memcpy(buf, inode->data + at, inside);
-        memset(buf + inside, 0, n - inside);
-    }
-    pthread_mutex_unlock(&inode->lock);
-    return result;
+    uint64_t length = write ? sv6_inode_write(inode, buf, n, at, false)
+                            : sv6_inode_read(inode, buf, n, at);
+    return start >= length ? SV6_SIGBUS : 0; /* the page lies wholly past the end */
 }
 
 static int access_range(struct sv6_proc *p, uint64_t addr, unsigned char *buf, size_t n,

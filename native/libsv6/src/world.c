@@ -24,8 +24,9 @@ static void inode_release(struct refcache_obj *obj)
 {
     struct sv6_inode *inode = SV6_CONTAINER_OF(obj, struct sv6_inode, ref);
     refcache_counter_destroy(&inode->nlink);
-    pthread_mutex_destroy(&inode->lock);
-    free(inode->data);
+    sv6_inode_drop_data(inode);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        pthread_mutex_destroy(&inode->writers[c].lock);
     free(inode);
 }
 
@@ -38,8 +39,12 @@ struct sv6_inode *sv6_new_inode(struct sv6_world *w)
     atomic_init(&inode->shared_nlink, 1);
     inode->world = w;
     inode->ino = sv6_new_ino(w);
-    pthread_mutex_init(&inode->lock, NULL);
-    atomic_init(&inode->length, 0);
+    radix_init(&inode->pages);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        pthread_mutex_init(&inode->writers[c].lock, NULL);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        atomic_init(&inode->ends[c].end, 0);
+    atomic_init(&inode->truncations, 0);
     return inode;
 }
 

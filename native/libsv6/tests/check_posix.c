@@ -61,6 +61,7 @@ static void check_data(struct sv6_proc *p0, struct sv6_proc *p1)
     CHECK(sv6_pwrite(p1, other, "XY", 2, 8) == 2, "pwrite past the end");
     CHECK(sv6_pread(p0, fd, buf, 16, 4) == 6 && memcmp(buf, "o\0\0\0XY", 6) == 0, "zeros");
     CHECK(sv6_pread(p0, fd, buf, 16, -1) == -EINVAL, "negative offset");
+    CHECK(sv6_pwrite(p0, fd, "x", 1, (off_t)1 << 48) == -EFBIG, "past the largest file");
     CHECK(sv6_lseek(p0, fd, -1, SEEK_END) == 9 && sv6_lseek(p0, fd, -20, SEEK_CUR) == -EINVAL,
           "lseek");
     CHECK(sv6_lseek(p0, fd, 0, 42) == -EINVAL && sv6_lseek(p0, 9, 0, SEEK_SET) == -EBADF, "bad");
@@ -244,7 +245,7 @@ static void posix_body(unsigned index, void *arg)
     unsigned long ops = 0, links = 0, stats = 0;
     while (!check_stop()) {
         ops++;
-        switch (check_below(&rng, 8)) {
+        switch (check_below(&rng, 10)) {
         case 0: { /* open/close of the own file, any fd */
             int again = sv6_open(p, name, check_below(&rng, 2) ? SV6_O_ANYFD : 0);
             CHECK(again >= 0, "open %s: %d", name, again);
@@ -302,6 +303,23 @@ static void posix_body(unsigned index, void *arg)
             CHECK(t >= 0, "create tmp");
             CHECK(sv6_rename(p, buf, alias) == 0 && sv6_unlink(p, alias) == 0, "rename, unlink");
             CHECK(sv6_close(p, t) == 0, "close tmp");
+            break;
+        }
+        case 7: { /* its own byte of a page that every thread writes at once: not lost */
+            const char mine = (char)(1 + ops % 100);
+            CHECK(sv6_pwrite(p, s->shared_fd[index % 2], &mine, 1, index) == 1, "pwrite");
+            CHECK(sv6_pread(p, s->shared_fd[index % 2], buf, 1, index) == 1 && buf[0] == mine,
+                  "a byte of a shared page lost");
+            break;
+        }
+        case 8: { /* whole pages and truncations of one file: a read sees one writer's page */
+            int churn = sv6_open(p, "churn", O_CREAT | (check_below(&rng, 2) ? O_TRUNC : 0));
+            CHECK(churn >= 0, "open churn");
+            CHECK(sv6_pwrite(p, churn, expect, PAGE, 0) == PAGE, "pwrite churn");
+            ssize_t got = sv6_pread(p, churn, buf, PAGE, 0);
+            bool whole = got == PAGE && buf[0] >= 'a' && !memcmp(buf, buf + 1, PAGE - 1);
+            CHECK(got == 0 || whole, "churn read %zd bytes, not one writer's page", got);
+            CHECK(sv6_close(p, churn) == 0, "close churn");
             break;
         }
         default: { /* the own file by name */

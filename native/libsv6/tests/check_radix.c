@@ -7,7 +7,7 @@
 
 #include <stdalign.h>
 
-_Static_assert(alignof(struct radix_node) == SV6_CACHELINE, "node lock on its own line");
+_Static_assert(alignof(struct radix_node) == SV6_CACHELINE, "node on lines of its own");
 
 static int tags[64][64];
 
@@ -29,7 +29,7 @@ int check_radix_unit(const struct check_args *args)
     for (unsigned i = 0; i < NKEYS; i++) {
         CHECK(radix_get(&r, keys[i]) == NULL, "empty at %lu", (unsigned long)keys[i]);
         CHECK(radix_swap(&r, keys[i], &tags[0][i]) == NULL, "first store");
-        CHECK(!radix_insert(&r, keys[i], &tags[1][i]), "insert over a value");
+        CHECK(!radix_replace(&r, keys[i], NULL, &tags[1][i]), "insert over a value");
     }
     for (unsigned i = 0; i < NKEYS; i++)
         CHECK(radix_get(&r, keys[i]) == &tags[0][i], "get %lu", (unsigned long)keys[i]);
@@ -44,7 +44,7 @@ int check_radix_unit(const struct check_args *args)
     for (unsigned i = 3; i < NKEYS; i++)
         CHECK(radix_swap(&r, keys[i], NULL) == &tags[0][i], "remove");
     CHECK(radix_nodes(&r) == 1, "%ld nodes left", radix_nodes(&r));
-    CHECK(radix_insert(&r, 7, &tags[2][0]) && radix_get(&r, 7) == &tags[2][0], "insert");
+    CHECK(radix_replace(&r, 7, NULL, &tags[2][0]) && radix_get(&r, 7) == &tags[2][0], "insert");
     ebr_exit();
     ebr_drain();
     unsigned destroyed = 0;
@@ -86,7 +86,7 @@ static void radix_body(unsigned index, void *arg)
             model[k] = false;
             writes++;
         } else {
-            CHECK(radix_insert(&s->tree, key_of(index, k), &tags[index][k]), "insert");
+            CHECK(radix_replace(&s->tree, key_of(index, k), NULL, &tags[index][k]), "insert");
             model[k] = true;
             writes++;
         }

@@ -3,10 +3,13 @@
  * without locks, with interior nodes freed once they hold nothing.
  *
  * Four levels of 512 slots cover 36-bit page numbers (48-bit addresses of
- * 4 KiB pages).  A writer locks only the node whose slot it changes, so
- * mappings in different 2 MiB regions share no lock.  A node that becomes
- * empty is unhooked from its parent under both locks, marked dead (a writer
- * that reached it meanwhile starts again from the root) and freed after an EBR
+ * 4 KiB pages).  No node has a lock: every slot changes by compare-and-swap
+ * (RadixVM locks per slot), so writers of different keys write no common
+ * byte, and a missing node is made and put in place the same way.  A writer
+ * that empties a slot prunes: a node found empty is claimed slot by slot (a
+ * mark that readers read as empty and writers wait on; a slot holding a value
+ * makes the pruner drop its claims), marked dead (a writer that reached it
+ * meanwhile starts again from the root), unhooked, and freed after an EBR
  * grace period, so lock-free readers never touch freed memory.  (The original
  * RadixVM kept empty nodes forever.)
  */
@@ -16,7 +19,6 @@
 #include "sv6/core.h"
 #include "sv6/ebr.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -27,9 +29,7 @@
 #define RADIX_KEY_BITS (RADIX_BITS * RADIX_LEVELS)
 
 struct radix_node {
-    SV6_ALIGNED pthread_mutex_t lock;
-    unsigned count; /* non-NULL slots, under lock */
-    bool dead;      /* unhooked from its parent, under lock */
+    SV6_ALIGNED atomic_bool dead; /* claimed empty and unhooked from its parent */
     struct ebr_node ebr;
     _Atomic(void *) slots[RADIX_FANOUT];
 };
@@ -59,7 +59,8 @@ long radix_nodes(struct radix *r);
 void *radix_get(struct radix *r, uint64_t key);
 /* Stores value (NULL removes) and returns what was there. */
 void *radix_swap(struct radix *r, uint64_t key, void *value);
-/* Stores value only where key holds nothing; false if it held something. */
-bool radix_insert(struct radix *r, uint64_t key, void *value);
+/* Stores value only where key holds expected (NULL: nothing); false if it
+ * held something else. */
+bool radix_replace(struct radix *r, uint64_t key, void *expected, void *value);
 
 #endif

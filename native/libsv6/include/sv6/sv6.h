@@ -98,6 +98,7 @@ off_t sv6_lseek(struct sv6_proc *p, int fd, off_t off, int whence);
 int sv6_close(struct sv6_proc *p, int fd);
 int sv6_pipe(struct sv6_proc *p, int fds[2]);
 ssize_t sv6_read(struct sv6_proc *p, int fd, void *buf, size_t n);
+/* Writes to a file that would end past 2^48 bytes fail with -EFBIG. */
 ssize_t sv6_write(struct sv6_proc *p, int fd, const void *buf, size_t n);
 ssize_t sv6_pread(struct sv6_proc *p, int fd, void *buf, size_t n, off_t off);
 ssize_t sv6_pwrite(struct sv6_proc *p, int fd, const void *buf, size_t n, off_t off);
