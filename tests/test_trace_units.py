@@ -12,7 +12,6 @@ import pytest
 
 from scalecheck.errors import UserError
 from scalecheck.trace import initramfs, outcome, regions, testfile
-from scalecheck.trace.runner import run_tests
 from scalecheck.trace.store import ResultsStore
 from scalecheck.trace.symbols import KernelSymbols
 
@@ -511,8 +510,3 @@ def test_each_filter_counts_what_it_removed_and_can_be_switched_off():
     false_heap = _finished([steady, steady])
     assert false_heap["conflict_free"] and false_heap["false_sharing"]
     assert false_heap["views"] == {"stable": True, "line": False, "bytes": True}
-
-
-def test_a_library_target_is_not_sent_to_a_cluster_silently(tmp_path):
-    with pytest.raises(UserError, match="--cluster traces the Linux target only"):
-        run_tests(tmp_path, target="lib:examples/refcount/shared.toml", cluster="local:1")
