@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from distributed import Client, LocalCluster
 
+from guest_diagnostics import diagnostic_test
 from scalecheck.errors import stop_requested
 from scalecheck.trace import vm
 from scalecheck.trace.cluster import batches
@@ -140,23 +141,7 @@ def test_cluster_run_stopped_midway_resumes(tmp_path, monkeypatch):
 
 def test_console_log_of_a_guest_panic_on_a_worker_comes_back(tmp_path):
     lines = CALIBRATION.read_text().splitlines()
-    panic = {
-        "id": "_panic-stat/panic",
-        "pair": ["_panic", "stat"],
-        "path": 0,
-        "model": "posix",
-        "setup": {
-            "files": {"f0": 0},
-            "inodes": [{"nlink": 1, "data": []}],
-            "pipes": [],
-            "procs": [{"fds": {}, "maps": {}}, {"fds": {}, "maps": {}}],
-        },
-        "calls": [
-            {"op": "_panic", "proc": 0, "args": {}},
-            {"op": "stat", "proc": 1, "args": {"pn": "f0"}},
-        ],
-        "expect": {"ab": [{"ret": 0}, {"ret": 0}], "ba": [{"ret": 0}, {"ret": 0}]},
-    }
+    panic = diagnostic_test("panic", "_panic")
     (tmp_path / "tests.jsonl").write_text("\n".join([*lines[:3], json.dumps(panic)]) + "\n")
     summary = run_tests(tmp_path, cluster="local:1", quiet=True)
     records = {r["id"]: r for r in _lines(tmp_path)}

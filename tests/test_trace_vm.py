@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from guest_diagnostics import diagnostic_test
 from scalecheck.trace import vm
 from scalecheck.trace.runner import run_tests
 
@@ -39,27 +40,6 @@ def _fields(name: str) -> list[str]:
     return [prefix + field for field in rest.rstrip("}").split(",")]
 
 
-def _diagnostic(name, op):
-    """A test whose call A is a diagnostic op (see testfile.OP_ARGS)."""
-    return {
-        "id": f"{op}-stat/{name}",
-        "pair": [op, "stat"],
-        "path": 0,
-        "model": "posix",
-        "setup": {
-            "files": {"f0": 0},
-            "inodes": [{"nlink": 1, "data": []}],
-            "pipes": [],
-            "procs": [{"fds": {}, "maps": {}}, {"fds": {}, "maps": {}}],
-        },
-        "calls": [
-            {"op": op, "proc": 0, "args": {}},
-            {"op": "stat", "proc": 1, "args": {"pn": "f0"}},
-        ],
-        "expect": {"ab": [{"ret": 0}, {"ret": 0}], "ba": [{"ret": 0}, {"ret": 0}]},
-    }
-
-
 def _write(dir_path: Path, header, tests):
     dir_path.mkdir(parents=True, exist_ok=True)
     with open(dir_path / "tests.jsonl", "w") as f:
@@ -81,7 +61,7 @@ def main_run(tmp_path_factory):
     tests = (
         calibration
         + ops[:8]
-        + [_diagnostic("hang", "_hang"), _diagnostic("panic", "_panic")]
+        + [diagnostic_test("hang", "_hang"), diagnostic_test("panic", "_panic")]
         + ops[8:]
     )
     _write(out, header, tests)
@@ -183,7 +163,7 @@ def test_resume_after_killed_qemu(tmp_path):
 def test_frozen_guest_is_killed_and_rebooted(tmp_path):
     header, calibration = _tests(CALIBRATION)
     # panic=0: after the panic the guest sits frozen instead of rebooting.
-    _write(tmp_path, header, [_diagnostic("freeze", "_panic"), calibration[2]])
+    _write(tmp_path, header, [diagnostic_test("freeze", "_panic"), calibration[2]])
     summary = run_tests(tmp_path, repeats=2, jobs=1, timeout=1.0, kernel_args="panic=0")
     records = _records(tmp_path)
     assert records["_panic-stat/freeze"]["status"] == "timeout"
