@@ -20,9 +20,9 @@ from distributed import Client, LocalCluster
 from guest_diagnostics import diagnostic_test
 from scalecheck.errors import stop_requested
 from scalecheck.trace import vm
-from scalecheck.trace.cluster import batches
-from scalecheck.trace.runner import run_tests
+from scalecheck.trace.runner import BATCH, run_tests
 from scalecheck.trace.store import ResultsStore
+from scalecheck.trace.target import batches
 
 REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = REPO / "src" / "scalecheck" / "trace" / "calibration.jsonl"
@@ -40,6 +40,8 @@ def test_batches_give_every_worker_an_equal_share():
     assert [len(b) for b in batches(list(range(5)), 2, 2000)] == [3, 2]
     assert [len(b) for b in batches(list(range(4000)), 2, 2000)] == [2000, 2000]
     assert sum(map(len, batches(list(range(29670)), 3, 2000))) == 29670
+    # The default: the main job's tests in one boot per VM at -j 2.
+    assert [len(b) for b in batches(list(range(4822)), 2, BATCH)] == [2411, 2411]
 
 
 def _write_calibration(directory: Path, copies: int) -> list[dict]:

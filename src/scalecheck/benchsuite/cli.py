@@ -17,7 +17,6 @@ from rich.table import Table
 from scalecheck import sources
 from scalecheck.benchsuite.catalog import load_catalog, select
 from scalecheck.benchsuite.compare import compare, format_change
-from scalecheck.benchsuite.plot import plot_results
 from scalecheck.benchsuite.results import (
     SPREAD_BAR_PCT,
     ResultsDir,
@@ -186,6 +185,9 @@ def run_command(args) -> int:
 
 
 def plot_command(args) -> int:
+    # Imported here, not at the top: matplotlib would slow down every other subcommand.
+    from scalecheck.benchsuite.plot import plot_results
+
     files, notes = plot_results(ResultsDir(Path(args.dir)))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -27,7 +27,13 @@ from distributed.client import Future
 
 from scalecheck.errors import UserError, check_stop
 from scalecheck.trace import build
-from scalecheck.trace.target import Target, TargetMismatch, crash_log_path, save_crash_log
+from scalecheck.trace.target import (
+    Target,
+    TargetMismatch,
+    batches,
+    crash_log_path,
+    save_crash_log,
+)
 
 # How long the submitting side waits for a batch to end between takes of the records.
 POLL_SECONDS = 0.5
@@ -67,15 +73,6 @@ def connect(address: str) -> tuple[Client, LocalCluster | None]:
         return Client(address, timeout="30s"), None
     except OSError as err:
         raise UserError(f"--cluster {address}: cannot reach a Dask scheduler ({err})") from None
-
-
-def batches(pending: list, workers: int, batch: int) -> list[list]:
-    """At most ``batch`` tests per boot, in equal batches whose count is a multiple of the
-    workers' (an odd last batch would leave one worker tracing alone at the end)."""
-    workers = max(1, workers)
-    count = -(-max(1, -(-len(pending) // batch)) // workers) * workers
-    size = max(1, -(-len(pending) // count))
-    return [pending[k : k + size] for k in range(0, len(pending), size)]
 
 
 def trace_batch(target: Target, tracer: str, batch: list, queue: str, done: str) -> dict:

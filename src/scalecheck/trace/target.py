@@ -5,7 +5,8 @@ a cluster (cluster.py) is one code path whichever target a batch is for.
 A target is a small picklable value, made on the submitting machine and sent as is to the
 workers:
 
-- ``batch``: tests sent to a worker in one task, at most.
+- ``batch``: tests in one boot or program run (and one task of a cluster's worker), at most;
+  batches() cuts the tests into equal ones.
 - ``prepare(trace_dir, log)`` builds (or finds built) what it needs on this machine and
   returns the prepared state; it raises TargetMismatch when this machine's kernel or
   library differs from the one the target was made from, so results never mix.
@@ -32,6 +33,15 @@ class Target(Protocol):
     def trace(
         self, prepared: Any, tests: list, jobs: int, on_record: Callable[[dict], None]
     ) -> int: ...
+
+
+def batches(pending: list, workers: int, limit: int) -> list[list]:
+    """At most ``limit`` tests per boot, in equal batches whose count is a multiple of the
+    workers' (an odd last batch would leave one worker tracing alone at the end)."""
+    workers = max(1, workers)
+    count = -(-max(1, -(-len(pending) // limit)) // workers) * workers
+    size = max(1, -(-len(pending) // count))
+    return [pending[k : k + size] for k in range(0, len(pending), size)]
 
 
 def crash_log_path(trace_dir: Path, test_id: str) -> Path:
