@@ -135,6 +135,17 @@ static uint64_t place(struct sv6_proc *p, uint64_t count)
     }
 }
 
+/* Whether mapping m (NULL: none) is already what mmap would put there: the same
+ * file page, or a never written anonymous page, with the same protection.  Such
+ * an mmap changes nothing and writes nothing, so it shares nothing with calls
+ * that use the page. */
+static bool maps_already(struct sv6_mapping *m, struct sv6_inode *inode, uint64_t file_page,
+                         bool writable)
+{
+    return m && m->inode == inode && m->file_page == file_page &&
+           atomic_load(&m->writable) == writable && (inode || !atomic_load(&m->data));
+}
+
 static int64_t do_mmap(struct sv6_proc *p, uint64_t addr, size_t len, int prot, int flags,
                        int fd, off_t off)
 {
@@ -157,7 +168,10 @@ static int64_t do_mmap(struct sv6_proc *p, uint64_t addr, size_t len, int prot, 
         first = place(p, count);
     for (uint64_t i = 0; i < count; i++) {
         uint64_t file_page = inode ? (uint64_t)off / SV6_PAGE_SIZE + i : 0;
-        struct sv6_mapping *m = new_mapping(p->world, inode, file_page, prot & PROT_WRITE);
+        bool writable = prot & PROT_WRITE;
+        if (maps_already(radix_get(&p->vm, first + i), inode, file_page, writable))
+            continue;
+        struct sv6_mapping *m = new_mapping(p->world, inode, file_page, writable);
         mapping_retire(radix_swap(&p->vm, first + i, m));
     }
     return (int64_t)(first * SV6_PAGE_SIZE);

@@ -102,6 +102,13 @@ static void check_vm(struct sv6_proc *p0, struct sv6_proc *p1)
     CHECK(sv6_memread(p0, base + 10, buf, 4) == 0 && memcmp(buf, "\0\0\0\0", 4) == 0, "zeros");
     CHECK(sv6_memwrite(p0, base + PAGE - 2, "abcd", 4) == SV6_SIGSEGV, "write into a hole");
     CHECK(sv6_memwrite(p0, base + 1, "ab", 2) == 0, "anonymous write");
+    /* Mapping a written anonymous page again gives zeros (an mmap that would
+     * change nothing is skipped; this one changes the data). */
+    CHECK(sv6_mmap(p0, base, PAGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+                  (int64_t)base &&
+              sv6_memread(p0, base + 1, buf, 2) == 0 && memcmp(buf, "\0\0", 2) == 0,
+          "a new anonymous mapping over written bytes");
+    CHECK(sv6_memwrite(p0, base + 1, "ab", 2) == 0, "anonymous write");
     CHECK(sv6_memread(p1, base + 1, buf, 2) == SV6_SIGSEGV, "another address space");
     CHECK(sv6_mprotect(p0, base, PAGE, PROT_READ) == 0, "mprotect");
     CHECK(sv6_memwrite(p0, base, "x", 1) == SV6_SIGSEGV, "write to a read-only page");
