@@ -23,7 +23,7 @@ static struct radix_node *new_node(struct radix *r)
     atomic_init(&node->dead, false);
     for (unsigned i = 0; i < RADIX_FANOUT; i++)
         atomic_init(&node->slots[i], NULL);
-    atomic_fetch_add(&r->counts[sv6_core()].nodes, 1);
+    atomic_fetch_add(&r->cores[sv6_core()].nodes, 1);
     return node;
 }
 
@@ -39,8 +39,11 @@ static void free_node_later(struct ebr_node *ebr)
 
 void radix_init(struct radix *r)
 {
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        atomic_init(&r->counts[c].nodes, 0);
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        atomic_init(&r->cores[c].nodes, 0);
+        for (unsigned i = 0; i < RADIX_EMPTIED; i++)
+            atomic_init(&r->cores[c].emptied[i], 0);
+    }
     r->root = new_node(r);
 }
 
@@ -48,7 +51,7 @@ long radix_nodes(struct radix *r)
 {
     long nodes = 0;
     for (unsigned c = 0; c < SV6_NCORES; c++)
-        nodes += atomic_load(&r->counts[c].nodes);
+        nodes += atomic_load(&r->cores[c].nodes);
     return nodes;
 }
 
@@ -139,7 +142,7 @@ static struct radix_node *find_leaf(struct radix *r, uint64_t key, bool create)
             if (atomic_compare_exchange_strong(slot, &child, fresh)) {
                 child = fresh;
             } else {
-                atomic_fetch_sub(&r->counts[sv6_core()].nodes, 1);
+                atomic_fetch_sub(&r->cores[sv6_core()].nodes, 1);
                 free_node(fresh);
                 child = settled(node, slot);
             }
@@ -203,9 +206,49 @@ static void prune(struct radix *r, uint64_t key)
             return;
         atomic_store(&child->dead, true);
         atomic_store(slot, NULL);
-        atomic_fetch_sub(&r->counts[sv6_core()].nodes, 1);
+        atomic_fetch_sub(&r->cores[sv6_core()].nodes, 1);
         ebr_retire(&child->ebr, free_node_later);
     }
+}
+
+/* Prunes the leaves noted in core's list and empties it. */
+static void prune_noted(struct radix *r, struct radix_core *core)
+{
+    for (unsigned i = 0; i < RADIX_EMPTIED; i++) {
+        uint64_t noted = atomic_exchange(&core->emptied[i], 0);
+        if (noted)
+            prune(r, noted - 1);
+    }
+}
+
+/* Notes in the calling core's list that key's leaf may be empty now (once per
+ * leaf); a full list is pruned first.  Only the pruning reads other slots of
+ * the leaf or writes its nodes, so removing a value writes only its own slot
+ * and the core's list. */
+static void note_emptied(struct radix *r, uint64_t key)
+{
+    struct radix_core *core = &r->cores[sv6_core()];
+    for (;;) {
+        for (unsigned i = 0; i < RADIX_EMPTIED; i++) {
+            uint64_t noted = atomic_load(&core->emptied[i]);
+            if (noted && (noted - 1) >> RADIX_BITS == key >> RADIX_BITS)
+                return;
+        }
+        for (unsigned i = 0; i < RADIX_EMPTIED; i++) {
+            uint64_t free_entry = 0;
+            if (atomic_compare_exchange_strong(&core->emptied[i], &free_entry, key + 1))
+                return;
+        }
+        prune_noted(r, core);
+    }
+}
+
+void radix_prune_emptied(struct radix *r)
+{
+    ebr_enter();
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        prune_noted(r, &r->cores[c]);
+    ebr_exit();
 }
 
 /* Stores value at key where it holds expected (any value when !only_if);
@@ -231,7 +274,7 @@ static void *store(struct radix *r, uint64_t key, void *value, bool only_if, voi
             break;
         if (atomic_compare_exchange_strong(slot, &old, value)) {
             if (!value)
-                prune(r, key);
+                note_emptied(r, key);
             break;
         }
     }

@@ -11,10 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An anonymous page's bytes, never changed once published, as a file's pages
+ * are: a writer publishes a changed copy, so readers copy it without a lock
+ * and two readers of one page write nothing. */
+struct anon_page {
+    struct ebr_node ebr;
+    unsigned char bytes[SV6_PAGE_SIZE];
+};
+
 struct sv6_mapping {
     /* Its own line: writers of neighbouring pages share nothing. */
-    SV6_ALIGNED pthread_mutex_t lock; /* anonymous data */
-    unsigned char *data;              /* anonymous, allocated on first write */
+    SV6_ALIGNED _Atomic(struct anon_page *) data; /* anonymous; NULL: never written */
     atomic_bool writable;
     struct sv6_inode *inode; /* NULL: anonymous */
     uint64_t file_page;      /* page of the file mapped here */
@@ -22,13 +29,30 @@ struct sv6_mapping {
     struct ebr_node ebr;
 };
 
+static void anon_page_free(struct ebr_node *node)
+{
+    free(SV6_CONTAINER_OF(node, struct anon_page, ebr));
+}
+
+/* A new page: a copy of from (NULL: zeros). */
+static struct anon_page *anon_page_copy(const struct anon_page *from)
+{
+    struct anon_page *page = malloc(sizeof *page);
+    if (!page)
+        abort();
+    if (from)
+        memcpy(page->bytes, from->bytes, SV6_PAGE_SIZE);
+    else
+        memset(page->bytes, 0, SV6_PAGE_SIZE);
+    return page;
+}
+
 static void mapping_free(struct ebr_node *node)
 {
     struct sv6_mapping *m = SV6_CONTAINER_OF(node, struct sv6_mapping, ebr);
     if (m->inode)
         refcache_dec(&m->world->rc, &m->inode->ref);
-    pthread_mutex_destroy(&m->lock);
-    free(m->data);
+    free(atomic_load(&m->data));
     free(m);
 }
 
@@ -68,7 +92,7 @@ static struct sv6_mapping *new_mapping(struct sv6_world *w, struct sv6_inode *in
     atomic_init(&m->writable, writable);
     m->inode = inode;
     m->file_page = file_page;
-    pthread_mutex_init(&m->lock, NULL);
+    atomic_init(&m->data, NULL);
     if (inode)
         refcache_inc(&w->rc, &inode->ref);
     return m;
@@ -82,16 +106,9 @@ static void copy_page(uint64_t page, void *value, void *arg)
     struct sv6_proc *child = arg;
     struct sv6_mapping *to =
         new_mapping(child->world, from->inode, from->file_page, atomic_load(&from->writable));
-    if (!from->inode) {
-        pthread_mutex_lock(&from->lock);
-        if (from->data) {
-            to->data = malloc(SV6_PAGE_SIZE);
-            if (!to->data)
-                abort();
-            memcpy(to->data, from->data, SV6_PAGE_SIZE);
-        }
-        pthread_mutex_unlock(&from->lock);
-    }
+    struct anon_page *data = atomic_load(&from->data); /* freed after ebr_exit */
+    if (data)
+        atomic_init(&to->data, anon_page_copy(data));
     mapping_retire(radix_swap(&child->vm, page, to));
 }
 
@@ -118,6 +135,17 @@ static uint64_t place(struct sv6_proc *p, uint64_t count)
     }
 }
 
+/* Whether mapping m (NULL: none) is already what mmap would put there: the same
+ * file page, or a never written anonymous page, with the same protection.  Such
+ * an mmap changes nothing and writes nothing, so it shares nothing with calls
+ * that use the page. */
+static bool maps_already(struct sv6_mapping *m, struct sv6_inode *inode, uint64_t file_page,
+                         bool writable)
+{
+    return m && m->inode == inode && m->file_page == file_page &&
+           atomic_load(&m->writable) == writable && (inode || !atomic_load(&m->data));
+}
+
 static int64_t do_mmap(struct sv6_proc *p, uint64_t addr, size_t len, int prot, int flags,
                        int fd, off_t off)
 {
@@ -140,7 +168,10 @@ static int64_t do_mmap(struct sv6_proc *p, uint64_t addr, size_t len, int prot, 
         first = place(p, count);
     for (uint64_t i = 0; i < count; i++) {
         uint64_t file_page = inode ? (uint64_t)off / SV6_PAGE_SIZE + i : 0;
-        struct sv6_mapping *m = new_mapping(p->world, inode, file_page, prot & PROT_WRITE);
+        bool writable = prot & PROT_WRITE;
+        if (maps_already(radix_get(&p->vm, first + i), inode, file_page, writable))
+            continue;
+        struct sv6_mapping *m = new_mapping(p->world, inode, file_page, writable);
         mapping_retire(radix_swap(&p->vm, first + i, m));
     }
     return (int64_t)(first * SV6_PAGE_SIZE);
@@ -187,6 +218,43 @@ int sv6_mprotect(struct sv6_proc *p, uint64_t addr, size_t len, int prot)
     return result;
 }
 
+static void anon_read(struct sv6_mapping *m, size_t in_page, unsigned char *buf, size_t n)
+{
+    struct anon_page *page = atomic_load(&m->data);
+    if (page)
+        memcpy(buf, page->bytes + in_page, n);
+    else
+        memset(buf, 0, n); /* never written: the zero page */
+}
+
+/* Whether page (NULL: the zero page) holds the n bytes of buf at in_page. */
+static bool anon_holds(const struct anon_page *page, size_t in_page, const unsigned char *buf,
+                       size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != (page ? page->bytes[in_page + i] : 0))
+            return false;
+    return true;
+}
+
+/* Publishes a changed copy if the page is still the one copied (so of two
+ * writers neither loses the other's bytes).  Bytes the page already holds are
+ * not written again: such a write writes nothing. */
+static void anon_write(struct sv6_mapping *m, size_t in_page, const unsigned char *buf, size_t n)
+{
+    struct anon_page *old = atomic_load(&m->data);
+    while (!anon_holds(old, in_page, buf, n)) {
+        struct anon_page *fresh = anon_page_copy(old);
+        memcpy(fresh->bytes + in_page, buf, n);
+        if (atomic_compare_exchange_strong(&m->data, &old, fresh)) {
+            if (old)
+                ebr_retire(&old->ebr, anon_page_free);
+            return;
+        }
+        free(fresh); /* another writer's page came first: old is now that one */
+    }
+}
+
 /* One page's part of a memread or memwrite: 0 or a fault. */
 static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, size_t n,
                        bool write)
@@ -196,19 +264,10 @@ static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, si
         return SV6_SIGSEGV;
     size_t in_page = addr % SV6_PAGE_SIZE;
     if (!m->inode) {
-        pthread_mutex_lock(&m->lock);
-        if (write && !m->data) {
-            m->data = calloc(1, SV6_PAGE_SIZE);
-            if (!m->data)
-                abort();
-        }
         if (write)
-            memcpy(m->data + in_page, buf, n);
-        else if (m->data)
-            memcpy(buf, m->data + in_page, n);
+            anon_write(m, in_page, buf, n);
         else
-            memset(buf, 0, n); /* never written: the zero page */
-        pthread_mutex_unlock(&m->lock);
+            anon_read(m, in_page, buf, n);
         return 0;
     }
     struct sv6_inode *inode = m->inode;

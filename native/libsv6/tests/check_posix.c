@@ -102,6 +102,13 @@ static void check_vm(struct sv6_proc *p0, struct sv6_proc *p1)
     CHECK(sv6_memread(p0, base + 10, buf, 4) == 0 && memcmp(buf, "\0\0\0\0", 4) == 0, "zeros");
     CHECK(sv6_memwrite(p0, base + PAGE - 2, "abcd", 4) == SV6_SIGSEGV, "write into a hole");
     CHECK(sv6_memwrite(p0, base + 1, "ab", 2) == 0, "anonymous write");
+    /* Mapping a written anonymous page again gives zeros (an mmap that would
+     * change nothing is skipped; this one changes the data). */
+    CHECK(sv6_mmap(p0, base, PAGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+                  (int64_t)base &&
+              sv6_memread(p0, base + 1, buf, 2) == 0 && memcmp(buf, "\0\0", 2) == 0,
+          "a new anonymous mapping over written bytes");
+    CHECK(sv6_memwrite(p0, base + 1, "ab", 2) == 0, "anonymous write");
     CHECK(sv6_memread(p1, base + 1, buf, 2) == SV6_SIGSEGV, "another address space");
     CHECK(sv6_mprotect(p0, base, PAGE, PROT_READ) == 0, "mprotect");
     CHECK(sv6_memwrite(p0, base, "x", 1) == SV6_SIGSEGV, "write to a read-only page");
@@ -225,6 +232,7 @@ struct posix_stress {
     struct sv6_world *world;
     struct sv6_proc *procs[2];
     int shared_fd[2]; /* "shared" open in each process */
+    uint64_t shared_anon; /* an anonymous page at this address in each process */
     _Atomic unsigned long ops, links, stats;
     unsigned threads;
 };
@@ -305,11 +313,14 @@ static void posix_body(unsigned index, void *arg)
             CHECK(sv6_close(p, t) == 0, "close tmp");
             break;
         }
-        case 7: { /* its own byte of a page that every thread writes at once: not lost */
+        case 7: { /* its own byte of pages that every thread writes at once: not lost */
             const char mine = (char)(1 + ops % 100);
             CHECK(sv6_pwrite(p, s->shared_fd[index % 2], &mine, 1, index) == 1, "pwrite");
             CHECK(sv6_pread(p, s->shared_fd[index % 2], buf, 1, index) == 1 && buf[0] == mine,
                   "a byte of a shared page lost");
+            CHECK(sv6_memwrite(p, s->shared_anon + index, &mine, 1) == 0, "anonymous write");
+            CHECK(sv6_memread(p, s->shared_anon + index, buf, 1) == 0 && buf[0] == mine,
+                  "a byte of a shared anonymous page lost");
             break;
         }
         case 8: { /* whole pages and truncations of one file: a read sees one writer's page */
@@ -336,12 +347,15 @@ static void posix_body(unsigned index, void *arg)
 
 int check_posix_stress(const struct check_args *args)
 {
-    struct posix_stress s = {.threads = args->threads};
+    struct posix_stress s = {.threads = args->threads, .shared_anon = 1ull << 31};
     s.world = sv6_world_create(SV6_WORLD_TICKER); /* frees while threads run */
     for (int i = 0; i < 2; i++) {
         s.procs[i] = sv6_proc_create(s.world);
         s.shared_fd[i] = sv6_open(s.procs[i], "shared", O_CREAT);
         CHECK(s.shared_fd[i] >= 0, "shared");
+        CHECK(sv6_mmap(s.procs[i], s.shared_anon, PAGE, PROT_READ | PROT_WRITE,
+                       MAP_ANONYMOUS | MAP_FIXED, -1, 0) == (int64_t)s.shared_anon,
+              "shared anonymous page");
     }
     check_run_threads(args->threads, args->seconds, posix_body, &s);
     struct sv6_stat st;

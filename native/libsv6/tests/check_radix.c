@@ -1,6 +1,7 @@
-/* check_radix.c - the radix array: values by key, empty nodes freed, and under
- * threads sharing nodes: every thread's keys end as its model says, lock-free
- * reads never see freed nodes, and the tree shrinks back to its root. */
+/* check_radix.c - the radix array: values by key, empty nodes freed once their
+ * core's list of emptied leaves is full or pruned, and under threads sharing
+ * nodes: every thread's keys end as its model says, lock-free reads never see
+ * freed nodes, and the tree shrinks back to its root. */
 #include "check.h"
 
 #include "sv6/radix.h"
@@ -39,10 +40,25 @@ int check_radix_unit(const struct check_args *args)
     CHECK(radix_swap(&r, 0, NULL) == &tags[0][0], "remove 0");
     CHECK(radix_nodes(&r) == grown, "a leaf with values left was freed");
     CHECK(radix_swap(&r, 1, NULL) == &tags[0][1] && radix_swap(&r, 511, NULL), "remove");
+    CHECK(radix_nodes(&r) == grown, "an emptied leaf freed before its core's list was full");
+    radix_prune_emptied(&r);
     CHECK(radix_nodes(&r) == grown - 1, "an empty leaf was kept");
     CHECK(radix_swap(&r, 5, NULL) == NULL, "removing nothing");
     for (unsigned i = 3; i < NKEYS; i++)
         CHECK(radix_swap(&r, keys[i], NULL) == &tags[0][i], "remove");
+    radix_prune_emptied(&r);
+    CHECK(radix_nodes(&r) == 1, "%ld nodes left", radix_nodes(&r));
+    /* Keys in RADIX_EMPTIED + 1 leaves of one level-2 node: emptying the last
+     * leaf finds the core's list full and prunes the others first. */
+    for (uint64_t leaf = 0; leaf <= RADIX_EMPTIED; leaf++)
+        radix_swap(&r, leaf << RADIX_BITS, &tags[3][leaf]);
+    CHECK(radix_nodes(&r) == 3 + RADIX_EMPTIED + 1, "%ld nodes", radix_nodes(&r));
+    for (uint64_t leaf = 0; leaf < RADIX_EMPTIED; leaf++)
+        radix_swap(&r, leaf << RADIX_BITS, NULL);
+    CHECK(radix_nodes(&r) == 3 + RADIX_EMPTIED + 1, "pruned before the list was full");
+    radix_swap(&r, (uint64_t)RADIX_EMPTIED << RADIX_BITS, NULL);
+    CHECK(radix_nodes(&r) == 4, "a full list left %ld nodes, not 4", radix_nodes(&r));
+    radix_prune_emptied(&r);
     CHECK(radix_nodes(&r) == 1, "%ld nodes left", radix_nodes(&r));
     CHECK(radix_replace(&r, 7, NULL, &tags[2][0]) && radix_get(&r, 7) == &tags[2][0], "insert");
     ebr_exit();
@@ -112,6 +128,7 @@ int check_radix_stress(const struct check_args *args)
     atomic_init(&s->writes, 0);
     s->threads = args->threads;
     check_run_threads(args->threads, args->seconds, radix_body, s);
+    radix_prune_emptied(&s->tree);
     ebr_drain();
     CHECK(radix_nodes(&s->tree) == 1, "%ld nodes left in an empty tree",
           radix_nodes(&s->tree));

@@ -6,12 +6,15 @@
  * 4 KiB pages).  No node has a lock: every slot changes by compare-and-swap
  * (RadixVM locks per slot), so writers of different keys write no common
  * byte, and a missing node is made and put in place the same way.  A writer
- * that empties a slot prunes: a node found empty is claimed slot by slot (a
- * mark that readers read as empty and writers wait on; a slot holding a value
- * makes the pruner drop its claims), marked dead (a writer that reached it
- * meanwhile starts again from the root), unhooked, and freed after an EBR
- * grace period, so lock-free readers never touch freed memory.  (The original
- * RadixVM kept empty nodes forever.)
+ * that empties a slot only notes its key in its own core's list of emptied
+ * leaves; the core prunes them when the list is full (or radix_prune_emptied
+ * asks): so removing a value writes nothing but its slot, and a node made by
+ * one call is still there for the next.  Pruning claims a node found empty
+ * slot by slot (a mark that readers read as empty and writers wait on; a slot
+ * holding a value makes the pruner drop its claims), marks it dead (a writer
+ * that reached it meanwhile starts again from the root), unhooks it, and frees
+ * it after an EBR grace period, so lock-free readers never touch freed
+ * memory.  (The original RadixVM kept empty nodes forever.)
  */
 #ifndef SV6_RADIX_H
 #define SV6_RADIX_H
@@ -34,15 +37,21 @@ struct radix_node {
     _Atomic(void *) slots[RADIX_FANOUT];
 };
 
-/* Nodes made minus nodes freed on one core: a per-core count, so that writers
- * in different regions share no counter. */
-struct radix_count {
+/* Leaves a core emptied and has not pruned yet, at most this many. */
+#define RADIX_EMPTIED 8
+
+/* One core's part: nodes made minus nodes freed on it, and the keys of the
+ * leaves it emptied (key + 1; 0 is a free entry).  Written only by threads on
+ * that core, so that writers in different regions share nothing; entries
+ * change by atomic exchange, as two threads may share a core slot. */
+struct radix_core {
     SV6_ALIGNED _Atomic long nodes;
+    _Atomic uint64_t emptied[RADIX_EMPTIED];
 };
 
 struct radix {
     struct radix_node *root;
-    struct radix_count counts[SV6_NCORES];
+    struct radix_core cores[SV6_NCORES];
 };
 
 void radix_init(struct radix *r);
@@ -55,6 +64,8 @@ void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *ar
 void radix_each(struct radix *r, void (*fn)(uint64_t key, void *value, void *arg), void *arg);
 /* Nodes alive (the root included), for tests: exact when no writer runs. */
 long radix_nodes(struct radix *r);
+/* Prunes every core's emptied leaves now (tests, before counting nodes). */
+void radix_prune_emptied(struct radix *r);
 /* Inside an EBR section: the value at key or NULL. */
 void *radix_get(struct radix *r, uint64_t key);
 /* Stores value (NULL removes) and returns what was there. */
