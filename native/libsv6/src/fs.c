@@ -39,7 +39,7 @@ static int do_open(struct sv6_proc *p, const char *name, int flags)
             refcache_inc(&w->rc, &inode->ref); /* its entry's reference counts */
             /* Truncating an empty file writes nothing: the idempotent update
              * would conflict with every reader of the length (lseek, read). */
-            if ((flags & O_TRUNC) && sv6_inode_length(inode) != 0)
+            if ((flags & O_TRUNC) && sv6_inode_length_reaching(inode, 1) != 0)
                 truncate_to_zero(inode);
             break;
         }
@@ -300,24 +300,41 @@ static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
     }
 }
 
-static uint64_t largest_end(struct sv6_inode *inode)
+/* need, or less: the largest length anyone may need to see (off + n). */
+static uint64_t saturating_end(uint64_t off, size_t n)
 {
-    uint64_t length = 0;
-    for (unsigned c = 0; c < SV6_NCORES; c++) {
+    return n > UINT64_MAX - off ? UINT64_MAX : off + n;
+}
+
+/* The length if below need, else a length >= need.  Base first (only the tick
+ * and truncation write it), then the caller's core's end (only its writers
+ * write it), then the others: a proof of "length >= need" found early reads
+ * nothing that a write past the end on another core writes. */
+static uint64_t length_reaching(struct sv6_inode *inode, uint64_t need)
+{
+    uint64_t length = atomic_load(&inode->base);
+    unsigned own = sv6_core();
+    for (unsigned i = 0; i <= SV6_NCORES && length < need; i++) {
+        unsigned c = i == 0 ? own : i - 1;
+        if (i > 0 && c == own)
+            continue;
         uint64_t end = atomic_load(&inode->ends[c].end);
         length = end > length ? end : length;
     }
     return length;
 }
 
-/* Reads the length and, when buf is given, the bytes [off, off + n) below it
- * (zeros past it), again until no truncation overlapped. */
-static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
+/* Reads the length as length_reaching(need) and, when buf is given, the bytes
+ * [off, off + n) below it (zeros past it), again until no truncation
+ * overlapped.  Every end only grows between truncations, so a proof of
+ * "length >= need" holds from the moment it was read until the next one. */
+static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, uint64_t off,
+                                uint64_t need)
 {
     for (;;) {
         uint64_t truncations = atomic_load(&inode->truncations);
         if (truncations % 2 == 0) {
-            uint64_t length = largest_end(inode);
+            uint64_t length = length_reaching(inode, need);
             if (buf) {
                 size_t inside = bytes_inside(length, off, n);
                 each_page_part(off, inside, buf, page_read, inode);
@@ -332,12 +349,37 @@ static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, ui
 
 uint64_t sv6_inode_length(struct sv6_inode *inode)
 {
-    return read_consistent(inode, NULL, 0, 0);
+    return read_consistent(inode, NULL, 0, 0, UINT64_MAX);
+}
+
+uint64_t sv6_inode_length_reaching(struct sv6_inode *inode, uint64_t need)
+{
+    return read_consistent(inode, NULL, 0, 0, need);
 }
 
 uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
 {
-    return read_consistent(inode, buf, n, off);
+    return read_consistent(inode, buf, n, off, saturating_end(off, n));
+}
+
+/* Under the core's writer lock: the end of a write past the length goes on
+ * the core's own line, and the inode on the core's grown list for the tick. */
+static void grow_end(struct sv6_inode *inode, unsigned core, uint64_t new_end)
+{
+    struct inode_end *own = &inode->ends[core];
+    if (new_end <= atomic_load(&own->end))
+        return;
+    atomic_store(&own->end, new_end);
+    if (own->queued)
+        return;
+    own->queued = true;
+    struct sv6_world *w = inode->world;
+    refcache_inc(&w->rc, &inode->ref); /* the list's, dropped by the tick */
+    struct grown_list *list = &w->grown[core];
+    pthread_mutex_lock(&list->lock);
+    own->next_grown = list->head;
+    list->head = inode;
+    pthread_mutex_unlock(&list->lock);
 }
 
 uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
@@ -346,16 +388,50 @@ uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uin
     unsigned core = sv6_core();
     pthread_mutex_lock(&inode->writers[core].lock);
     /* No truncation runs while the lock is held, so the length reads once. */
-    uint64_t length = extend ? 0 : largest_end(inode);
+    uint64_t length = extend ? 0 : length_reaching(inode, off + n);
     size_t count = extend ? n : bytes_inside(length, off, n);
     /* page_write only reads the bytes it is given. */
     each_page_part(off, count, (unsigned char *)buf, page_write, inode);
-    /* After the pages: a reader that sees the new end finds them. */
-    _Atomic uint64_t *end = &inode->ends[core].end;
-    if (extend && off + count > atomic_load(end))
-        atomic_store(end, off + count);
+    /* After the pages: a reader that sees the new end finds them.  A write
+     * that base or the core's own end already covers writes no end; it reads
+     * no other core's end, so it shares nothing with their writes past the
+     * end. */
+    if (extend && atomic_load(&inode->base) < off + count)
+        grow_end(inode, core, off + count);
     pthread_mutex_unlock(&inode->writers[core].lock);
     return length;
+}
+
+/* Holding every writer lock: base becomes the length, so later calls find
+ * their proof there, and the inode leaves core's grown list. */
+static void fold_ends(struct sv6_inode *inode, unsigned core)
+{
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        pthread_mutex_lock(&inode->writers[c].lock);
+    uint64_t length = length_reaching(inode, UINT64_MAX);
+    if (length != atomic_load(&inode->base))
+        atomic_store(&inode->base, length);
+    inode->ends[core].queued = false;
+    for (unsigned c = SV6_NCORES; c-- > 0;)
+        pthread_mutex_unlock(&inode->writers[c].lock);
+}
+
+void sv6_fold_grown_lengths(struct sv6_world *w)
+{
+    for (unsigned core = 0; core < SV6_NCORES; core++) {
+        struct grown_list *list = &w->grown[core];
+        pthread_mutex_lock(&list->lock);
+        struct sv6_inode *inode = list->head;
+        list->head = NULL;
+        pthread_mutex_unlock(&list->lock);
+        while (inode) {
+            /* Read before it leaves the list: a writer may queue it again. */
+            struct sv6_inode *next = inode->ends[core].next_grown;
+            fold_ends(inode, core);
+            refcache_dec(&w->rc, &inode->ref);
+            inode = next;
+        }
+    }
 }
 
 static void drop_page(uint64_t page, void *value, void *arg)
@@ -372,8 +448,13 @@ static void truncate_to_zero(struct sv6_inode *inode)
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_lock(&inode->writers[c].lock);
     atomic_fetch_add(&inode->truncations, 1);
+    /* Only the lines that are not zero yet: the fewer written, the fewer
+     * calls that read them see a change. */
+    if (atomic_load(&inode->base) != 0)
+        atomic_store(&inode->base, 0);
     for (unsigned c = 0; c < SV6_NCORES; c++)
-        atomic_store(&inode->ends[c].end, 0);
+        if (atomic_load(&inode->ends[c].end) != 0)
+            atomic_store(&inode->ends[c].end, 0);
     radix_each(&inode->pages, drop_page, inode);
     atomic_fetch_add(&inode->truncations, 1);
     for (unsigned c = SV6_NCORES; c-- > 0;)
