@@ -306,35 +306,104 @@ static uint64_t saturating_end(uint64_t off, size_t n)
     return n > UINT64_MAX - off ? UINT64_MAX : off + n;
 }
 
-/* The length if below need, else a length >= need.  Base first (only the tick
- * and truncation write it), then the caller's core's end (only its writers
- * write it), then the others: a proof of "length >= need" found early reads
- * nothing that a write past the end on another core writes. */
-static uint64_t length_reaching(struct sv6_inode *inode, uint64_t need)
+/* A length line (base or a core's end) holds an end and the truncation
+ * generation it was written in; an end of an earlier generation counts as 0.
+ * So a truncation writes no length line, and a call that finds every line's
+ * end, whatever its generation, at or below its offset knows that it lies past
+ * the end without reading what a truncation writes. */
+#define END_BITS 49 /* ends up to SV6_FILE_MAX = 2^48 */
+#define END_MASK ((1ull << END_BITS) - 1)
+#define GENERATIONS (1u << (64 - END_BITS))
+
+static uint64_t line_end(uint64_t line)
 {
-    uint64_t length = atomic_load(&inode->base);
+    return line & END_MASK;
+}
+
+static uint64_t make_line(uint64_t end, unsigned generation)
+{
+    return (uint64_t)generation << END_BITS | end;
+}
+
+/* The generation of a truncation count that is even (no truncation running). */
+static unsigned generation_of(uint64_t truncations)
+{
+    return (unsigned)(truncations / 2 % GENERATIONS);
+}
+
+static uint64_t valid_end(uint64_t line, unsigned generation)
+{
+    return line >> END_BITS == generation ? line_end(line) : 0;
+}
+
+/* The i-th length line in reading order: base (only the tick and truncation
+ * write it), the caller's core's end (only its writers write it), then the
+ * other cores' ends. */
+static _Atomic uint64_t *length_line(struct sv6_inode *inode, unsigned own, unsigned i)
+{
+    if (i == 0)
+        return &inode->base;
+    if (i == 1)
+        return &inode->ends[own].end;
+    unsigned c = i - 2;
+    return &inode->ends[c >= own ? c + 1 : c].end;
+}
+
+#define LENGTH_LINES (SV6_NCORES + 1)
+
+/* With no truncation running, in generation: the length if below need, else
+ * a length >= need.  A proof of "length >= need" found early reads nothing
+ * that a write past the end on another core writes. */
+static uint64_t length_reaching(struct sv6_inode *inode, uint64_t need, unsigned generation)
+{
     unsigned own = sv6_core();
-    for (unsigned i = 0; i <= SV6_NCORES && length < need; i++) {
-        unsigned c = i == 0 ? own : i - 1;
-        if (i > 0 && c == own)
-            continue;
-        uint64_t end = atomic_load(&inode->ends[c].end);
+    uint64_t length = 0;
+    for (unsigned i = 0; i < LENGTH_LINES && length < need; i++) {
+        uint64_t end = valid_end(atomic_load(length_line(inode, own, i)), generation);
         length = end > length ? end : length;
     }
     return length;
 }
 
+/* Without reading the truncation count: a bound >= the length at some moment
+ * of the call when every line's end is at or below limit, else UINT64_MAX
+ * (stopping at the first line above it).  A line's end only drops when its
+ * core writes it in a new generation, after a truncation that made the length
+ * 0 during the call, so the largest end read bounds the length then. */
+static uint64_t length_bound_below(struct sv6_inode *inode, uint64_t limit)
+{
+    unsigned own = sv6_core();
+    uint64_t bound = 0;
+    for (unsigned i = 0; i < LENGTH_LINES; i++) {
+        uint64_t end = line_end(atomic_load(length_line(inode, own, i)));
+        if (end > limit)
+            return UINT64_MAX;
+        bound = end > bound ? end : bound;
+    }
+    return bound;
+}
+
 /* Reads the length as length_reaching(need) and, when buf is given, the bytes
  * [off, off + n) below it (zeros past it), again until no truncation
- * overlapped.  Every end only grows between truncations, so a proof of
- * "length >= need" holds from the moment it was read until the next one. */
+ * overlapped.  Every valid end only grows within a generation, so a proof of
+ * "length >= need" holds from the moment it was read until the next
+ * truncation.  A read whose whole page lies past the end returns a bound at
+ * or below that page's start (length_bound_below) without reading the
+ * truncation count. */
 static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, uint64_t off,
                                 uint64_t need)
 {
+    if (buf) {
+        uint64_t bound = length_bound_below(inode, off / SV6_PAGE_SIZE * SV6_PAGE_SIZE);
+        if (bound != UINT64_MAX) {
+            memset(buf, 0, n);
+            return bound;
+        }
+    }
     for (;;) {
         uint64_t truncations = atomic_load(&inode->truncations);
         if (truncations % 2 == 0) {
-            uint64_t length = length_reaching(inode, need);
+            uint64_t length = length_reaching(inode, need, generation_of(truncations));
             if (buf) {
                 size_t inside = bytes_inside(length, off, n);
                 each_page_part(off, inside, buf, page_read, inode);
@@ -362,14 +431,21 @@ uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t o
     return read_consistent(inode, buf, n, off, saturating_end(off, n));
 }
 
+/* The generation of a caller that holds a writer lock (no truncation runs). */
+static unsigned writer_generation(struct sv6_inode *inode)
+{
+    return generation_of(atomic_load(&inode->truncations));
+}
+
 /* Under the core's writer lock: the end of a write past the length goes on
  * the core's own line, and the inode on the core's grown list for the tick. */
-static void grow_end(struct sv6_inode *inode, unsigned core, uint64_t new_end)
+static void grow_end(struct sv6_inode *inode, unsigned core, uint64_t new_end,
+                     unsigned generation)
 {
     struct inode_end *own = &inode->ends[core];
-    if (new_end <= atomic_load(&own->end))
+    if (new_end <= valid_end(atomic_load(&own->end), generation))
         return;
-    atomic_store(&own->end, new_end);
+    atomic_store(&own->end, make_line(new_end, generation));
     if (own->queued)
         return;
     own->queued = true;
@@ -388,7 +464,8 @@ uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uin
     unsigned core = sv6_core();
     pthread_mutex_lock(&inode->writers[core].lock);
     /* No truncation runs while the lock is held, so the length reads once. */
-    uint64_t length = extend ? 0 : length_reaching(inode, off + n);
+    unsigned generation = writer_generation(inode);
+    uint64_t length = extend ? 0 : length_reaching(inode, off + n, generation);
     size_t count = extend ? n : bytes_inside(length, off, n);
     /* page_write only reads the bytes it is given. */
     each_page_part(off, count, (unsigned char *)buf, page_write, inode);
@@ -396,8 +473,8 @@ uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uin
      * that base or the core's own end already covers writes no end; it reads
      * no other core's end, so it shares nothing with their writes past the
      * end. */
-    if (extend && atomic_load(&inode->base) < off + count)
-        grow_end(inode, core, off + count);
+    if (extend && valid_end(atomic_load(&inode->base), generation) < off + count)
+        grow_end(inode, core, off + count, generation);
     pthread_mutex_unlock(&inode->writers[core].lock);
     return length;
 }
@@ -408,9 +485,10 @@ static void fold_ends(struct sv6_inode *inode, unsigned core)
 {
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_lock(&inode->writers[c].lock);
-    uint64_t length = length_reaching(inode, UINT64_MAX);
-    if (length != atomic_load(&inode->base))
-        atomic_store(&inode->base, length);
+    unsigned generation = writer_generation(inode);
+    uint64_t line = make_line(length_reaching(inode, UINT64_MAX, generation), generation);
+    if (line != atomic_load(&inode->base))
+        atomic_store(&inode->base, line);
     inode->ends[core].queued = false;
     for (unsigned c = SV6_NCORES; c-- > 0;)
         pthread_mutex_unlock(&inode->writers[c].lock);
@@ -447,14 +525,13 @@ static void truncate_to_zero(struct sv6_inode *inode)
 {
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_lock(&inode->writers[c].lock);
-    atomic_fetch_add(&inode->truncations, 1);
-    /* Only the lines that are not zero yet: the fewer written, the fewer
-     * calls that read them see a change. */
-    if (atomic_load(&inode->base) != 0)
-        atomic_store(&inode->base, 0);
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        if (atomic_load(&inode->ends[c].end) != 0)
-            atomic_store(&inode->ends[c].end, 0);
+    uint64_t truncations = atomic_fetch_add(&inode->truncations, 1) + 1;
+    /* The new generation makes every length line's end count as 0.  Only
+     * when generations wrap around are the lines cleared, so that no line of
+     * an old generation can pass for one of the new. */
+    if (generation_of(truncations + 1) == 0)
+        for (unsigned i = 0; i < LENGTH_LINES; i++)
+            atomic_store(length_line(inode, 0, i), 0);
     radix_each(&inode->pages, drop_page, inode);
     atomic_fetch_add(&inode->truncations, 1);
     for (unsigned c = SV6_NCORES; c-- > 0;)

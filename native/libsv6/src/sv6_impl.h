@@ -62,7 +62,7 @@ struct writer_lock {
 };
 
 struct inode_end {
-    SV6_ALIGNED _Atomic uint64_t end; /* written under its core's writer lock */
+    SV6_ALIGNED _Atomic uint64_t end; /* and its generation; under the core's writer lock */
     bool queued; /* on its core's grown list; under the writer lock */
     struct sv6_inode *next_grown;
 };
@@ -76,14 +76,18 @@ struct sv6_inode {
     /* File data: page number -> struct file_page (fs.c), each page replaced
      * as a whole by its writers, so calls on different pages share nothing. */
     struct radix pages;
-    /* The length is the largest of base and the ends written by each core
-     * since the last truncation: a write past the end changes only its core's
-     * line, so two such writes on different cores share nothing.  The tick
-     * folds the ends into base, which only it and truncation write, so a call
-     * that needs "length >= x" usually finds the proof on that one line. */
+    /* The length is the largest of base and the ends written by each core in
+     * the current generation (one per truncation; fs.c packs an end and its
+     * generation in one word): a write past the end changes only its core's
+     * line, so two such writes on different cores share nothing, and a
+     * truncation writes none of them.  The tick folds the ends into base,
+     * which only it writes, so a call that needs "length >= x" usually finds
+     * the proof on that one line. */
     SV6_ALIGNED _Atomic uint64_t base;
     struct inode_end ends[SV6_NCORES];
-    SV6_ALIGNED _Atomic uint64_t truncations; /* odd while one runs: readers read again */
+    /* Twice the truncations so far, plus one while one runs: readers of the
+     * file's data read again when it changed. */
+    SV6_ALIGNED _Atomic uint64_t truncations;
     /* A writer holds its core's lock; a truncation holds every core's. */
     struct writer_lock writers[SV6_NCORES];
 };
@@ -142,8 +146,10 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
 #define SV6_FILE_MAX ((1ull << RADIX_KEY_BITS) * SV6_PAGE_SIZE)
 /* Inside an EBR section: bytes [off, off + n) that lie below the file's length
  * into buf, the rest zeros; returns that length, or when it reaches off + n
- * any length >= off + n (sv6_inode_length_reaching).  Each page is read whole,
- * at one moment, without a lock and writing nothing. */
+ * any length >= off + n (sv6_inode_length_reaching), or when the file ends at
+ * or before the start of off's page a bound on the length no greater than
+ * that start.  Each page is read whole, at one moment, without a lock and
+ * writing nothing. */
 uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off);
 /* The file's length (reads every core's end; read again across a truncation). */
 uint64_t sv6_inode_length(struct sv6_inode *inode);
