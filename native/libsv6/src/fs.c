@@ -169,6 +169,14 @@ int sv6_fstat(struct sv6_proc *p, int fd, struct sv6_stat *st)
     return sv6_fstatx(p, fd, SV6_STATX_ALL, st);
 }
 
+/* Under off_lock: a peek that saw the count unchanged saw no change of off. */
+static void set_offset(struct sv6_file *f, uint64_t off)
+{
+    atomic_fetch_add(&f->off_changes, 1);
+    atomic_store(&f->off, off);
+    atomic_fetch_add(&f->off_changes, 1);
+}
+
 static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
 {
     struct sv6_file *f = sv6_file_at(p, fd);
@@ -194,7 +202,7 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
                                       : -1;
     off_t result = -EINVAL;
     if (base >= 0 && base + off >= 0) {
-        f->off = (uint64_t)(base + off);
+        set_offset(f, (uint64_t)(base + off));
         result = base + off;
     }
     pthread_mutex_unlock(&f->off_lock);
@@ -538,6 +546,18 @@ static void truncate_to_zero(struct sv6_inode *inode)
         pthread_mutex_unlock(&inode->writers[c].lock);
 }
 
+/* Whether f's offset lies at or past the end of its file at some moment of the
+ * call, found without off_lock: a read there returns 0 and writes nothing (not
+ * the lock either), so two of them, or one and an lseek that fails or stays,
+ * share no written byte.  False when it may not (the read takes the lock). */
+static bool offset_past_end(struct sv6_file *f)
+{
+    uint64_t changes = atomic_load(&f->off_changes);
+    uint64_t off = atomic_load(&f->off);
+    return changes % 2 == 0 && length_bound_below(f->inode, off) != UINT64_MAX &&
+           atomic_load(&f->off_changes) == changes;
+}
+
 /* Read through a file description: the bytes read. */
 static ssize_t inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
 {
@@ -612,9 +632,12 @@ static ssize_t do_read(struct sv6_proc *p, int fd, void *buf, size_t n)
     case FILE_INODE:
         break;
     }
+    if (n > 0 && offset_past_end(f))
+        return 0;
     pthread_mutex_lock(&f->off_lock);
     ssize_t count = inode_read(f->inode, buf, n, f->off);
-    f->off += (uint64_t)count;
+    if (count > 0)
+        set_offset(f, f->off + (uint64_t)count);
     pthread_mutex_unlock(&f->off_lock);
     return count;
 }
@@ -645,7 +668,7 @@ static ssize_t do_write(struct sv6_proc *p, int fd, const void *buf, size_t n)
     pthread_mutex_lock(&f->off_lock);
     ssize_t count = inode_write(f->inode, buf, n, f->off);
     if (count > 0)
-        f->off += (uint64_t)count;
+        set_offset(f, f->off + (uint64_t)count);
     pthread_mutex_unlock(&f->off_lock);
     return count;
 }

@@ -112,7 +112,8 @@ struct sv6_file {
     struct usock *sock;
     uint64_t sock_ino;
     SV6_ALIGNED pthread_mutex_t off_lock;
-    _Atomic uint64_t off; /* changed under off_lock; lseek peeks without it */
+    _Atomic uint64_t off; /* changed under off_lock; lseek and read peek without it */
+    _Atomic uint64_t off_changes; /* odd while off changes: a peek reads again */
 };
 
 struct mmap_hint {

@@ -11,8 +11,10 @@
 #include "../src/sv6_impl.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #define PAGE SV6_PAGE_SIZE
 
@@ -272,6 +274,47 @@ static void check_length(struct sv6_world *w, struct sv6_proc *p0)
     sv6_core_set(2);
 }
 
+struct read_at_end {
+    struct sv6_proc *p;
+    int fd;
+    _Atomic ssize_t result; /* 1 until the read returned */
+};
+
+static void *read_at_end_main(void *arg)
+{
+    struct read_at_end *r = arg;
+    char byte;
+    atomic_store(&r->result, sv6_read(r->p, r->fd, &byte, 1));
+    return NULL;
+}
+
+/* A read at the end of the file returns 0 without the offset lock (another
+ * thread holds it meanwhile) and without changing the offset. */
+static void check_read_at_end(struct sv6_proc *p0)
+{
+    int fd = sv6_open(p0, "end", O_CREAT);
+    CHECK(sv6_write(p0, fd, "ab", 2) == 2, "write");
+    ebr_enter();
+    struct sv6_file *f = sv6_file_at(p0, fd);
+    ebr_exit();
+    uint64_t changes = atomic_load(&f->off_changes);
+    pthread_mutex_lock(&f->off_lock);
+    struct read_at_end r = {.p = p0, .fd = fd, .result = 1};
+    pthread_t reader;
+    CHECK(pthread_create(&reader, NULL, read_at_end_main, &r) == 0, "thread");
+    for (int ms = 0; ms < 2000 && atomic_load(&r.result) == 1; ms++)
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000 * 1000}, NULL);
+    CHECK(atomic_load(&r.result) == 0, "a read at the end returns 0 without the offset lock");
+    pthread_mutex_unlock(&f->off_lock);
+    pthread_join(reader, NULL);
+    CHECK(atomic_load(&f->off_changes) == changes && sv6_lseek(p0, fd, 0, SEEK_CUR) == 2,
+          "and changes no offset");
+    char buf[2];
+    CHECK(sv6_lseek(p0, fd, 1, SEEK_SET) == 1 && sv6_read(p0, fd, buf, 2) == 1 && buf[0] == 'b',
+          "a read inside");
+    CHECK(sv6_close(p0, fd) == 0 && sv6_unlink(p0, "end") == 0, "clean up");
+}
+
 int check_posix_unit(const struct check_args *args)
 {
     (void)args;
@@ -283,6 +326,7 @@ int check_posix_unit(const struct check_args *args)
     check_vm(p0, p1);
     check_spawn_and_sockets(p0);
     check_length(w, p0);
+    check_read_at_end(p0);
     sv6_proc_destroy(p0);
     sv6_proc_destroy(p1);
     sv6_world_destroy(w);
