@@ -575,45 +575,91 @@ static ssize_t inode_write(struct sv6_inode *inode, const void *buf, size_t n, u
     return (ssize_t)n;
 }
 
+/* One write's bytes.  next is on a line of its own: the writer that appends
+ * after the last chunk writes only it, while a reader of that chunk reads its
+ * bytes and writes its taken. */
+struct pipe_chunk {
+    struct ebr_node ebr;
+    SV6_ALIGNED struct pipe_chunk *_Atomic next;
+    SV6_ALIGNED size_t len;
+    size_t taken; /* bytes read so far; under read_lock */
+    unsigned char bytes[];
+};
+
+static struct pipe_chunk *chunk_new(const void *bytes, size_t len)
+{
+    struct pipe_chunk *c = sv6_zalloc(sizeof *c + len);
+    c->len = len;
+    if (len)
+        memcpy(c->bytes, bytes, len);
+    return c;
+}
+
+static void chunk_free(struct ebr_node *node)
+{
+    free(SV6_CONTAINER_OF(node, struct pipe_chunk, ebr));
+}
+
+struct sv6_pipe *sv6_pipe_create(struct sv6_world *w)
+{
+    struct sv6_pipe *pipe = sv6_zalloc(sizeof *pipe);
+    pthread_mutex_init(&pipe->read_lock, NULL);
+    pthread_mutex_init(&pipe->write_lock, NULL);
+    pipe->tail = chunk_new(NULL, 0); /* the front: read, nothing after it */
+    atomic_init(&pipe->head, pipe->tail);
+    pipe->ino = sv6_new_ino(w);
+    atomic_init(&pipe->ends, 2);
+    return pipe;
+}
+
+void sv6_pipe_destroy(struct sv6_pipe *pipe)
+{
+    struct pipe_chunk *c = atomic_load(&pipe->head);
+    while (c) {
+        struct pipe_chunk *next = atomic_load(&c->next);
+        chunk_free(&c->ebr);
+        c = next;
+    }
+    pthread_mutex_destroy(&pipe->read_lock);
+    pthread_mutex_destroy(&pipe->write_lock);
+    free(pipe);
+}
+
 static ssize_t pipe_read(struct sv6_pipe *pipe, void *buf, size_t n)
 {
-    /* Empty: -EAGAIN without the lock, so reads of an empty pipe write nothing. */
-    if (n > 0 && atomic_load(&pipe->head) == atomic_load(&pipe->tail))
-        return -EAGAIN;
-    pthread_mutex_lock(&pipe->lock);
-    size_t count = pipe->tail - pipe->head < n ? pipe->tail - pipe->head : n;
-    if (count)
-        memcpy(buf, pipe->data + pipe->head, count);
-    pipe->head += count;
-    pthread_mutex_unlock(&pipe->lock);
-    return count || n == 0 ? (ssize_t)count : -EAGAIN; /* never blocks, as in the model */
+    /* Empty: -EAGAIN without the lock, so reads of an empty pipe write nothing
+     * (the front chunk stays allocated until the section ends). */
+    if (n == 0 || !atomic_load(&atomic_load(&pipe->head)->next))
+        return n == 0 ? 0 : -EAGAIN;
+    pthread_mutex_lock(&pipe->read_lock);
+    size_t count = 0;
+    struct pipe_chunk *front = atomic_load(&pipe->head), *c;
+    while (count < n && (c = atomic_load(&front->next))) {
+        size_t take = c->len - c->taken < n - count ? c->len - c->taken : n - count;
+        memcpy((unsigned char *)buf + count, c->bytes + c->taken, take);
+        c->taken += take;
+        count += take;
+        if (c->taken < c->len)
+            break;
+        /* c is read: it becomes the front; the writers are past it already. */
+        atomic_store(&pipe->head, c);
+        ebr_retire(&front->ebr, chunk_free);
+        front = c;
+    }
+    pthread_mutex_unlock(&pipe->read_lock);
+    return count ? (ssize_t)count : -EAGAIN; /* never blocks, as in the model */
 }
 
 static ssize_t pipe_write(struct sv6_pipe *pipe, const void *buf, size_t n)
 {
-    pthread_mutex_lock(&pipe->lock);
-    if (n == 0) {
-        pthread_mutex_unlock(&pipe->lock);
+    if (n == 0)
         return 0;
-    }
-    if (pipe->head > 0) { /* compact: keep the buffer from creeping forward */
-        memmove(pipe->data, pipe->data + pipe->head, pipe->tail - pipe->head);
-        pipe->tail -= pipe->head;
-        pipe->head = 0;
-    }
-    if (pipe->tail + n > pipe->capacity) {
-        size_t capacity = pipe->capacity ? pipe->capacity : 256;
-        while (capacity < pipe->tail + n)
-            capacity *= 2;
-        unsigned char *data = realloc(pipe->data, capacity);
-        if (!data)
-            abort();
-        pipe->data = data;
-        pipe->capacity = capacity;
-    }
-    memcpy(pipe->data + pipe->tail, buf, n);
-    pipe->tail += n;
-    pthread_mutex_unlock(&pipe->lock);
+    struct pipe_chunk *c = chunk_new(buf, n);
+    pthread_mutex_lock(&pipe->write_lock);
+    /* Published with its bytes: a reader that finds it reads them. */
+    atomic_store(&pipe->tail->next, c);
+    pipe->tail = c;
+    pthread_mutex_unlock(&pipe->write_lock);
     return (ssize_t)n;
 }
 
@@ -719,10 +765,7 @@ ssize_t sv6_pwrite(struct sv6_proc *p, int fd, const void *buf, size_t n, off_t 
 int sv6_pipe(struct sv6_proc *p, int fds[2])
 {
     struct sv6_world *w = p->world;
-    struct sv6_pipe *pipe = sv6_zalloc(sizeof *pipe);
-    pthread_mutex_init(&pipe->lock, NULL);
-    pipe->ino = sv6_new_ino(w);
-    atomic_init(&pipe->ends, 2);
+    struct sv6_pipe *pipe = sv6_pipe_create(w);
     struct sv6_file *reader = sv6_new_file(w, FILE_PIPE_READ);
     struct sv6_file *writer = sv6_new_file(w, FILE_PIPE_WRITE);
     reader->pipe = writer->pipe = pipe;

@@ -92,12 +92,18 @@ struct sv6_inode {
     struct writer_lock writers[SV6_NCORES];
 };
 
+/* A pipe is a queue of chunks (fs.c) with a lock at each end, as in Michael
+ * and Scott's two-lock queue: readers take from the front under read_lock,
+ * writers append under write_lock, so a read of a non-empty pipe and a write
+ * share no written byte. */
+struct pipe_chunk;
+
 struct sv6_pipe {
-    SV6_ALIGNED pthread_mutex_t lock;
-    unsigned char *data;
-    _Atomic size_t head, tail; /* changed under lock; read emptiness peeks without it */
-    size_t capacity;
-    uint64_t ino;
+    SV6_ALIGNED pthread_mutex_t read_lock;
+    struct pipe_chunk *_Atomic head; /* read up to; its next is the first unread */
+    SV6_ALIGNED pthread_mutex_t write_lock;
+    struct pipe_chunk *tail;
+    SV6_ALIGNED uint64_t ino;
     atomic_int ends;
 };
 
@@ -166,6 +172,9 @@ void sv6_fold_grown_lengths(struct sv6_world *w);
  * sv6_inode_read some length >= off + n). */
 uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
                          bool extend);
+struct sv6_pipe *sv6_pipe_create(struct sv6_world *w);
+/* Frees a pipe that no one can reach any more, with its unread data. */
+void sv6_pipe_destroy(struct sv6_pipe *pipe);
 /* Frees the pages of an inode that no one can reach any more. */
 void sv6_inode_drop_data(struct sv6_inode *inode);
 /* Installs a new file (its one reference goes to the slot): fd or -EMFILE. */

@@ -61,11 +61,8 @@ static void file_release(struct refcache_obj *obj)
     struct sv6_file *f = SV6_CONTAINER_OF(obj, struct sv6_file, ref);
     if (f->inode)
         refcache_dec(&f->world->rc, &f->inode->ref);
-    if (f->pipe && atomic_fetch_sub(&f->pipe->ends, 1) == 1) {
-        pthread_mutex_destroy(&f->pipe->lock);
-        free(f->pipe->data);
-        free(f->pipe);
-    }
+    if (f->pipe && atomic_fetch_sub(&f->pipe->ends, 1) == 1)
+        sv6_pipe_destroy(f->pipe);
     if (f->sock) {
         usock_destroy(f->sock);
         free(f->sock);

@@ -336,11 +336,14 @@ int check_posix_unit(const struct check_args *args)
 
 /* ------------------------------------------------------------ stress */
 
+#define MAX_STRESS_THREADS 64 /* as many as check_run_threads allows */
+
 struct posix_stress {
     struct sv6_world *world;
     struct sv6_proc *procs[2];
     int shared_fd[2]; /* "shared" open in each process */
-    _Atomic unsigned long ops, links, stats;
+    int pipe_fds[2];  /* one pipe, at the same fds in both processes */
+    _Atomic unsigned long ops, links, stats, pipe_sent, pipe_received;
     unsigned threads;
 };
 
@@ -357,10 +360,11 @@ static void posix_body(unsigned index, void *arg)
     CHECK(fd >= 0, "create %s", name);
     CHECK(sv6_pwrite(p, fd, expect, PAGE, 0) == PAGE, "pwrite");
     const uint64_t page = (1ull << 32) + (uint64_t)index * 4 * PAGE;
-    unsigned long ops = 0, links = 0, stats = 0;
+    unsigned long ops = 0, links = 0, stats = 0, sent = 0, received = 0;
+    uint32_t last_seen[MAX_STRESS_THREADS] = {0}; /* per writer, of its records read here */
     while (!check_stop()) {
         ops++;
-        switch (check_below(&rng, 10)) {
+        switch (check_below(&rng, 11)) {
         case 0: { /* open/close of the own file, any fd */
             int again = sv6_open(p, name, check_below(&rng, 2) ? SV6_O_ANYFD : 0);
             CHECK(again >= 0, "open %s: %d", name, again);
@@ -437,6 +441,21 @@ static void posix_body(unsigned index, void *arg)
             CHECK(sv6_close(p, churn) == 0, "close churn");
             break;
         }
+        case 9: { /* one record into the shared pipe, one out: each writer's in order */
+            uint64_t record = (uint64_t)index << 32 | (uint32_t)++sent, got;
+            CHECK(sv6_write(p, s->pipe_fds[1], &record, sizeof record) == sizeof record, "put");
+            ssize_t n = sv6_read(p, s->pipe_fds[0], &got, sizeof got);
+            CHECK(n == sizeof got || n == -EAGAIN, "a read of a record got %zd bytes", n);
+            if (n == sizeof got) {
+                unsigned writer = (unsigned)(got >> 32);
+                CHECK(writer < s->threads && (uint32_t)got > last_seen[writer],
+                      "record %u of writer %u after %u", (unsigned)(uint32_t)got, writer,
+                      last_seen[writer]);
+                last_seen[writer] = (uint32_t)got;
+                received++;
+            }
+            break;
+        }
         default: { /* the own file by name */
             struct sv6_stat st;
             CHECK(sv6_stat(p, name, &st) == 0 && st.nlink == 1 && st.size == PAGE, "stat");
@@ -447,6 +466,8 @@ static void posix_body(unsigned index, void *arg)
     atomic_fetch_add(&s->ops, ops);
     atomic_fetch_add(&s->links, links);
     atomic_fetch_add(&s->stats, stats);
+    atomic_fetch_add(&s->pipe_sent, sent);
+    atomic_fetch_add(&s->pipe_received, received);
 }
 
 int check_posix_stress(const struct check_args *args)
@@ -458,14 +479,25 @@ int check_posix_stress(const struct check_args *args)
         s.shared_fd[i] = sv6_open(s.procs[i], "shared", O_CREAT);
         CHECK(s.shared_fd[i] >= 0, "shared");
     }
+    CHECK(sv6_pipe(s.procs[0], s.pipe_fds) == 0, "pipe");
+    for (int end = 0; end < 2; end++)
+        CHECK(sv6_fd_install(s.procs[1], s.pipe_fds[end], s.procs[0], s.pipe_fds[end]) == 0,
+              "the pipe in the second process");
     check_run_threads(args->threads, args->seconds, posix_body, &s);
+    uint64_t left;
+    while (sv6_read(s.procs[0], s.pipe_fds[0], &left, sizeof left) == sizeof left)
+        atomic_fetch_add(&s.pipe_received, 1);
+    CHECK(atomic_load(&s.pipe_sent) == atomic_load(&s.pipe_received),
+          "%lu records into the pipe, %lu out", atomic_load(&s.pipe_sent),
+          atomic_load(&s.pipe_received));
     struct sv6_stat st;
     CHECK(sv6_stat(s.procs[0], "shared", &st) == 0 && st.nlink == 1, "shared's final nlink");
     sv6_proc_destroy(s.procs[0]);
     sv6_proc_destroy(s.procs[1]);
-    printf("ok, %lu operations (%lu link+unlink, %lu fstat) on %u threads, %lu retried reads\n",
-           atomic_load(&s.ops), atomic_load(&s.links), atomic_load(&s.stats), args->threads,
-           sv6_world_read_retries(s.world));
+    printf("ok, %lu operations (%lu link+unlink, %lu fstat, %lu pipe records) on %u threads, "
+           "%lu retried reads\n",
+           atomic_load(&s.ops), atomic_load(&s.links), atomic_load(&s.stats),
+           atomic_load(&s.pipe_sent), args->threads, sv6_world_read_retries(s.world));
     sv6_world_destroy(s.world);
     return 0;
 }
