@@ -3,7 +3,8 @@
  *
  * References (refcache objects, so that taking and dropping them writes only
  * the caller's core cache):
- *   inode->ref  one per directory entry naming it, per open file, per mapped page;
+ *   inode->ref  one per directory entry naming it, per open file, per mapped page,
+ *               and one while on a core's grown list (until the tick);
  *   file->ref   one per fd slot holding it (spawned children share files);
  *   pipe->ends  its two files (a plain atomic: it changes twice in a pipe's life).
  * A file page replaced by a writer or a truncation is freed after an EBR grace
