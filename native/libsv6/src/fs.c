@@ -344,9 +344,9 @@ static uint64_t valid_end(uint64_t line, unsigned generation)
     return line >> END_BITS == generation ? line_end(line) : 0;
 }
 
-/* The i-th length line in reading order: base (only the tick and truncation
- * write it), the caller's core's end (only its writers write it), then the
- * other cores' ends. */
+/* The i-th length line in reading order: base (only the tick writes it, and
+ * the truncation where generations wrap around), the caller's core's end (only
+ * its writers write it), then the other cores' ends. */
 static _Atomic uint64_t *length_line(struct sv6_inode *inode, unsigned own, unsigned i)
 {
     if (i == 0)
@@ -600,7 +600,7 @@ static void chunk_free(struct ebr_node *node)
     free(SV6_CONTAINER_OF(node, struct pipe_chunk, ebr));
 }
 
-struct sv6_pipe *sv6_pipe_create(struct sv6_world *w)
+static struct sv6_pipe *pipe_create(struct sv6_world *w)
 {
     struct sv6_pipe *pipe = sv6_zalloc(sizeof *pipe);
     pthread_mutex_init(&pipe->read_lock, NULL);
@@ -641,7 +641,8 @@ static ssize_t pipe_read(struct sv6_pipe *pipe, void *buf, size_t n)
         count += take;
         if (c->taken < c->len)
             break;
-        /* c is read: it becomes the front; the writers are past it already. */
+        /* c is read: it becomes the front, and the old front, which no writer
+         * reaches any more (c follows it), goes after a grace period. */
         atomic_store(&pipe->head, c);
         ebr_retire(&front->ebr, chunk_free);
         front = c;
@@ -765,7 +766,7 @@ ssize_t sv6_pwrite(struct sv6_proc *p, int fd, const void *buf, size_t n, off_t 
 int sv6_pipe(struct sv6_proc *p, int fds[2])
 {
     struct sv6_world *w = p->world;
-    struct sv6_pipe *pipe = sv6_pipe_create(w);
+    struct sv6_pipe *pipe = pipe_create(w);
     struct sv6_file *reader = sv6_new_file(w, FILE_PIPE_READ);
     struct sv6_file *writer = sv6_new_file(w, FILE_PIPE_WRITE);
     reader->pipe = writer->pipe = pipe;

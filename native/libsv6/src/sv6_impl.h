@@ -173,7 +173,6 @@ void sv6_fold_grown_lengths(struct sv6_world *w);
  * sv6_inode_read some length >= off + n). */
 uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
                          bool extend);
-struct sv6_pipe *sv6_pipe_create(struct sv6_world *w);
 /* Frees a pipe that no one can reach any more, with its unread data. */
 void sv6_pipe_destroy(struct sv6_pipe *pipe);
 /* Frees the pages of an inode that no one can reach any more. */
