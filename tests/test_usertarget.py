@@ -322,9 +322,6 @@ def test_unknown_target_is_one_line(tmp_path):
 # The sample's tests where libsv6 still conflicts, and why (docs/libsv6.md lists every
 # remaining conflict of the full test file).
 LIBSV6_CONFLICTS = {
-    # the read needs the file's length (is unit 0 inside?), which a pwrite past the end
-    # grows: the reader reads every core's end, the writer writes its own
-    "read-pwrite/p87/t3": "length",
     # mmap replaces the very mapping memwrite uses; they commute only because the byte
     # written is the byte already there, which no implementation can know without reading
     "mmap-memwrite/p62/t5": "same page",
@@ -343,11 +340,3 @@ def test_libsv6_runs_a_sample_of_the_posix_tests(tmp_path):
     assert summary["mismatch"] == summary["error"] == summary["crash"] == 0
     conflicting = {test_id for test_id, r in records.items() if not r["conflict_free"]}
     assert conflicting == set(LIBSV6_CONFLICTS)
-    for test_id, reason in LIBSV6_CONFLICTS.items():
-        conflicts = records[test_id]["conflicts"]
-        if reason == "length":
-            assert any(
-                sorted(pair) == ["read_consistent", "sv6_inode_write"]
-                for c in conflicts
-                for pair in c["sites"]
-            )

@@ -3,7 +3,8 @@
  *
  * References (refcache objects, so that taking and dropping them writes only
  * the caller's core cache):
- *   inode->ref  one per directory entry naming it, per open file, per mapped page;
+ *   inode->ref  one per directory entry naming it, per open file, per mapped page,
+ *               and one while on a core's grown list (until the tick);
  *   file->ref   one per fd slot holding it (spawned children share files);
  *   pipe->ends  its two files (a plain atomic: it changes twice in a pipe's life).
  * A file page replaced by a writer or a truncation is freed after an EBR grace
@@ -37,11 +38,20 @@ struct ino_counter {
     SV6_ALIGNED _Atomic uint64_t next;
 };
 
+/* A core's inodes whose ends grew since the last tick (linked through their
+ * ends[core].next_grown), each holding a reference until the tick folds its
+ * ends into its base length. */
+struct grown_list {
+    SV6_ALIGNED pthread_mutex_t lock;
+    struct sv6_inode *head;
+};
+
 struct sv6_world {
     struct refcache rc;
     struct dir_ops names_own_inodes; /* entries hold inode references */
     struct dir root;
     struct ino_counter inos[SV6_NCORES]; /* per core: creates share no counter */
+    struct grown_list grown[SV6_NCORES];
     bool shared_nlink; /* SV6_WORLD_SHARED_NLINK */
     pthread_t ticker;
     bool has_ticker;
@@ -53,7 +63,9 @@ struct writer_lock {
 };
 
 struct inode_end {
-    SV6_ALIGNED _Atomic uint64_t end; /* written under its core's writer lock */
+    SV6_ALIGNED _Atomic uint64_t end; /* and its generation; under the core's writer lock */
+    bool queued; /* on its core's grown list; under the writer lock */
+    struct sv6_inode *next_grown;
 };
 
 struct sv6_inode {
@@ -65,21 +77,34 @@ struct sv6_inode {
     /* File data: page number -> struct file_page (fs.c), each page replaced
      * as a whole by its writers, so calls on different pages share nothing. */
     struct radix pages;
-    /* The length is the largest end written by any core since the last
-     * truncation: a write past the end changes only its core's line, so two
-     * such writes on different cores share nothing. */
+    /* The length is the largest of base and the ends written by each core in
+     * the current generation (one per truncation; fs.c packs an end and its
+     * generation in one word): a write past the end changes only its core's
+     * line, so two such writes on different cores share nothing, and a
+     * truncation writes none of them.  The tick folds the ends into base,
+     * which only it writes, so a call that needs "length >= x" usually finds
+     * the proof on that one line. */
+    SV6_ALIGNED _Atomic uint64_t base;
     struct inode_end ends[SV6_NCORES];
-    SV6_ALIGNED _Atomic uint64_t truncations; /* odd while one runs: readers read again */
+    /* Twice the truncations so far, plus one while one runs: readers of the
+     * file's data read again when it changed. */
+    SV6_ALIGNED _Atomic uint64_t truncations;
     /* A writer holds its core's lock; a truncation holds every core's. */
     struct writer_lock writers[SV6_NCORES];
 };
 
+/* A pipe is a queue of chunks (fs.c) with a lock at each end, as in Michael
+ * and Scott's two-lock queue: readers take from the front under read_lock,
+ * writers append under write_lock, so a read of a non-empty pipe and a write
+ * share no written byte. */
+struct pipe_chunk;
+
 struct sv6_pipe {
-    SV6_ALIGNED pthread_mutex_t lock;
-    unsigned char *data;
-    _Atomic size_t head, tail; /* changed under lock; read emptiness peeks without it */
-    size_t capacity;
-    uint64_t ino;
+    SV6_ALIGNED pthread_mutex_t read_lock;
+    struct pipe_chunk *_Atomic head; /* read up to; its next is the first unread */
+    SV6_ALIGNED pthread_mutex_t write_lock;
+    struct pipe_chunk *tail;
+    SV6_ALIGNED uint64_t ino;
     atomic_int ends;
 };
 
@@ -94,7 +119,8 @@ struct sv6_file {
     struct usock *sock;
     uint64_t sock_ino;
     SV6_ALIGNED pthread_mutex_t off_lock;
-    _Atomic uint64_t off; /* changed under off_lock; lseek peeks without it */
+    _Atomic uint64_t off; /* changed under off_lock; lseek and read peek without it */
+    _Atomic uint64_t off_changes; /* odd while off changes: a peek reads again */
 };
 
 struct mmap_hint {
@@ -127,16 +153,28 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
 /* Largest file length: the page numbers of inode->pages. */
 #define SV6_FILE_MAX ((1ull << RADIX_KEY_BITS) * SV6_PAGE_SIZE)
 /* Inside an EBR section: bytes [off, off + n) that lie below the file's length
- * into buf, the rest zeros; returns that length.  Each page is read whole, at
- * one moment, without a lock and writing nothing. */
+ * into buf, the rest zeros; returns that length, or when it reaches off + n
+ * any length >= off + n (sv6_inode_length_reaching), or when the file ends at
+ * or before the start of off's page a bound on the length no greater than
+ * that start.  Each page is read whole, at one moment, without a lock and
+ * writing nothing. */
 uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off);
 /* The file's length (reads every core's end; read again across a truncation). */
 uint64_t sv6_inode_length(struct sv6_inode *inode);
+/* The file's length if it is below need, else some length >= need: reads
+ * base, then the caller's core's end, then the others until one reaches need. */
+uint64_t sv6_inode_length_reaching(struct sv6_inode *inode, uint64_t need);
+/* The tick's part: folds the ends of the inodes that grew into their base
+ * lengths and drops the grown lists' references (also at world destroy). */
+void sv6_fold_grown_lengths(struct sv6_world *w);
 /* Inside an EBR section: writes buf at off (off + n <= SV6_FILE_MAX), all of
  * it and growing the length when extend (returns 0: it reads no other core's
- * end), else only the bytes below the length (returns that length). */
+ * end), else only the bytes below the length (returns that length, or as
+ * sv6_inode_read some length >= off + n). */
 uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
                          bool extend);
+/* Frees a pipe that no one can reach any more, with its unread data. */
+void sv6_pipe_destroy(struct sv6_pipe *pipe);
 /* Frees the pages of an inode that no one can reach any more. */
 void sv6_inode_drop_data(struct sv6_inode *inode);
 /* Installs a new file (its one reference goes to the slot): fd or -EMFILE. */

@@ -61,11 +61,8 @@ static void file_release(struct refcache_obj *obj)
     struct sv6_file *f = SV6_CONTAINER_OF(obj, struct sv6_file, ref);
     if (f->inode)
         refcache_dec(&f->world->rc, &f->inode->ref);
-    if (f->pipe && atomic_fetch_sub(&f->pipe->ends, 1) == 1) {
-        pthread_mutex_destroy(&f->pipe->lock);
-        free(f->pipe->data);
-        free(f->pipe);
-    }
+    if (f->pipe && atomic_fetch_sub(&f->pipe->ends, 1) == 1)
+        sv6_pipe_destroy(f->pipe);
     if (f->sock) {
         usock_destroy(f->sock);
         free(f->sock);
@@ -118,6 +115,8 @@ struct sv6_world *sv6_world_create(unsigned flags)
     w->names_own_inodes = (struct dir_ops){.hold = inode_hold, .drop = inode_drop, .ctx = w};
     dir_init(&w->root, &w->names_own_inodes);
     atomic_init(&w->stop, false);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        pthread_mutex_init(&w->grown[c].lock, NULL);
     w->shared_nlink = flags & SV6_WORLD_SHARED_NLINK;
     w->has_ticker = ticker;
     if (ticker && pthread_create(&w->ticker, NULL, ticker_main, w) != 0)
@@ -127,6 +126,7 @@ struct sv6_world *sv6_world_create(unsigned flags)
 
 void sv6_world_tick(struct sv6_world *w)
 {
+    sv6_fold_grown_lengths(w);
     refcache_tick(&w->rc);
     /* Leaving a section runs the release callbacks whose grace period ended. */
     ebr_enter();
@@ -146,8 +146,11 @@ void sv6_world_destroy(struct sv6_world *w)
     }
     ebr_drain(); /* entries unlinked earlier drop their references */
     dir_destroy(&w->root);
+    sv6_fold_grown_lengths(w); /* drops the grown lists' references */
     refcache_quiesce(&w->rc);
     refcache_destroy(&w->rc);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        pthread_mutex_destroy(&w->grown[c].lock);
     free(w);
 }
 

@@ -6,10 +6,15 @@
 
 #include "sv6/sv6.h"
 #include "sv6/core.h"
+#include "sv6/ebr.h"
+
+#include "../src/sv6_impl.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #define PAGE SV6_PAGE_SIZE
 
@@ -209,6 +214,114 @@ static void check_spawn_and_sockets(struct sv6_proc *p0)
     CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, sock) == 0, "close");
 }
 
+/* The length lines of the file at fd: base, then every core's end (each an end
+ * and its generation, as fs.c packs them). */
+static void length_lines(struct sv6_proc *p, int fd, uint64_t lines[SV6_NCORES + 1])
+{
+    ebr_enter();
+    struct sv6_inode *inode = sv6_file_at(p, fd)->inode;
+    lines[0] = atomic_load(&inode->base);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        lines[c + 1] = atomic_load(&inode->ends[c].end);
+    ebr_exit();
+}
+
+static uint64_t size_of(struct sv6_proc *p, int fd)
+{
+    struct sv6_stat st;
+    CHECK(sv6_fstat(p, fd, &st) == 0, "fstat %d", fd);
+    return st.size;
+}
+
+/* Which length lines each call writes: a write inside the length that base
+ * proves writes none, a write past it only its core's end, a truncation none
+ * (until the generations wrap around); and the length stays exact through it
+ * all, also when generations wrap around. */
+static void check_length(struct sv6_world *w, struct sv6_proc *p0)
+{
+    static char page[PAGE];
+    char byte;
+    uint64_t before[SV6_NCORES + 1], after[SV6_NCORES + 1];
+    sv6_core_set(1);
+    int fd = sv6_open(p0, "len", O_CREAT);
+    for (int i = 0; i < 3; i++)
+        CHECK(sv6_pwrite(p0, fd, page, PAGE, i * PAGE) == PAGE, "fill page %d", i);
+    sv6_world_tick(w); /* folds core 1's end into base */
+    length_lines(p0, fd, before);
+    CHECK((before[0] & ((1ull << 49) - 1)) == 3 * PAGE, "the tick folds the end into base");
+    sv6_core_set(2);
+    CHECK(sv6_pwrite(p0, fd, "x", 1, PAGE) == 1, "write inside");
+    length_lines(p0, fd, after);
+    CHECK(memcmp(before, after, sizeof before) == 0, "a write inside writes no length line");
+    CHECK(sv6_pwrite(p0, fd, "y", 1, 3 * PAGE) == 1 && size_of(p0, fd) == 3 * PAGE + 1,
+          "write past the end");
+    length_lines(p0, fd, after);
+    for (unsigned i = 0; i <= SV6_NCORES; i++)
+        CHECK((before[i] == after[i]) == (i != 3), "only core 2's end line changed: %u", i);
+    memcpy(before, after, sizeof before);
+    int again = sv6_open(p0, "len", O_TRUNC);
+    length_lines(p0, fd, after);
+    CHECK(memcmp(before, after, sizeof before) == 0, "a truncation writes no length line");
+    CHECK(size_of(p0, fd) == 0 && sv6_pread(p0, fd, &byte, 1, PAGE) == 0, "truncated");
+    CHECK(sv6_pread(p0, fd, &byte, 1, 3 * PAGE) == 0, "read past the end, stale lines above");
+    /* Core 3's line gets 1 byte in generation 1; 2^15 truncations later the
+     * generation is 1 again, and the line must have been cleared on the way. */
+    sv6_core_set(3);
+    CHECK(sv6_pwrite(p0, fd, "z", 1, 0) == 1 && size_of(p0, fd) == 1, "the old ends count 0");
+    sv6_core_set(4);
+    for (unsigned i = 0; i < 1u << 15; i++) {
+        CHECK(i == 0 || sv6_pwrite(p0, fd, "w", 1, 0) == 1, "refill %u", i);
+        int t = sv6_open(p0, "len", O_TRUNC);
+        CHECK(t >= 0 && sv6_close(p0, t) == 0, "truncation %u", i);
+    }
+    CHECK(size_of(p0, fd) == 0, "empty after the generations wrapped around");
+    CHECK(sv6_pread(p0, fd, &byte, 1, 0) == 0, "nothing read after the wrap");
+    CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, again) == 0 && sv6_unlink(p0, "len") == 0,
+          "clean up");
+    sv6_core_set(2);
+}
+
+struct read_at_end {
+    struct sv6_proc *p;
+    int fd;
+    _Atomic ssize_t result; /* 1 until the read returned */
+};
+
+static void *read_at_end_main(void *arg)
+{
+    struct read_at_end *r = arg;
+    char byte;
+    atomic_store(&r->result, sv6_read(r->p, r->fd, &byte, 1));
+    return NULL;
+}
+
+/* A read at the end of the file returns 0 without the offset lock (another
+ * thread holds it meanwhile) and without changing the offset. */
+static void check_read_at_end(struct sv6_proc *p0)
+{
+    int fd = sv6_open(p0, "end", O_CREAT);
+    CHECK(sv6_write(p0, fd, "ab", 2) == 2, "write");
+    ebr_enter();
+    struct sv6_file *f = sv6_file_at(p0, fd);
+    ebr_exit();
+    uint64_t changes = atomic_load(&f->off_changes);
+    pthread_mutex_lock(&f->off_lock);
+    struct read_at_end r = {.p = p0, .fd = fd, .result = 1};
+    pthread_t reader;
+    CHECK(pthread_create(&reader, NULL, read_at_end_main, &r) == 0, "thread");
+    for (int ms = 0; ms < 2000 && atomic_load(&r.result) == 1; ms++)
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000 * 1000}, NULL);
+    CHECK(atomic_load(&r.result) == 0, "a read at the end returns 0 without the offset lock");
+    pthread_mutex_unlock(&f->off_lock);
+    pthread_join(reader, NULL);
+    CHECK(atomic_load(&f->off_changes) == changes && sv6_lseek(p0, fd, 0, SEEK_CUR) == 2,
+          "and changes no offset");
+    char buf[2];
+    CHECK(sv6_lseek(p0, fd, 1, SEEK_SET) == 1 && sv6_read(p0, fd, buf, 2) == 1 && buf[0] == 'b',
+          "a read inside");
+    CHECK(sv6_close(p0, fd) == 0 && sv6_unlink(p0, "end") == 0, "clean up");
+}
+
 int check_posix_unit(const struct check_args *args)
 {
     (void)args;
@@ -219,6 +332,8 @@ int check_posix_unit(const struct check_args *args)
     check_data(p0, p1);
     check_vm(p0, p1);
     check_spawn_and_sockets(p0);
+    check_length(w, p0);
+    check_read_at_end(p0);
     sv6_proc_destroy(p0);
     sv6_proc_destroy(p1);
     sv6_world_destroy(w);
@@ -228,12 +343,15 @@ int check_posix_unit(const struct check_args *args)
 
 /* ------------------------------------------------------------ stress */
 
+#define MAX_STRESS_THREADS 64 /* as many as check_run_threads allows */
+
 struct posix_stress {
     struct sv6_world *world;
     struct sv6_proc *procs[2];
     int shared_fd[2]; /* "shared" open in each process */
     uint64_t shared_anon; /* an anonymous page at this address in each process */
-    _Atomic unsigned long ops, links, stats;
+    int pipe_fds[2];  /* one pipe, at the same fds in both processes */
+    _Atomic unsigned long ops, links, stats, pipe_sent, pipe_received;
     unsigned threads;
 };
 
@@ -250,10 +368,11 @@ static void posix_body(unsigned index, void *arg)
     CHECK(fd >= 0, "create %s", name);
     CHECK(sv6_pwrite(p, fd, expect, PAGE, 0) == PAGE, "pwrite");
     const uint64_t page = (1ull << 32) + (uint64_t)index * 4 * PAGE;
-    unsigned long ops = 0, links = 0, stats = 0;
+    unsigned long ops = 0, links = 0, stats = 0, sent = 0, received = 0;
+    uint32_t last_seen[MAX_STRESS_THREADS] = {0}; /* per writer, of its records read here */
     while (!check_stop()) {
         ops++;
-        switch (check_below(&rng, 10)) {
+        switch (check_below(&rng, 11)) {
         case 0: { /* open/close of the own file, any fd */
             int again = sv6_open(p, name, check_below(&rng, 2) ? SV6_O_ANYFD : 0);
             CHECK(again >= 0, "open %s: %d", name, again);
@@ -333,6 +452,21 @@ static void posix_body(unsigned index, void *arg)
             CHECK(sv6_close(p, churn) == 0, "close churn");
             break;
         }
+        case 9: { /* one record into the shared pipe, one out: each writer's in order */
+            uint64_t record = (uint64_t)index << 32 | (uint32_t)++sent, got;
+            CHECK(sv6_write(p, s->pipe_fds[1], &record, sizeof record) == sizeof record, "put");
+            ssize_t n = sv6_read(p, s->pipe_fds[0], &got, sizeof got);
+            CHECK(n == sizeof got || n == -EAGAIN, "a read of a record got %zd bytes", n);
+            if (n == sizeof got) {
+                unsigned writer = (unsigned)(got >> 32);
+                CHECK(writer < s->threads && (uint32_t)got > last_seen[writer],
+                      "record %u of writer %u after %u", (unsigned)(uint32_t)got, writer,
+                      last_seen[writer]);
+                last_seen[writer] = (uint32_t)got;
+                received++;
+            }
+            break;
+        }
         default: { /* the own file by name */
             struct sv6_stat st;
             CHECK(sv6_stat(p, name, &st) == 0 && st.nlink == 1 && st.size == PAGE, "stat");
@@ -343,6 +477,8 @@ static void posix_body(unsigned index, void *arg)
     atomic_fetch_add(&s->ops, ops);
     atomic_fetch_add(&s->links, links);
     atomic_fetch_add(&s->stats, stats);
+    atomic_fetch_add(&s->pipe_sent, sent);
+    atomic_fetch_add(&s->pipe_received, received);
 }
 
 int check_posix_stress(const struct check_args *args)
@@ -357,14 +493,25 @@ int check_posix_stress(const struct check_args *args)
                        MAP_ANONYMOUS | MAP_FIXED, -1, 0) == (int64_t)s.shared_anon,
               "shared anonymous page");
     }
+    CHECK(sv6_pipe(s.procs[0], s.pipe_fds) == 0, "pipe");
+    for (int end = 0; end < 2; end++)
+        CHECK(sv6_fd_install(s.procs[1], s.pipe_fds[end], s.procs[0], s.pipe_fds[end]) == 0,
+              "the pipe in the second process");
     check_run_threads(args->threads, args->seconds, posix_body, &s);
+    uint64_t left;
+    while (sv6_read(s.procs[0], s.pipe_fds[0], &left, sizeof left) == sizeof left)
+        atomic_fetch_add(&s.pipe_received, 1);
+    CHECK(atomic_load(&s.pipe_sent) == atomic_load(&s.pipe_received),
+          "%lu records into the pipe, %lu out", atomic_load(&s.pipe_sent),
+          atomic_load(&s.pipe_received));
     struct sv6_stat st;
     CHECK(sv6_stat(s.procs[0], "shared", &st) == 0 && st.nlink == 1, "shared's final nlink");
     sv6_proc_destroy(s.procs[0]);
     sv6_proc_destroy(s.procs[1]);
-    printf("ok, %lu operations (%lu link+unlink, %lu fstat) on %u threads, %lu retried reads\n",
-           atomic_load(&s.ops), atomic_load(&s.links), atomic_load(&s.stats), args->threads,
-           sv6_world_read_retries(s.world));
+    printf("ok, %lu operations (%lu link+unlink, %lu fstat, %lu pipe records) on %u threads, "
+           "%lu retried reads\n",
+           atomic_load(&s.ops), atomic_load(&s.links), atomic_load(&s.stats),
+           atomic_load(&s.pipe_sent), args->threads, sv6_world_read_retries(s.world));
     sv6_world_destroy(s.world);
     return 0;
 }
