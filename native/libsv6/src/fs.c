@@ -228,8 +228,8 @@ int sv6_close(struct sv6_proc *p, int fd)
 
 /* ------------------------------------------------------------ file data */
 
-/* One page of a file, never changed once published: a writer puts a changed
- * copy in its place, so readers copy it without a lock. */
+/* A page's bytes, never changed once published: a writer puts a changed copy
+ * in its place, so readers copy it without a lock. */
 struct file_page {
     struct ebr_node ebr;
     unsigned char bytes[SV6_PAGE_SIZE];
@@ -240,15 +240,23 @@ static void page_free(struct ebr_node *node)
     free(SV6_CONTAINER_OF(node, struct file_page, ebr));
 }
 
-static void page_free_now(void *value, void *arg)
+/* No writer runs (truncation or destroy): bytes is the page's last copy. */
+static void holder_free(struct ebr_node *node)
+{
+    struct page_holder *holder = SV6_CONTAINER_OF(node, struct page_holder, ebr);
+    page_free(&atomic_load(&holder->bytes)->ebr);
+    free(holder);
+}
+
+static void holder_free_now(void *value, void *arg)
 {
     (void)arg;
-    page_free(&((struct file_page *)value)->ebr);
+    holder_free(&((struct page_holder *)value)->ebr);
 }
 
 void sv6_inode_drop_data(struct sv6_inode *inode)
 {
-    radix_destroy(&inode->pages, page_free_now, NULL);
+    radix_destroy(&inode->pages, holder_free_now, NULL);
 }
 
 /* How many of the n bytes at off lie below length. */
@@ -276,23 +284,27 @@ static void each_page_part(uint64_t off, size_t n, unsigned char *buf,
 static void page_read(struct sv6_inode *inode, uint64_t page, size_t in_page,
                       unsigned char *part, size_t len)
 {
-    struct file_page *found = radix_get(&inode->pages, page);
-    if (found)
-        memcpy(part, found->bytes + in_page, len);
+    struct page_holder *holder = radix_get(&inode->pages, page);
+    if (holder)
+        memcpy(part, atomic_load(&holder->bytes)->bytes + in_page, len);
     else
         memset(part, 0, len); /* a hole */
 }
 
-/* A changed copy replaces the page only if the page is still the one copied,
- * so of two writers of one page neither loses the other's bytes. */
+/* Under the caller's core's writer lock (no truncation runs).  A changed copy
+ * replaces the bytes only if they are still the ones copied, so of two
+ * writers of one page neither loses the other's bytes.  The end grows after
+ * the bytes: a reader that finds the new end finds them. */
 static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
                        unsigned char *part, size_t len)
 {
     struct file_page *fresh = malloc(sizeof *fresh);
     if (!fresh)
         abort();
+    uint64_t end = in_page + len;
     for (;;) {
-        struct file_page *old = radix_get(&inode->pages, page);
+        struct page_holder *holder = radix_get(&inode->pages, page);
+        struct file_page *old = holder ? atomic_load(&holder->bytes) : NULL;
         if (len < SV6_PAGE_SIZE) {
             if (old)
                 memcpy(fresh->bytes, old->bytes, SV6_PAGE_SIZE);
@@ -300,9 +312,20 @@ static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
                 memset(fresh->bytes, 0, SV6_PAGE_SIZE);
         }
         memcpy(fresh->bytes + in_page, part, len);
-        if (radix_replace(&inode->pages, page, old, fresh)) {
-            if (old)
-                ebr_retire(&old->ebr, page_free);
+        if (!holder) {
+            holder = sv6_zalloc(sizeof *holder);
+            atomic_init(&holder->end, end);
+            atomic_init(&holder->bytes, fresh);
+            if (radix_replace(&inode->pages, page, NULL, holder))
+                return;
+            free(holder); /* another writer's page came first: copy that one */
+            continue;
+        }
+        if (atomic_compare_exchange_strong(&holder->bytes, &old, fresh)) {
+            ebr_retire(&old->ebr, page_free);
+            uint64_t seen = atomic_load(&holder->end);
+            while (seen < end && !atomic_compare_exchange_weak(&holder->end, &seen, end))
+                continue; /* seen is now the other writer's end */
             return;
         }
     }
@@ -314,104 +337,52 @@ static uint64_t saturating_end(uint64_t off, size_t n)
     return n > UINT64_MAX - off ? UINT64_MAX : off + n;
 }
 
-/* A length line (base or a core's end) holds an end and the truncation
- * generation it was written in; an end of an earlier generation counts as 0.
- * So a truncation writes no length line, and a call that finds every line's
- * end, whatever its generation, at or below its offset knows that it lies past
- * the end without reading what a truncation writes. */
-#define END_BITS 49 /* ends up to SV6_FILE_MAX = 2^48 */
-#define END_MASK ((1ull << END_BITS) - 1)
-#define GENERATIONS (1u << (64 - END_BITS))
-
-static uint64_t line_end(uint64_t line)
+/* Whether the file has no page from page first up: its length is at or below
+ * first's start.  It reads no slot of a smaller page, so it shares nothing
+ * with a write that ends at or below that start. */
+static bool no_page_from(struct sv6_inode *inode, uint64_t first)
 {
-    return line & END_MASK;
+    return radix_next(&inode->pages, &first) == NULL;
 }
 
-static uint64_t make_line(uint64_t end, unsigned generation)
+/* The length as the pages from page first up show it: first's start when
+ * there is none (the length is at or below it), else the highest page's end,
+ * or the first page's end that reaches need.  Pages only come and ends only
+ * grow until a truncation, so without one meanwhile the highest page found
+ * was the highest when its end was read, and what it returns was the length
+ * (or at least need) then. */
+static uint64_t length_from(struct sv6_inode *inode, uint64_t first, uint64_t need)
 {
-    return (uint64_t)generation << END_BITS | end;
-}
-
-/* The generation of a truncation count that is even (no truncation running). */
-static unsigned generation_of(uint64_t truncations)
-{
-    return (unsigned)(truncations / 2 % GENERATIONS);
-}
-
-static uint64_t valid_end(uint64_t line, unsigned generation)
-{
-    return line >> END_BITS == generation ? line_end(line) : 0;
-}
-
-/* The i-th length line in reading order: base (only the tick writes it, and
- * the truncation where generations wrap around), the caller's core's end (only
- * its writers write it), then the other cores' ends. */
-static _Atomic uint64_t *length_line(struct sv6_inode *inode, unsigned own, unsigned i)
-{
-    if (i == 0)
-        return &inode->base;
-    if (i == 1)
-        return &inode->ends[own].end;
-    unsigned c = i - 2;
-    return &inode->ends[c >= own ? c + 1 : c].end;
-}
-
-#define LENGTH_LINES (SV6_NCORES + 1)
-
-/* With no truncation running, in generation: the length if below need, else
- * a length >= need.  A proof of "length >= need" found early reads nothing
- * that a write past the end on another core writes. */
-static uint64_t length_reaching(struct sv6_inode *inode, uint64_t need, unsigned generation)
-{
-    unsigned own = sv6_core();
-    uint64_t length = 0;
-    for (unsigned i = 0; i < LENGTH_LINES && length < need; i++) {
-        uint64_t end = valid_end(atomic_load(length_line(inode, own, i)), generation);
-        length = end > length ? end : length;
+    uint64_t length = first * SV6_PAGE_SIZE, page = first;
+    struct page_holder *holder;
+    bool found = false;
+    while ((!found || length < need) && (holder = radix_next(&inode->pages, &page))) {
+        length = page++ * SV6_PAGE_SIZE + atomic_load(&holder->end);
+        found = true;
     }
     return length;
 }
 
-/* Without reading the truncation count: a bound >= the length at some moment
- * of the call when every line's end is at or below limit, else UINT64_MAX
- * (stopping at the first line above it).  A line's end only drops when its
- * core writes it in a new generation, after a truncation that made the length
- * 0 during the call, so the largest end read bounds the length then. */
-static uint64_t length_bound_below(struct sv6_inode *inode, uint64_t limit)
-{
-    unsigned own = sv6_core();
-    uint64_t bound = 0;
-    for (unsigned i = 0; i < LENGTH_LINES; i++) {
-        uint64_t end = line_end(atomic_load(length_line(inode, own, i)));
-        if (end > limit)
-            return UINT64_MAX;
-        bound = end > bound ? end : bound;
-    }
-    return bound;
-}
-
-/* Reads the length as length_reaching(need) and, when buf is given, the bytes
- * [off, off + n) below it (zeros past it), again until no truncation
- * overlapped.  Every valid end only grows within a generation, so a proof of
- * "length >= need" holds from the moment it was read until the next
- * truncation.  A read whose whole page lies past the end returns a bound at
- * or below that page's start (length_bound_below) without reading the
- * truncation count. */
+/* Reads the length as length_from(off's page, need) and, when buf is given,
+ * the bytes [off, off + n) below it (zeros past it), again until no
+ * truncation overlapped (the count read as a sequence lock).  With no page
+ * from off's page up it returns that page's start without reading the
+ * truncation count: a truncation only empties slots, so the slots read empty
+ * were all empty at some moment of the call (right after the truncation, if
+ * one emptied a slot read before). */
 static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, uint64_t off,
                                 uint64_t need)
 {
-    if (buf) {
-        uint64_t bound = length_bound_below(inode, off / SV6_PAGE_SIZE * SV6_PAGE_SIZE);
-        if (bound != UINT64_MAX) {
+    uint64_t first = off / SV6_PAGE_SIZE;
+    if (no_page_from(inode, first)) {
+        if (buf)
             memset(buf, 0, n);
-            return bound;
-        }
+        return first * SV6_PAGE_SIZE;
     }
     for (;;) {
         uint64_t truncations = atomic_load(&inode->truncations);
         if (truncations % 2 == 0) {
-            uint64_t length = length_reaching(inode, need, generation_of(truncations));
+            uint64_t length = length_from(inode, first, need);
             if (buf) {
                 size_t inside = bytes_inside(length, off, n);
                 each_page_part(off, inside, buf, page_read, inode);
@@ -431,7 +402,7 @@ uint64_t sv6_inode_length(struct sv6_inode *inode)
 
 uint64_t sv6_inode_length_reaching(struct sv6_inode *inode, uint64_t need)
 {
-    return read_consistent(inode, NULL, 0, 0, need);
+    return read_consistent(inode, NULL, 0, need ? need - 1 : 0, need);
 }
 
 uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
@@ -439,107 +410,38 @@ uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t o
     return read_consistent(inode, buf, n, off, saturating_end(off, n));
 }
 
-/* The generation of a caller that holds a writer lock (no truncation runs). */
-static unsigned writer_generation(struct sv6_inode *inode)
-{
-    return generation_of(atomic_load(&inode->truncations));
-}
-
-/* Under the core's writer lock: the end of a write past the length goes on
- * the core's own line, and the inode on the core's grown list for the tick. */
-static void grow_end(struct sv6_inode *inode, unsigned core, uint64_t new_end,
-                     unsigned generation)
-{
-    struct inode_end *own = &inode->ends[core];
-    if (new_end <= valid_end(atomic_load(&own->end), generation))
-        return;
-    atomic_store(&own->end, make_line(new_end, generation));
-    if (own->queued)
-        return;
-    own->queued = true;
-    struct sv6_world *w = inode->world;
-    refcache_inc(&w->rc, &inode->ref); /* the list's, dropped by the tick */
-    struct grown_list *list = &w->grown[core];
-    pthread_mutex_lock(&list->lock);
-    own->next_grown = list->head;
-    list->head = inode;
-    pthread_mutex_unlock(&list->lock);
-}
-
 uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
                          bool extend)
 {
     unsigned core = sv6_core();
     pthread_mutex_lock(&inode->writers[core].lock);
-    /* No truncation runs while the lock is held, so the length reads once. */
-    unsigned generation = writer_generation(inode);
-    uint64_t length = extend ? 0 : length_reaching(inode, off + n, generation);
+    /* No truncation runs while the lock is held, so the length reads once.  A
+     * write that extends reads no length: it writes only its own pages' slots
+     * and ends, none of which a call past its end reads. */
+    uint64_t length =
+        extend ? 0 : length_from(inode, off / SV6_PAGE_SIZE, saturating_end(off, n));
     size_t count = extend ? n : bytes_inside(length, off, n);
     /* page_write only reads the bytes it is given. */
     each_page_part(off, count, (unsigned char *)buf, page_write, inode);
-    /* After the pages: a reader that sees the new end finds them.  A write
-     * that base or the core's own end already covers writes no end; it reads
-     * no other core's end, so it shares nothing with their writes past the
-     * end. */
-    if (extend && valid_end(atomic_load(&inode->base), generation) < off + count)
-        grow_end(inode, core, off + count, generation);
     pthread_mutex_unlock(&inode->writers[core].lock);
     return length;
-}
-
-/* Holding every writer lock: base becomes the length, so later calls find
- * their proof there, and the inode leaves core's grown list. */
-static void fold_ends(struct sv6_inode *inode, unsigned core)
-{
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        pthread_mutex_lock(&inode->writers[c].lock);
-    unsigned generation = writer_generation(inode);
-    uint64_t line = make_line(length_reaching(inode, UINT64_MAX, generation), generation);
-    if (line != atomic_load(&inode->base))
-        atomic_store(&inode->base, line);
-    inode->ends[core].queued = false;
-    for (unsigned c = SV6_NCORES; c-- > 0;)
-        pthread_mutex_unlock(&inode->writers[c].lock);
-}
-
-void sv6_fold_grown_lengths(struct sv6_world *w)
-{
-    for (unsigned core = 0; core < SV6_NCORES; core++) {
-        struct grown_list *list = &w->grown[core];
-        pthread_mutex_lock(&list->lock);
-        struct sv6_inode *inode = list->head;
-        list->head = NULL;
-        pthread_mutex_unlock(&list->lock);
-        while (inode) {
-            /* Read before it leaves the list: a writer may queue it again. */
-            struct sv6_inode *next = inode->ends[core].next_grown;
-            fold_ends(inode, core);
-            refcache_dec(&w->rc, &inode->ref);
-            inode = next;
-        }
-    }
 }
 
 static void drop_page(uint64_t page, void *value, void *arg)
 {
     struct sv6_inode *inode = arg;
     if (radix_replace(&inode->pages, page, value, NULL))
-        ebr_retire(&((struct file_page *)value)->ebr, page_free);
+        ebr_retire(&((struct page_holder *)value)->ebr, holder_free);
 }
 
 /* Inside an EBR section: no writer runs meanwhile (every core's writer lock
- * is held) and readers that overlap it read again. */
+ * is held) and readers that overlap it read again.  It empties the page slots,
+ * which is all there is of the length. */
 static void truncate_to_zero(struct sv6_inode *inode)
 {
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_lock(&inode->writers[c].lock);
-    uint64_t truncations = atomic_fetch_add(&inode->truncations, 1) + 1;
-    /* The new generation makes every length line's end count as 0.  Only
-     * when generations wrap around are the lines cleared, so that no line of
-     * an old generation can pass for one of the new. */
-    if (generation_of(truncations + 1) == 0)
-        for (unsigned i = 0; i < LENGTH_LINES; i++)
-            atomic_store(length_line(inode, 0, i), 0);
+    atomic_fetch_add(&inode->truncations, 1);
     radix_each(&inode->pages, drop_page, inode);
     atomic_fetch_add(&inode->truncations, 1);
     for (unsigned c = SV6_NCORES; c-- > 0;)
@@ -547,14 +449,16 @@ static void truncate_to_zero(struct sv6_inode *inode)
 }
 
 /* Whether f's offset lies at or past the end of its file at some moment of the
- * call, found without off_lock: a read there returns 0 and writes nothing (not
- * the lock either), so two of them, or one and an lseek that fails or stays,
- * share no written byte.  False when it may not (the read takes the lock). */
+ * call, found without off_lock (and, with no page from the offset's page up,
+ * without the truncation count): a read there returns 0 and writes nothing
+ * (not the lock either), so two of them, or one and an lseek that fails or
+ * stays, share no written byte.  False when it may not (the read takes the
+ * lock). */
 static bool offset_past_end(struct sv6_file *f)
 {
     uint64_t changes = atomic_load(&f->off_changes);
     uint64_t off = atomic_load(&f->off);
-    return changes % 2 == 0 && length_bound_below(f->inode, off) != UINT64_MAX &&
+    return changes % 2 == 0 && sv6_inode_length_reaching(f->inode, off + 1) <= off &&
            atomic_load(&f->off_changes) == changes;
 }
 

@@ -114,6 +114,29 @@ void *radix_get(struct radix *r, uint64_t key)
     return node ? value_of(atomic_load(&node->slots[index_at(key, RADIX_LEVELS - 1)])) : NULL;
 }
 
+/* The first value below node (at level) whose key is >= *key, with *key set
+ * to that key; NULL if none.  It reads only slots at or after *key's index on
+ * each level, so it shares nothing with writers of smaller keys. */
+static void *next_below(struct radix_node *node, unsigned level, uint64_t *key)
+{
+    unsigned shift = RADIX_BITS * (RADIX_LEVELS - 1 - level);
+    uint64_t above = *key >> shift >> RADIX_BITS << RADIX_BITS << shift;
+    for (unsigned i = index_at(*key, level); i < RADIX_FANOUT; i++) {
+        void *child = value_of(atomic_load(&node->slots[i]));
+        if (child && level + 1 < RADIX_LEVELS)
+            child = next_below(child, level + 1, key);
+        if (child)
+            return child;
+        *key = above | (uint64_t)(i + 1) << shift; /* the next slot's first key */
+    }
+    return NULL;
+}
+
+void *radix_next(struct radix *r, uint64_t *key)
+{
+    return *key >> RADIX_KEY_BITS ? NULL : next_below(r->root, 0, key);
+}
+
 /* What slot holds, waiting while a pruner claims node; CLAIMED when node died
  * (the caller starts again from the root). */
 static void *settled(struct radix_node *node, _Atomic(void *) *slot)

@@ -3,12 +3,11 @@
  *
  * References (refcache objects, so that taking and dropping them writes only
  * the caller's core cache):
- *   inode->ref  one per directory entry naming it, per open file, per mapped page,
- *               and one while on a core's grown list (until the tick);
+ *   inode->ref  one per directory entry naming it, per open file, per mapped page;
  *   file->ref   one per fd slot holding it (spawned children share files);
  *   pipe->ends  its two files (a plain atomic: it changes twice in a pipe's life).
- * A file page replaced by a writer or a truncation is freed after an EBR grace
- * period: readers copy it without a lock.
+ * A file page replaced by a writer or dropped by a truncation is freed after an
+ * EBR grace period: readers copy it without a lock.
  * inode->nlink is a refcache counter, never freed: link and unlink on different
  * cores add to their own caches; fstat reads it with the consistent read.
  *
@@ -38,20 +37,11 @@ struct ino_counter {
     SV6_ALIGNED _Atomic uint64_t next;
 };
 
-/* A core's inodes whose ends grew since the last tick (linked through their
- * ends[core].next_grown), each holding a reference until the tick folds its
- * ends into its base length. */
-struct grown_list {
-    SV6_ALIGNED pthread_mutex_t lock;
-    struct sv6_inode *head;
-};
-
 struct sv6_world {
     struct refcache rc;
     struct dir_ops names_own_inodes; /* entries hold inode references */
     struct dir root;
     struct ino_counter inos[SV6_NCORES]; /* per core: creates share no counter */
-    struct grown_list grown[SV6_NCORES];
     bool shared_nlink; /* SV6_WORLD_SHARED_NLINK */
     pthread_t ticker;
     bool has_ticker;
@@ -62,35 +52,39 @@ struct writer_lock {
     SV6_ALIGNED pthread_mutex_t lock;
 };
 
-struct inode_end {
-    SV6_ALIGNED _Atomic uint64_t end; /* and its generation; under the core's writer lock */
-    bool queued; /* on its core's grown list; under the writer lock */
-    struct sv6_inode *next_grown;
-};
-
 struct sv6_inode {
     struct refcache_obj ref;
     struct refcache_obj nlink;
     SV6_ALIGNED _Atomic int64_t shared_nlink; /* instead, with SV6_WORLD_SHARED_NLINK */
     struct sv6_world *world;
     uint64_t ino;
-    /* File data: page number -> struct file_page (fs.c), each page replaced
-     * as a whole by its writers, so calls on different pages share nothing. */
+    /* File data and length: page number -> struct page_holder (fs.c), the
+     * page's bytes (replaced as a whole by its writers) and where its written
+     * bytes end.  The length is where the highest page ends, so calls on
+     * different pages share nothing, a write past the end included, and a
+     * call past the end reads only the slots from its page up. */
     struct radix pages;
-    /* The length is the largest of base and the ends written by each core in
-     * the current generation (one per truncation; fs.c packs an end and its
-     * generation in one word): a write past the end changes only its core's
-     * line, so two such writes on different cores share nothing, and a
-     * truncation writes none of them.  The tick folds the ends into base,
-     * which only it writes, so a call that needs "length >= x" usually finds
-     * the proof on that one line. */
-    SV6_ALIGNED _Atomic uint64_t base;
-    struct inode_end ends[SV6_NCORES];
     /* Twice the truncations so far, plus one while one runs: readers of the
      * file's data read again when it changed. */
     SV6_ALIGNED _Atomic uint64_t truncations;
     /* A writer holds its core's lock; a truncation holds every core's. */
     struct writer_lock writers[SV6_NCORES];
+};
+
+/* What a slot of inode->pages holds while its page exists (from the page's
+ * first write to the next truncation).  The file's length is where its
+ * highest page's end lies (page * SV6_PAGE_SIZE + end; the pages below it are
+ * inside the file, holes included): so a write writes only its own pages'
+ * slots and ends, and a call that asks whether the file has a byte at or past
+ * offset o reads only the slots from o's page up.  end and bytes are on lines
+ * of their own: finding the length reads nothing that a writer inside the
+ * page's end (which swaps bytes only) writes. */
+struct file_page; /* a page's bytes, never changed once published (fs.c) */
+
+struct page_holder {
+    struct ebr_node ebr;
+    SV6_ALIGNED _Atomic uint64_t end; /* where the page's written bytes end; only grows */
+    SV6_ALIGNED struct file_page *_Atomic bytes;
 };
 
 /* A pipe is a queue of chunks (fs.c) with a lock at each end, as in Michael
@@ -154,23 +148,21 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
 #define SV6_FILE_MAX ((1ull << RADIX_KEY_BITS) * SV6_PAGE_SIZE)
 /* Inside an EBR section: bytes [off, off + n) that lie below the file's length
  * into buf, the rest zeros; returns that length, or when it reaches off + n
- * any length >= off + n (sv6_inode_length_reaching), or when the file ends at
- * or before the start of off's page a bound on the length no greater than
- * that start.  Each page is read whole, at one moment, without a lock and
- * writing nothing. */
+ * any length >= off + n, or with no page from off's page up that page's start
+ * (sv6_inode_length_reaching).  Each page is read whole, at one moment,
+ * without a lock and writing nothing. */
 uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off);
-/* The file's length (reads every core's end; read again across a truncation). */
+/* The file's length (reads every page slot; read again across a truncation). */
 uint64_t sv6_inode_length(struct sv6_inode *inode);
-/* The file's length if it is below need, else some length >= need: reads
- * base, then the caller's core's end, then the others until one reaches need. */
+/* Inside an EBR section: with no page of the file from need - 1's page up,
+ * that page's start (the length is at or below it; found without reading the
+ * truncation count); else the length if it is below need, else some length
+ * >= need.  It reads only the slots from that page up. */
 uint64_t sv6_inode_length_reaching(struct sv6_inode *inode, uint64_t need);
-/* The tick's part: folds the ends of the inodes that grew into their base
- * lengths and drops the grown lists' references (also at world destroy). */
-void sv6_fold_grown_lengths(struct sv6_world *w);
 /* Inside an EBR section: writes buf at off (off + n <= SV6_FILE_MAX), all of
- * it and growing the length when extend (returns 0: it reads no other core's
- * end), else only the bytes below the length (returns that length, or as
- * sv6_inode_read some length >= off + n). */
+ * it and growing the length when extend (returns 0: it reads no length),
+ * else only the bytes below the length (returns that length, or as
+ * sv6_inode_read some length >= off + n, or off's page start). */
 uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uint64_t off,
                          bool extend);
 /* Frees a pipe that no one can reach any more, with its unread data. */

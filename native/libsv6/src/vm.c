@@ -272,8 +272,10 @@ static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, si
     }
     struct sv6_inode *inode = m->inode;
     uint64_t start = m->file_page * SV6_PAGE_SIZE, at = start + in_page;
-    if (write && start >= sv6_inode_length(inode))
-        return SV6_SIGBUS; /* wholly past the end: decided without a writer lock */
+    /* Wholly past the end: decided without a writer lock, from the slots of
+     * this page and the file's pages above it only. */
+    if (write && sv6_inode_length_reaching(inode, start + 1) <= start)
+        return SV6_SIGBUS;
     /* Bytes past the end in the file's last page are not part of the file:
      * they read as zeros and writes to them are lost. */
     uint64_t length = write ? sv6_inode_write(inode, buf, n, at, false)

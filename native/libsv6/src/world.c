@@ -42,8 +42,6 @@ struct sv6_inode *sv6_new_inode(struct sv6_world *w)
     radix_init(&inode->pages);
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_init(&inode->writers[c].lock, NULL);
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        atomic_init(&inode->ends[c].end, 0);
     atomic_init(&inode->truncations, 0);
     return inode;
 }
@@ -115,8 +113,6 @@ struct sv6_world *sv6_world_create(unsigned flags)
     w->names_own_inodes = (struct dir_ops){.hold = inode_hold, .drop = inode_drop, .ctx = w};
     dir_init(&w->root, &w->names_own_inodes);
     atomic_init(&w->stop, false);
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        pthread_mutex_init(&w->grown[c].lock, NULL);
     w->shared_nlink = flags & SV6_WORLD_SHARED_NLINK;
     w->has_ticker = ticker;
     if (ticker && pthread_create(&w->ticker, NULL, ticker_main, w) != 0)
@@ -126,7 +122,6 @@ struct sv6_world *sv6_world_create(unsigned flags)
 
 void sv6_world_tick(struct sv6_world *w)
 {
-    sv6_fold_grown_lengths(w);
     refcache_tick(&w->rc);
     /* Leaving a section runs the release callbacks whose grace period ended. */
     ebr_enter();
@@ -146,11 +141,8 @@ void sv6_world_destroy(struct sv6_world *w)
     }
     ebr_drain(); /* entries unlinked earlier drop their references */
     dir_destroy(&w->root);
-    sv6_fold_grown_lengths(w); /* drops the grown lists' references */
     refcache_quiesce(&w->rc);
     refcache_destroy(&w->rc);
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        pthread_mutex_destroy(&w->grown[c].lock);
     free(w);
 }
 

@@ -214,16 +214,9 @@ static void check_spawn_and_sockets(struct sv6_proc *p0)
     CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, sock) == 0, "close");
 }
 
-/* The length lines of the file at fd: base, then every core's end (each an end
- * and its generation, as fs.c packs them). */
-static void length_lines(struct sv6_proc *p, int fd, uint64_t lines[SV6_NCORES + 1])
+static struct sv6_inode *inode_of(struct sv6_proc *p, int fd)
 {
-    ebr_enter();
-    struct sv6_inode *inode = sv6_file_at(p, fd)->inode;
-    lines[0] = atomic_load(&inode->base);
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        lines[c + 1] = atomic_load(&inode->ends[c].end);
-    ebr_exit();
+    return sv6_file_at(p, fd)->inode; /* the fd keeps it alive */
 }
 
 static uint64_t size_of(struct sv6_proc *p, int fd)
@@ -233,49 +226,51 @@ static uint64_t size_of(struct sv6_proc *p, int fd)
     return st.size;
 }
 
-/* Which length lines each call writes: a write inside the length that base
- * proves writes none, a write past it only its core's end, a truncation none
- * (until the generations wrap around); and the length stays exact through it
- * all, also when generations wrap around. */
-static void check_length(struct sv6_world *w, struct sv6_proc *p0)
+/* Which words the length is made of and who writes them: a write past the end
+ * writes nothing of the inode but its own page's slot (the slots of the pages
+ * below it stay), a write inside a page's end swaps the page's bytes and
+ * leaves its end, and a read past the end reads no slot below its page (a
+ * planted holder below it, whose end would reach past the read, is not
+ * seen).  The length stays exact through truncations. */
+static void check_length(struct sv6_proc *p0)
 {
     static char page[PAGE];
     char byte;
-    uint64_t before[SV6_NCORES + 1], after[SV6_NCORES + 1];
     sv6_core_set(1);
     int fd = sv6_open(p0, "len", O_CREAT);
     for (int i = 0; i < 3; i++)
         CHECK(sv6_pwrite(p0, fd, page, PAGE, i * PAGE) == PAGE, "fill page %d", i);
-    sv6_world_tick(w); /* folds core 1's end into base */
-    length_lines(p0, fd, before);
-    CHECK((before[0] & ((1ull << 49) - 1)) == 3 * PAGE, "the tick folds the end into base");
+    ebr_enter();
+    struct sv6_inode *inode = inode_of(p0, fd);
+    static struct sv6_inode before;
+    memcpy(&before, inode, sizeof before);
+    struct page_holder *below[3];
+    for (unsigned i = 0; i < 3; i++)
+        below[i] = radix_get(&inode->pages, i);
     sv6_core_set(2);
-    CHECK(sv6_pwrite(p0, fd, "x", 1, PAGE) == 1, "write inside");
-    length_lines(p0, fd, after);
-    CHECK(memcmp(before, after, sizeof before) == 0, "a write inside writes no length line");
     CHECK(sv6_pwrite(p0, fd, "y", 1, 3 * PAGE) == 1 && size_of(p0, fd) == 3 * PAGE + 1,
           "write past the end");
-    length_lines(p0, fd, after);
-    for (unsigned i = 0; i <= SV6_NCORES; i++)
-        CHECK((before[i] == after[i]) == (i != 3), "only core 2's end line changed: %u", i);
-    memcpy(before, after, sizeof before);
+    CHECK(memcmp(&before, inode, sizeof before) == 0, "a write past the end writes no inode word");
+    for (unsigned i = 0; i < 3; i++)
+        CHECK(radix_get(&inode->pages, i) == below[i], "slot %u kept", i);
+    struct page_holder *holder = radix_get(&inode->pages, 3);
+    CHECK(holder && atomic_load(&holder->end) == 1, "page 3 ends after its byte");
+    struct file_page *bytes = atomic_load(&below[1]->bytes);
+    CHECK(sv6_pwrite(p0, fd, "x", 1, PAGE + 5) == 1, "write inside");
+    CHECK(atomic_load(&below[1]->end) == PAGE && atomic_load(&below[1]->bytes) != bytes &&
+              radix_get(&inode->pages, 1) == below[1],
+          "a write inside swaps the bytes only");
+    struct page_holder planted = {.end = 2 * PAGE}; /* claims bytes up to page 6 */
+    CHECK(radix_replace(&inode->pages, 4, NULL, &planted), "plant a holder in slot 4");
+    CHECK(sv6_pread(p0, fd, &byte, 1, 5 * PAGE) == 0, "a read at page 5 reads no slot below");
+    CHECK(radix_replace(&inode->pages, 4, &planted, NULL), "take the planted holder out");
+    ebr_exit();
     int again = sv6_open(p0, "len", O_TRUNC);
-    length_lines(p0, fd, after);
-    CHECK(memcmp(before, after, sizeof before) == 0, "a truncation writes no length line");
-    CHECK(size_of(p0, fd) == 0 && sv6_pread(p0, fd, &byte, 1, PAGE) == 0, "truncated");
-    CHECK(sv6_pread(p0, fd, &byte, 1, 3 * PAGE) == 0, "read past the end, stale lines above");
-    /* Core 3's line gets 1 byte in generation 1; 2^15 truncations later the
-     * generation is 1 again, and the line must have been cleared on the way. */
-    sv6_core_set(3);
-    CHECK(sv6_pwrite(p0, fd, "z", 1, 0) == 1 && size_of(p0, fd) == 1, "the old ends count 0");
-    sv6_core_set(4);
-    for (unsigned i = 0; i < 1u << 15; i++) {
-        CHECK(i == 0 || sv6_pwrite(p0, fd, "w", 1, 0) == 1, "refill %u", i);
-        int t = sv6_open(p0, "len", O_TRUNC);
-        CHECK(t >= 0 && sv6_close(p0, t) == 0, "truncation %u", i);
-    }
-    CHECK(size_of(p0, fd) == 0, "empty after the generations wrapped around");
-    CHECK(sv6_pread(p0, fd, &byte, 1, 0) == 0, "nothing read after the wrap");
+    CHECK(size_of(p0, fd) == 0 && sv6_pread(p0, fd, &byte, 1, 0) == 0, "truncated");
+    CHECK(sv6_pwrite(p0, fd, "z", 1, 2 * PAGE + 7) == 1 && size_of(p0, fd) == 2 * PAGE + 8,
+          "a page after holes");
+    CHECK(sv6_pread(p0, fd, &byte, 1, PAGE) == 1 && byte == 0, "a hole inside reads a zero");
+    CHECK(sv6_pread(p0, fd, &byte, 1, 2 * PAGE + 8) == 0, "the end inside the last page");
     CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, again) == 0 && sv6_unlink(p0, "len") == 0,
           "clean up");
     sv6_core_set(2);
@@ -332,7 +327,7 @@ int check_posix_unit(const struct check_args *args)
     check_data(p0, p1);
     check_vm(p0, p1);
     check_spawn_and_sockets(p0);
-    check_length(w, p0);
+    check_length(p0);
     check_read_at_end(p0);
     sv6_proc_destroy(p0);
     sv6_proc_destroy(p1);

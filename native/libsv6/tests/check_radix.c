@@ -34,6 +34,14 @@ int check_radix_unit(const struct check_args *args)
     }
     for (unsigned i = 0; i < NKEYS; i++)
         CHECK(radix_get(&r, keys[i]) == &tags[0][i], "get %lu", (unsigned long)keys[i]);
+    /* The next value at or after a key, across leaves and levels. */
+    for (unsigned i = 0; i < NKEYS; i++) {
+        uint64_t from = i == 0 ? 0 : keys[i - 1] + 1, at = from;
+        CHECK(radix_next(&r, &at) == &tags[0][i] && at == keys[i], "next after %lu: %lu",
+              (unsigned long)from, (unsigned long)at);
+    }
+    uint64_t past = keys[NKEYS - 1] + 1, beyond = UINT64_MAX;
+    CHECK(radix_next(&r, &past) == NULL && radix_next(&r, &beyond) == NULL, "nothing after");
     /* 0, 1, 511 share a leaf; 512 its parent; 1<<27 and the last key apart. */
     long grown = radix_nodes(&r);
     CHECK(grown == 1 + 3 + 1 + 3 + 3, "%ld nodes", grown);

@@ -68,6 +68,12 @@ long radix_nodes(struct radix *r);
 void radix_prune_emptied(struct radix *r);
 /* Inside an EBR section: the value at key or NULL. */
 void *radix_get(struct radix *r, uint64_t key);
+/* Inside an EBR section: the value at the smallest key >= *key, with *key set
+ * to that key, or NULL (no such value).  It reads only the slots on *key's
+ * path and those after it, so a writer of a smaller key that makes no node
+ * shares nothing with it (fs.c asks this way whether a file has a page at or
+ * past a given one). */
+void *radix_next(struct radix *r, uint64_t *key);
 /* Stores value (NULL removes) and returns what was there. */
 void *radix_swap(struct radix *r, uint64_t key, void *value);
 /* Stores value only where key holds expected (NULL: nothing); false if it
