@@ -313,6 +313,11 @@ static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
         }
         memcpy(fresh->bytes + in_page, part, len);
         if (!holder) {
+            /* Marked before the page shows: the exact length never misses a
+             * page that a reader has seen. */
+            _Atomic uint64_t *mark = &inode->marks[sv6_core()].pages;
+            if (atomic_load(mark) <= page)
+                atomic_store(mark, page + 1);
             holder = sv6_zalloc(sizeof *holder);
             atomic_init(&holder->end, end);
             atomic_init(&holder->bytes, fresh);
@@ -395,9 +400,35 @@ static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, ui
     }
 }
 
+/* One past the highest page made since the last truncation (0: none). */
+static uint64_t highest_mark(struct sv6_inode *inode)
+{
+    uint64_t pages = 0;
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        uint64_t mark = atomic_load(&inode->marks[c].pages);
+        pages = mark > pages ? mark : pages;
+    }
+    return pages;
+}
+
+/* The exact length: the highest page's end, found through the marks.  A
+ * page marked but not shown yet belongs to a write still running: then the
+ * slots say what the length is. */
 uint64_t sv6_inode_length(struct sv6_inode *inode)
 {
-    return read_consistent(inode, NULL, 0, 0, UINT64_MAX);
+    for (;;) {
+        uint64_t truncations = atomic_load(&inode->truncations);
+        if (truncations % 2 == 0) {
+            uint64_t pages = highest_mark(inode);
+            struct page_holder *top = pages ? radix_get(&inode->pages, pages - 1) : NULL;
+            uint64_t length = !pages ? 0
+                              : top  ? (pages - 1) * SV6_PAGE_SIZE + atomic_load(&top->end)
+                                     : length_from(inode, 0, UINT64_MAX);
+            if (atomic_load(&inode->truncations) == truncations)
+                return length;
+        }
+        sched_yield(); /* a truncation ran meanwhile */
+    }
 }
 
 uint64_t sv6_inode_length_reaching(struct sv6_inode *inode, uint64_t need)
@@ -435,14 +466,17 @@ static void drop_page(uint64_t page, void *value, void *arg)
 }
 
 /* Inside an EBR section: no writer runs meanwhile (every core's writer lock
- * is held) and readers that overlap it read again.  It empties the page slots,
- * which is all there is of the length. */
+ * is held) and readers that overlap it read again.  It empties the page slots
+ * and clears the marks. */
 static void truncate_to_zero(struct sv6_inode *inode)
 {
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_lock(&inode->writers[c].lock);
     atomic_fetch_add(&inode->truncations, 1);
     radix_each(&inode->pages, drop_page, inode);
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        if (atomic_load(&inode->marks[c].pages) != 0)
+            atomic_store(&inode->marks[c].pages, 0);
     atomic_fetch_add(&inode->truncations, 1);
     for (unsigned c = SV6_NCORES; c-- > 0;)
         pthread_mutex_unlock(&inode->writers[c].lock);

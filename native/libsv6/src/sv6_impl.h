@@ -52,6 +52,10 @@ struct writer_lock {
     SV6_ALIGNED pthread_mutex_t lock;
 };
 
+struct page_mark {
+    SV6_ALIGNED _Atomic uint64_t pages; /* written under its core's writer lock */
+};
+
 struct sv6_inode {
     struct refcache_obj ref;
     struct refcache_obj nlink;
@@ -69,6 +73,13 @@ struct sv6_inode {
     SV6_ALIGNED _Atomic uint64_t truncations;
     /* A writer holds its core's lock; a truncation holds every core's. */
     struct writer_lock writers[SV6_NCORES];
+    /* Per core, one past the highest page it made since the last truncation
+     * (0: none): pages go only by truncation, which clears the marks, so the
+     * largest mark is one past the highest page, and the exact length is one
+     * radix lookup instead of a walk of every slot.  Only the exact length
+     * (fstat, stat, SEEK_END) reads them; a write that makes a page past its
+     * core's mark writes its core's line. */
+    struct page_mark marks[SV6_NCORES];
 };
 
 /* What a slot of inode->pages holds while its page exists (from the page's

@@ -40,8 +40,10 @@ struct sv6_inode *sv6_new_inode(struct sv6_world *w)
     inode->world = w;
     inode->ino = sv6_new_ino(w);
     radix_init(&inode->pages);
-    for (unsigned c = 0; c < SV6_NCORES; c++)
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
         pthread_mutex_init(&inode->writers[c].lock, NULL);
+        atomic_init(&inode->marks[c].pages, 0);
+    }
     atomic_init(&inode->truncations, 0);
     return inode;
 }

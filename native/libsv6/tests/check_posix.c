@@ -227,8 +227,8 @@ static uint64_t size_of(struct sv6_proc *p, int fd)
 }
 
 /* Which words the length is made of and who writes them: a write past the end
- * writes nothing of the inode but its own page's slot (the slots of the pages
- * below it stay), a write inside a page's end swaps the page's bytes and
+ * writes nothing of the inode but its core's mark and its own page's slot (the
+ * slots of the pages below it stay), a write inside a page's end swaps the page's bytes and
  * leaves its end, and a read past the end reads no slot below its page (a
  * planted holder below it, whose end would reach past the read, is not
  * seen).  The length stays exact through truncations. */
@@ -250,7 +250,12 @@ static void check_length(struct sv6_proc *p0)
     sv6_core_set(2);
     CHECK(sv6_pwrite(p0, fd, "y", 1, 3 * PAGE) == 1 && size_of(p0, fd) == 3 * PAGE + 1,
           "write past the end");
-    CHECK(memcmp(&before, inode, sizeof before) == 0, "a write past the end writes no inode word");
+    static struct sv6_inode after;
+    memcpy(&after, inode, sizeof after);
+    CHECK(atomic_load(&after.marks[2].pages) == 4, "a page past the end raises its core's mark");
+    atomic_store(&after.marks[2].pages, atomic_load(&before.marks[2].pages));
+    CHECK(memcmp(&before, &after, sizeof before) == 0,
+          "a write past the end writes no other inode word");
     for (unsigned i = 0; i < 3; i++)
         CHECK(radix_get(&inode->pages, i) == below[i], "slot %u kept", i);
     struct page_holder *holder = radix_get(&inode->pages, 3);
@@ -263,10 +268,13 @@ static void check_length(struct sv6_proc *p0)
     struct page_holder planted = {.end = 2 * PAGE}; /* claims bytes up to page 6 */
     CHECK(radix_replace(&inode->pages, 4, NULL, &planted), "plant a holder in slot 4");
     CHECK(sv6_pread(p0, fd, &byte, 1, 5 * PAGE) == 0, "a read at page 5 reads no slot below");
+    CHECK(size_of(p0, fd) == 3 * PAGE + 1, "fstat goes to the marked page, walking no slot");
     CHECK(radix_replace(&inode->pages, 4, &planted, NULL), "take the planted holder out");
     ebr_exit();
     int again = sv6_open(p0, "len", O_TRUNC);
     CHECK(size_of(p0, fd) == 0 && sv6_pread(p0, fd, &byte, 1, 0) == 0, "truncated");
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        CHECK(atomic_load(&inode->marks[c].pages) == 0, "truncation clears core %u's mark", c);
     CHECK(sv6_pwrite(p0, fd, "z", 1, 2 * PAGE + 7) == 1 && size_of(p0, fd) == 2 * PAGE + 8,
           "a page after holes");
     CHECK(sv6_pread(p0, fd, &byte, 1, PAGE) == 1 && byte == 0, "a hole inside reads a zero");
