@@ -26,6 +26,8 @@ struct slot {
 };
 
 static SV6_ALIGNED _Atomic uint64_t global_epoch = 1;
+/* Slots ever taken: 0 .. slots_used-1 (only grows, rarely written). */
+static SV6_ALIGNED _Atomic unsigned slots_used;
 static struct slot slots[MAX_THREADS];
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
@@ -34,6 +36,9 @@ struct thread_state {
     struct slot *slot;
     unsigned nesting;
     bool reclaiming; /* callbacks run by this thread may retire and exit */
+    /* The global epoch at this thread's last reclaim: until it moves, nothing
+     * more of this thread's list can have expired. */
+    uint64_t reclaimed_at;
 };
 static _Thread_local struct thread_state self;
 
@@ -62,6 +67,9 @@ static struct slot *my_slot(void)
     for (unsigned i = 0; i < MAX_THREADS; i++) {
         bool expected = false;
         if (atomic_compare_exchange_strong(&slots[i].in_use, &expected, true)) {
+            unsigned used = atomic_load(&slots_used);
+            while (used < i + 1 && !atomic_compare_exchange_weak(&slots_used, &used, i + 1))
+                ;
             self.slot = &slots[i];
             pthread_setspecific(exit_key, &self);
             return self.slot;
@@ -75,7 +83,8 @@ static struct slot *my_slot(void)
 static uint64_t try_advance(void)
 {
     uint64_t epoch = atomic_load(&global_epoch);
-    for (unsigned i = 0; i < MAX_THREADS; i++) {
+    unsigned used = atomic_load(&slots_used);
+    for (unsigned i = 0; i < used; i++) {
         uint64_t announced = atomic_load(&slots[i].announced);
         if ((announced & 1) && (announced >> 1) != epoch)
             return epoch;
@@ -141,8 +150,15 @@ void ebr_exit(void)
         return;
     struct slot *slot = self.slot;
     atomic_store(&slot->announced, 0);
-    if (!self.reclaiming && atomic_load(&slot->pending) >= RECLAIM_BATCH)
-        run(take_expired(slot, UINT64_MAX, try_advance()));
+    if (self.reclaiming || atomic_load(&slot->pending) < RECLAIM_BATCH)
+        return;
+    /* While another thread's section holds the epoch back, the list stays
+     * long: walk it again only once the epoch has moved. */
+    uint64_t epoch = try_advance();
+    if (epoch != self.reclaimed_at) {
+        self.reclaimed_at = epoch;
+        run(take_expired(slot, UINT64_MAX, epoch));
+    }
 }
 
 void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))
