@@ -12,7 +12,7 @@ void refcache_init(struct refcache *rc)
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
         pthread_mutex_init(&core->lock, NULL);
-        core->review = NULL;
+        core->review = core->review_tail = NULL;
         atomic_init(&core->waiting, 0);
         atomic_init(&core->used, 0);
         atomic_init(&core->flushed, 0);
@@ -61,6 +61,17 @@ static unsigned slot_index(const struct refcache_obj *obj)
     return (unsigned)((bits ^ bits >> 8) % REFCACHE_SLOTS);
 }
 
+/* Under core->lock: obj at the end of the core's review list. */
+static void append_review(struct refcache_core *core, struct refcache_obj *obj)
+{
+    obj->review_next = NULL;
+    if (core->review_tail)
+        core->review_tail->review_next = obj;
+    else
+        core->review = obj;
+    core->review_tail = obj;
+}
+
 /* Under core->lock: queue obj, whose global count is now zero, for review. */
 static void queue_review(struct refcache *rc, struct refcache_core *core,
                          struct refcache_obj *obj)
@@ -72,8 +83,7 @@ static void queue_review(struct refcache *rc, struct refcache_core *core,
          * set dirty again; clearing here starts the window at t0. */
         atomic_store(&obj->dirty, false);
         obj->review_epoch = atomic_load(&rc->epoch);
-        obj->review_next = core->review;
-        core->review = obj;
+        append_review(core, obj);
         atomic_fetch_add(&core->waiting, 1);
     }
     pthread_mutex_unlock(&obj->review_lock);
@@ -222,25 +232,23 @@ static bool review(struct refcache *rc, struct refcache_obj *obj, uint64_t epoch
 }
 
 /* Under core->lock: reviews the objects of its list whose two epochs have
- * passed.  review_epoch is written under review_lock by queue_review, which
- * only runs for objects not queued, and by review, which runs only here, so
- * reading it under the core lock is safe. */
+ * passed: a prefix, as the list is in epoch order (one that must wait again
+ * goes to the end with the current epoch).  review_epoch is written under
+ * review_lock by queue_review, which only runs for objects not queued, and by
+ * review, which runs only here, so reading it under the core lock is safe. */
 static void review_due(struct refcache *rc, struct refcache_core *core)
 {
     uint64_t epoch = atomic_load(&rc->epoch);
-    struct refcache_obj *list = core->review, *keep = NULL;
-    unsigned waiting = 0;
-    while (list) {
-        struct refcache_obj *obj = list;
-        list = obj->review_next;
-        if (obj->review_epoch + 2 > epoch || !review(rc, obj, epoch)) {
-            obj->review_next = keep;
-            keep = obj;
-            waiting++;
-        }
+    struct refcache_obj *obj;
+    while ((obj = core->review) && obj->review_epoch + 2 <= epoch) {
+        core->review = obj->review_next;
+        if (!core->review)
+            core->review_tail = NULL;
+        if (review(rc, obj, epoch))
+            atomic_fetch_sub(&core->waiting, 1);
+        else
+            append_review(core, obj);
     }
-    core->review = keep;
-    atomic_store(&core->waiting, waiting);
 }
 
 /* Under core->lock: moves every cached delta into its object, in the current

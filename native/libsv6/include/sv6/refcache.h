@@ -87,9 +87,11 @@ struct refcache_slot {
 
 struct refcache_core {
     SV6_ALIGNED pthread_mutex_t lock;
-    /* Objects that reached zero in this core's flushes, waiting for review;
-     * `waiting` counts them (read without the lock by a core ending an epoch). */
-    struct refcache_obj *review;
+    /* Objects that reached zero in this core's flushes, waiting for review,
+     * oldest first: queued in epoch order, so a tick stops at the first one
+     * not yet due.  `waiting` counts them (read without the lock by a core
+     * ending an epoch). */
+    struct refcache_obj *review, *review_tail;
     _Atomic unsigned waiting;
     _Atomic unsigned used;     /* slots holding an object */
     _Atomic uint64_t flushed;  /* the epoch of this core's last flush */
