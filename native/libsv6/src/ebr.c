@@ -21,7 +21,10 @@ struct slot {
     SV6_ALIGNED _Atomic uint64_t announced; /* epoch << 1 | 1 inside, 0 outside */
     atomic_bool in_use;
     pthread_mutex_t lock;
-    struct ebr_node *retired; /* newest first, under lock */
+    /* Oldest first, under lock: one thread retires onto its slot, so epochs
+     * never decrease along it and what has expired is a prefix. */
+    struct ebr_node *retired;
+    struct ebr_node **retired_end; /* the link after the newest */
     _Atomic unsigned pending; /* length of retired; read without the lock */
 };
 
@@ -51,8 +54,10 @@ static void on_thread_exit(void *unused)
 
 static void setup(void)
 {
-    for (unsigned i = 0; i < MAX_THREADS; i++)
+    for (unsigned i = 0; i < MAX_THREADS; i++) {
         pthread_mutex_init(&slots[i].lock, NULL);
+        slots[i].retired_end = &slots[i].retired;
+    }
     if (pthread_key_create(&exit_key, on_thread_exit) != 0) {
         fprintf(stderr, "ebr: pthread_key_create failed\n");
         abort();
@@ -97,21 +102,23 @@ static uint64_t try_advance(void)
  * grace period is over at `epoch`. */
 static struct ebr_node *take_expired(struct slot *slot, uint64_t upto, uint64_t epoch)
 {
-    struct ebr_node *expired = NULL;
     pthread_mutex_lock(&slot->lock);
-    for (struct ebr_node **link = &slot->retired; *link;) {
-        struct ebr_node *node = *link;
-        if (node->epoch <= upto && node->epoch + 2 <= epoch) {
-            *link = node->next;
-            node->next = expired;
-            expired = node;
-            atomic_fetch_sub(&slot->pending, 1);
-        } else {
-            link = &node->next;
-        }
+    struct ebr_node *expired = slot->retired, *node;
+    struct ebr_node **end = &slot->retired; /* the link ending the expired prefix */
+    unsigned count = 0;
+    while ((node = *end) && node->epoch <= upto && node->epoch + 2 <= epoch) {
+        end = &node->next;
+        count++;
+    }
+    if (count > 0) {
+        *end = NULL;
+        slot->retired = node;
+        if (!node)
+            slot->retired_end = &slot->retired;
+        atomic_fetch_sub(&slot->pending, count);
     }
     pthread_mutex_unlock(&slot->lock);
-    return expired;
+    return count > 0 ? expired : NULL;
 }
 
 /* No lock held: callbacks may retire more (onto this thread's slot). */
@@ -167,8 +174,9 @@ void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))
     node->reclaim = reclaim;
     node->epoch = atomic_load(&global_epoch);
     pthread_mutex_lock(&slot->lock);
-    node->next = slot->retired;
-    slot->retired = node;
+    node->next = NULL;
+    *slot->retired_end = node;
+    slot->retired_end = &node->next;
     atomic_fetch_add(&slot->pending, 1);
     pthread_mutex_unlock(&slot->lock);
 }
