@@ -11,7 +11,9 @@
 #include <stdlib.h>
 
 #define MAX_THREADS 256
-/* Reclaim once this many callbacks wait: amortizes the scan of all slots. */
+/* Try to reclaim once this many more callbacks wait than after the last try:
+ * amortizes the scan of every thread's slot, whose announcements those threads
+ * keep writing. */
 #define RECLAIM_BATCH 64
 
 /* One per thread.  The retired list stays in the slot when its thread exits
@@ -39,9 +41,10 @@ struct thread_state {
     struct slot *slot;
     unsigned nesting;
     bool reclaiming; /* callbacks run by this thread may retire and exit */
-    /* The global epoch at this thread's last reclaim: until it moves, nothing
-     * more of this thread's list can have expired. */
-    uint64_t reclaimed_at;
+    /* Pending count at which this thread tries to reclaim next.  While
+     * another thread's section holds the epoch back, a try reclaims little:
+     * trying again at every exit would read that thread's slot each time. */
+    unsigned reclaim_at;
 };
 static _Thread_local struct thread_state self;
 
@@ -157,15 +160,13 @@ void ebr_exit(void)
         return;
     struct slot *slot = self.slot;
     atomic_store(&slot->announced, 0);
-    if (self.reclaiming || atomic_load(&slot->pending) < RECLAIM_BATCH)
+    unsigned pending = atomic_load(&slot->pending);
+    if (pending < self.reclaim_at) /* an ebr_drain ran this list meanwhile */
+        self.reclaim_at = pending;
+    if (self.reclaiming || pending < self.reclaim_at + RECLAIM_BATCH)
         return;
-    /* While another thread's section holds the epoch back, the list stays
-     * long: walk it again only once the epoch has moved. */
-    uint64_t epoch = try_advance();
-    if (epoch != self.reclaimed_at) {
-        self.reclaimed_at = epoch;
-        run(take_expired(slot, UINT64_MAX, epoch));
-    }
+    run(take_expired(slot, UINT64_MAX, try_advance()));
+    self.reclaim_at = atomic_load(&slot->pending);
 }
 
 void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))
