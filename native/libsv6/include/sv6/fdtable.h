@@ -38,13 +38,14 @@ struct fdtable_part {
     /* O_ANYFD partitions: where the owning core's next search starts (any
      * free fd will do there); only that core's allocations write it. */
     _Atomic unsigned next;
-    /* Every slot ever filled lies below it (raised before a slot is taken, so
-     * rarely written): fdtable_each scans only that far, and a short-lived
-     * process (a spawned child with a few fds) costs a few lines to tear down,
-     * not FDTABLE_PART_SIZE slots per partition. */
-    _Atomic unsigned bound;
     /* Held by remove, visit and each: a slot's value stays while it is held. */
     SV6_ALIGNED pthread_mutex_t lock;
+    /* Every slot ever filled lies below it (raised before a slot is taken):
+     * fdtable_each scans only that far, so a short-lived process (a spawned
+     * child with a few fds) costs a few lines to tear down, not
+     * FDTABLE_PART_SIZE slots per partition.  On a line of its own: an open
+     * that raises it writes nothing a lookup or a close reads. */
+    SV6_ALIGNED _Atomic unsigned bound;
 };
 
 struct fdtable {
