@@ -423,8 +423,6 @@ int check_refcache_stress(const struct check_args *args)
     struct stress *s = calloc(1, sizeof *s);
     CHECK(s, "out of memory");
     s->rc = new_refcache();
-    /* The workers tick their own cores as well, racing the ticker's full ticks. */
-    s->rc->self_ticking = true;
     s->ticker_index = args->threads; /* threads workers plus the ticker */
     for (unsigned i = 0; i < ANCHORS; i++) {
         pthread_mutex_init(&s->anchors[i].lock, NULL);
@@ -440,6 +438,8 @@ int check_refcache_stress(const struct check_args *args)
     }
     char reads_report[128];
     check_consistent_reads(args, s->rc, reads_report, sizeof reads_report);
+    /* The workers tick their own cores as well, racing the ticker's full ticks. */
+    s->rc->self_ticking = true;
     check_run_threads(args->threads + 1, args->seconds / 2, stress_body, s);
     for (unsigned i = 0; i < 64; i++) {
         struct thing *t = atomic_load(&s->mailbox[i]);

@@ -107,8 +107,8 @@ struct refcache {
     SV6_ALIGNED _Atomic uint64_t epoch;
     SV6_ALIGNED _Atomic long releasing; /* handed to EBR, release not yet run */
     SV6_ALIGNED _Atomic uint64_t consistent_retries; /* for tests and docs */
-    /* Read-only once running, on a line no counter writes (every add reads it).
-     * Set after refcache_init, before any other call. */
+    /* Set after refcache_init, while no other thread uses the refcache; on a
+     * line no counter writes (every add reads it). */
     SV6_ALIGNED bool self_ticking;
     /* NULL, or called by refcache_tick after each core's flush (no core lock
      * held): lets a test move references between cores in the middle of a
