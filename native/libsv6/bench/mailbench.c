@@ -40,7 +40,7 @@ static void process_setup(struct hc_run *run)
         hc_fail("out of memory");
     s->commutative = strcmp(run->mode, "commutative") == 0;
     s->open_flags = s->commutative ? SV6_O_ANYFD : 0;
-    s->world = sv6_world_create(SV6_WORLD_TICKER);
+    s->world = sv6_world_create(SV6_WORLD_SELF_TICK);
     s->qman = sv6_proc_create(s->world);
     s->qman_sock = sv6_socket(s->qman, s->commutative, 0);
     const struct sv6_spawn_fd pass[] = {{s->qman_sock, CHILD_SOCKET}};

@@ -27,7 +27,7 @@ static void process_setup(struct hc_run *run)
     if (!s)
         hc_fail("out of memory");
     s->flags = strcmp(run->mode, "anyfd") == 0 ? SV6_O_ANYFD : 0;
-    s->world = sv6_world_create(SV6_WORLD_TICKER);
+    s->world = sv6_world_create(SV6_WORLD_SELF_TICK);
     s->proc = sv6_proc_create(s->world);
     for (int i = 0; i < run->workers; i++) {
         char name[32];

@@ -36,7 +36,7 @@ static void process_setup(struct hc_run *run)
         hc_fail("out of memory");
     bool shared = strcmp(run->mode, "fstat-shared") == 0;
     s->statx = strcmp(run->mode, "fstatx") == 0;
-    s->world = sv6_world_create(SV6_WORLD_TICKER | (shared ? SV6_WORLD_SHARED_NLINK : 0));
+    s->world = sv6_world_create(SV6_WORLD_SELF_TICK | (shared ? SV6_WORLD_SHARED_NLINK : 0));
     s->proc = sv6_proc_create(s->world);
     s->fd = sv6_open(s->proc, "file", O_CREAT);
     if (s->fd < 0)

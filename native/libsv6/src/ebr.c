@@ -11,7 +11,9 @@
 #include <stdlib.h>
 
 #define MAX_THREADS 256
-/* Reclaim once this many callbacks wait: amortizes the scan of all slots. */
+/* Try to reclaim once this many more callbacks wait than after the last try:
+ * amortizes the scan of every thread's slot, whose announcements those threads
+ * keep writing. */
 #define RECLAIM_BATCH 64
 
 /* One per thread.  The retired list stays in the slot when its thread exits
@@ -21,11 +23,16 @@ struct slot {
     SV6_ALIGNED _Atomic uint64_t announced; /* epoch << 1 | 1 inside, 0 outside */
     atomic_bool in_use;
     pthread_mutex_t lock;
-    struct ebr_node *retired; /* newest first, under lock */
+    /* Oldest first, under lock: one thread retires onto its slot, so epochs
+     * never decrease along it and what has expired is a prefix. */
+    struct ebr_node *retired;
+    struct ebr_node **retired_end; /* the link after the newest */
     _Atomic unsigned pending; /* length of retired; read without the lock */
 };
 
 static SV6_ALIGNED _Atomic uint64_t global_epoch = 1;
+/* Slots ever taken: 0 .. slots_used-1 (only grows, rarely written). */
+static SV6_ALIGNED _Atomic unsigned slots_used;
 static struct slot slots[MAX_THREADS];
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
@@ -34,6 +41,10 @@ struct thread_state {
     struct slot *slot;
     unsigned nesting;
     bool reclaiming; /* callbacks run by this thread may retire and exit */
+    /* Pending count at which this thread tries to reclaim next.  While
+     * another thread's section holds the epoch back, a try reclaims little:
+     * trying again at every exit would read that thread's slot each time. */
+    unsigned reclaim_at;
 };
 static _Thread_local struct thread_state self;
 
@@ -46,8 +57,10 @@ static void on_thread_exit(void *unused)
 
 static void setup(void)
 {
-    for (unsigned i = 0; i < MAX_THREADS; i++)
+    for (unsigned i = 0; i < MAX_THREADS; i++) {
         pthread_mutex_init(&slots[i].lock, NULL);
+        slots[i].retired_end = &slots[i].retired;
+    }
     if (pthread_key_create(&exit_key, on_thread_exit) != 0) {
         fprintf(stderr, "ebr: pthread_key_create failed\n");
         abort();
@@ -62,6 +75,9 @@ static struct slot *my_slot(void)
     for (unsigned i = 0; i < MAX_THREADS; i++) {
         bool expected = false;
         if (atomic_compare_exchange_strong(&slots[i].in_use, &expected, true)) {
+            unsigned used = atomic_load(&slots_used);
+            while (used < i + 1 && !atomic_compare_exchange_weak(&slots_used, &used, i + 1))
+                ;
             self.slot = &slots[i];
             pthread_setspecific(exit_key, &self);
             return self.slot;
@@ -75,7 +91,8 @@ static struct slot *my_slot(void)
 static uint64_t try_advance(void)
 {
     uint64_t epoch = atomic_load(&global_epoch);
-    for (unsigned i = 0; i < MAX_THREADS; i++) {
+    unsigned used = atomic_load(&slots_used);
+    for (unsigned i = 0; i < used; i++) {
         uint64_t announced = atomic_load(&slots[i].announced);
         if ((announced & 1) && (announced >> 1) != epoch)
             return epoch;
@@ -88,21 +105,23 @@ static uint64_t try_advance(void)
  * grace period is over at `epoch`. */
 static struct ebr_node *take_expired(struct slot *slot, uint64_t upto, uint64_t epoch)
 {
-    struct ebr_node *expired = NULL;
     pthread_mutex_lock(&slot->lock);
-    for (struct ebr_node **link = &slot->retired; *link;) {
-        struct ebr_node *node = *link;
-        if (node->epoch <= upto && node->epoch + 2 <= epoch) {
-            *link = node->next;
-            node->next = expired;
-            expired = node;
-            atomic_fetch_sub(&slot->pending, 1);
-        } else {
-            link = &node->next;
-        }
+    struct ebr_node *expired = slot->retired, *node;
+    struct ebr_node **end = &slot->retired; /* the link ending the expired prefix */
+    unsigned count = 0;
+    while ((node = *end) && node->epoch <= upto && node->epoch + 2 <= epoch) {
+        end = &node->next;
+        count++;
+    }
+    if (count > 0) {
+        *end = NULL;
+        slot->retired = node;
+        if (!node)
+            slot->retired_end = &slot->retired;
+        atomic_fetch_sub(&slot->pending, count);
     }
     pthread_mutex_unlock(&slot->lock);
-    return expired;
+    return count > 0 ? expired : NULL;
 }
 
 /* No lock held: callbacks may retire more (onto this thread's slot). */
@@ -141,8 +160,13 @@ void ebr_exit(void)
         return;
     struct slot *slot = self.slot;
     atomic_store(&slot->announced, 0);
-    if (!self.reclaiming && atomic_load(&slot->pending) >= RECLAIM_BATCH)
-        run(take_expired(slot, UINT64_MAX, try_advance()));
+    unsigned pending = atomic_load(&slot->pending);
+    if (pending < self.reclaim_at) /* an ebr_drain ran this list meanwhile */
+        self.reclaim_at = pending;
+    if (self.reclaiming || pending < self.reclaim_at + RECLAIM_BATCH)
+        return;
+    run(take_expired(slot, UINT64_MAX, try_advance()));
+    self.reclaim_at = atomic_load(&slot->pending);
 }
 
 void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))
@@ -151,8 +175,9 @@ void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))
     node->reclaim = reclaim;
     node->epoch = atomic_load(&global_epoch);
     pthread_mutex_lock(&slot->lock);
-    node->next = slot->retired;
-    slot->retired = node;
+    node->next = NULL;
+    *slot->retired_end = node;
+    slot->retired_end = &node->next;
     atomic_fetch_add(&slot->pending, 1);
     pthread_mutex_unlock(&slot->lock);
 }

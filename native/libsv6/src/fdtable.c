@@ -11,6 +11,7 @@ void fdtable_init(struct fdtable *t)
         struct fdtable_part *part = &t->parts[p];
         pthread_mutex_init(&part->lock, NULL);
         atomic_init(&part->next, 0);
+        atomic_init(&part->bound, 0);
         atomic_init(&part->slots, NULL);
     }
 }
@@ -41,11 +42,16 @@ static _Atomic(void *) *slots_of(struct fdtable_part *part)
     return slots;
 }
 
-static bool take(_Atomic(void *) *slot, void *value)
+/* Takes slot i of part if it is free. */
+static bool take(struct fdtable_part *part, _Atomic(void *) *slots, unsigned i, void *value)
 {
     void *expected = NULL;
-    return !atomic_load_explicit(slot, memory_order_relaxed) &&
-           atomic_compare_exchange_strong(slot, &expected, value);
+    if (atomic_load_explicit(&slots[i], memory_order_relaxed))
+        return false;
+    unsigned bound = atomic_load(&part->bound);
+    while (bound <= i && !atomic_compare_exchange_weak(&part->bound, &bound, i + 1))
+        ;
+    return atomic_compare_exchange_strong(&slots[i], &expected, value);
 }
 
 /* The first free slot from index start on, wrapping around: fd or -EMFILE. */
@@ -54,7 +60,7 @@ static int alloc_in(struct fdtable_part *part, unsigned p, unsigned start, void 
     _Atomic(void *) *slots = slots_of(part);
     for (unsigned k = 0; k < FDTABLE_PART_SIZE; k++) {
         unsigned i = (start + k) % FDTABLE_PART_SIZE;
-        if (take(&slots[i], value)) {
+        if (take(part, slots, i, value)) {
             if (p > 0)
                 atomic_store_explicit(&part->next, i + 1, memory_order_relaxed);
             return (int)(p << FDTABLE_PART_BITS | i);
@@ -89,7 +95,8 @@ int fdtable_install(struct fdtable *t, int fd, void *value)
     unsigned p, i;
     if (!split(fd, &p, &i))
         return -EBADF;
-    return take(&slots_of(&t->parts[p])[i], value) ? 0 : -EEXIST;
+    struct fdtable_part *part = &t->parts[p];
+    return take(part, slots_of(part), i, value) ? 0 : -EEXIST;
 }
 
 /* The slot of fd, or NULL when fd is out of range or its partition unused. */
@@ -144,9 +151,12 @@ void fdtable_each(struct fdtable *t, void (*fn)(int fd, void *value, void *arg),
 {
     for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
         struct fdtable_part *part = &t->parts[p];
+        if (!atomic_load(&part->slots))
+            continue; /* never used: nothing to hold still */
         pthread_mutex_lock(&part->lock);
         _Atomic(void *) *slots = atomic_load(&part->slots);
-        for (unsigned i = 0; slots && i < FDTABLE_PART_SIZE; i++) {
+        unsigned bound = atomic_load(&part->bound);
+        for (unsigned i = 0; i < bound; i++) {
             void *value = atomic_load(&slots[i]);
             if (value)
                 fn((int)(p << FDTABLE_PART_BITS | i), value, arg);

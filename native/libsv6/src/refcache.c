@@ -12,15 +12,19 @@ void refcache_init(struct refcache *rc)
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
         pthread_mutex_init(&core->lock, NULL);
-        core->review = NULL;
+        core->review = core->review_tail = NULL;
+        atomic_init(&core->waiting, 0);
+        atomic_init(&core->used, 0);
+        atomic_init(&core->flushed, 0);
+        core->changes = 0;
+        atomic_init(&core->stalls, 0);
         for (unsigned i = 0; i < REFCACHE_SLOTS; i++) {
             atomic_init(&core->slots[i].obj, NULL);
             atomic_init(&core->slots[i].delta, 0);
         }
     }
-    pthread_mutex_init(&rc->tick_lock, NULL);
     atomic_init(&rc->epoch, 1);
-    rc->pending = NULL;
+    rc->self_ticking = false;
     atomic_init(&rc->releasing, 0);
     atomic_init(&rc->consistent_retries, 0);
     rc->after_flush = NULL;
@@ -31,7 +35,6 @@ void refcache_destroy(struct refcache *rc)
 {
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_destroy(&rc->cores[c].lock);
-    pthread_mutex_destroy(&rc->tick_lock);
 }
 
 void refcache_obj_init(struct refcache_obj *obj, int64_t count,
@@ -58,6 +61,17 @@ static unsigned slot_index(const struct refcache_obj *obj)
     return (unsigned)((bits ^ bits >> 8) % REFCACHE_SLOTS);
 }
 
+/* Under core->lock: obj at the end of the core's review list. */
+static void append_review(struct refcache_core *core, struct refcache_obj *obj)
+{
+    obj->review_next = NULL;
+    if (core->review_tail)
+        core->review_tail->review_next = obj;
+    else
+        core->review = obj;
+    core->review_tail = obj;
+}
+
 /* Under core->lock: queue obj, whose global count is now zero, for review. */
 static void queue_review(struct refcache *rc, struct refcache_core *core,
                          struct refcache_obj *obj)
@@ -69,8 +83,8 @@ static void queue_review(struct refcache *rc, struct refcache_core *core,
          * set dirty again; clearing here starts the window at t0. */
         atomic_store(&obj->dirty, false);
         obj->review_epoch = atomic_load(&rc->epoch);
-        obj->review_next = core->review;
-        core->review = obj;
+        append_review(core, obj);
+        atomic_fetch_add(&core->waiting, 1);
     }
     pthread_mutex_unlock(&obj->review_lock);
 }
@@ -87,9 +101,13 @@ static void flush_slot(struct refcache *rc, struct refcache_core *core,
     int64_t now = atomic_fetch_add(&obj->global, delta) + delta;
     atomic_store(&slot->delta, 0);
     atomic_store(&slot->obj, NULL);
+    atomic_fetch_sub(&core->used, 1);
     if (now == 0 && obj->release)
         queue_review(rc, core, obj);
 }
+
+static void tick_core(struct refcache *rc, struct refcache_core *core);
+static void end_epoch(struct refcache *rc, bool help);
 
 void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
 {
@@ -100,10 +118,17 @@ void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
     if (atomic_load(&slot->obj) != obj) {
         flush_slot(rc, core, slot); /* evict whoever had the slot */
         atomic_store(&slot->obj, obj);
+        atomic_fetch_add(&core->used, 1);
     }
     atomic_fetch_add(&slot->delta, delta);
     atomic_fetch_add(&slot->seq, 1);
+    /* Self-ticking: this core's own timer tick, counted in changes. */
+    bool tick = rc->self_ticking && ++core->changes >= REFCACHE_FLUSH_EVERY;
+    if (tick)
+        tick_core(rc, core);
     pthread_mutex_unlock(&core->lock);
+    if (tick)
+        end_epoch(rc, true);
 }
 
 void refcache_inc(struct refcache *rc, struct refcache_obj *obj)
@@ -170,8 +195,9 @@ static void run_release(struct ebr_node *node)
     atomic_fetch_sub(&rc->releasing, 1);
 }
 
-/* Under tick_lock, epoch >= obj->review_epoch + 2: true when obj leaves the
- * review list (freed, or alive again), false when it must wait another round. */
+/* Under the lock of the core whose list holds obj, epoch >= obj->review_epoch
+ * + 2: true when obj leaves the review list (freed, or alive again), false when
+ * it must wait another round. */
 static bool review(struct refcache *rc, struct refcache_obj *obj, uint64_t epoch)
 {
     pthread_mutex_lock(&obj->review_lock);
@@ -205,45 +231,100 @@ static bool review(struct refcache *rc, struct refcache_obj *obj, uint64_t epoch
     return done;
 }
 
+/* Under core->lock: reviews the objects of its list whose two epochs have
+ * passed: a prefix, as the list is in epoch order (one that must wait again
+ * goes to the end with the current epoch).  review_epoch is written under
+ * review_lock by queue_review, which only runs for objects not queued, and by
+ * review, which runs only here, so reading it under the core lock is safe. */
+static void review_due(struct refcache *rc, struct refcache_core *core)
+{
+    uint64_t epoch = atomic_load(&rc->epoch);
+    struct refcache_obj *obj;
+    while ((obj = core->review) && obj->review_epoch + 2 <= epoch) {
+        core->review = obj->review_next;
+        if (!core->review)
+            core->review_tail = NULL;
+        if (review(rc, obj, epoch))
+            atomic_fetch_sub(&core->waiting, 1);
+        else
+            append_review(core, obj);
+    }
+}
+
+/* Under core->lock: moves every cached delta into its object, in the current
+ * epoch. */
+static void flush_core(struct refcache *rc, struct refcache_core *core)
+{
+    uint64_t epoch = atomic_load(&rc->epoch);
+    for (unsigned i = 0; i < REFCACHE_SLOTS && atomic_load(&core->used) > 0; i++) {
+        struct refcache_slot *slot = &core->slots[i];
+        if (!atomic_load(&slot->obj))
+            continue; /* nothing moves: the consistent read need not retry */
+        atomic_fetch_add(&slot->seq, 1);
+        flush_slot(rc, core, slot);
+        atomic_fetch_add(&slot->seq, 1);
+    }
+    /* Read before the flush: the flush happened in that epoch or later. */
+    atomic_store(&core->flushed, epoch);
+    core->changes = 0;
+    if (atomic_load(&core->stalls) != 0)
+        atomic_store(&core->stalls, 0);
+}
+
+/* Under core->lock: one core's share of a tick. */
+static void tick_core(struct refcache *rc, struct refcache_core *core)
+{
+    flush_core(rc, core);
+    review_due(rc, core);
+}
+
+/* Ends the current epoch e if every core has flushed in it or holds nothing
+ * now (neither deltas nor objects to review): either way whatever a core
+ * cached before e began has reached the global counts.  With help, a core that
+ * held the epoch back REFCACHE_STALLS times is flushed here (if its lock is
+ * free), so that a core whose thread stopped calling does not stop every
+ * core's reviews.  Its own review list is left to it (its frees stay on its
+ * thread, by the allocator that made them) unless it made no change since its
+ * last flush: then it looks idle and is reviewed here too. */
+static void end_epoch(struct refcache *rc, bool help)
+{
+    uint64_t epoch = atomic_load(&rc->epoch);
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        struct refcache_core *core = &rc->cores[c];
+        if (atomic_load(&core->flushed) >= epoch ||
+            (atomic_load(&core->used) == 0 && atomic_load(&core->waiting) == 0))
+            continue;
+        if (!help || atomic_fetch_add(&core->stalls, 1) + 1 < REFCACHE_STALLS ||
+            pthread_mutex_trylock(&core->lock) != 0)
+            return;
+        bool idle = core->changes == 0;
+        flush_core(rc, core);
+        if (idle)
+            review_due(rc, core);
+        pthread_mutex_unlock(&core->lock);
+    }
+    atomic_compare_exchange_strong(&rc->epoch, &epoch, epoch + 1);
+}
+
 unsigned refcache_tick(struct refcache *rc)
 {
-    pthread_mutex_lock(&rc->tick_lock);
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
         pthread_mutex_lock(&core->lock);
-        for (unsigned i = 0; i < REFCACHE_SLOTS; i++) {
-            atomic_fetch_add(&core->slots[i].seq, 1);
-            flush_slot(rc, core, &core->slots[i]);
-            atomic_fetch_add(&core->slots[i].seq, 1);
-        }
-        /* Take over this core's newly queued objects. */
-        while (core->review) {
-            struct refcache_obj *obj = core->review;
-            core->review = obj->review_next;
-            obj->review_next = rc->pending;
-            rc->pending = obj;
-        }
+        flush_core(rc, core);
         pthread_mutex_unlock(&core->lock);
         if (rc->after_flush)
             rc->after_flush(c, rc->after_flush_arg);
     }
-    uint64_t epoch = atomic_fetch_add(&rc->epoch, 1) + 1;
-    struct refcache_obj *list = rc->pending, *keep = NULL;
+    end_epoch(rc, false);
     unsigned waiting = 0;
-    rc->pending = NULL;
-    while (list) {
-        struct refcache_obj *obj = list;
-        list = obj->review_next;
-        /* review_epoch is written under review_lock by queue_review, which
-         * only runs for objects not queued, so reading it here is safe. */
-        if (obj->review_epoch + 2 > epoch || !review(rc, obj, epoch)) {
-            obj->review_next = keep;
-            keep = obj;
-            waiting++;
-        }
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        struct refcache_core *core = &rc->cores[c];
+        pthread_mutex_lock(&core->lock);
+        review_due(rc, core);
+        waiting += atomic_load(&core->waiting);
+        pthread_mutex_unlock(&core->lock);
     }
-    rc->pending = keep;
-    pthread_mutex_unlock(&rc->tick_lock);
     return waiting;
 }
 

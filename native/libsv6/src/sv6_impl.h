@@ -43,9 +43,6 @@ struct sv6_world {
     struct dir root;
     struct ino_counter inos[SV6_NCORES]; /* per core: creates share no counter */
     bool shared_nlink; /* SV6_WORLD_SHARED_NLINK */
-    pthread_t ticker;
-    bool has_ticker;
-    atomic_bool stop;
 };
 
 struct writer_lock {

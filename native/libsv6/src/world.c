@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ------------------------------------------------------------ inodes */
 
@@ -96,29 +95,14 @@ struct sv6_file *sv6_file_at(struct sv6_proc *p, int fd)
 
 /* ------------------------------------------------------------ worlds */
 
-static void *ticker_main(void *arg)
-{
-    struct sv6_world *w = arg;
-    const struct timespec period = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
-    while (!atomic_load(&w->stop)) {
-        nanosleep(&period, NULL);
-        sv6_world_tick(w);
-    }
-    return NULL;
-}
-
 struct sv6_world *sv6_world_create(unsigned flags)
 {
-    bool ticker = flags & SV6_WORLD_TICKER;
     struct sv6_world *w = sv6_zalloc(sizeof *w);
     refcache_init(&w->rc);
+    w->rc.self_ticking = flags & SV6_WORLD_SELF_TICK;
     w->names_own_inodes = (struct dir_ops){.hold = inode_hold, .drop = inode_drop, .ctx = w};
     dir_init(&w->root, &w->names_own_inodes);
-    atomic_init(&w->stop, false);
     w->shared_nlink = flags & SV6_WORLD_SHARED_NLINK;
-    w->has_ticker = ticker;
-    if (ticker && pthread_create(&w->ticker, NULL, ticker_main, w) != 0)
-        abort();
     return w;
 }
 
@@ -137,10 +121,6 @@ unsigned long sv6_world_read_retries(struct sv6_world *w)
 
 void sv6_world_destroy(struct sv6_world *w)
 {
-    if (w->has_ticker) {
-        atomic_store(&w->stop, true);
-        pthread_join(w->ticker, NULL);
-    }
     ebr_drain(); /* entries unlinked earlier drop their references */
     dir_destroy(&w->root);
     refcache_quiesce(&w->rc);

@@ -22,6 +22,13 @@ static void record_fd(int fd, void *value, void *arg)
     *(int *)arg = fd;
 }
 
+static void count_fd(int fd, void *value, void *arg)
+{
+    (void)fd;
+    (void)value;
+    ++*(unsigned *)arg;
+}
+
 int check_fdtable_unit(const struct check_args *args)
 {
     (void)args;
@@ -59,6 +66,12 @@ int check_fdtable_unit(const struct check_args *args)
         if (fdtable_get(t, fd))
             seen++;
     CHECK(seen == 8, "%u fds in use", seen);
+    /* each scans a partition only up to its highest slot ever taken: one
+     * taken at the end of a partition is visited too. */
+    CHECK(fdtable_install(t, 2 << 16 | (FDTABLE_PART_SIZE - 1), &values[1]) == 0, "install last");
+    unsigned each_seen = 0;
+    fdtable_each(t, count_fd, &each_seen);
+    CHECK(each_seen == 9, "each visited %u of 9 fds", each_seen);
     for (int fd = 0; fd < (FDTABLE_PARTS << 16); fd++)
         fdtable_remove(t, fd);
 

@@ -1,6 +1,6 @@
 /* check_posix.c - the POSIX layer: each operation's results and errors, files
  * outliving their names, spawn's fd tables, and under threads on two processes
- * with the ticker freeing objects meanwhile: file contents, link counts and
+ * with self-ticking frees meanwhile (no ticker): file contents, link counts and
  * mappings stay right, and everything is freed at the end (LeakSanitizer). */
 #include "check.h"
 
@@ -487,7 +487,7 @@ static void posix_body(unsigned index, void *arg)
 int check_posix_stress(const struct check_args *args)
 {
     struct posix_stress s = {.threads = args->threads, .shared_anon = 1ull << 31};
-    s.world = sv6_world_create(SV6_WORLD_TICKER); /* frees while threads run */
+    s.world = sv6_world_create(SV6_WORLD_SELF_TICK); /* frees while threads run */
     for (int i = 0; i < 2; i++) {
         s.procs[i] = sv6_proc_create(s.world);
         s.shared_fd[i] = sv6_open(s.procs[i], "shared", O_CREAT);

@@ -131,6 +131,39 @@ static void check_reference_moving_during_ticks(struct refcache *rc)
     CHECK(atomic_load(&things_alive) == 0, "not freed after the last drop");
 }
 
+/* Self-ticking, with no refcache_tick: core 1 caches a delta and goes idle
+ * while core 0 keeps creating and dropping objects.  They are freed as core 0
+ * goes (it flushes core 1 once core 1 held an epoch back REFCACHE_STALLS
+ * times), and core 1's delta still counts. */
+static void check_self_ticking(void)
+{
+    struct refcache *rc = new_refcache();
+    rc->self_ticking = true;
+    struct thing *kept = new_thing(1);
+    sv6_core_set(1);
+    take(rc, kept);
+    sv6_core_set(0);
+    long alive_before = atomic_load(&things_alive);
+    enum { ROUNDS = 64 * REFCACHE_FLUSH_EVERY };
+    for (unsigned i = 0; i < ROUNDS; i++) {
+        struct thing *t = new_thing(1);
+        take(rc, t);
+        drop(rc, t);
+        drop(rc, t);
+    }
+    ebr_drain(); /* releases wait for a grace period, not for a tick */
+    long left = atomic_load(&things_alive) - alive_before;
+    /* Three changes a round: a tick every ~85 rounds, an object freed two or
+     * three epochs after its last drop (and core 1's help costs a few more). */
+    CHECK(left < 16 * REFCACHE_FLUSH_EVERY, "%ld of %d dropped objects not freed without a tick",
+          left, (int)ROUNDS);
+    CHECK(atomic_load(&kept->released) == 0, "freed while the idle core's reference holds it");
+    CHECK(refcache_read(rc, &kept->ref) == 2, "the idle core's delta lost");
+    drop(rc, kept);
+    drop(rc, kept);
+    free_refcache(rc);
+}
+
 int check_refcache_unit(const struct check_args *args)
 {
     (void)args;
@@ -182,6 +215,7 @@ int check_refcache_unit(const struct check_args *args)
     CHECK(atomic_load(&things_alive) == 0, "not freed at count 0");
 
     check_reference_moving_during_ticks(rc);
+    check_self_ticking();
 
     /* Weak references: upgrade while alive, even at a count of zero waiting
      * for review (which then keeps it), NULL once freed. */
@@ -404,6 +438,8 @@ int check_refcache_stress(const struct check_args *args)
     }
     char reads_report[128];
     check_consistent_reads(args, s->rc, reads_report, sizeof reads_report);
+    /* The workers tick their own cores as well, racing the ticker's full ticks. */
+    s->rc->self_ticking = true;
     check_run_threads(args->threads + 1, args->seconds / 2, stress_body, s);
     for (unsigned i = 0; i < 64; i++) {
         struct thing *t = atomic_load(&s->mailbox[i]);

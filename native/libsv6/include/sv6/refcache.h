@@ -3,12 +3,21 @@
  * detection of a true zero, weak references and a consistent read.
  *
  * inc and dec touch only the calling core's cache (one lock and one slot on
- * lines no other core writes).  refcache_tick flushes every core's deltas into
- * the objects' global counts and ends an epoch.  The true count of an object
+ * lines no other core writes).  A flush moves a core's deltas into the objects'
+ * global counts; an epoch ends once every core has flushed in it (or holds
+ * nothing).  refcache_tick flushes every core and ends the epoch; a self-ticking
+ * refcache (rc->self_ticking) needs no ticker: each core flushes its own cache
+ * every REFCACHE_FLUSH_EVERY changes, from the calls that make them, and ends
+ * the epoch when the other cores have flushed in it too (a core that keeps it
+ * from ending REFCACHE_STALLS times, say one whose thread went idle, is flushed
+ * by the next core that tries, and reviewed too if it made no change since its
+ * last flush).  The true count of an object
  * is its global count plus every cached delta, so a global count of zero proves
  * nothing by itself.  An object whose global count reaches zero at time t0 is
- * queued for review with the epoch e of that moment and examined once the epoch
- * is e+2: by then every core has flushed at least once after t0.  A flush marks
+ * queued for review, on the list of the core whose flush saw it, with the epoch
+ * e of that moment and examined once the epoch is e+2: by then every core has
+ * flushed at least once after t0, or held nothing after t0, which says the
+ * same (its deltas of t0 were flushed).  That core's ticks review it.  A flush marks
  * every object it finds in a cache dirty, even with a net delta of zero (a
  * reference that moved between cores leaves such entries).  If the object is
  * still not dirty and still zero, no core held a delta for it at t0, so its true
@@ -69,22 +78,41 @@ struct refcache_slot {
     _Atomic uint64_t seq;
 };
 
+/* Self-ticking: a core flushes its own cache after this many changes. */
+#define REFCACHE_FLUSH_EVERY 256
+/* Self-ticking: failed tries to end an epoch before a lagging core is flushed
+ * by the core that tried (a few milliseconds of another core's changes: more
+ * than a preempted thread's time slice, so a busy core flushes itself). */
+#define REFCACHE_STALLS 32
+
 struct refcache_core {
     SV6_ALIGNED pthread_mutex_t lock;
-    struct refcache_obj *review; /* objects that reached zero here */
+    /* Objects that reached zero in this core's flushes, waiting for review,
+     * oldest first: queued in epoch order, so a tick stops at the first one
+     * not yet due.  `waiting` counts them (read without the lock by a core
+     * ending an epoch). */
+    struct refcache_obj *review, *review_tail;
+    _Atomic unsigned waiting;
+    _Atomic unsigned used;     /* slots holding an object */
+    _Atomic uint64_t flushed;  /* the epoch of this core's last flush */
+    unsigned changes;          /* since that flush (self-ticking) */
     struct refcache_slot slots[REFCACHE_SLOTS];
+    /* Tries of other cores to end an epoch that this core held back: written
+     * by them, so on a line of its own. */
+    SV6_ALIGNED _Atomic unsigned stalls;
 };
 
 struct refcache {
     struct refcache_core cores[SV6_NCORES];
-    SV6_ALIGNED pthread_mutex_t tick_lock;
-    _Atomic uint64_t epoch;
-    struct refcache_obj *pending; /* queued for review, under tick_lock */
+    SV6_ALIGNED _Atomic uint64_t epoch;
     SV6_ALIGNED _Atomic long releasing; /* handed to EBR, release not yet run */
     SV6_ALIGNED _Atomic uint64_t consistent_retries; /* for tests and docs */
-    /* NULL, or called by refcache_tick after each core's flush (tick_lock
-     * held, no core lock): lets a test move references between cores in the
-     * middle of a tick, the race that the dirty marks exist for. */
+    /* Set after refcache_init, while no other thread uses the refcache; on a
+     * line no counter writes (every add reads it). */
+    SV6_ALIGNED bool self_ticking;
+    /* NULL, or called by refcache_tick after each core's flush (no core lock
+     * held): lets a test move references between cores in the middle of a
+     * tick, the race that the dirty marks exist for. */
     void (*after_flush)(unsigned core, void *arg);
     void *after_flush_arg;
 };
@@ -110,7 +138,8 @@ void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta);
 int64_t refcache_read(struct refcache *rc, struct refcache_obj *obj);
 
 /* Flush every core, end the epoch, review and free.  Returns how many objects
- * still wait for review.  A ticker thread or the caller runs it. */
+ * still wait for review.  The caller runs it (tests, teardown, a refcache that
+ * does not tick itself). */
 unsigned refcache_tick(struct refcache *rc);
 /* Ticks and drains EBR until nothing waits for review or release: teardown
  * and tests.  Objects still referenced stay. */

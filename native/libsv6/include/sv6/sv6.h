@@ -9,9 +9,9 @@
  * (SV6_SIGSEGV, SV6_SIGBUS).  Offsets and lengths are bytes; mappings have page
  * granularity (SV6_PAGE_SIZE).
  *
- * Reclamation is lazy: an unreferenced file, inode or pipe is freed by
- * sv6_world_tick (run by the world's ticker thread, or by the caller when the
- * world was created without SV6_WORLD_TICKER) after two refcache epochs.
+ * Reclamation is lazy: an unreferenced file, inode or pipe is freed two
+ * refcache epochs after its count was last seen at zero.  Epochs end at
+ * sv6_world_tick, or by themselves in a world created with SV6_WORLD_SELF_TICK.
  */
 #ifndef SV6_SV6_H
 #define SV6_SV6_H
@@ -49,7 +49,11 @@ struct sv6_world;
 struct sv6_proc;
 
 /* sv6_world_create flags. */
-#define SV6_WORLD_TICKER 1u /* a thread runs sv6_world_tick every millisecond */
+/* No ticker needed: each core flushes its own reference cache every
+ * REFCACHE_FLUSH_EVERY changes it makes, from those calls, ends the epoch when
+ * every core has flushed in it, and frees what waited two epochs (sv6 did this
+ * from each core's timer tick).  The frees run on the threads that call. */
+#define SV6_WORLD_SELF_TICK 1u
 /* Link counts in one shared atomic counter per inode instead of refcache:
  * the non-scalable baseline of statbench's "shared counter" mode. */
 #define SV6_WORLD_SHARED_NLINK 2u
