@@ -284,15 +284,21 @@ static void page_read(struct sv6_inode *inode, uint64_t page, size_t in_page,
 }
 
 /* A changed copy replaces the page only if the page is still the one copied,
- * so of two writers of one page neither loses the other's bytes. */
+ * so of two writers of one page neither loses the other's bytes.  Bytes the
+ * page (or a hole's zeros) already holds are not written again, as anonymous
+ * pages do: such a write publishes nothing. */
 static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
                        unsigned char *part, size_t len)
 {
-    struct file_page *fresh = malloc(sizeof *fresh);
-    if (!fresh)
-        abort();
+    struct file_page *fresh = NULL;
     for (;;) {
         struct file_page *old = radix_get(&inode->pages, page);
+        if (sv6_page_holds(old ? old->bytes : NULL, in_page, part, len)) {
+            free(fresh);
+            return;
+        }
+        if (!fresh && !(fresh = malloc(sizeof *fresh)))
+            abort();
         if (len < SV6_PAGE_SIZE) {
             if (old)
                 memcpy(fresh->bytes, old->bytes, SV6_PAGE_SIZE);
@@ -437,6 +443,15 @@ uint64_t sv6_inode_length_reaching(struct sv6_inode *inode, uint64_t need)
 uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off)
 {
     return read_consistent(inode, buf, n, off, saturating_end(off, n));
+}
+
+bool sv6_inode_past_end(struct sv6_inode *inode, uint64_t start)
+{
+    /* As read_consistent: with every line's end at or below start, the
+     * length was at most start at some moment, found without reading the
+     * truncation count that an O_TRUNC writes. */
+    return length_bound_below(inode, start) != UINT64_MAX ||
+           sv6_inode_length_reaching(inode, start + 1) <= start;
 }
 
 /* The generation of a caller that holds a writer lock (no truncation runs). */

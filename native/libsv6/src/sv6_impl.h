@@ -146,6 +146,17 @@ static inline __attribute__((always_inline)) void *sv6_zalloc(size_t size)
         abort();
     return memset(p, 0, rounded);
 }
+/* Whether a page's bytes (NULL: a page never written, all zeros) hold the n
+ * bytes of buf at in_page: a writer of such bytes publishes nothing, so it
+ * shares nothing with the page's readers. */
+static inline bool sv6_page_holds(const unsigned char *bytes, size_t in_page,
+                                  const unsigned char *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != (bytes ? bytes[in_page + i] : 0))
+            return false;
+    return true;
+}
 uint64_t sv6_new_ino(struct sv6_world *w);
 /* An inode with link count 1 and two references (for its entry and a file). */
 struct sv6_inode *sv6_new_inode(struct sv6_world *w);
@@ -164,6 +175,10 @@ uint64_t sv6_inode_length(struct sv6_inode *inode);
 /* The file's length if it is below need, else some length >= need: reads
  * base, then the caller's core's end, then the others until one reaches need. */
 uint64_t sv6_inode_length_reaching(struct sv6_inode *inode, uint64_t need);
+/* Whether the file's length lies at or below start at some moment of the call
+ * (a page starting there lies wholly past the end): without the truncation
+ * count when no line's end exceeds start, else as sv6_inode_length_reaching. */
+bool sv6_inode_past_end(struct sv6_inode *inode, uint64_t start);
 /* The tick's part: folds the ends of the inodes that grew into their base
  * lengths and drops the grown lists' references (also at world destroy). */
 void sv6_fold_grown_lengths(struct sv6_world *w);

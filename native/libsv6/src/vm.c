@@ -227,23 +227,13 @@ static void anon_read(struct sv6_mapping *m, size_t in_page, unsigned char *buf,
         memset(buf, 0, n); /* never written: the zero page */
 }
 
-/* Whether page (NULL: the zero page) holds the n bytes of buf at in_page. */
-static bool anon_holds(const struct anon_page *page, size_t in_page, const unsigned char *buf,
-                       size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] != (page ? page->bytes[in_page + i] : 0))
-            return false;
-    return true;
-}
-
 /* Publishes a changed copy if the page is still the one copied (so of two
  * writers neither loses the other's bytes).  Bytes the page already holds are
  * not written again: such a write writes nothing. */
 static void anon_write(struct sv6_mapping *m, size_t in_page, const unsigned char *buf, size_t n)
 {
     struct anon_page *old = atomic_load(&m->data);
-    while (!anon_holds(old, in_page, buf, n)) {
+    while (!sv6_page_holds(old ? old->bytes : NULL, in_page, buf, n)) {
         struct anon_page *fresh = anon_page_copy(old);
         memcpy(fresh->bytes + in_page, buf, n);
         if (atomic_compare_exchange_strong(&m->data, &old, fresh)) {
@@ -272,7 +262,7 @@ static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, si
     }
     struct sv6_inode *inode = m->inode;
     uint64_t start = m->file_page * SV6_PAGE_SIZE, at = start + in_page;
-    if (write && start >= sv6_inode_length(inode))
+    if (write && sv6_inode_past_end(inode, start))
         return SV6_SIGBUS; /* wholly past the end: decided without a writer lock */
     /* Bytes past the end in the file's last page are not part of the file:
      * they read as zeros and writes to them are lost. */
