@@ -154,6 +154,22 @@ static void check_vm(struct sv6_proc *p0, struct sv6_proc *p1)
               (int64_t)a,
           "fixed over a mapping");
     CHECK(sv6_memread(p1, a, buf, 1) == 0 && buf[0] == 0, "replaced by zeros");
+    /* One that keeps the protection replaces only what the page shows: the
+     * slot keeps its mapping, whose protection mprotect and a faulting
+     * memwrite read. */
+    CHECK(sv6_mprotect(p1, a + PAGE, PAGE, PROT_READ) == 0, "the file page read-only");
+    void *kept = radix_get(&p1->vm, a / PAGE + 1);
+    CHECK(sv6_mmap(p1, a + PAGE, PAGE, PROT_READ, MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+                  (int64_t)(a + PAGE) &&
+              radix_get(&p1->vm, a / PAGE + 1) == kept,
+          "an mmap that keeps the protection keeps the mapping");
+    CHECK(sv6_memread(p1, a + PAGE, buf, 1) == 0 && buf[0] == 0 &&
+              sv6_memwrite(p1, a + PAGE, "x", 1) == SV6_SIGSEGV,
+          "and shows the new page, read-only");
+    CHECK(sv6_mmap(p1, a + PAGE, PAGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1,
+                   0) == (int64_t)(a + PAGE) &&
+              sv6_memwrite(p1, a + PAGE, "x", 1) == 0,
+          "one that changes it maps the page writable");
     sv6_close(p1, fds[0]);
     sv6_close(p1, fds[1]);
 }
