@@ -469,7 +469,7 @@ struct posix_stress {
     struct sv6_world *world;
     struct sv6_proc *procs[2];
     int shared_fd[2]; /* "shared" open in each process */
-    uint64_t shared_anon; /* an anonymous page at this address in each process */
+    uint64_t shared_anon; /* two anonymous pages here in each process */
     int pipe_fds[2];  /* one pipe, at the same fds in both processes */
     _Atomic unsigned long ops, links, stats, pipe_sent, pipe_received;
     unsigned threads;
@@ -492,7 +492,7 @@ static void posix_body(unsigned index, void *arg)
     uint32_t last_seen[MAX_STRESS_THREADS] = {0}; /* per writer, of its records read here */
     while (!check_stop()) {
         ops++;
-        switch (check_below(&rng, 11)) {
+        switch (check_below(&rng, 12)) {
         case 0: { /* open/close of the own file, any fd */
             int again = sv6_open(p, name, check_below(&rng, 2) ? SV6_O_ANYFD : 0);
             CHECK(again >= 0, "open %s: %d", name, again);
@@ -587,6 +587,22 @@ static void posix_body(unsigned index, void *arg)
             }
             break;
         }
+        case 10: { /* the page after the shared one, remapped and reprotected by every
+                    * thread: always mapped, holding zeros or the byte written */
+            const uint64_t page_after = s->shared_anon + PAGE;
+            int prot = PROT_READ | (check_below(&rng, 2) ? PROT_WRITE : 0);
+            if (check_below(&rng, 2))
+                CHECK(sv6_mmap(p, page_after, PAGE, prot, MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+                          (int64_t)page_after,
+                      "remap");
+            else
+                CHECK(sv6_mprotect(p, page_after, PAGE, prot) == 0, "mprotect");
+            int written = sv6_memwrite(p, page_after, "z", 1);
+            CHECK(written == 0 || written == SV6_SIGSEGV, "memwrite: %d", written);
+            CHECK(sv6_memread(p, page_after, buf, 1) == 0 && (buf[0] == 0 || buf[0] == 'z'),
+                  "memread");
+            break;
+        }
         default: { /* the own file by name */
             struct sv6_stat st;
             CHECK(sv6_stat(p, name, &st) == 0 && st.nlink == 1 && st.size == PAGE, "stat");
@@ -609,9 +625,9 @@ int check_posix_stress(const struct check_args *args)
         s.procs[i] = sv6_proc_create(s.world);
         s.shared_fd[i] = sv6_open(s.procs[i], "shared", O_CREAT);
         CHECK(s.shared_fd[i] >= 0, "shared");
-        CHECK(sv6_mmap(s.procs[i], s.shared_anon, PAGE, PROT_READ | PROT_WRITE,
+        CHECK(sv6_mmap(s.procs[i], s.shared_anon, 2 * PAGE, PROT_READ | PROT_WRITE,
                        MAP_ANONYMOUS | MAP_FIXED, -1, 0) == (int64_t)s.shared_anon,
-              "shared anonymous page");
+              "shared anonymous pages");
     }
     CHECK(sv6_pipe(s.procs[0], s.pipe_fds) == 0, "pipe");
     for (int end = 0; end < 2; end++)
