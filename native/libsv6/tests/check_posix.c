@@ -230,8 +230,6 @@ static void check_spawn_and_sockets(struct sv6_proc *p0)
     CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, sock) == 0, "close");
 }
 
-/* The length lines of the file at fd: base, then every core's end (each an end
- * and its generation, as fs.c packs them). */
 /* The inode of fd, which stays while fd is open. */
 static struct sv6_inode *inode_of(struct sv6_proc *p, int fd)
 {
@@ -241,6 +239,8 @@ static struct sv6_inode *inode_of(struct sv6_proc *p, int fd)
     return inode;
 }
 
+/* The length lines of the file at fd: base, then every core's end (each an end
+ * and its generation, as fs.c packs them). */
 static void length_lines(struct sv6_proc *p, int fd, uint64_t lines[SV6_NCORES + 1])
 {
     struct sv6_inode *inode = inode_of(p, fd);
