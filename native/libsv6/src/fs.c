@@ -291,20 +291,35 @@ static void page_read(struct sv6_inode *inode, uint64_t page, size_t in_page,
         memset(part, 0, len); /* a hole */
 }
 
+/* Whether the file has a page above page (a hole there lies inside the file).
+ * It reads only the slots above page. */
+static bool page_below_another(struct sv6_inode *inode, uint64_t page)
+{
+    uint64_t next = page + 1;
+    return radix_next(&inode->pages, &next) != NULL;
+}
+
 /* Under the caller's core's writer lock (no truncation runs).  A changed copy
  * replaces the bytes only if they are still the ones copied, so of two
  * writers of one page neither loses the other's bytes.  The end grows after
- * the bytes: a reader that finds the new end finds them. */
+ * the bytes: a reader that finds the new end finds them.  Bytes the page
+ * already holds below its end, or zeros into a hole below another page, are
+ * not written again (as anonymous pages do): such a write publishes nothing. */
 static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
                        unsigned char *part, size_t len)
 {
-    struct file_page *fresh = malloc(sizeof *fresh);
-    if (!fresh)
-        abort();
+    struct file_page *fresh = NULL;
     uint64_t end = in_page + len;
     for (;;) {
         struct page_holder *holder = radix_get(&inode->pages, page);
         struct file_page *old = holder ? atomic_load(&holder->bytes) : NULL;
+        if (sv6_page_holds(old ? old->bytes : NULL, in_page, part, len) &&
+            (holder ? atomic_load(&holder->end) >= end : page_below_another(inode, page))) {
+            free(fresh);
+            return;
+        }
+        if (!fresh && !(fresh = malloc(sizeof *fresh)))
+            abort();
         if (len < SV6_PAGE_SIZE) {
             if (old)
                 memcpy(fresh->bytes, old->bytes, SV6_PAGE_SIZE);

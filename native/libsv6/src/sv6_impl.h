@@ -148,6 +148,17 @@ static inline __attribute__((always_inline)) void *sv6_zalloc(size_t size)
         abort();
     return memset(p, 0, rounded);
 }
+/* Whether a page's bytes (NULL: a page never written, all zeros) hold the n
+ * bytes of buf at in_page: a writer of such bytes publishes nothing, so it
+ * shares nothing with the page's readers. */
+static inline bool sv6_page_holds(const unsigned char *bytes, size_t in_page,
+                                  const unsigned char *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != (bytes ? bytes[in_page + i] : 0))
+            return false;
+    return true;
+}
 uint64_t sv6_new_ino(struct sv6_world *w);
 /* An inode with link count 1 and two references (for its entry and a file). */
 struct sv6_inode *sv6_new_inode(struct sv6_world *w);

@@ -2,12 +2,17 @@
  *
  * The address space keeps one struct sv6_mapping per mapped page (RadixVM's
  * per-page metadata), so calls on different pages change different slots and,
- * in different 2 MiB regions, different radix nodes.  A replaced or unmapped
- * page's mapping is freed after a grace period: memread and memwrite find it
- * without a lock. */
+ * in different 2 MiB regions, different radix nodes.  A mapping's protection
+ * and what it shows (its backing) lie on lines of their own: an mmap that
+ * keeps a page's protection replaces only the backing, so it shares nothing
+ * with calls that need only the protection (an mprotect that changes nothing,
+ * a memwrite that faults on a read-only page).  A replaced or unmapped page's
+ * mapping or backing is freed after a grace period: memread and memwrite find
+ * them without a lock. */
 #include "sv6_impl.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,13 +24,23 @@ struct anon_page {
     unsigned char bytes[SV6_PAGE_SIZE];
 };
 
-struct sv6_mapping {
+/* What a mapped page shows, replaced whole by an mmap that keeps the
+ * protection. */
+struct page_backing {
     /* Its own line: writers of neighbouring pages share nothing. */
     SV6_ALIGNED _Atomic(struct anon_page *) data; /* anonymous; NULL: never written */
-    atomic_bool writable;
     struct sv6_inode *inode; /* NULL: anonymous */
     uint64_t file_page;      /* page of the file mapped here */
     struct sv6_world *world;
+    struct ebr_node ebr;
+};
+
+struct sv6_mapping {
+    SV6_ALIGNED atomic_bool writable;
+    /* Held by the writers of the protection or the backing, so that each
+     * change applies to the other's latest value; readers take no lock. */
+    SV6_ALIGNED pthread_mutex_t lock;
+    _Atomic(struct page_backing *) backing;
     struct ebr_node ebr;
 };
 
@@ -47,12 +62,20 @@ static struct anon_page *anon_page_copy(const struct anon_page *from)
     return page;
 }
 
+static void backing_free(struct ebr_node *node)
+{
+    struct page_backing *b = SV6_CONTAINER_OF(node, struct page_backing, ebr);
+    if (b->inode)
+        refcache_dec(&b->world->rc, &b->inode->ref);
+    free(atomic_load(&b->data));
+    free(b);
+}
+
 static void mapping_free(struct ebr_node *node)
 {
     struct sv6_mapping *m = SV6_CONTAINER_OF(node, struct sv6_mapping, ebr);
-    if (m->inode)
-        refcache_dec(&m->world->rc, &m->inode->ref);
-    free(atomic_load(&m->data));
+    backing_free(&atomic_load(&m->backing)->ebr);
+    pthread_mutex_destroy(&m->lock);
     free(m);
 }
 
@@ -82,19 +105,27 @@ static bool page_range(uint64_t addr, size_t len, uint64_t *first, uint64_t *cou
     return *first + *count <= (1ull << RADIX_KEY_BITS);
 }
 
-/* A new mapping of inode (NULL: anonymous) page file_page; the caller holds a
+/* A new backing of inode (NULL: anonymous) page file_page; the caller holds a
  * reference to inode that counts until it returns (see sv6_impl.h). */
-static struct sv6_mapping *new_mapping(struct sv6_world *w, struct sv6_inode *inode,
-                                       uint64_t file_page, bool writable)
+static struct page_backing *new_backing(struct sv6_world *w, struct sv6_inode *inode,
+                                        uint64_t file_page)
 {
-    struct sv6_mapping *m = sv6_zalloc(sizeof *m);
-    m->world = w;
-    atomic_init(&m->writable, writable);
-    m->inode = inode;
-    m->file_page = file_page;
-    atomic_init(&m->data, NULL);
+    struct page_backing *b = sv6_zalloc(sizeof *b);
+    b->world = w;
+    b->inode = inode;
+    b->file_page = file_page;
+    atomic_init(&b->data, NULL);
     if (inode)
         refcache_inc(&w->rc, &inode->ref);
+    return b;
+}
+
+static struct sv6_mapping *new_mapping(struct page_backing *backing, bool writable)
+{
+    struct sv6_mapping *m = sv6_zalloc(sizeof *m);
+    atomic_init(&m->writable, writable);
+    pthread_mutex_init(&m->lock, NULL);
+    atomic_init(&m->backing, backing);
     return m;
 }
 
@@ -104,12 +135,13 @@ static void copy_page(uint64_t page, void *value, void *arg)
 {
     struct sv6_mapping *from = value;
     struct sv6_proc *child = arg;
-    struct sv6_mapping *to =
-        new_mapping(child->world, from->inode, from->file_page, atomic_load(&from->writable));
-    struct anon_page *data = atomic_load(&from->data); /* freed after ebr_exit */
+    struct page_backing *shown = atomic_load(&from->backing); /* freed after ebr_exit */
+    struct page_backing *backing = new_backing(child->world, shown->inode, shown->file_page);
+    struct anon_page *data = atomic_load(&shown->data);
     if (data)
-        atomic_init(&to->data, anon_page_copy(data));
-    mapping_retire(radix_swap(&child->vm, page, to));
+        atomic_init(&backing->data, anon_page_copy(data));
+    mapping_retire(
+        radix_swap(&child->vm, page, new_mapping(backing, atomic_load(&from->writable))));
 }
 
 void sv6_vm_copy(struct sv6_proc *parent, struct sv6_proc *child)
@@ -142,8 +174,40 @@ static uint64_t place(struct sv6_proc *p, uint64_t count)
 static bool maps_already(struct sv6_mapping *m, struct sv6_inode *inode, uint64_t file_page,
                          bool writable)
 {
-    return m && m->inode == inode && m->file_page == file_page &&
-           atomic_load(&m->writable) == writable && (inode || !atomic_load(&m->data));
+    if (!m || atomic_load(&m->writable) != writable)
+        return false;
+    struct page_backing *b = atomic_load(&m->backing);
+    return b->inode == inode && b->file_page == file_page && (inode || !atomic_load(&b->data));
+}
+
+/* Puts backing in place of m's, retiring the old one, if m is still page's
+ * mapping and has protection writable: whether it did.  It writes neither
+ * the slot nor the protection. */
+static bool replace_backing(struct sv6_proc *p, uint64_t page, struct sv6_mapping *m,
+                            struct page_backing *backing, bool writable)
+{
+    pthread_mutex_lock(&m->lock);
+    bool kept = radix_get(&p->vm, page) == m && atomic_load(&m->writable) == writable;
+    struct page_backing *old = kept ? atomic_exchange(&m->backing, backing) : NULL;
+    pthread_mutex_unlock(&m->lock);
+    if (old)
+        ebr_retire(&old->ebr, backing_free);
+    return kept;
+}
+
+/* Maps page to inode's file_page (NULL: a new anonymous page): only the backing
+ * when the page's mapping has that protection already, else a new mapping. */
+static void map_page(struct sv6_proc *p, uint64_t page, struct sv6_inode *inode,
+                     uint64_t file_page, bool writable)
+{
+    struct sv6_mapping *m = radix_get(&p->vm, page);
+    if (maps_already(m, inode, file_page, writable))
+        return;
+    struct page_backing *backing = new_backing(p->world, inode, file_page);
+    if (m && atomic_load(&m->writable) == writable &&
+        replace_backing(p, page, m, backing, writable))
+        return;
+    mapping_retire(radix_swap(&p->vm, page, new_mapping(backing, writable)));
 }
 
 static int64_t do_mmap(struct sv6_proc *p, uint64_t addr, size_t len, int prot, int flags,
@@ -166,14 +230,9 @@ static int64_t do_mmap(struct sv6_proc *p, uint64_t addr, size_t len, int prot, 
         return -EINVAL;
     if (!fixed)
         first = place(p, count);
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t file_page = inode ? (uint64_t)off / SV6_PAGE_SIZE + i : 0;
-        bool writable = prot & PROT_WRITE;
-        if (maps_already(radix_get(&p->vm, first + i), inode, file_page, writable))
-            continue;
-        struct sv6_mapping *m = new_mapping(p->world, inode, file_page, writable);
-        mapping_retire(radix_swap(&p->vm, first + i, m));
-    }
+    for (uint64_t i = 0; i < count; i++)
+        map_page(p, first + i, inode, inode ? (uint64_t)off / SV6_PAGE_SIZE + i : 0,
+                 prot & PROT_WRITE);
     return (int64_t)(first * SV6_PAGE_SIZE);
 }
 
@@ -211,42 +270,35 @@ int sv6_mprotect(struct sv6_proc *p, uint64_t addr, size_t len, int prot)
         /* Unmapped meanwhile: nothing left to protect.  Unchanged: nothing
          * written, so memread and memwrite of the page do not conflict with it. */
         bool writable = prot & PROT_WRITE;
-        if (m && atomic_load(&m->writable) != writable)
+        if (m && atomic_load(&m->writable) != writable) {
+            pthread_mutex_lock(&m->lock);
             atomic_store(&m->writable, writable);
+            pthread_mutex_unlock(&m->lock);
+        }
     }
     ebr_exit();
     return result;
 }
 
-static void anon_read(struct sv6_mapping *m, size_t in_page, unsigned char *buf, size_t n)
+static void anon_read(struct page_backing *b, size_t in_page, unsigned char *buf, size_t n)
 {
-    struct anon_page *page = atomic_load(&m->data);
+    struct anon_page *page = atomic_load(&b->data);
     if (page)
         memcpy(buf, page->bytes + in_page, n);
     else
         memset(buf, 0, n); /* never written: the zero page */
 }
 
-/* Whether page (NULL: the zero page) holds the n bytes of buf at in_page. */
-static bool anon_holds(const struct anon_page *page, size_t in_page, const unsigned char *buf,
-                       size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] != (page ? page->bytes[in_page + i] : 0))
-            return false;
-    return true;
-}
-
 /* Publishes a changed copy if the page is still the one copied (so of two
  * writers neither loses the other's bytes).  Bytes the page already holds are
  * not written again: such a write writes nothing. */
-static void anon_write(struct sv6_mapping *m, size_t in_page, const unsigned char *buf, size_t n)
+static void anon_write(struct page_backing *b, size_t in_page, const unsigned char *buf, size_t n)
 {
-    struct anon_page *old = atomic_load(&m->data);
-    while (!anon_holds(old, in_page, buf, n)) {
+    struct anon_page *old = atomic_load(&b->data);
+    while (!sv6_page_holds(old ? old->bytes : NULL, in_page, buf, n)) {
         struct anon_page *fresh = anon_page_copy(old);
         memcpy(fresh->bytes + in_page, buf, n);
-        if (atomic_compare_exchange_strong(&m->data, &old, fresh)) {
+        if (atomic_compare_exchange_strong(&b->data, &old, fresh)) {
             if (old)
                 ebr_retire(&old->ebr, anon_page_free);
             return;
@@ -263,15 +315,16 @@ static int access_page(struct sv6_proc *p, uint64_t addr, unsigned char *buf, si
     if (!m || (write && !atomic_load(&m->writable)))
         return SV6_SIGSEGV;
     size_t in_page = addr % SV6_PAGE_SIZE;
-    if (!m->inode) {
+    struct page_backing *b = atomic_load(&m->backing);
+    if (!b->inode) {
         if (write)
-            anon_write(m, in_page, buf, n);
+            anon_write(b, in_page, buf, n);
         else
-            anon_read(m, in_page, buf, n);
+            anon_read(b, in_page, buf, n);
         return 0;
     }
-    struct sv6_inode *inode = m->inode;
-    uint64_t start = m->file_page * SV6_PAGE_SIZE, at = start + in_page;
+    struct sv6_inode *inode = b->inode;
+    uint64_t start = b->file_page * SV6_PAGE_SIZE, at = start + in_page;
     /* Wholly past the end: decided without a writer lock, from the slots of
      * this page and the file's pages above it only. */
     if (write && sv6_inode_length_reaching(inode, start + 1) <= start)

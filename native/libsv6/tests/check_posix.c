@@ -154,6 +154,22 @@ static void check_vm(struct sv6_proc *p0, struct sv6_proc *p1)
               (int64_t)a,
           "fixed over a mapping");
     CHECK(sv6_memread(p1, a, buf, 1) == 0 && buf[0] == 0, "replaced by zeros");
+    /* One that keeps the protection replaces only what the page shows: the
+     * slot keeps its mapping, whose protection mprotect and a faulting
+     * memwrite read. */
+    CHECK(sv6_mprotect(p1, a + PAGE, PAGE, PROT_READ) == 0, "the file page read-only");
+    void *kept = radix_get(&p1->vm, a / PAGE + 1);
+    CHECK(sv6_mmap(p1, a + PAGE, PAGE, PROT_READ, MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+                  (int64_t)(a + PAGE) &&
+              radix_get(&p1->vm, a / PAGE + 1) == kept,
+          "an mmap that keeps the protection keeps the mapping");
+    CHECK(sv6_memread(p1, a + PAGE, buf, 1) == 0 && buf[0] == 0 &&
+              sv6_memwrite(p1, a + PAGE, "x", 1) == SV6_SIGSEGV,
+          "and shows the new page, read-only");
+    CHECK(sv6_mmap(p1, a + PAGE, PAGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1,
+                   0) == (int64_t)(a + PAGE) &&
+              sv6_memwrite(p1, a + PAGE, "x", 1) == 0,
+          "one that changes it maps the page writable");
     sv6_close(p1, fds[0]);
     sv6_close(p1, fds[1]);
 }
@@ -214,9 +230,13 @@ static void check_spawn_and_sockets(struct sv6_proc *p0)
     CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, sock) == 0, "close");
 }
 
+/* The inode of fd, which stays while fd is open. */
 static struct sv6_inode *inode_of(struct sv6_proc *p, int fd)
 {
-    return sv6_file_at(p, fd)->inode; /* the fd keeps it alive */
+    ebr_enter();
+    struct sv6_inode *inode = sv6_file_at(p, fd)->inode;
+    ebr_exit();
+    return inode;
 }
 
 static uint64_t size_of(struct sv6_proc *p, int fd)
@@ -284,18 +304,57 @@ static void check_length(struct sv6_proc *p0)
     sv6_core_set(2);
 }
 
-struct read_at_end {
-    struct sv6_proc *p;
-    int fd;
-    _Atomic ssize_t result; /* 1 until the read returned */
+/* A call run on a thread of its own, so that a check can hold what the call
+ * must not need (a lock, a truncation under way) and see it return anyway. */
+struct background_call {
+    int64_t (*call)(void *arg);
+    void *arg;
+    pthread_t thread;
+    atomic_bool returned;
+    int64_t result;
 };
 
-static void *read_at_end_main(void *arg)
+static void *background_main(void *arg)
 {
-    struct read_at_end *r = arg;
-    char byte;
-    atomic_store(&r->result, sv6_read(r->p, r->fd, &byte, 1));
+    struct background_call *c = arg;
+    c->result = c->call(c->arg);
+    atomic_store(&c->returned, true);
     return NULL;
+}
+
+/* Starts c's call and waits for it up to 2 s: whether it returned by then.
+ * The caller releases what it holds, then calls background_join. */
+static bool background_returns(struct background_call *c)
+{
+    atomic_init(&c->returned, false);
+    CHECK(pthread_create(&c->thread, NULL, background_main, c) == 0, "thread");
+    for (int ms = 0; ms < 2000 && !atomic_load(&c->returned); ms++)
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000 * 1000}, NULL);
+    return atomic_load(&c->returned);
+}
+
+static void background_join(struct background_call *c)
+{
+    pthread_join(c->thread, NULL);
+}
+
+struct fd_call {
+    struct sv6_proc *p;
+    int fd;
+    uint64_t addr;
+};
+
+static int64_t read_byte(void *arg)
+{
+    struct fd_call *c = arg;
+    char byte;
+    return sv6_read(c->p, c->fd, &byte, 1);
+}
+
+static int64_t memwrite_byte(void *arg)
+{
+    struct fd_call *c = arg;
+    return sv6_memwrite(c->p, c->addr, "x", 1);
 }
 
 /* A read at the end of the file returns 0 without the offset lock (another
@@ -309,20 +368,70 @@ static void check_read_at_end(struct sv6_proc *p0)
     ebr_exit();
     uint64_t changes = atomic_load(&f->off_changes);
     pthread_mutex_lock(&f->off_lock);
-    struct read_at_end r = {.p = p0, .fd = fd, .result = 1};
-    pthread_t reader;
-    CHECK(pthread_create(&reader, NULL, read_at_end_main, &r) == 0, "thread");
-    for (int ms = 0; ms < 2000 && atomic_load(&r.result) == 1; ms++)
-        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000 * 1000}, NULL);
-    CHECK(atomic_load(&r.result) == 0, "a read at the end returns 0 without the offset lock");
+    struct fd_call args = {.p = p0, .fd = fd};
+    struct background_call r = {.call = read_byte, .arg = &args};
+    CHECK(background_returns(&r) && r.result == 0,
+          "a read at the end returns 0 without the offset lock");
     pthread_mutex_unlock(&f->off_lock);
-    pthread_join(reader, NULL);
+    background_join(&r);
     CHECK(atomic_load(&f->off_changes) == changes && sv6_lseek(p0, fd, 0, SEEK_CUR) == 2,
           "and changes no offset");
     char buf[2];
     CHECK(sv6_lseek(p0, fd, 1, SEEK_SET) == 1 && sv6_read(p0, fd, buf, 2) == 1 && buf[0] == 'b',
           "a read inside");
     CHECK(sv6_close(p0, fd) == 0 && sv6_unlink(p0, "end") == 0, "clean up");
+}
+
+/* A memwrite of a mapped page wholly past the end faults without reading the
+ * truncation count (it is left odd here, as while an O_TRUNC runs), as a
+ * memread there does. */
+static void check_memwrite_past_end(struct sv6_proc *p0)
+{
+    int fd = sv6_open(p0, "past", O_CREAT);
+    CHECK(sv6_pwrite(p0, fd, "ab", 2, PAGE) == 2, "a file of two pages");
+    int64_t at = sv6_mmap(p0, 0, 3 * PAGE, PROT_READ | PROT_WRITE, 0, fd, 0);
+    CHECK(at > 0, "mmap");
+    struct sv6_inode *inode = inode_of(p0, fd);
+    atomic_fetch_add(&inode->truncations, 1);
+    struct fd_call past = {.p = p0, .addr = (uint64_t)at + 2 * PAGE};
+    struct background_call w = {.call = memwrite_byte, .arg = &past};
+    bool returned = background_returns(&w);
+    atomic_fetch_add(&inode->truncations, 1);
+    background_join(&w);
+    CHECK(returned && w.result == SV6_SIGBUS,
+          "a memwrite past the end faults while a truncation runs");
+    CHECK(sv6_munmap(p0, (uint64_t)at, 3 * PAGE) == 0 && sv6_close(p0, fd) == 0 &&
+              sv6_unlink(p0, "past") == 0,
+          "clean up");
+}
+
+/* A write of bytes a file page already holds, or of zeros into a hole below
+ * another page, publishes no page: readers of the page share nothing with it. */
+static void check_unchanged_page_write(struct sv6_proc *p0)
+{
+    char buf[4];
+    int fd = sv6_open(p0, "same", O_CREAT);
+    CHECK(sv6_pwrite(p0, fd, "abc", 3, 0) == 3, "write");
+    int64_t at = sv6_mmap(p0, 0, PAGE, PROT_READ | PROT_WRITE, 0, fd, 0);
+    CHECK(at > 0, "mmap");
+    struct sv6_inode *inode = inode_of(p0, fd);
+    void *page = radix_get(&inode->pages, 0);
+    CHECK(sv6_pwrite(p0, fd, "bc", 2, 1) == 2 && sv6_memwrite(p0, (uint64_t)at, "a", 1) == 0 &&
+              sv6_write(p0, fd, "ab", 2) == 2,
+          "writes of the bytes there");
+    CHECK(radix_get(&inode->pages, 0) == page, "publish no page");
+    CHECK(sv6_pwrite(p0, fd, "e", 1, 3 * PAGE) == 1, "a page after a hole");
+    CHECK(sv6_pwrite(p0, fd, "\0\0", 2, 2 * PAGE) == 2 && !radix_get(&inode->pages, 2),
+          "zeros into a hole below another page publish no page");
+    CHECK(sv6_pwrite(p0, fd, "\0", 1, 5 * PAGE) == 1 && radix_get(&inode->pages, 5) &&
+              size_of(p0, fd) == 5 * PAGE + 1,
+          "zeros past the end make a page: the length is where the last page ends");
+    CHECK(sv6_pwrite(p0, fd, "abd", 3, 0) == 3 && radix_get(&inode->pages, 0) != page,
+          "a changed byte publishes a page");
+    CHECK(sv6_pread(p0, fd, buf, 4, 0) == 4 && memcmp(buf, "abd\0", 4) == 0, "read back");
+    CHECK(sv6_munmap(p0, (uint64_t)at, PAGE) == 0 && sv6_close(p0, fd) == 0 &&
+              sv6_unlink(p0, "same") == 0,
+          "clean up");
 }
 
 int check_posix_unit(const struct check_args *args)
@@ -337,6 +446,8 @@ int check_posix_unit(const struct check_args *args)
     check_spawn_and_sockets(p0);
     check_length(p0);
     check_read_at_end(p0);
+    check_memwrite_past_end(p0);
+    check_unchanged_page_write(p0);
     sv6_proc_destroy(p0);
     sv6_proc_destroy(p1);
     sv6_world_destroy(w);
@@ -352,7 +463,7 @@ struct posix_stress {
     struct sv6_world *world;
     struct sv6_proc *procs[2];
     int shared_fd[2]; /* "shared" open in each process */
-    uint64_t shared_anon; /* an anonymous page at this address in each process */
+    uint64_t shared_anon; /* two anonymous pages here in each process */
     int pipe_fds[2];  /* one pipe, at the same fds in both processes */
     _Atomic unsigned long ops, links, stats, pipe_sent, pipe_received;
     unsigned threads;
@@ -375,7 +486,7 @@ static void posix_body(unsigned index, void *arg)
     uint32_t last_seen[MAX_STRESS_THREADS] = {0}; /* per writer, of its records read here */
     while (!check_stop()) {
         ops++;
-        switch (check_below(&rng, 11)) {
+        switch (check_below(&rng, 12)) {
         case 0: { /* open/close of the own file, any fd */
             int again = sv6_open(p, name, check_below(&rng, 2) ? SV6_O_ANYFD : 0);
             CHECK(again >= 0, "open %s: %d", name, again);
@@ -470,6 +581,22 @@ static void posix_body(unsigned index, void *arg)
             }
             break;
         }
+        case 10: { /* the page after the shared one, remapped and reprotected by every
+                    * thread: always mapped, holding zeros or the byte written */
+            const uint64_t page_after = s->shared_anon + PAGE;
+            int prot = PROT_READ | (check_below(&rng, 2) ? PROT_WRITE : 0);
+            if (check_below(&rng, 2))
+                CHECK(sv6_mmap(p, page_after, PAGE, prot, MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+                          (int64_t)page_after,
+                      "remap");
+            else
+                CHECK(sv6_mprotect(p, page_after, PAGE, prot) == 0, "mprotect");
+            int written = sv6_memwrite(p, page_after, "z", 1);
+            CHECK(written == 0 || written == SV6_SIGSEGV, "memwrite: %d", written);
+            CHECK(sv6_memread(p, page_after, buf, 1) == 0 && (buf[0] == 0 || buf[0] == 'z'),
+                  "memread");
+            break;
+        }
         default: { /* the own file by name */
             struct sv6_stat st;
             CHECK(sv6_stat(p, name, &st) == 0 && st.nlink == 1 && st.size == PAGE, "stat");
@@ -492,9 +619,9 @@ int check_posix_stress(const struct check_args *args)
         s.procs[i] = sv6_proc_create(s.world);
         s.shared_fd[i] = sv6_open(s.procs[i], "shared", O_CREAT);
         CHECK(s.shared_fd[i] >= 0, "shared");
-        CHECK(sv6_mmap(s.procs[i], s.shared_anon, PAGE, PROT_READ | PROT_WRITE,
+        CHECK(sv6_mmap(s.procs[i], s.shared_anon, 2 * PAGE, PROT_READ | PROT_WRITE,
                        MAP_ANONYMOUS | MAP_FIXED, -1, 0) == (int64_t)s.shared_anon,
-              "shared anonymous page");
+              "shared anonymous pages");
     }
     CHECK(sv6_pipe(s.procs[0], s.pipe_fds) == 0, "pipe");
     for (int end = 0; end < 2; end++)
