@@ -3,7 +3,10 @@
  * one shared libsv6 process.  Modes:
  *   lowest  POSIX lowest-fd allocation: every open writes partition 0's lock
  *   anyfd   O_ANYFD: each core allocates from its own partition
- * Threads only.
+ * Workers are threads of one libsv6 process.  With --processes each worker is
+ * a process of its own with a copy of the world made before the fork, so the
+ * workers share no memory at all: the control that shows what two workers can
+ * reach on the machine itself (catalog: sv6-openbench-private).
  */
 #include "harness.h"
 #include "sv6/core.h"
@@ -65,7 +68,7 @@ const struct hc_benchmark hc_benchmark = {
     .name = "sv6-openbench",
     .description = "libsv6: each worker close(open(own file)), lowest fd or O_ANYFD",
     .modes = modes,
-    .kind = HC_THREADS_ONLY,
+    .kind = HC_THREADS_OR_PROCESSES,
     .process_setup = process_setup,
     .worker = worker,
     .process_teardown = process_teardown,
