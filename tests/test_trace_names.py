@@ -3,7 +3,6 @@ made from tests/data/btf_types.c with `gcc -g` + `pahole`, the slab-cache-to-typ
 guest-memory translation, and the namer over a fake guest memory. No VM is booted here;
 tests/test_trace_vm.py checks the names a real kernel gives."""
 
-import contextlib
 import shutil
 import struct
 import subprocess
@@ -188,20 +187,6 @@ def test_guest_memory_reads_from_a_base_offset_and_refuses_beyond_its_size(tmp_p
     memory.close()
 
 
-def test_guest_memory_held_reads_each_page_once(tmp_path):
-    path = tmp_path / "mem"
-    page = 4096
-    path.write_bytes(b"a" * page + b"b" * page)
-    memory = GuestMemory(path, size=2 * page)
-    with memory.held():
-        assert memory.read(page - 2, 4) == b"aabb"  # across two pages
-        path.write_bytes(b"c" * 2 * page)  # the guest writes on meanwhile
-        assert memory.read(page - 1, 2) == b"ab"  # served from the pages read
-        assert memory.read(2 * page - 1, 2) is None  # beyond the guest's RAM
-    assert memory.read(page - 1, 2) == b"cc"  # outside: read again
-    memory.close()
-
-
 # ---- the namer over a fake guest memory ----
 
 
@@ -210,9 +195,6 @@ class FakeKernelMemory:
 
     def __init__(self):
         self.pages: dict[int, bytearray] = {}
-
-    def held(self):
-        return contextlib.nullcontext()
 
     def write(self, vaddr: int, data: bytes):
         for i, byte in enumerate(data):

@@ -19,7 +19,6 @@ that is no longer a slab is named by what it is now ("page"), never guessed.
 """
 
 import bisect
-import contextlib
 import struct
 import time
 from dataclasses import dataclass
@@ -164,13 +163,6 @@ class DataNamer:
         of caches without a type (kmalloc-*) are looked for behind the pointers of the
         typed objects among these lines: `fdtable.open_fds[]`, `super_block.s_inodes`."""
         started = time.perf_counter()
-        with self.kernel.held() if self.kernel else contextlib.nullcontext():
-            names = self._names(lines)
-        self.lines += len(lines)
-        self.seconds += time.perf_counter() - started
-        return names
-
-    def _names(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
         slabs = self.slabs
         located: dict[int, list | str] = {}
         for i, (kind, vaddr, paddr, mask) in enumerate(lines):
@@ -200,6 +192,8 @@ class DataNamer:
                         for cache, address, offsets in objects
                     )
                 )
+        self.lines += len(lines)
+        self.seconds += time.perf_counter() - started
         return names
 
     def _name(self, kind: str, vaddr: int, paddr: int, mask: int) -> str:

@@ -10,7 +10,7 @@ subtraction (``nokaslr``: the image runs where it was linked), anything else (vm
 vmalloc) by walking the kernel's page tables from ``init_top_pgt``.
 """
 
-import contextlib
+import ctypes
 import os
 import struct
 from pathlib import Path
@@ -23,6 +23,12 @@ _FRAME = 0x000F_FFFF_FFFF_F000
 # Levels of a 4-level walk: (shift of the index, size of a huge mapping at that level).
 _LEVELS = ((39, None), (30, 1 << 30), (21, 1 << 21), (12, None))
 BANNER = b"Linux version "
+# pread through ctypes.PyDLL keeps the GIL for the call (a few microseconds): os.pread
+# gives it up, and with the other VMs' threads parsing traces, getting it back waits for
+# their switch interval (5 ms) at every read.
+_LIBC_HOLDING_GIL = ctypes.PyDLL(None, use_errno=True)
+_LIBC_HOLDING_GIL.pread.restype = ctypes.c_ssize_t
+_LIBC_HOLDING_GIL.pread.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long)
 
 
 class GuestMemory:
@@ -32,46 +38,18 @@ class GuestMemory:
     def __init__(self, path: Path, size: int, base: int = 0):
         self.path, self.size, self.base = path, size, base
         self._fd: int | None = None
-        self._pages: dict[int, bytes | None] | None = None  # inside held(): frame -> bytes
-
-    @contextlib.contextmanager
-    def held(self):
-        """Reads inside are served from whole pages, each read once. Each read of
-        /proc/<pid>/mem is a system call, which hands the GIL to the other VMs' threads
-        and waits to get it back: naming one test's lines reads the same few pages (struct
-        pages, slab caches, objects) many times."""
-        self._pages = {}
-        try:
-            yield
-        finally:
-            self._pages = None
 
     def read(self, paddr: int, size: int) -> bytes | None:
         if paddr < 0 or paddr + size > self.size:
             return None
-        if self._pages is None:
-            return self._read_file(paddr, size)
-        out = b""
-        while len(out) < size:
-            at = paddr + len(out)
-            frame, offset = at >> PAGE_SHIFT, at & ((1 << PAGE_SHIFT) - 1)
-            if frame not in self._pages:
-                start = frame << PAGE_SHIFT
-                self._pages[frame] = self._read_file(start, min(1 << PAGE_SHIFT, self.size - start))
-            page = self._pages[frame]
-            if page is None:
-                return None
-            out += page[offset : offset + size - len(out)]
-        return out
-
-    def _read_file(self, paddr: int, size: int) -> bytes | None:
         try:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_RDONLY)
-            data = os.pread(self._fd, size, self.base + paddr)
         except OSError:
             return None
-        return data if len(data) == size else None
+        buf = ctypes.create_string_buffer(size)
+        done = _LIBC_HOLDING_GIL.pread(self._fd, buf, size, self.base + paddr)
+        return buf.raw if done == size else None
 
     def close(self):
         if self._fd is not None:
@@ -109,10 +87,6 @@ class KernelMemory:
         self.memory = memory
         self._top_table = top_table  # init_top_pgt, a kernel image address
         self._pages: dict[int, int | None] = {}
-
-    def held(self):
-        """Reads inside come from pages read once (GuestMemory.held)."""
-        return self.memory.held()
 
     def phys(self, vaddr: int) -> int | None:
         if DIRECT_MAP[0] <= vaddr < DIRECT_MAP[1]:
