@@ -349,70 +349,77 @@ static int open_inode(struct builder *b, long inode, long off)
 	return fd;
 }
 
-static int build_fds(struct builder *b, int pid, struct sv6_proc *proc)
+/* Calls build on each entry under procs.<pid>.<kind> of the setup (at: the entry's path,
+ * key: its last part); the first error ends it. */
+static int each_entry(struct builder *b, int pid, const char *kind, struct sv6_proc *proc,
+		      int (*build)(struct builder *, struct sv6_proc *, const char *at, const char *key))
 {
 	char key[KEY_LEN], base[32];
-	snprintf(base, sizeof base, "procs.%d.fds", pid);
+	snprintf(base, sizeof base, "procs.%d.%s", pid, kind);
 	for (int i = 0; sc_state_key(b->setup, base, i, key, sizeof key); i++) {
 		char at[64];
 		snprintf(at, sizeof at, "%s.%s", base, key);
-		int fd = (int)strtol(key, NULL, 10), ret;
-		long pipe = value_at(b, "%s.%s", at, "pipe", -1);
-		if (pipe >= 0) {
-			char end_path[80];
-			snprintf(end_path, sizeof end_path, "%s.end", at);
-			const char *end = sc_state_text(b->setup, end_path);
-			if (pipe >= b->npipes || !end)
-				return fail(b, "bad pipe fd", at, pipe);
-			ret = sv6_fd_install(proc, fd, b->proc, b->pipe_ends[pipe][strcmp(end, "r") != 0]);
-		} else {
-			int file = open_inode(b, value_at(b, "%s.%s", at, "file", -1), value_at(b, "%s.%s", at, "off", 0));
-			if (file < 0)
-				return fail(b, "opening the file of", at, file);
-			ret = sv6_fd_install(proc, fd, b->proc, file);
-			sv6_close(b->proc, file);
-		}
+		int ret = build(b, proc, at, key);
 		if (ret < 0)
-			return fail(b, "installing", at, ret);
+			return ret;
 	}
 	return 0;
 }
 
-static int build_maps(struct builder *b, int pid, struct sv6_proc *proc)
+/* One fd of the setup: a pipe end, or a new open file of an inode at its offset. */
+static int build_fd(struct builder *b, struct sv6_proc *proc, const char *at, const char *key)
 {
-	char key[KEY_LEN], base[32];
-	snprintf(base, sizeof base, "procs.%d.maps", pid);
-	for (int i = 0; sc_state_key(b->setup, base, i, key, sizeof key); i++) {
-		char at[64];
-		snprintf(at, sizeof at, "%s.%s", base, key);
-		uint64_t va = strtoull(key, NULL, 10);
-		int writable = (int)value_at(b, "%s.%s", at, "writable", 0);
-		int64_t ret;
-		if (value_at(b, "%s.%s", at, "anon", 0)) {
-			/* Mapped writable to write its byte, then given the setup's protection. */
-			ret = sv6_mmap(proc, va, UNIT, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-			unsigned char unit[UNIT];
-			memset(unit, (int)value_at(b, "%s.%s", at, "data", 0), UNIT);
-			if (ret >= 0 && unit[0])
-				ret = sv6_memwrite(proc, va, unit, UNIT);
-			if (ret >= 0 && !writable)
-				ret = sv6_mprotect(proc, va, UNIT, PROT_READ);
-		} else {
-			long off = value_at(b, "%s.%s", at, "off", 0);
-			int file = open_inode(b, value_at(b, "%s.%s", at, "file", -1), 0);
-			if (file < 0)
-				return fail(b, "opening the file of", at, file);
-			ret = sv6_fd_install(proc, SCRATCH_FD, b->proc, file);
-			sv6_close(b->proc, file);
-			if (ret >= 0) {
-				ret = sv6_mmap(proc, va, UNIT, PROT_READ | (writable ? PROT_WRITE : 0), MAP_FIXED, SCRATCH_FD,
-					       (off_t)off * UNIT);
-				sv6_close(proc, SCRATCH_FD);
-			}
-		}
-		if (ret < 0)
-			return fail(b, "mapping", at, (long)ret);
+	int fd = (int)strtol(key, NULL, 10), ret;
+	long pipe = value_at(b, "%s.%s", at, "pipe", -1);
+	if (pipe >= 0) {
+		char end_path[80];
+		snprintf(end_path, sizeof end_path, "%s.end", at);
+		const char *end = sc_state_text(b->setup, end_path);
+		if (pipe >= b->npipes || !end)
+			return fail(b, "bad pipe fd", at, pipe);
+		ret = sv6_fd_install(proc, fd, b->proc, b->pipe_ends[pipe][strcmp(end, "r") != 0]);
+	} else {
+		int file = open_inode(b, value_at(b, "%s.%s", at, "file", -1), value_at(b, "%s.%s", at, "off", 0));
+		if (file < 0)
+			return fail(b, "opening the file of", at, file);
+		ret = sv6_fd_install(proc, fd, b->proc, file);
+		sv6_close(b->proc, file);
 	}
+	if (ret < 0)
+		return fail(b, "installing", at, ret);
+	return 0;
+}
+
+/* One mapping of the setup: an anonymous page with its byte, or a page of a file. */
+static int build_map(struct builder *b, struct sv6_proc *proc, const char *at, const char *key)
+{
+	uint64_t va = strtoull(key, NULL, 10);
+	int writable = (int)value_at(b, "%s.%s", at, "writable", 0);
+	int64_t ret;
+	if (value_at(b, "%s.%s", at, "anon", 0)) {
+		/* Mapped writable to write its byte, then given the setup's protection. */
+		ret = sv6_mmap(proc, va, UNIT, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		unsigned char unit[UNIT];
+		memset(unit, (int)value_at(b, "%s.%s", at, "data", 0), UNIT);
+		if (ret >= 0 && unit[0])
+			ret = sv6_memwrite(proc, va, unit, UNIT);
+		if (ret >= 0 && !writable)
+			ret = sv6_mprotect(proc, va, UNIT, PROT_READ);
+	} else {
+		long off = value_at(b, "%s.%s", at, "off", 0);
+		int file = open_inode(b, value_at(b, "%s.%s", at, "file", -1), 0);
+		if (file < 0)
+			return fail(b, "opening the file of", at, file);
+		ret = sv6_fd_install(proc, SCRATCH_FD, b->proc, file);
+		sv6_close(b->proc, file);
+		if (ret >= 0) {
+			ret = sv6_mmap(proc, va, UNIT, PROT_READ | (writable ? PROT_WRITE : 0), MAP_FIXED, SCRATCH_FD,
+				       (off_t)off * UNIT);
+			sv6_close(proc, SCRATCH_FD);
+		}
+	}
+	if (ret < 0)
+		return fail(b, "mapping", at, (long)ret);
 	return 0;
 }
 
@@ -444,9 +451,9 @@ int sc_setup(const struct sc_state *setup, char *why, size_t whylen)
 	if (ret == 0)
 		ret = build_pipes(&b);
 	for (int p = 0; p < NPROCS && ret == 0; p++)
-		ret = build_fds(&b, p, state.procs[p]);
+		ret = each_entry(&b, p, "fds", state.procs[p], build_fd);
 	for (int p = 0; p < NPROCS && ret == 0; p++)
-		ret = build_maps(&b, p, state.procs[p]);
+		ret = each_entry(&b, p, "maps", state.procs[p], build_map);
 	for (int i = 0; i < b.ninodes; i++) {
 		char name[KEY_LEN];
 		inode_name(i, name, sizeof name);

@@ -27,7 +27,7 @@ from scalecheck.trace.btf import Types
 from scalecheck.trace.kernelmem import KernelMemory
 from scalecheck.trace.store import RESULTS_FORMAT, RESULTS_VERSION, TESTS_HASH, ResultsStore
 from scalecheck.trace.symbols import KernelSymbols
-from scalecheck.trace.target import Target, TargetMismatch, batches, save_crash_log
+from scalecheck.trace.target import Target, TargetMismatch, batch_size, save_crash_log
 
 BOOT_TIMEOUT = 300
 # Boots in a row that finish no test before the run gives up: the kernel or its
@@ -557,8 +557,7 @@ def prepare_vms(settings: VmSettings, trace_dir: Path, log=print, on_vm_start=No
 def trace_here(config: "_RunConfig", pending: list, jobs: int) -> int:
     """Runs ``pending`` [(index, Test)] in ``jobs`` VMs at once on this machine, each record
     going to ``config.on_record``; returns the number of boots."""
-    equal = batches(pending, jobs, config.settings.batch)
-    size = len(equal[0]) if equal else config.settings.batch
+    size = batch_size(len(pending), jobs, config.settings.batch)
     workers = [_VmWorker(config, pending[k::jobs], k, size) for k in range(jobs)]
     run_workers(workers, config.stop)
     return sum(w.boots for w in workers)

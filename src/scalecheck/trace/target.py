@@ -35,12 +35,18 @@ class Target(Protocol):
     ) -> int: ...
 
 
-def batches(pending: list, workers: int, limit: int) -> list[list]:
-    """At most ``limit`` tests per boot, in equal batches whose count is a multiple of the
-    workers' (an odd last batch would leave one worker tracing alone at the end)."""
+def batch_size(tests: int, workers: int, limit: int) -> int:
+    """Tests per batch when ``tests`` are cut into equal batches of at most ``limit``, whose
+    count is a multiple of the workers' (an odd last batch would leave one worker tracing
+    alone at the end)."""
     workers = max(1, workers)
-    count = -(-max(1, -(-len(pending) // limit)) // workers) * workers
-    size = max(1, -(-len(pending) // count))
+    count = -(-max(1, -(-tests // limit)) // workers) * workers
+    return max(1, -(-tests // count))
+
+
+def batches(pending: list, workers: int, limit: int) -> list[list]:
+    """``pending`` in batches of batch_size()."""
+    size = batch_size(len(pending), workers, limit)
     return [pending[k : k + size] for k in range(0, len(pending), size)]
 
 
