@@ -11,7 +11,7 @@ void dir_init(struct dir *d, const struct dir_ops *ops)
 {
     d->ops = ops;
     for (unsigned b = 0; b < DIR_BUCKETS; b++) {
-        pthread_mutex_init(&d->buckets[b].lock, NULL);
+        sv6_lock_init(&d->buckets[b].lock);
         atomic_init(&d->buckets[b].head, NULL);
     }
 }
@@ -26,7 +26,6 @@ void dir_destroy(struct dir *d)
             free(e);
             e = next;
         }
-        pthread_mutex_destroy(&d->buckets[b].lock);
     }
 }
 
@@ -94,7 +93,7 @@ int dir_insert(struct dir *d, const char *name, void *value)
     if (present(d, name))
         return -EEXIST;
     struct dir_bucket *b = bucket_of(d, name);
-    pthread_mutex_lock(&b->lock);
+    sv6_lock(&b->lock);
     _Atomic(struct dir_entry *) *link = find_link(b, name);
     int result = -EEXIST;
     if (!atomic_load(link)) {
@@ -102,7 +101,7 @@ int dir_insert(struct dir *d, const char *name, void *value)
         atomic_store(link, new_entry(d, name, value));
         result = 0;
     }
-    pthread_mutex_unlock(&b->lock);
+    sv6_unlock(&b->lock);
     return result;
 }
 
@@ -122,14 +121,14 @@ int dir_remove(struct dir *d, const char *name, void **old)
     if (!present(d, name))
         return -ENOENT;
     struct dir_bucket *b = bucket_of(d, name);
-    pthread_mutex_lock(&b->lock);
+    sv6_lock(&b->lock);
     _Atomic(struct dir_entry *) *link = find_link(b, name);
     int result = -ENOENT;
     if (atomic_load(link)) {
         *old = unlink_entry(link);
         result = 0;
     }
-    pthread_mutex_unlock(&b->lock);
+    sv6_unlock(&b->lock);
     return result;
 }
 
@@ -141,16 +140,16 @@ static void lock_pair(struct dir_bucket *a, struct dir_bucket *b)
         a = b;
         b = t;
     }
-    pthread_mutex_lock(&a->lock);
+    sv6_lock(&a->lock);
     if (b != a)
-        pthread_mutex_lock(&b->lock);
+        sv6_lock(&b->lock);
 }
 
 static void unlock_pair(struct dir_bucket *a, struct dir_bucket *b)
 {
-    pthread_mutex_unlock(&a->lock);
+    sv6_unlock(&a->lock);
     if (b != a)
-        pthread_mutex_unlock(&b->lock);
+        sv6_unlock(&b->lock);
 }
 
 int dir_rename(struct dir *d, const char *src, const char *dst, void **moved, void **replaced)

@@ -2,6 +2,7 @@
 #include "sv6/ebr.h"
 
 #include "sv6/core.h"
+#include "sv6/lock.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -22,7 +23,7 @@
 struct slot {
     SV6_ALIGNED _Atomic uint64_t announced; /* epoch << 1 | 1 inside, 0 outside */
     atomic_bool in_use;
-    pthread_mutex_t lock;
+    struct sv6_lock lock;
     /* Oldest first, under lock: one thread retires onto its slot, so epochs
      * never decrease along it and what has expired is a prefix. */
     struct ebr_node *retired;
@@ -58,7 +59,7 @@ static void on_thread_exit(void *unused)
 static void setup(void)
 {
     for (unsigned i = 0; i < MAX_THREADS; i++) {
-        pthread_mutex_init(&slots[i].lock, NULL);
+        sv6_lock_init(&slots[i].lock);
         slots[i].retired_end = &slots[i].retired;
     }
     if (pthread_key_create(&exit_key, on_thread_exit) != 0) {
@@ -105,7 +106,7 @@ static uint64_t try_advance(void)
  * grace period is over at `epoch`. */
 static struct ebr_node *take_expired(struct slot *slot, uint64_t upto, uint64_t epoch)
 {
-    pthread_mutex_lock(&slot->lock);
+    sv6_lock(&slot->lock);
     struct ebr_node *expired = slot->retired, *node;
     struct ebr_node **end = &slot->retired; /* the link ending the expired prefix */
     unsigned count = 0;
@@ -118,9 +119,11 @@ static struct ebr_node *take_expired(struct slot *slot, uint64_t upto, uint64_t 
         slot->retired = node;
         if (!node)
             slot->retired_end = &slot->retired;
-        atomic_fetch_sub(&slot->pending, count);
+        atomic_store_explicit(&slot->pending,
+                              atomic_load_explicit(&slot->pending, memory_order_relaxed) - count,
+                              memory_order_release);
     }
-    pthread_mutex_unlock(&slot->lock);
+    sv6_unlock(&slot->lock);
     return count > 0 ? expired : NULL;
 }
 
@@ -159,7 +162,9 @@ void ebr_exit(void)
     if (--self.nesting > 0)
         return;
     struct slot *slot = self.slot;
-    atomic_store(&slot->announced, 0);
+    /* Leaving needs no fence (a reclaimer that still sees the announcement
+     * only waits longer): a plain store, not a locked exchange. */
+    atomic_store_explicit(&slot->announced, 0, memory_order_release);
     unsigned pending = atomic_load(&slot->pending);
     if (pending < self.reclaim_at) /* an ebr_drain ran this list meanwhile */
         self.reclaim_at = pending;
@@ -174,12 +179,15 @@ void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))
     struct slot *slot = my_slot();
     node->reclaim = reclaim;
     node->epoch = atomic_load(&global_epoch);
-    pthread_mutex_lock(&slot->lock);
+    sv6_lock(&slot->lock);
     node->next = NULL;
     *slot->retired_end = node;
     slot->retired_end = &node->next;
-    atomic_fetch_add(&slot->pending, 1);
-    pthread_mutex_unlock(&slot->lock);
+    /* Changed only under the lock: a load and a store, no locked add. */
+    atomic_store_explicit(&slot->pending,
+                          atomic_load_explicit(&slot->pending, memory_order_relaxed) + 1,
+                          memory_order_release);
+    sv6_unlock(&slot->lock);
 }
 
 unsigned long ebr_drain(void)
@@ -195,10 +203,10 @@ unsigned long ebr_drain(void)
         bool left = false;
         for (unsigned i = 0; i < MAX_THREADS; i++) {
             ran += run(take_expired(&slots[i], upto, epoch));
-            pthread_mutex_lock(&slots[i].lock);
+            sv6_lock(&slots[i].lock);
             for (struct ebr_node *node = slots[i].retired; node && !left; node = node->next)
                 left = node->epoch <= upto;
-            pthread_mutex_unlock(&slots[i].lock);
+            sv6_unlock(&slots[i].lock);
         }
         if (!left)
             return ran;

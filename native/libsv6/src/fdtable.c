@@ -9,7 +9,7 @@ void fdtable_init(struct fdtable *t)
 {
     for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
         struct fdtable_part *part = &t->parts[p];
-        pthread_mutex_init(&part->lock, NULL);
+        sv6_lock_init(&part->lock);
         atomic_init(&part->next, 0);
         atomic_init(&part->bound, 0);
         atomic_init(&part->slots, NULL);
@@ -19,7 +19,6 @@ void fdtable_init(struct fdtable *t)
 void fdtable_destroy(struct fdtable *t)
 {
     for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
-        pthread_mutex_destroy(&t->parts[p].lock);
         free(atomic_load(&t->parts[p].slots));
     }
 }
@@ -30,7 +29,7 @@ static _Atomic(void *) *slots_of(struct fdtable_part *part)
     _Atomic(void *) *slots = atomic_load(&part->slots);
     if (slots)
         return slots;
-    pthread_mutex_lock(&part->lock);
+    sv6_lock(&part->lock);
     slots = atomic_load(&part->slots);
     if (!slots) {
         slots = calloc(FDTABLE_PART_SIZE, sizeof *slots);
@@ -38,7 +37,7 @@ static _Atomic(void *) *slots_of(struct fdtable_part *part)
             abort();
         atomic_store(&part->slots, slots); /* published whole: lookups read it unlocked */
     }
-    pthread_mutex_unlock(&part->lock);
+    sv6_unlock(&part->lock);
     return slots;
 }
 
@@ -125,9 +124,12 @@ void *fdtable_remove(struct fdtable *t, int fd)
     if (!atomic_load(slot))
         return NULL;
     struct fdtable_part *part = &t->parts[p];
-    pthread_mutex_lock(&part->lock);
-    void *value = atomic_exchange(slot, NULL);
-    pthread_mutex_unlock(&part->lock);
+    sv6_lock(&part->lock);
+    /* Only holders of the lock change a slot that holds something (an
+     * allocation only fills an empty one), so no locked exchange is needed. */
+    void *value = atomic_load_explicit(slot, memory_order_relaxed);
+    atomic_store_explicit(slot, NULL, memory_order_release);
+    sv6_unlock(&part->lock);
     return value;
 }
 
@@ -139,11 +141,11 @@ int fdtable_visit(struct fdtable *t, int fd, void (*fn)(int fd, void *value, voi
     if (!slot || !split(fd, &p, &i))
         return -EBADF;
     struct fdtable_part *part = &t->parts[p];
-    pthread_mutex_lock(&part->lock);
+    sv6_lock(&part->lock);
     void *value = atomic_load(slot);
     if (value)
         fn(fd, value, arg);
-    pthread_mutex_unlock(&part->lock);
+    sv6_unlock(&part->lock);
     return value ? 0 : -EBADF;
 }
 
@@ -153,7 +155,7 @@ void fdtable_each(struct fdtable *t, void (*fn)(int fd, void *value, void *arg),
         struct fdtable_part *part = &t->parts[p];
         if (!atomic_load(&part->slots))
             continue; /* never used: nothing to hold still */
-        pthread_mutex_lock(&part->lock);
+        sv6_lock(&part->lock);
         _Atomic(void *) *slots = atomic_load(&part->slots);
         unsigned bound = atomic_load(&part->bound);
         for (unsigned i = 0; i < bound; i++) {
@@ -161,6 +163,6 @@ void fdtable_each(struct fdtable *t, void (*fn)(int fd, void *value, void *arg),
             if (value)
                 fn((int)(p << FDTABLE_PART_BITS | i), value, arg);
         }
-        pthread_mutex_unlock(&part->lock);
+        sv6_unlock(&part->lock);
     }
 }

@@ -11,13 +11,14 @@ void refcache_init(struct refcache *rc)
 {
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
-        pthread_mutex_init(&core->lock, NULL);
+        sv6_lock_init(&core->lock);
         core->review = core->review_tail = NULL;
         atomic_init(&core->waiting, 0);
         atomic_init(&core->used, 0);
         atomic_init(&core->flushed, 0);
         core->changes = 0;
         atomic_init(&core->stalls, 0);
+        atomic_init(&core->releasing, 0);
         for (unsigned i = 0; i < REFCACHE_SLOTS; i++) {
             atomic_init(&core->slots[i].obj, NULL);
             atomic_init(&core->slots[i].delta, 0);
@@ -25,16 +26,9 @@ void refcache_init(struct refcache *rc)
     }
     atomic_init(&rc->epoch, 1);
     rc->self_ticking = false;
-    atomic_init(&rc->releasing, 0);
     atomic_init(&rc->consistent_retries, 0);
     rc->after_flush = NULL;
     rc->after_flush_arg = NULL;
-}
-
-void refcache_destroy(struct refcache *rc)
-{
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        pthread_mutex_destroy(&rc->cores[c].lock);
 }
 
 void refcache_obj_init(struct refcache_obj *obj, int64_t count,
@@ -42,7 +36,7 @@ void refcache_obj_init(struct refcache_obj *obj, int64_t count,
 {
     atomic_init(&obj->global, count);
     atomic_init(&obj->dirty, false);
-    pthread_mutex_init(&obj->review_lock, NULL);
+    sv6_lock_init(&obj->review_lock);
     obj->queued = false;
     obj->review_epoch = 0;
     obj->review_next = NULL;
@@ -50,9 +44,28 @@ void refcache_obj_init(struct refcache_obj *obj, int64_t count,
     obj->release = release;
 }
 
-void refcache_counter_destroy(struct refcache_obj *obj)
+/* Counters and slots that only their core's lock holder writes change by a
+ * load and a store, not a locked read-modify-write: an add would otherwise
+ * cost five locked instructions where the lock is the only one needed. */
+static void owner_add(_Atomic unsigned *counter, unsigned delta)
 {
-    pthread_mutex_destroy(&obj->review_lock);
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + delta,
+                          memory_order_release);
+}
+
+/* The slot's seq odd: what follows may change its delta or object (the
+ * consistent read retries while odd or changed). */
+static void seq_begin(struct refcache_slot *slot)
+{
+    atomic_store_explicit(&slot->seq, atomic_load_explicit(&slot->seq, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+static void seq_end(struct refcache_slot *slot)
+{
+    atomic_store_explicit(&slot->seq, atomic_load_explicit(&slot->seq, memory_order_relaxed) + 1,
+                          memory_order_release);
 }
 
 static unsigned slot_index(const struct refcache_obj *obj)
@@ -76,7 +89,7 @@ static void append_review(struct refcache_core *core, struct refcache_obj *obj)
 static void queue_review(struct refcache *rc, struct refcache_core *core,
                          struct refcache_obj *obj)
 {
-    pthread_mutex_lock(&obj->review_lock);
+    sv6_lock(&obj->review_lock);
     if (!obj->queued) {
         obj->queued = true;
         /* Deltas cached before now are flushed by the next full round and
@@ -84,9 +97,9 @@ static void queue_review(struct refcache *rc, struct refcache_core *core,
         atomic_store(&obj->dirty, false);
         obj->review_epoch = atomic_load(&rc->epoch);
         append_review(core, obj);
-        atomic_fetch_add(&core->waiting, 1);
+        owner_add(&core->waiting, 1);
     }
-    pthread_mutex_unlock(&obj->review_lock);
+    sv6_unlock(&obj->review_lock);
 }
 
 /* Under core->lock with the slot's seq odd: move the slot's delta into its object. */
@@ -96,12 +109,13 @@ static void flush_slot(struct refcache *rc, struct refcache_core *core,
     struct refcache_obj *obj = atomic_load(&slot->obj);
     if (!obj)
         return;
-    int64_t delta = atomic_load(&slot->delta);
-    atomic_store(&obj->dirty, true); /* touched, even if delta is 0 */
+    int64_t delta = atomic_load_explicit(&slot->delta, memory_order_relaxed);
+    /* touched, even if delta is 0; seen by whoever sees the new global count */
+    atomic_store_explicit(&obj->dirty, true, memory_order_relaxed);
     int64_t now = atomic_fetch_add(&obj->global, delta) + delta;
-    atomic_store(&slot->delta, 0);
-    atomic_store(&slot->obj, NULL);
-    atomic_fetch_sub(&core->used, 1);
+    atomic_store_explicit(&slot->delta, 0, memory_order_relaxed);
+    atomic_store_explicit(&slot->obj, NULL, memory_order_relaxed);
+    owner_add(&core->used, (unsigned)-1);
     if (now == 0 && obj->release)
         queue_review(rc, core, obj);
 }
@@ -113,20 +127,22 @@ void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
 {
     struct refcache_core *core = &rc->cores[sv6_core()];
     struct refcache_slot *slot = &core->slots[slot_index(obj)];
-    pthread_mutex_lock(&core->lock);
-    atomic_fetch_add(&slot->seq, 1);
-    if (atomic_load(&slot->obj) != obj) {
+    sv6_lock(&core->lock);
+    seq_begin(slot);
+    if (atomic_load_explicit(&slot->obj, memory_order_relaxed) != obj) {
         flush_slot(rc, core, slot); /* evict whoever had the slot */
-        atomic_store(&slot->obj, obj);
-        atomic_fetch_add(&core->used, 1);
+        atomic_store_explicit(&slot->obj, obj, memory_order_relaxed);
+        owner_add(&core->used, 1);
     }
-    atomic_fetch_add(&slot->delta, delta);
-    atomic_fetch_add(&slot->seq, 1);
+    atomic_store_explicit(&slot->delta,
+                          atomic_load_explicit(&slot->delta, memory_order_relaxed) + delta,
+                          memory_order_relaxed);
+    seq_end(slot);
     /* Self-ticking: this core's own timer tick, counted in changes. */
     bool tick = rc->self_ticking && ++core->changes >= REFCACHE_FLUSH_EVERY;
     if (tick)
         tick_core(rc, core);
-    pthread_mutex_unlock(&core->lock);
+    sv6_unlock(&core->lock);
     if (tick)
         end_epoch(rc, true);
 }
@@ -177,12 +193,12 @@ int64_t refcache_read(struct refcache *rc, struct refcache_obj *obj)
     /* Busy caches: hold them all still (in core order, as nobody else holds
      * two core locks, this cannot deadlock). */
     for (unsigned c = 0; c < SV6_NCORES; c++)
-        pthread_mutex_lock(&rc->cores[c].lock);
+        sv6_lock(&rc->cores[c].lock);
     int64_t sum = atomic_load(&obj->global);
     for (unsigned c = 0; c < SV6_NCORES; c++)
         sum += cached_delta(&rc->cores[c], obj);
     for (unsigned c = SV6_NCORES; c-- > 0;)
-        pthread_mutex_unlock(&rc->cores[c].lock);
+        sv6_unlock(&rc->cores[c].lock);
     return sum;
 }
 
@@ -190,9 +206,8 @@ static void run_release(struct ebr_node *node)
 {
     struct refcache_obj *obj = SV6_CONTAINER_OF(node, struct refcache_obj, ebr);
     struct refcache *rc = obj->owner;
-    pthread_mutex_destroy(&obj->review_lock);
     obj->release(obj);
-    atomic_fetch_sub(&rc->releasing, 1);
+    atomic_fetch_sub(&rc->cores[sv6_core()].releasing, 1);
 }
 
 /* Under the lock of the core whose list holds obj, epoch >= obj->review_epoch
@@ -200,14 +215,14 @@ static void run_release(struct ebr_node *node)
  * it must wait another round. */
 static bool review(struct refcache *rc, struct refcache_obj *obj, uint64_t epoch)
 {
-    pthread_mutex_lock(&obj->review_lock);
+    sv6_lock(&obj->review_lock);
     bool done = true, freed = false;
     if (atomic_load(&obj->global) != 0) {
         obj->queued = false; /* alive again; a later zero queues it anew */
     } else {
         struct refcache_weak *weak = obj->weak;
         if (weak) /* a weak upgrade marks dirty under this lock */
-            pthread_mutex_lock(&weak->lock);
+            sv6_lock(&weak->lock);
         if (atomic_load(&obj->dirty)) {
             /* Touched since t0: the count may be cached somewhere; the window
              * starts again now. */
@@ -220,12 +235,12 @@ static bool review(struct refcache *rc, struct refcache_obj *obj, uint64_t epoch
             freed = true;
         }
         if (weak)
-            pthread_mutex_unlock(&weak->lock);
+            sv6_unlock(&weak->lock);
     }
-    pthread_mutex_unlock(&obj->review_lock);
+    sv6_unlock(&obj->review_lock);
     if (freed) {
         obj->owner = rc;
-        atomic_fetch_add(&rc->releasing, 1);
+        atomic_fetch_add(&rc->cores[sv6_core()].releasing, 1);
         ebr_retire(&obj->ebr, run_release);
     }
     return done;
@@ -245,7 +260,7 @@ static void review_due(struct refcache *rc, struct refcache_core *core)
         if (!core->review)
             core->review_tail = NULL;
         if (review(rc, obj, epoch))
-            atomic_fetch_sub(&core->waiting, 1);
+            owner_add(&core->waiting, (unsigned)-1);
         else
             append_review(core, obj);
     }
@@ -260,9 +275,9 @@ static void flush_core(struct refcache *rc, struct refcache_core *core)
         struct refcache_slot *slot = &core->slots[i];
         if (!atomic_load(&slot->obj))
             continue; /* nothing moves: the consistent read need not retry */
-        atomic_fetch_add(&slot->seq, 1);
+        seq_begin(slot);
         flush_slot(rc, core, slot);
-        atomic_fetch_add(&slot->seq, 1);
+        seq_end(slot);
     }
     /* Read before the flush: the flush happened in that epoch or later. */
     atomic_store(&core->flushed, epoch);
@@ -295,13 +310,13 @@ static void end_epoch(struct refcache *rc, bool help)
             (atomic_load(&core->used) == 0 && atomic_load(&core->waiting) == 0))
             continue;
         if (!help || atomic_fetch_add(&core->stalls, 1) + 1 < REFCACHE_STALLS ||
-            pthread_mutex_trylock(&core->lock) != 0)
+            !sv6_trylock(&core->lock))
             return;
         bool idle = core->changes == 0;
         flush_core(rc, core);
         if (idle)
             review_due(rc, core);
-        pthread_mutex_unlock(&core->lock);
+        sv6_unlock(&core->lock);
     }
     atomic_compare_exchange_strong(&rc->epoch, &epoch, epoch + 1);
 }
@@ -310,9 +325,9 @@ unsigned refcache_tick(struct refcache *rc)
 {
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
-        pthread_mutex_lock(&core->lock);
+        sv6_lock(&core->lock);
         flush_core(rc, core);
-        pthread_mutex_unlock(&core->lock);
+        sv6_unlock(&core->lock);
         if (rc->after_flush)
             rc->after_flush(c, rc->after_flush_arg);
     }
@@ -320,12 +335,21 @@ unsigned refcache_tick(struct refcache *rc)
     unsigned waiting = 0;
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
-        pthread_mutex_lock(&core->lock);
+        sv6_lock(&core->lock);
         review_due(rc, core);
         waiting += atomic_load(&core->waiting);
-        pthread_mutex_unlock(&core->lock);
+        sv6_unlock(&core->lock);
     }
     return waiting;
+}
+
+/* Objects handed to EBR whose release has not run yet. */
+static long releasing(struct refcache *rc)
+{
+    long sum = 0;
+    for (unsigned c = 0; c < SV6_NCORES; c++)
+        sum += atomic_load(&rc->cores[c].releasing);
+    return sum;
 }
 
 void refcache_quiesce(struct refcache *rc)
@@ -336,23 +360,23 @@ void refcache_quiesce(struct refcache *rc)
     for (;;) {
         unsigned waiting = refcache_tick(rc);
         ebr_drain();
-        if (waiting == 0 && atomic_load(&rc->releasing) == 0 && refcache_tick(rc) == 0)
+        if (waiting == 0 && releasing(rc) == 0 && refcache_tick(rc) == 0)
             return;
     }
 }
 
 void refcache_weak_init(struct refcache_weak *weak, struct refcache_obj *obj)
 {
-    pthread_mutex_init(&weak->lock, NULL);
+    sv6_lock_init(&weak->lock);
     weak->obj = obj;
-    pthread_mutex_lock(&obj->review_lock);
+    sv6_lock(&obj->review_lock);
     obj->weak = weak;
-    pthread_mutex_unlock(&obj->review_lock);
+    sv6_unlock(&obj->review_lock);
 }
 
 struct refcache_obj *refcache_weak_get(struct refcache_weak *weak)
 {
-    pthread_mutex_lock(&weak->lock);
+    sv6_lock(&weak->lock);
     struct refcache_obj *obj = weak->obj;
     if (obj) {
         /* Straight into the global count, not the core cache: taking a core
@@ -362,11 +386,6 @@ struct refcache_obj *refcache_weak_get(struct refcache_weak *weak)
         atomic_store(&obj->dirty, true);
         atomic_fetch_add(&obj->global, 1);
     }
-    pthread_mutex_unlock(&weak->lock);
+    sv6_unlock(&weak->lock);
     return obj;
-}
-
-void refcache_weak_destroy(struct refcache_weak *weak)
-{
-    pthread_mutex_destroy(&weak->lock);
 }

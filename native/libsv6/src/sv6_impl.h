@@ -30,6 +30,7 @@
 #include "sv6/sv6.h"
 #include "sv6/usock.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 

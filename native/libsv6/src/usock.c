@@ -15,7 +15,7 @@ void usock_init(struct usock *s, bool ordered)
 {
     s->ordered = ordered;
     for (unsigned c = 0; c < SV6_NCORES; c++) {
-        pthread_mutex_init(&s->queues[c].lock, NULL);
+        sv6_lock_init(&s->queues[c].lock);
         atomic_init(&s->queues[c].length, 0);
         s->queues[c].head = s->queues[c].tail = NULL;
     }
@@ -31,7 +31,6 @@ void usock_destroy(struct usock *s)
             free(m);
             m = next;
         }
-        pthread_mutex_destroy(&s->queues[c].lock);
     }
 }
 
@@ -51,14 +50,14 @@ ssize_t usock_send(struct usock *s, const void *buf, size_t n)
     m->length = n;
     memcpy(m->data, buf, n);
     struct usock_queue *q = &s->queues[home_queue(s)];
-    pthread_mutex_lock(&q->lock);
+    sv6_lock(&q->lock);
     if (q->tail)
         q->tail->next = m;
     else
         q->head = m;
     q->tail = m;
     atomic_fetch_add(&q->length, 1);
-    pthread_mutex_unlock(&q->lock);
+    sv6_unlock(&q->lock);
     return (ssize_t)n;
 }
 
@@ -66,7 +65,7 @@ static struct usock_msg *take(struct usock_queue *q)
 {
     if (atomic_load(&q->length) == 0)
         return NULL;
-    pthread_mutex_lock(&q->lock);
+    sv6_lock(&q->lock);
     struct usock_msg *m = q->head;
     if (m) {
         q->head = m->next;
@@ -74,7 +73,7 @@ static struct usock_msg *take(struct usock_queue *q)
             q->tail = NULL;
         atomic_fetch_sub(&q->length, 1);
     }
-    pthread_mutex_unlock(&q->lock);
+    sv6_unlock(&q->lock);
     return m;
 }
 

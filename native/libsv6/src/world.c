@@ -22,7 +22,6 @@ static void inode_drop(void *value, void *ctx)
 static void inode_release(struct refcache_obj *obj)
 {
     struct sv6_inode *inode = SV6_CONTAINER_OF(obj, struct sv6_inode, ref);
-    refcache_counter_destroy(&inode->nlink);
     sv6_inode_drop_data(inode);
     for (unsigned c = 0; c < SV6_NCORES; c++)
         pthread_mutex_destroy(&inode->writers[c].lock);
@@ -124,7 +123,6 @@ void sv6_world_destroy(struct sv6_world *w)
     ebr_drain(); /* entries unlinked earlier drop their references */
     dir_destroy(&w->root);
     refcache_quiesce(&w->rc);
-    refcache_destroy(&w->rc);
     free(w);
 }
 

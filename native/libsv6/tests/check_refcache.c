@@ -67,7 +67,6 @@ static struct refcache *new_refcache(void)
 static void free_refcache(struct refcache *rc)
 {
     refcache_quiesce(rc);
-    refcache_destroy(rc);
     free(rc);
 }
 
@@ -237,7 +236,6 @@ int check_refcache_unit(const struct check_args *args)
         tick_and_drain(rc);
     CHECK(atomic_load(&things_alive) == 0, "not freed");
     CHECK(refcache_weak_get(&weak) == NULL, "upgrade of a freed object");
-    refcache_weak_destroy(&weak);
 
     /* A counter (no release) goes negative and back without a review. */
     struct refcache_obj counter;
@@ -272,7 +270,7 @@ int check_refcache_unit(const struct check_args *args)
 enum { ANCHORS = 32, WEAKS = 64 };
 
 struct anchor {
-    SV6_ALIGNED pthread_mutex_t lock;
+    SV6_ALIGNED struct sv6_lock lock;
     struct thing *thing; /* holds one reference */
 };
 
@@ -303,20 +301,20 @@ static void stress_body(unsigned index, void *arg)
         struct anchor *a = &s->anchors[check_below(&rng, ANCHORS)];
         if (what < 30 && nheld < MAX_HELD) {
             /* Take a reference through an anchor: its own one counts. */
-            pthread_mutex_lock(&a->lock);
+            sv6_lock(&a->lock);
             take(s->rc, a->thing);
             held[nheld++] = a->thing;
-            pthread_mutex_unlock(&a->lock);
+            sv6_unlock(&a->lock);
         } else if (what < 60 && nheld > 0) {
             drop(s->rc, held[--nheld]);
         } else if (what < 70) {
             /* Replace an anchor's object: the old one may reach zero. */
             struct thing *fresh = new_thing(1);
             atomic_fetch_add(&s->created, 1);
-            pthread_mutex_lock(&a->lock);
+            sv6_lock(&a->lock);
             struct thing *old = a->thing;
             a->thing = fresh;
-            pthread_mutex_unlock(&a->lock);
+            sv6_unlock(&a->lock);
             drop(s->rc, old);
         } else if (what < 80 && nheld > 0) {
             /* Hand a reference to another thread (on another core): it was
@@ -425,7 +423,7 @@ int check_refcache_stress(const struct check_args *args)
     s->rc = new_refcache();
     s->ticker_index = args->threads; /* threads workers plus the ticker */
     for (unsigned i = 0; i < ANCHORS; i++) {
-        pthread_mutex_init(&s->anchors[i].lock, NULL);
+        sv6_lock_init(&s->anchors[i].lock);
         s->anchors[i].thing = new_thing(1);
     }
     /* Weakly referenced objects: one strong reference each in weak_things,
@@ -453,15 +451,12 @@ int check_refcache_stress(const struct check_args *args)
     }
     for (unsigned i = 0; i < ANCHORS; i++) {
         drop(s->rc, s->anchors[i].thing);
-        pthread_mutex_destroy(&s->anchors[i].lock);
     }
     free_refcache(s->rc);
     CHECK(atomic_load(&things_alive) == 0, "%ld objects with a true count of zero not freed",
           atomic_load(&things_alive));
-    for (unsigned i = 0; i < WEAKS; i++) {
+    for (unsigned i = 0; i < WEAKS; i++)
         CHECK(s->weaks[i].obj == NULL, "weak reference %u still set", i);
-        refcache_weak_destroy(&s->weaks[i]);
-    }
     printf("ok, %lu objects created, %lu handoffs, %lu weak upgrades, %lu reads, all freed; %s\n",
            atomic_load(&s->created) + ANCHORS + WEAKS, atomic_load(&s->handoffs),
            atomic_load(&s->upgrades), atomic_load(&s->reads), reads_report);

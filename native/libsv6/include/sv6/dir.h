@@ -16,9 +16,9 @@
 #define SV6_DIR_H
 
 #include "sv6/core.h"
+#include "sv6/lock.h"
 #include "sv6/ebr.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 #define DIR_NAME_MAX 63
@@ -39,7 +39,7 @@ struct dir_entry {
 };
 
 struct dir_bucket {
-    SV6_ALIGNED pthread_mutex_t lock;
+    SV6_ALIGNED struct sv6_lock lock;
     _Atomic(struct dir_entry *) head;
 };
 

@@ -18,8 +18,8 @@
 #define SV6_FDTABLE_H
 
 #include "sv6/core.h"
+#include "sv6/lock.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -39,7 +39,7 @@ struct fdtable_part {
      * free fd will do there); only that core's allocations write it. */
     _Atomic unsigned next;
     /* Held by remove, visit and each: a slot's value stays while it is held. */
-    SV6_ALIGNED pthread_mutex_t lock;
+    SV6_ALIGNED struct sv6_lock lock;
     /* Every slot ever filled lies below it (raised before a slot is taken):
      * fdtable_each scans only that far, so a short-lived process (a spawned
      * child with a few fds) costs a few lines to tear down, not

@@ -37,9 +37,9 @@
 #define SV6_REFCACHE_H
 
 #include "sv6/core.h"
+#include "sv6/lock.h"
 #include "sv6/ebr.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,7 +52,7 @@ struct refcache_obj {
     SV6_ALIGNED _Atomic int64_t global;
     atomic_bool dirty;
     /* Review state: only flushes that reach zero and the review touch these. */
-    pthread_mutex_t review_lock;
+    struct sv6_lock review_lock;
     bool queued;
     uint64_t review_epoch;
     struct refcache_obj *review_next;
@@ -64,7 +64,7 @@ struct refcache_obj {
 };
 
 struct refcache_weak {
-    pthread_mutex_t lock;
+    struct sv6_lock lock;
     struct refcache_obj *obj; /* NULL once the object is freed */
 };
 
@@ -86,7 +86,7 @@ struct refcache_slot {
 #define REFCACHE_STALLS 32
 
 struct refcache_core {
-    SV6_ALIGNED pthread_mutex_t lock;
+    SV6_ALIGNED struct sv6_lock lock;
     /* Objects that reached zero in this core's flushes, waiting for review,
      * oldest first: queued in epoch order, so a tick stops at the first one
      * not yet due.  `waiting` counts them (read without the lock by a core
@@ -100,12 +100,16 @@ struct refcache_core {
     /* Tries of other cores to end an epoch that this core held back: written
      * by them, so on a line of its own. */
     SV6_ALIGNED _Atomic unsigned stalls;
+    /* Objects this core handed to EBR minus releases run on it: a release
+     * may run on another core, so one core's figure can be negative; the sum
+     * over cores is what waits (a single counter would be a line that every
+     * core writes twice for every object freed). */
+    SV6_ALIGNED _Atomic long releasing;
 };
 
 struct refcache {
     struct refcache_core cores[SV6_NCORES];
     SV6_ALIGNED _Atomic uint64_t epoch;
-    SV6_ALIGNED _Atomic long releasing; /* handed to EBR, release not yet run */
     SV6_ALIGNED _Atomic uint64_t consistent_retries; /* for tests and docs */
     /* Set after refcache_init, while no other thread uses the refcache; on a
      * line no counter writes (every add reads it). */
@@ -117,17 +121,14 @@ struct refcache {
     void *after_flush_arg;
 };
 
+/* Needs no destroy: the caller frees the memory once every object is gone
+ * (refcache_quiesce until it returns 0 does that). */
 void refcache_init(struct refcache *rc);
-/* Every object must be gone (refcache_quiesce until it returns 0 does that). */
-void refcache_destroy(struct refcache *rc);
 
 /* count is the initial reference count, held by the caller.  release runs once
  * the true count is zero and must free the object; NULL makes a counter. */
 void refcache_obj_init(struct refcache_obj *obj, int64_t count,
                        void (*release)(struct refcache_obj *obj));
-/* The end of a counter (release NULL); its deltas may still sit in caches
- * only if nobody reads or flushes them again, i.e. with the refcache itself. */
-void refcache_counter_destroy(struct refcache_obj *obj);
 void refcache_inc(struct refcache *rc, struct refcache_obj *obj);
 void refcache_dec(struct refcache *rc, struct refcache_obj *obj);
 void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta);
@@ -149,7 +150,5 @@ void refcache_quiesce(struct refcache *rc);
 void refcache_weak_init(struct refcache_weak *weak, struct refcache_obj *obj);
 /* A new strong reference, or NULL if the object is gone (or going). */
 struct refcache_obj *refcache_weak_get(struct refcache_weak *weak);
-/* Only once the object is freed (refcache_weak_get returned NULL). */
-void refcache_weak_destroy(struct refcache_weak *weak);
 
 #endif

@@ -16,8 +16,8 @@
 #define SV6_USOCK_H
 
 #include "sv6/core.h"
+#include "sv6/lock.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,7 +28,7 @@
 struct usock_msg;
 
 struct usock_queue {
-    SV6_ALIGNED pthread_mutex_t lock;
+    SV6_ALIGNED struct sv6_lock lock;
     _Atomic size_t length;
     struct usock_msg *head, *tail;
 };
