@@ -274,6 +274,9 @@ static void check_length(struct sv6_proc *p0)
     memcpy(&after, inode, sizeof after);
     CHECK(atomic_load(&after.marks[2].pages) == 4, "a page past the end raises its core's mark");
     atomic_store(&after.marks[2].pages, atomic_load(&before.marks[2].pages));
+    /* Page 3's slot is a direct slot (RADIX_DIRECT), so a word of the inode. */
+    CHECK(atomic_load(&after.pages.direct[3]) != NULL, "page 3's slot is in the inode");
+    atomic_store(&after.pages.direct[3], NULL);
     CHECK(memcmp(&before, &after, sizeof before) == 0,
           "a write past the end writes no other inode word");
     for (unsigned i = 0; i < 3; i++)
