@@ -284,6 +284,8 @@ static void check_length(struct sv6_proc *p0)
     struct page_holder *holder = radix_get(&inode->pages, 3);
     CHECK(holder && atomic_load(&holder->end) == 1, "page 3 ends after its byte");
     struct page_copy *bytes = atomic_load(&below[1]->bytes);
+    CHECK((uintptr_t)bytes->bytes % SV6_CACHELINE == 0,
+          "a page copy's bytes share a line with malloc's header");
     CHECK(sv6_pwrite(p0, fd, "x", 1, PAGE + 5) == 1, "write inside");
     CHECK(atomic_load(&below[1]->end) == PAGE && atomic_load(&below[1]->bytes) != bytes &&
               radix_get(&inode->pages, 1) == below[1],
