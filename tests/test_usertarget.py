@@ -340,3 +340,15 @@ def test_libsv6_runs_a_sample_of_the_posix_tests(tmp_path):
     assert summary["mismatch"] == summary["error"] == summary["crash"] == 0
     conflicting = {test_id for test_id, r in records.items() if not r["conflict_free"]}
     assert conflicting == set(LIBSV6_CONFLICTS)
+
+
+def test_libsv6_writes_to_pages_of_an_empty_file_share_nothing(tmp_path):
+    """Two writes, or a write and a read past the end, on different pages of an empty
+    file (tests written by hand: the generated file has none): with the radix array's
+    direct slots neither call makes a node that the other reads."""
+    shutil.copy(ROOT / "tests" / "data" / "libsv6-empty-file.jsonl", tmp_path / "tests.jsonl")
+    summary = runner.run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
+    lines = (tmp_path / "trace" / "results.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines[1:]]
+    assert len(records) == 3 and summary["mismatch"] == 0
+    assert [r["conflicts"] for r in records] == [[], [], []]

@@ -228,23 +228,11 @@ int sv6_close(struct sv6_proc *p, int fd)
 
 /* ------------------------------------------------------------ file data */
 
-/* A page's bytes, never changed once published: a writer puts a changed copy
- * in its place, so readers copy it without a lock. */
-struct file_page {
-    struct ebr_node ebr;
-    unsigned char bytes[SV6_PAGE_SIZE];
-};
-
-static void page_free(struct ebr_node *node)
-{
-    free(SV6_CONTAINER_OF(node, struct file_page, ebr));
-}
-
 /* No writer runs (truncation or destroy): bytes is the page's last copy. */
 static void holder_free(struct ebr_node *node)
 {
     struct page_holder *holder = SV6_CONTAINER_OF(node, struct page_holder, ebr);
-    page_free(&atomic_load(&holder->bytes)->ebr);
+    sv6_page_copy_free(&atomic_load(&holder->bytes)->ebr);
     free(holder);
 }
 
@@ -308,18 +296,18 @@ static bool page_below_another(struct sv6_inode *inode, uint64_t page)
 static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
                        unsigned char *part, size_t len)
 {
-    struct file_page *fresh = NULL;
+    struct page_copy *fresh = NULL;
     uint64_t end = in_page + len;
     for (;;) {
         struct page_holder *holder = radix_get(&inode->pages, page);
-        struct file_page *old = holder ? atomic_load(&holder->bytes) : NULL;
+        struct page_copy *old = holder ? atomic_load(&holder->bytes) : NULL;
         if (sv6_page_holds(old ? old->bytes : NULL, in_page, part, len) &&
             (holder ? atomic_load(&holder->end) >= end : page_below_another(inode, page))) {
             free(fresh);
             return;
         }
-        if (!fresh && !(fresh = malloc(sizeof *fresh)))
-            abort();
+        if (!fresh)
+            fresh = sv6_page_copy_alloc();
         if (len < SV6_PAGE_SIZE) {
             if (old)
                 memcpy(fresh->bytes, old->bytes, SV6_PAGE_SIZE);
@@ -342,7 +330,7 @@ static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
             continue;
         }
         if (atomic_compare_exchange_strong(&holder->bytes, &old, fresh)) {
-            ebr_retire(&old->ebr, page_free);
+            ebr_retire(&old->ebr, sv6_page_copy_free);
             uint64_t seen = atomic_load(&holder->end);
             while (seen < end && !atomic_compare_exchange_weak(&holder->end, &seen, end))
                 continue; /* seen is now the other writer's end */

@@ -1,4 +1,5 @@
-/* radix.c - radix array with lock-free reads and freed empty nodes (radix.h). */
+/* radix.c - radix array with direct slots for the smallest keys, lock-free
+ * reads and freed empty nodes (radix.h). */
 #include "sv6/radix.h"
 
 #include <sched.h>
@@ -39,6 +40,8 @@ static void free_node_later(struct ebr_node *ebr)
 
 void radix_init(struct radix *r)
 {
+    for (unsigned key = 0; key < RADIX_DIRECT; key++)
+        atomic_init(&r->direct[key], NULL);
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         atomic_init(&r->cores[c].nodes, 0);
         for (unsigned i = 0; i < RADIX_EMPTIED; i++)
@@ -58,7 +61,8 @@ long radix_nodes(struct radix *r)
 static unsigned index_at(uint64_t key, unsigned level);
 
 /* Calls fn(key, value, arg) on every value below node (whose keys start with
- * prefix); frees the nodes on the way back when free_nodes (destroy). */
+ * prefix); frees the nodes on the way back when free_nodes (destroy).  No
+ * direct key is in the nodes. */
 static void walk_below(struct radix_node *node, unsigned level, uint64_t prefix,
                        void (*fn)(uint64_t key, void *value, void *arg), void *arg,
                        bool free_nodes)
@@ -90,15 +94,27 @@ static void destroy_value(uint64_t key, void *value, void *arg)
         call->fn(value, call->arg);
 }
 
+/* Calls fn(key, value, arg) on every value, direct slots first. */
+static void walk(struct radix *r, void (*fn)(uint64_t key, void *value, void *arg), void *arg,
+                 bool free_nodes)
+{
+    for (uint64_t key = 0; key < RADIX_DIRECT; key++) {
+        void *value = atomic_load(&r->direct[key]);
+        if (value)
+            fn(key, value, arg);
+    }
+    walk_below(r->root, 0, 0, fn, arg, free_nodes);
+}
+
 void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *arg)
 {
     struct destroy_call call = {fn, arg};
-    walk_below(r->root, 0, 0, destroy_value, &call, true);
+    walk(r, destroy_value, &call, true);
 }
 
 void radix_each(struct radix *r, void (*fn)(uint64_t key, void *value, void *arg), void *arg)
 {
-    walk_below(r->root, 0, 0, fn, arg, false);
+    walk(r, fn, arg, false);
 }
 
 static unsigned index_at(uint64_t key, unsigned level)
@@ -108,6 +124,8 @@ static unsigned index_at(uint64_t key, unsigned level)
 
 void *radix_get(struct radix *r, uint64_t key)
 {
+    if (key < RADIX_DIRECT)
+        return atomic_load(&r->direct[key]);
     struct radix_node *node = r->root;
     for (unsigned level = 0; node && level + 1 < RADIX_LEVELS; level++)
         node = value_of(atomic_load(&node->slots[index_at(key, level)]));
@@ -134,6 +152,11 @@ static void *next_below(struct radix_node *node, unsigned level, uint64_t *key)
 
 void *radix_next(struct radix *r, uint64_t *key)
 {
+    for (; *key < RADIX_DIRECT; (*key)++) {
+        void *value = atomic_load(&r->direct[*key]);
+        if (value)
+            return value;
+    }
     return *key >> RADIX_KEY_BITS ? NULL : next_below(r->root, 0, key);
 }
 
@@ -277,26 +300,31 @@ void radix_prune_emptied(struct radix *r)
 /* Stores value at key where it holds expected (any value when !only_if);
  * returns what it held.  Slots change by compare-and-swap, without a lock,
  * so writers of different keys write nothing in common; storing what is
- * already there writes nothing at all. */
+ * already there writes nothing at all.  A direct slot has no leaf: no claim
+ * to wait for and nothing to prune. */
 static void *store(struct radix *r, uint64_t key, void *value, bool only_if, void *expected)
 {
     ebr_enter(); /* the nodes walked stay allocated */
     void *old;
     for (;;) {
-        struct radix_node *leaf = find_leaf(r, key, value != NULL);
+        struct radix_node *leaf = NULL;
+        _Atomic(void *) *slot = key < RADIX_DIRECT ? &r->direct[key] : NULL;
         old = NULL;
-        if (!leaf)
-            break; /* removing from a missing leaf */
-        if (leaf == CLAIMED)
-            continue;
-        _Atomic(void *) *slot = &leaf->slots[index_at(key, RADIX_LEVELS - 1)];
-        old = settled(leaf, slot);
+        if (!slot) {
+            leaf = find_leaf(r, key, value != NULL);
+            if (!leaf)
+                break; /* removing from a missing leaf */
+            if (leaf == CLAIMED)
+                continue;
+            slot = &leaf->slots[index_at(key, RADIX_LEVELS - 1)];
+        }
+        old = leaf ? settled(leaf, slot) : atomic_load(slot);
         if (old == CLAIMED)
             continue; /* the leaf died */
         if ((only_if && old != expected) || old == value)
             break;
         if (atomic_compare_exchange_strong(slot, &old, value)) {
-            if (!value)
+            if (!value && leaf)
                 note_emptied(r, key);
             break;
         }

@@ -88,12 +88,11 @@ struct sv6_inode {
  * offset o reads only the slots from o's page up.  end and bytes are on lines
  * of their own: finding the length reads nothing that a writer inside the
  * page's end (which swaps bytes only) writes. */
-struct file_page; /* a page's bytes, never changed once published (fs.c) */
 
 struct page_holder {
     struct ebr_node ebr;
     SV6_ALIGNED _Atomic uint64_t end; /* where the page's written bytes end; only grows */
-    SV6_ALIGNED struct file_page *_Atomic bytes;
+    SV6_ALIGNED struct page_copy *_Atomic bytes;
 };
 
 /* A pipe is a queue of chunks (fs.c) with a lock at each end, as in Michael
@@ -137,17 +136,49 @@ struct sv6_proc {
     struct mmap_hint hints[SV6_NCORES];
 };
 
-/* Zeroed memory on whole cache lines of its own (aborts when out of memory: an
- * in-memory model has nothing to fall back on).  Always inlined, so that the
+/* Memory on whole cache lines of its own, for every object that threads share:
+ * malloc's header of this chunk lies on the line before it and the next
+ * chunk's header on the line after it, so no byte a caller uses shares a line
+ * with a header or with another allocation, whose writes (malloc's included)
+ * would otherwise meet this object's readers.  Aborts when out of memory: an
+ * in-memory model has nothing to fall back on.  Always inlined, so that the
  * allocation is made by the function that asks for it: scalecheck's tracer
  * names heap data by the caller of the allocator. */
-static inline __attribute__((always_inline)) void *sv6_zalloc(size_t size)
+static inline __attribute__((always_inline)) void *sv6_alloc_lines(size_t size)
 {
     size_t rounded = (size + SV6_CACHELINE - 1) / SV6_CACHELINE * SV6_CACHELINE;
     void *p = aligned_alloc(SV6_CACHELINE, rounded);
     if (!p)
         abort();
-    return memset(p, 0, rounded);
+    return p;
+}
+
+/* sv6_alloc_lines, zeroed. */
+static inline __attribute__((always_inline)) void *sv6_zalloc(size_t size)
+{
+    return memset(sv6_alloc_lines(size), 0, size);
+}
+
+/* A page's bytes, never changed once published: a writer puts a changed copy
+ * in its place, so readers copy it without a lock (file pages in fs.c,
+ * anonymous pages in vm.c).  The first line holds the grace-period link, which
+ * only a retirement writes; it is also where malloc keeps a free chunk's list
+ * pointers, which the malloc that hands the chunk out writes.  The bytes that
+ * readers read start on the next line. */
+struct page_copy {
+    struct ebr_node ebr;
+    SV6_ALIGNED unsigned char bytes[SV6_PAGE_SIZE];
+};
+
+/* Uninitialized; always inlined, as sv6_alloc_lines, for the tracer's names. */
+static inline __attribute__((always_inline)) struct page_copy *sv6_page_copy_alloc(void)
+{
+    return sv6_alloc_lines(sizeof(struct page_copy));
+}
+
+static inline void sv6_page_copy_free(struct ebr_node *node)
+{
+    free(SV6_CONTAINER_OF(node, struct page_copy, ebr));
 }
 /* Whether a page's bytes (NULL: a page never written, all zeros) hold the n
  * bytes of buf at in_page: a writer of such bytes publishes nothing, so it

@@ -16,19 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An anonymous page's bytes, never changed once published, as a file's pages
- * are: a writer publishes a changed copy, so readers copy it without a lock
- * and two readers of one page write nothing. */
-struct anon_page {
-    struct ebr_node ebr;
-    unsigned char bytes[SV6_PAGE_SIZE];
-};
-
 /* What a mapped page shows, replaced whole by an mmap that keeps the
  * protection. */
 struct page_backing {
     /* Its own line: writers of neighbouring pages share nothing. */
-    SV6_ALIGNED _Atomic(struct anon_page *) data; /* anonymous; NULL: never written */
+    SV6_ALIGNED _Atomic(struct page_copy *) data; /* anonymous; NULL: never written */
     struct sv6_inode *inode; /* NULL: anonymous */
     uint64_t file_page;      /* page of the file mapped here */
     struct sv6_world *world;
@@ -44,17 +36,10 @@ struct sv6_mapping {
     struct ebr_node ebr;
 };
 
-static void anon_page_free(struct ebr_node *node)
+/* A new anonymous page: a copy of from (NULL: zeros). */
+static struct page_copy *anon_page_copy(const struct page_copy *from)
 {
-    free(SV6_CONTAINER_OF(node, struct anon_page, ebr));
-}
-
-/* A new page: a copy of from (NULL: zeros). */
-static struct anon_page *anon_page_copy(const struct anon_page *from)
-{
-    struct anon_page *page = malloc(sizeof *page);
-    if (!page)
-        abort();
+    struct page_copy *page = sv6_page_copy_alloc();
     if (from)
         memcpy(page->bytes, from->bytes, SV6_PAGE_SIZE);
     else
@@ -137,7 +122,7 @@ static void copy_page(uint64_t page, void *value, void *arg)
     struct sv6_proc *child = arg;
     struct page_backing *shown = atomic_load(&from->backing); /* freed after ebr_exit */
     struct page_backing *backing = new_backing(child->world, shown->inode, shown->file_page);
-    struct anon_page *data = atomic_load(&shown->data);
+    struct page_copy *data = atomic_load(&shown->data);
     if (data)
         atomic_init(&backing->data, anon_page_copy(data));
     mapping_retire(
@@ -282,7 +267,7 @@ int sv6_mprotect(struct sv6_proc *p, uint64_t addr, size_t len, int prot)
 
 static void anon_read(struct page_backing *b, size_t in_page, unsigned char *buf, size_t n)
 {
-    struct anon_page *page = atomic_load(&b->data);
+    struct page_copy *page = atomic_load(&b->data);
     if (page)
         memcpy(buf, page->bytes + in_page, n);
     else
@@ -294,13 +279,13 @@ static void anon_read(struct page_backing *b, size_t in_page, unsigned char *buf
  * not written again: such a write writes nothing. */
 static void anon_write(struct page_backing *b, size_t in_page, const unsigned char *buf, size_t n)
 {
-    struct anon_page *old = atomic_load(&b->data);
+    struct page_copy *old = atomic_load(&b->data);
     while (!sv6_page_holds(old ? old->bytes : NULL, in_page, buf, n)) {
-        struct anon_page *fresh = anon_page_copy(old);
+        struct page_copy *fresh = anon_page_copy(old);
         memcpy(fresh->bytes + in_page, buf, n);
         if (atomic_compare_exchange_strong(&b->data, &old, fresh)) {
             if (old)
-                ebr_retire(&old->ebr, anon_page_free);
+                ebr_retire(&old->ebr, sv6_page_copy_free);
             return;
         }
         free(fresh); /* another writer's page came first: old is now that one */

@@ -274,13 +274,18 @@ static void check_length(struct sv6_proc *p0)
     memcpy(&after, inode, sizeof after);
     CHECK(atomic_load(&after.marks[2].pages) == 4, "a page past the end raises its core's mark");
     atomic_store(&after.marks[2].pages, atomic_load(&before.marks[2].pages));
+    /* Page 3's slot is a direct slot (RADIX_DIRECT), so a word of the inode. */
+    CHECK(atomic_load(&after.pages.direct[3]) != NULL, "page 3's slot is in the inode");
+    atomic_store(&after.pages.direct[3], NULL);
     CHECK(memcmp(&before, &after, sizeof before) == 0,
           "a write past the end writes no other inode word");
     for (unsigned i = 0; i < 3; i++)
         CHECK(radix_get(&inode->pages, i) == below[i], "slot %u kept", i);
     struct page_holder *holder = radix_get(&inode->pages, 3);
     CHECK(holder && atomic_load(&holder->end) == 1, "page 3 ends after its byte");
-    struct file_page *bytes = atomic_load(&below[1]->bytes);
+    struct page_copy *bytes = atomic_load(&below[1]->bytes);
+    CHECK((uintptr_t)bytes->bytes % SV6_CACHELINE == 0,
+          "a page copy's bytes share a line with malloc's header");
     CHECK(sv6_pwrite(p0, fd, "x", 1, PAGE + 5) == 1, "write inside");
     CHECK(atomic_load(&below[1]->end) == PAGE && atomic_load(&below[1]->bytes) != bytes &&
               radix_get(&inode->pages, 1) == below[1],
@@ -416,7 +421,7 @@ static void check_unchanged_page_write(struct sv6_proc *p0)
     CHECK(at > 0, "mmap");
     struct sv6_inode *inode = inode_of(p0, fd);
     struct page_holder *holder = radix_get(&inode->pages, 0);
-    struct file_page *bytes = atomic_load(&holder->bytes);
+    struct page_copy *bytes = atomic_load(&holder->bytes);
     CHECK(sv6_pwrite(p0, fd, "bc", 2, 1) == 2 && sv6_memwrite(p0, (uint64_t)at, "a", 1) == 0 &&
               sv6_write(p0, fd, "ab", 2) == 2,
           "writes of the bytes there");

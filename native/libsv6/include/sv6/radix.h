@@ -14,7 +14,8 @@
  * holding a value makes the pruner drop its claims), marks it dead (a writer
  * that reached it meanwhile starts again from the root), unhooks it, and frees
  * it after an EBR grace period, so lock-free readers never touch freed
- * memory.  (The original RadixVM kept empty nodes forever.)
+ * memory.  (The original RadixVM kept empty nodes forever.)  The smallest
+ * keys are not in the nodes at all but in direct slots (RADIX_DIRECT).
  */
 #ifndef SV6_RADIX_H
 #define SV6_RADIX_H
@@ -49,8 +50,21 @@ struct radix_core {
     _Atomic uint64_t emptied[RADIX_EMPTIED];
 };
 
+/* Keys below this have slots of their own in struct radix, as an ext2 inode
+ * has direct blocks: a file's first 64 pages (256 KiB) need no node, so two
+ * writers of different pages of a small file share no byte even on the file's
+ * first writes (a node path made by one is read by the other).  64 slots are
+ * 512 bytes, eight lines, beside the 4,160-byte root every array has; a
+ * larger file pays for its node path once.  Direct slots are never pruned.
+ * The address space's array (sv6_proc.vm) is keyed by virtual page number:
+ * only a MAP_FIXED mapping in the first 256 KiB of the address space would use
+ * its direct slots (mmap places others at 64 TiB and up, the POSIX tests map
+ * at 4 GiB and up), so it gains nothing from them and is not keyed otherwise. */
+#define RADIX_DIRECT 64
+
 struct radix {
     struct radix_node *root;
+    SV6_ALIGNED _Atomic(void *) direct[RADIX_DIRECT]; /* keys below RADIX_DIRECT */
     struct radix_core cores[SV6_NCORES];
 };
 
@@ -62,7 +76,8 @@ void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *ar
  * or removed meanwhile may or may not be seen.  Fork-style spawn copies an
  * address space with it. */
 void radix_each(struct radix *r, void (*fn)(uint64_t key, void *value, void *arg), void *arg);
-/* Nodes alive (the root included), for tests: exact when no writer runs. */
+/* Nodes alive (the root included; direct slots are none), for tests: exact
+ * when no writer runs. */
 long radix_nodes(struct radix *r);
 /* Prunes every core's emptied leaves now (tests, before counting nodes). */
 void radix_prune_emptied(struct radix *r);
