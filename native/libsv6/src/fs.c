@@ -334,7 +334,7 @@ static struct page_holder *next_live(const struct page_view *view, uint64_t *pag
  * cut that the write runs under, once no truncation is under way. */
 static uint64_t write_begin(struct sv6_inode *inode, unsigned core)
 {
-    _Atomic uint64_t *clock = &inode->write_clocks[core].word;
+    _Atomic uint64_t *clock = &inode->writers[core].clock;
     uint64_t idle = atomic_load(clock);
     for (;;) {
         bool busy;
@@ -372,27 +372,29 @@ static bool no_page_from(struct sv6_inode *inode, uint64_t first)
 }
 
 /* O_TRUNC: kills every page written before it, writing only its own core's
- * stamp and lock (a write or truncation on the same core waits).  A file with
- * no filled slot is empty and its truncation writes nothing: the idempotent
- * update would conflict with every reader of the length (lseek, read).  One
- * with dead holders only is empty too, and truncated again harmlessly. */
+ * stamp (a second truncation on the same core waits while it runs).  A file
+ * with no filled slot is empty and its truncation writes nothing: the
+ * idempotent update would conflict with every reader of the length (lseek,
+ * read).  One with dead holders only is empty too, and truncated again
+ * harmlessly. */
 static void truncate_to_zero(struct sv6_inode *inode)
 {
     if (no_page_from(inode, 0))
         return;
-    unsigned core = sv6_core();
-    pthread_mutex_lock(&inode->writers[core].lock);
-    _Atomic uint64_t *mine = &inode->truncation_stamps[core].word;
-    uint64_t stamp = stamp_of(atomic_load(mine));
-    atomic_store(mine, 2 * stamp + 1);
+    _Atomic uint64_t *mine = &inode->truncation_stamps[sv6_core()].word;
+    uint64_t word = atomic_load(mine);
+    while (running(word) || !atomic_compare_exchange_weak(mine, &word, word + 1)) {
+        sched_yield();
+        word = atomic_load(mine);
+    }
+    uint64_t stamp = stamp_of(word);
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         uint64_t clock;
-        while (running(clock = atomic_load(&inode->write_clocks[c].word)))
+        while (running(clock = atomic_load(&inode->writers[c].clock)))
             sched_yield(); /* a write that began before this truncation: it goes first */
         stamp = stamp_of(clock) + 1 > stamp ? stamp_of(clock) + 1 : stamp;
     }
     atomic_store(mine, 2 * stamp);
-    pthread_mutex_unlock(&inode->writers[core].lock);
 }
 
 /* ------------------------------------------------------------ pages */
@@ -608,7 +610,7 @@ uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uin
 {
     unsigned core = sv6_core();
     pthread_mutex_lock(&inode->writers[core].lock);
-    _Atomic uint64_t *clock = &inode->write_clocks[core].word;
+    _Atomic uint64_t *clock = &inode->writers[core].clock;
     uint64_t last = stamp_of(atomic_load(clock));
     struct page_view view = {inode, write_begin(inode, core)};
     /* This core's first write since a truncation frees what the truncation

@@ -46,17 +46,17 @@ struct sv6_world {
     bool shared_nlink; /* SV6_WORLD_SHARED_NLINK */
 };
 
-/* Per core, each on a line of its own (fs.c, "Truncation"): the lock that the
- * core's writers and truncations of one inode take; the core's write clock,
- * 2 * the stamp of its last write, + 1 while a write runs (read only by
- * truncations); the core's truncation stamp, 2 * the stamp, + 1 while a
- * truncation runs (read by every reader and writer of file data); its length
- * mark. */
-struct writer_lock {
+/* Per core, each on a line of its own (fs.c, "truncation"): the lock that the
+ * core's writers of one inode take, with the core's write clock (2 * the
+ * stamp of its last write, + 1 while a write runs; read only by
+ * truncations); and the core's truncation stamp (2 * the stamp, + 1 while a
+ * truncation runs; read by every reader and writer of file data). */
+struct core_writer {
     SV6_ALIGNED pthread_mutex_t lock;
+    _Atomic uint64_t clock;
 };
 
-struct stamp_word {
+struct truncation_stamp {
     SV6_ALIGNED _Atomic uint64_t word;
 };
 
@@ -79,12 +79,11 @@ struct sv6_inode {
      * different pages share nothing, a write past the end included, and a
      * call past the end reads only the slots from its page up. */
     struct radix pages;
-    struct writer_lock writers[SV6_NCORES];
-    struct stamp_word write_clocks[SV6_NCORES];
+    struct core_writer writers[SV6_NCORES];
     /* A holder is live while its stamp is above every truncation stamp: an
      * O_TRUNC writes only its own core's stamp, and the holders it kills read
      * as empty slots until a writer replaces or sweeps them. */
-    struct stamp_word truncation_stamps[SV6_NCORES];
+    struct truncation_stamp truncation_stamps[SV6_NCORES];
     /* Per core, one past the highest page it made under its mark's stamp (0:
      * none): pages go only by truncation, which kills the marks of older
      * stamps, so the largest live mark is one past the highest live page, and

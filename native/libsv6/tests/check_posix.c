@@ -275,9 +275,9 @@ static void check_length(struct sv6_proc *p0)
     memcpy(&after, inode, sizeof after);
     CHECK(atomic_load(&after.marks[2].pages) == 4, "a page past the end raises its core's mark");
     memcpy(&after.marks[2], &before.marks[2], sizeof after.marks[2]);
-    memcpy(&after.write_clocks[2], &before.write_clocks[2], sizeof after.write_clocks[2]);
+    memcpy(&after.writers[2], &before.writers[2], sizeof after.writers[2]);
     CHECK(memcmp(&before, &after, sizeof before) == 0,
-          "a write past the end writes no inode word but its core's mark and clock");
+          "a write past the end writes no inode word but its core's mark, lock and clock");
     for (unsigned i = 0; i < 3; i++)
         CHECK(radix_get(&inode->pages, i) == below[i], "slot %u kept", i);
     struct page_holder *holder = radix_get(&inode->pages, 3);
@@ -320,8 +320,7 @@ static bool line_of(size_t l, size_t start, size_t size)
 }
 
 /* Two O_TRUNCs of one non-empty file on two cores write no common line (each
- * writes only its own core's truncation stamp and writer lock, and no page
- * slot); the file is empty after them, a write on a third core after them
+ * writes only its own core's truncation stamp, and no page slot); the file is empty after them, a write on a third core after them
  * shows without what they killed, and that core's first write frees the
  * killed pages. */
 static void check_truncation_lines(struct sv6_proc *p0)
@@ -354,10 +353,8 @@ static void check_truncation_lines(struct sv6_proc *p0)
         for (unsigned core = 1; core <= 2; core++)
             CHECK(!(core == 1 ? one : two)[l] ||
                       line_of(l, offsetof(struct sv6_inode, truncation_stamps[core]),
-                              sizeof inode->truncation_stamps[core]) ||
-                      line_of(l, offsetof(struct sv6_inode, writers[core]),
-                              sizeof inode->writers[core]),
-                  "the truncation on core %u wrote inode line %zu, not its own", core, l);
+                              sizeof inode->truncation_stamps[core]),
+                  "the truncation on core %u wrote inode line %zu, not its stamp's", core, l);
     }
     for (unsigned i = 0; i < 3; i++)
         CHECK(radix_get(&inode->pages, i) == holders[i], "slot %u written by a truncation", i);
@@ -398,13 +395,13 @@ static void *background_main(void *arg)
     return NULL;
 }
 
-/* Starts c's call and waits for it up to 2 s: whether it returned by then.
- * The caller releases what it holds, then calls background_join. */
-static bool background_returns(struct background_call *c)
+/* Starts c's call and waits for it up to ms milliseconds: whether it returned
+ * by then.  The caller releases what it holds, then calls background_join. */
+static bool background_returns(struct background_call *c, int ms)
 {
     atomic_init(&c->returned, false);
     CHECK(pthread_create(&c->thread, NULL, background_main, c) == 0, "thread");
-    for (int ms = 0; ms < 2000 && !atomic_load(&c->returned); ms++)
+    for (int waited = 0; waited < ms && !atomic_load(&c->returned); waited++)
         nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000 * 1000}, NULL);
     return atomic_load(&c->returned);
 }
@@ -446,7 +443,7 @@ static void check_read_at_end(struct sv6_proc *p0)
     pthread_mutex_lock(&f->off_lock);
     struct fd_call args = {.p = p0, .fd = fd};
     struct background_call r = {.call = read_byte, .arg = &args};
-    CHECK(background_returns(&r) && r.result == 0,
+    CHECK(background_returns(&r, 2000) && r.result == 0,
           "a read at the end returns 0 without the offset lock");
     pthread_mutex_unlock(&f->off_lock);
     background_join(&r);
@@ -456,6 +453,54 @@ static void check_read_at_end(struct sv6_proc *p0)
     CHECK(sv6_lseek(p0, fd, 1, SEEK_SET) == 1 && sv6_read(p0, fd, buf, 2) == 1 && buf[0] == 'b',
           "a read inside");
     CHECK(sv6_close(p0, fd) == 0 && sv6_unlink(p0, "end") == 0, "clean up");
+}
+
+static int64_t truncate_on_core_1(void *arg)
+{
+    sv6_core_set(1);
+    return sv6_open(arg, "wait", O_TRUNC);
+}
+
+static int64_t write_on_core_1(void *arg)
+{
+    struct fd_call *c = arg;
+    sv6_core_set(1);
+    return sv6_pwrite(c->p, c->fd, "n", 1, 0);
+}
+
+/* A write and a truncation that overlap: the truncation waits for a write
+ * that runs (its clock held running here) and then kills what the write was
+ * stamped with; a write waits for a truncation under way (its stamp held
+ * running here) and then comes after it. */
+static void check_write_truncation_order(struct sv6_proc *p0)
+{
+    int fd = sv6_open(p0, "wait", O_CREAT);
+    CHECK(sv6_pwrite(p0, fd, "old", 3, 0) == 3, "write");
+    struct sv6_inode *inode = inode_of(p0, fd);
+    _Atomic uint64_t *clock = &inode->writers[3].clock;
+    uint64_t idle = atomic_load(clock);
+    atomic_store(clock, 2 * 40 + 1); /* a write of stamp 40 runs on core 3 */
+    struct background_call t = {.call = truncate_on_core_1, .arg = p0};
+    CHECK(!background_returns(&t, 200), "a truncation waits for a running write");
+    atomic_store(clock, 2 * 40);
+    background_join(&t);
+    uint64_t stamp = atomic_load(&inode->truncation_stamps[1].word);
+    CHECK(t.result >= 0 && stamp == 2 * 41, "the truncation kills stamp 40: %lu",
+          (unsigned long)stamp);
+    atomic_store(clock, idle);
+    CHECK(sv6_pwrite(p0, fd, "old", 3, 0) == 3, "write again");
+    atomic_fetch_add(&inode->truncation_stamps[2].word, 1); /* a truncation runs on core 2 */
+    struct fd_call args = {.p = p0, .fd = fd};
+    struct background_call w = {.call = write_on_core_1, .arg = &args};
+    CHECK(!background_returns(&w, 200), "a write waits for a truncation under way");
+    /* It ends killing what was written after the first one (stamp 42). */
+    atomic_store(&inode->truncation_stamps[2].word, 2 * 42);
+    background_join(&w);
+    char buf[4];
+    CHECK(w.result == 1 && sv6_pread(p0, fd, buf, 4, 0) == 1 && buf[0] == 'n',
+          "the write comes after the truncation");
+    CHECK(sv6_close(p0, t.result) == 0 && sv6_close(p0, fd) == 0 && sv6_unlink(p0, "wait") == 0,
+          "clean up");
 }
 
 /* A memwrite of a mapped page wholly past the end faults without reaching the
@@ -471,7 +516,7 @@ static void check_memwrite_past_end(struct sv6_proc *p0)
     atomic_fetch_add(&inode->truncation_stamps[0].word, 1);
     struct fd_call past = {.p = p0, .addr = (uint64_t)at + 2 * PAGE};
     struct background_call w = {.call = memwrite_byte, .arg = &past};
-    bool returned = background_returns(&w);
+    bool returned = background_returns(&w, 2000);
     atomic_fetch_sub(&inode->truncation_stamps[0].word, 1);
     background_join(&w);
     CHECK(returned && w.result == SV6_SIGBUS,
@@ -523,6 +568,7 @@ int check_posix_unit(const struct check_args *args)
     check_spawn_and_sockets(p0);
     check_length(p0);
     check_truncation_lines(p0);
+    check_write_truncation_order(p0);
     check_read_at_end(p0);
     check_memwrite_past_end(p0);
     check_unchanged_page_write(p0);
