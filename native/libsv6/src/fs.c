@@ -350,8 +350,9 @@ static uint64_t write_begin(struct sv6_inode *inode, unsigned core)
     }
 }
 
-/* A write on the core's clock of a cut that has moved since: a holder that no
- * write of its cut replaced is freed here (after a grace period). */
+/* For a core's first write after a truncation: empties a slot that holds a
+ * dead holder, which is freed after a grace period (no write of the cut
+ * writes into it; a reader that found it reads again, the cut having moved). */
 static void sweep_dead(uint64_t page, void *value, void *arg)
 {
     const struct page_view *view = arg;
