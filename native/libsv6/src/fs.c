@@ -264,18 +264,19 @@ void sv6_inode_drop_data(struct sv6_inode *inode)
  * one file share no written line.  Every page holder carries the stamp of the
  * write that made it, and is live while its stamp is above every truncation
  * stamp (their largest is the *cut*): a dead holder reads as an empty slot.
- * A write stamps its pages cut + 1; a truncation sets its stamp one above
- * every core's write clock (the stamp of the core's last write), so it kills
- * every page written before it without touching a slot.
+ * A write stamps its pages cut + 1 and leaves that stamp in its core's write
+ * clock; a truncation sets its stamp one above every core's clock, so it
+ * kills every page written before it without touching a slot.
  *
  * A write and a truncation meet as Dekker's two threads do: the write marks
- * its core's clock running and then reads the stamps again; the truncation
- * marks its stamp running and then reads the clocks.  So at least one sees the
- * other.  Either the write sees a truncation under way (or one ended since its
- * first read): it unmarks its clock, waits and starts again, and comes after
- * it, treating what the truncation killed as gone.  Or the truncation sees the
- * write running and waits for it to end: the write comes before it, and
- * everything it made or wrote into is stamped at most its clock, so killed.
+ * its core's clock running and then reads the stamps (the cut); the
+ * truncation marks its stamp running and then reads the clocks.  So at least
+ * one sees the other.  Either the write sees the truncation, under way (it
+ * unmarks its clock, waits and starts again) or ended (its stamp is in the
+ * cut): the write comes after it, treating what it killed as gone.  Or the
+ * truncation sees the write running and waits for it to end: the write comes
+ * before it, and everything it made or wrote into is stamped at most its
+ * clock, so killed.
  * Hence the writes that run at any moment all write under one cut, and a
  * write's pages are all live or all dead.  A truncation happens when it
  * stores its stamp; readers read the cut before and after and read again
@@ -302,6 +303,13 @@ static uint64_t truncation_cut(struct sv6_inode *inode, bool *busy)
         *busy = *busy || running(word);
     }
     return cut;
+}
+
+static bool truncation_running(struct sv6_inode *inode)
+{
+    bool busy;
+    truncation_cut(inode, &busy);
+    return busy;
 }
 
 /* The pages as one call sees them: a holder stamped at or below cut is dead. */
@@ -331,22 +339,21 @@ static struct page_holder *next_live(const struct page_view *view, uint64_t *pag
 }
 
 /* Under the core's writer lock: marks the core's clock running and returns the
- * cut that the write runs under, once no truncation is under way. */
+ * cut that the write runs under, read after the mark and with no truncation
+ * under way. */
 static uint64_t write_begin(struct sv6_inode *inode, unsigned core)
 {
     _Atomic uint64_t *clock = &inode->writers[core].clock;
     uint64_t idle = atomic_load(clock);
     for (;;) {
+        atomic_store(clock, idle + 1);
         bool busy;
         uint64_t cut = truncation_cut(inode, &busy);
-        if (!busy) {
-            atomic_store(clock, 2 * (cut + 1) + 1);
-            uint64_t again = truncation_cut(inode, &busy);
-            if (!busy && again == cut)
-                return cut;
-            atomic_store(clock, idle); /* a truncation began: it goes first */
-        }
-        sched_yield();
+        if (!busy)
+            return cut;
+        atomic_store(clock, idle); /* a truncation is under way: it goes first */
+        while (truncation_running(inode))
+            sched_yield();
     }
 }
 
