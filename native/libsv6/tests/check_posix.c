@@ -320,9 +320,9 @@ static bool line_of(size_t l, size_t start, size_t size)
 }
 
 /* Two O_TRUNCs of one non-empty file on two cores write no common line (each
- * writes only its own core's truncation stamp, and no page slot); the file is empty after them, a write on a third core after them
- * shows without what they killed, and that core's first write frees the
- * killed pages. */
+ * writes only its own core's truncation stamp, and no page slot); the file is
+ * empty after them, a write on a third core after them shows without what they
+ * killed, and that core's first write frees the killed pages. */
 static void check_truncation_lines(struct sv6_proc *p0)
 {
     static char page[PAGE];
