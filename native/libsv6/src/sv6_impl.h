@@ -98,11 +98,11 @@ struct sv6_inode {
  * its slot, read as empty, until a writer replaces or sweeps it).  The file's
  * length is where its highest live page's end lies (page * SV6_PAGE_SIZE +
  * end; the pages below it are inside the file, holes and dead holders
- * included): so a write writes only
- * its own pages' slots and ends, and a call that asks whether the file has a
- * byte at or past offset o reads only the slots from o's page up.  end and
- * bytes are on lines of their own: finding the length reads nothing that a
- * writer inside the page's end (which swaps bytes only) writes. */
+ * included): so a write writes only its own pages' slots and ends, and a call
+ * that asks whether the file has a byte at or past offset o reads only the
+ * slots from o's page up.  end and bytes are on lines of their own: finding
+ * the length reads nothing that a writer inside the page's end (which swaps
+ * bytes only) writes. */
 struct file_page; /* a page's bytes, never changed once published (fs.c) */
 
 struct page_holder {
