@@ -37,9 +37,7 @@ static int do_open(struct sv6_proc *p, const char *name, int flags)
             if ((flags & O_CREAT) && (flags & O_EXCL))
                 return -EEXIST;
             refcache_inc(&w->rc, &inode->ref); /* its entry's reference counts */
-            /* Truncating an empty file writes nothing: the idempotent update
-             * would conflict with every reader of the length (lseek, read). */
-            if ((flags & O_TRUNC) && sv6_inode_length_reaching(inode, 1) != 0)
+            if (flags & O_TRUNC)
                 truncate_to_zero(inode);
             break;
         }
@@ -228,7 +226,8 @@ int sv6_close(struct sv6_proc *p, int fd)
 
 /* ------------------------------------------------------------ file data */
 
-/* No writer runs (truncation or destroy): bytes is the page's last copy. */
+/* No writer writes into it any more (killed by a truncation, or the inode is
+ * gone): bytes is the page's last copy. */
 static void holder_free(struct ebr_node *node)
 {
     struct page_holder *holder = SV6_CONTAINER_OF(node, struct page_holder, ebr);
@@ -247,6 +246,155 @@ void sv6_inode_drop_data(struct sv6_inode *inode)
     radix_destroy(&inode->pages, holder_free_now, NULL);
 }
 
+/* ------------------------------------------------------------ truncation
+ *
+ * An O_TRUNC writes only its own core's truncation stamp, so two of them on
+ * one file share no written line.  Every page holder carries the stamp of the
+ * write that made it, and is live while its stamp is above every truncation
+ * stamp (their largest is the *cut*): a dead holder reads as an empty slot.
+ * A write stamps its pages cut + 1 and leaves that stamp in its core's write
+ * clock; a truncation sets its stamp one above every core's clock, so it
+ * kills every page written before it without touching a slot.
+ *
+ * A write and a truncation meet as Dekker's two threads do: the write marks
+ * its core's clock running and then reads the stamps (the cut); the
+ * truncation marks its stamp running and then reads the clocks.  So at least
+ * one sees the other.  Either the write sees the truncation, under way (it
+ * unmarks its clock, waits and starts again) or ended (its stamp is in the
+ * cut): the write comes after it, treating what it killed as gone.  Or the
+ * truncation sees the write running and waits for it to end: the write comes
+ * before it, and everything it made or wrote into is stamped at most its
+ * clock, so killed.
+ * Hence the writes that run at any moment all write under one cut, and a
+ * write's pages are all live or all dead.  A truncation happens when it
+ * stores its stamp; readers read the cut before and after and read again
+ * when it moved, as under a sequence lock. */
+
+static uint64_t stamp_of(uint64_t word)
+{
+    return word / 2;
+}
+
+static bool running(uint64_t word)
+{
+    return word % 2 == 1;
+}
+
+/* The largest truncation stamp; *busy: whether a truncation is under way. */
+static uint64_t truncation_cut(struct sv6_inode *inode, bool *busy)
+{
+    uint64_t cut = 0;
+    *busy = false;
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        uint64_t word = atomic_load(&inode->truncation_stamps[c].word);
+        cut = stamp_of(word) > cut ? stamp_of(word) : cut;
+        *busy = *busy || running(word);
+    }
+    return cut;
+}
+
+static bool truncation_running(struct sv6_inode *inode)
+{
+    bool busy;
+    truncation_cut(inode, &busy);
+    return busy;
+}
+
+/* The pages as one call sees them: a holder stamped at or below cut is dead. */
+struct page_view {
+    struct sv6_inode *inode;
+    uint64_t cut;
+};
+
+static struct page_holder *live_or_null(const struct page_view *view, struct page_holder *holder)
+{
+    return holder && holder->stamp > view->cut ? holder : NULL;
+}
+
+static struct page_holder *live_at(const struct page_view *view, uint64_t page)
+{
+    return live_or_null(view, radix_get(&view->inode->pages, page));
+}
+
+/* The live holder of the smallest page >= *page (*page set to it), or NULL.
+ * It reads only the slots from *page up. */
+static struct page_holder *next_live(const struct page_view *view, uint64_t *page)
+{
+    struct page_holder *holder;
+    while ((holder = radix_next(&view->inode->pages, page)) && !live_or_null(view, holder))
+        ++*page;
+    return holder;
+}
+
+/* Under the core's writer lock: marks the core's clock running and returns the
+ * cut that the write runs under, read after the mark and with no truncation
+ * under way. */
+static uint64_t write_begin(struct sv6_inode *inode, unsigned core)
+{
+    _Atomic uint64_t *clock = &inode->writers[core].clock;
+    uint64_t idle = atomic_load(clock);
+    for (;;) {
+        atomic_store(clock, idle + 1);
+        bool busy;
+        uint64_t cut = truncation_cut(inode, &busy);
+        if (!busy)
+            return cut;
+        atomic_store(clock, idle); /* a truncation is under way: it goes first */
+        while (truncation_running(inode))
+            sched_yield();
+    }
+}
+
+/* For a core's first write after a truncation: empties a slot that holds a
+ * dead holder, which is freed after a grace period (no write of the cut
+ * writes into it; a reader that found it reads again, the cut having moved). */
+static void sweep_dead(uint64_t page, void *value, void *arg)
+{
+    const struct page_view *view = arg;
+    struct page_holder *holder = value;
+    if (!live_or_null(view, holder) && radix_replace(&view->inode->pages, page, holder, NULL))
+        ebr_retire(&holder->ebr, holder_free);
+}
+
+/* Whether the file has no filled slot from page first up: its length is at or
+ * below first's start.  It reads no slot of a smaller page, so it shares
+ * nothing with a write that ends at or below that start.  A slot emptied by
+ * a sweep held a dead holder, so slots found empty were all empty, or dead,
+ * at one moment of the call (right after the last truncation that ended
+ * meanwhile, if one did): pages come only by writes until a truncation. */
+static bool no_page_from(struct sv6_inode *inode, uint64_t first)
+{
+    return radix_next(&inode->pages, &first) == NULL;
+}
+
+/* O_TRUNC: kills every page written before it, writing only its own core's
+ * stamp (a second truncation on the same core waits while it runs).  A file
+ * with no filled slot is empty and its truncation writes nothing: the
+ * idempotent update would conflict with every reader of the length (lseek,
+ * read).  One with dead holders only is empty too, and truncated again
+ * harmlessly. */
+static void truncate_to_zero(struct sv6_inode *inode)
+{
+    if (no_page_from(inode, 0))
+        return;
+    _Atomic uint64_t *mine = &inode->truncation_stamps[sv6_core()].word;
+    uint64_t word = atomic_load(mine);
+    while (running(word) || !atomic_compare_exchange_weak(mine, &word, word + 1)) {
+        sched_yield();
+        word = atomic_load(mine);
+    }
+    uint64_t stamp = stamp_of(word);
+    for (unsigned c = 0; c < SV6_NCORES; c++) {
+        uint64_t clock;
+        while (running(clock = atomic_load(&inode->writers[c].clock)))
+            sched_yield(); /* a write that began before this truncation: it goes first */
+        stamp = stamp_of(clock) + 1 > stamp ? stamp_of(clock) + 1 : stamp;
+    }
+    atomic_store(mine, 2 * stamp);
+}
+
+/* ------------------------------------------------------------ pages */
+
 /* How many of the n bytes at off lie below length. */
 static size_t bytes_inside(uint64_t length, uint64_t off, size_t n)
 {
@@ -255,24 +403,24 @@ static size_t bytes_inside(uint64_t length, uint64_t off, size_t n)
 
 /* Calls fn on each page's part of the bytes [off, off + n). */
 static void each_page_part(uint64_t off, size_t n, unsigned char *buf,
-                           void (*fn)(struct sv6_inode *, uint64_t page, size_t in_page,
+                           void (*fn)(const struct page_view *, uint64_t page, size_t in_page,
                                       unsigned char *part, size_t len),
-                           struct sv6_inode *inode)
+                           const struct page_view *view)
 {
     while (n > 0) {
         size_t in_page = off % SV6_PAGE_SIZE;
         size_t len = SV6_PAGE_SIZE - in_page < n ? SV6_PAGE_SIZE - in_page : n;
-        fn(inode, off / SV6_PAGE_SIZE, in_page, buf, len);
+        fn(view, off / SV6_PAGE_SIZE, in_page, buf, len);
         off += len;
         buf += len;
         n -= len;
     }
 }
 
-static void page_read(struct sv6_inode *inode, uint64_t page, size_t in_page,
+static void page_read(const struct page_view *view, uint64_t page, size_t in_page,
                       unsigned char *part, size_t len)
 {
-    struct page_holder *holder = radix_get(&inode->pages, page);
+    struct page_holder *holder = live_at(view, page);
     if (holder)
         memcpy(part, atomic_load(&holder->bytes)->bytes + in_page, len);
     else
@@ -281,28 +429,46 @@ static void page_read(struct sv6_inode *inode, uint64_t page, size_t in_page,
 
 /* Whether the file has a page above page (a hole there lies inside the file).
  * It reads only the slots above page. */
-static bool page_below_another(struct sv6_inode *inode, uint64_t page)
+static bool page_below_another(const struct page_view *view, uint64_t page)
 {
     uint64_t next = page + 1;
-    return radix_next(&inode->pages, &next) != NULL;
+    return next_live(view, &next) != NULL;
 }
 
-/* Under the caller's core's writer lock (no truncation runs).  A changed copy
- * replaces the bytes only if they are still the ones copied, so of two
- * writers of one page neither loses the other's bytes.  The end grows after
- * the bytes: a reader that finds the new end finds them.  Bytes the page
- * already holds below its end, or zeros into a hole below another page, are
- * not written again (as anonymous pages do): such a write publishes nothing. */
-static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
+/* Before a new page shows, its core's mark covers it under the write's stamp
+ * (a mark of an older stamp is dead and starts again from this page): the
+ * exact length never misses a page that a reader has seen. */
+static void mark_page(const struct page_view *view, uint64_t page)
+{
+    struct page_mark *mark = &view->inode->marks[sv6_core()];
+    uint64_t stamp = view->cut + 1;
+    if (atomic_load(&mark->stamp) != stamp) {
+        atomic_store(&mark->pages, page + 1);
+        atomic_store(&mark->stamp, stamp);
+    } else if (atomic_load(&mark->pages) <= page) {
+        atomic_store(&mark->pages, page + 1);
+    }
+}
+
+/* Under the caller's core's writer lock, between write_begin and the clock's
+ * reset.  A changed copy replaces the bytes only if they are still the ones
+ * copied, so of two writers of one page neither loses the other's bytes.  The
+ * end grows after the bytes: a reader that finds the new end finds them.
+ * Bytes the page already holds below its end, or zeros into a hole below
+ * another page, are not written again (as anonymous pages do): such a write
+ * publishes nothing.  A dead holder is a hole: a new holder replaces it. */
+static void page_write(const struct page_view *view, uint64_t page, size_t in_page,
                        unsigned char *part, size_t len)
 {
+    struct sv6_inode *inode = view->inode;
     struct page_copy *fresh = NULL;
     uint64_t end = in_page + len;
     for (;;) {
-        struct page_holder *holder = radix_get(&inode->pages, page);
+        struct page_holder *found = radix_get(&inode->pages, page);
+        struct page_holder *holder = live_or_null(view, found);
         struct page_copy *old = holder ? atomic_load(&holder->bytes) : NULL;
         if (sv6_page_holds(old ? old->bytes : NULL, in_page, part, len) &&
-            (holder ? atomic_load(&holder->end) >= end : page_below_another(inode, page))) {
+            (holder ? atomic_load(&holder->end) >= end : page_below_another(view, page))) {
             free(fresh);
             return;
         }
@@ -316,16 +482,16 @@ static void page_write(struct sv6_inode *inode, uint64_t page, size_t in_page,
         }
         memcpy(fresh->bytes + in_page, part, len);
         if (!holder) {
-            /* Marked before the page shows: the exact length never misses a
-             * page that a reader has seen. */
-            _Atomic uint64_t *mark = &inode->marks[sv6_core()].pages;
-            if (atomic_load(mark) <= page)
-                atomic_store(mark, page + 1);
+            mark_page(view, page);
             holder = sv6_zalloc(sizeof *holder);
+            holder->stamp = view->cut + 1;
             atomic_init(&holder->end, end);
             atomic_init(&holder->bytes, fresh);
-            if (radix_replace(&inode->pages, page, NULL, holder))
+            if (radix_replace(&inode->pages, page, found, holder)) {
+                if (found) /* dead: no writer of this cut writes into it */
+                    ebr_retire(&found->ebr, holder_free);
                 return;
+            }
             free(holder); /* another writer's page came first: copy that one */
             continue;
         }
@@ -345,26 +511,18 @@ static uint64_t saturating_end(uint64_t off, size_t n)
     return n > UINT64_MAX - off ? UINT64_MAX : off + n;
 }
 
-/* Whether the file has no page from page first up: its length is at or below
- * first's start.  It reads no slot of a smaller page, so it shares nothing
- * with a write that ends at or below that start. */
-static bool no_page_from(struct sv6_inode *inode, uint64_t first)
-{
-    return radix_next(&inode->pages, &first) == NULL;
-}
-
-/* The length as the pages from page first up show it: first's start when
- * there is none (the length is at or below it), else the highest page's end,
- * or the first page's end that reaches need.  Pages only come and ends only
- * grow until a truncation, so without one meanwhile the highest page found
- * was the highest when its end was read, and what it returns was the length
- * (or at least need) then. */
-static uint64_t length_from(struct sv6_inode *inode, uint64_t first, uint64_t need)
+/* The length as the live pages from page first up show it: first's start
+ * when there is none (the length is at or below it), else the highest page's
+ * end, or the first page's end that reaches need.  Pages only come and ends
+ * only grow under one cut, so while the cut stays the highest page found was
+ * the highest when its end was read, and what it returns was the length (or
+ * at least need) then. */
+static uint64_t length_from(const struct page_view *view, uint64_t first, uint64_t need)
 {
     uint64_t length = first * SV6_PAGE_SIZE, page = first;
     struct page_holder *holder;
     bool found = false;
-    while ((!found || length < need) && (holder = radix_next(&inode->pages, &page))) {
+    while ((!found || length < need) && (holder = next_live(view, &page))) {
         length = page++ * SV6_PAGE_SIZE + atomic_load(&holder->end);
         found = true;
     }
@@ -372,12 +530,10 @@ static uint64_t length_from(struct sv6_inode *inode, uint64_t first, uint64_t ne
 }
 
 /* Reads the length as length_from(off's page, need) and, when buf is given,
- * the bytes [off, off + n) below it (zeros past it), again until no
- * truncation overlapped (the count read as a sequence lock).  With no page
- * from off's page up it returns that page's start without reading the
- * truncation count: a truncation only empties slots, so the slots read empty
- * were all empty at some moment of the call (right after the truncation, if
- * one emptied a slot read before). */
+ * the bytes [off, off + n) below it (zeros past it), again until the cut
+ * stayed the same throughout.  With no filled slot from off's page up it
+ * returns that page's start without reading the truncation stamps (see
+ * no_page_from). */
 static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, uint64_t off,
                                 uint64_t need)
 {
@@ -388,49 +544,50 @@ static uint64_t read_consistent(struct sv6_inode *inode, void *buf, size_t n, ui
         return first * SV6_PAGE_SIZE;
     }
     for (;;) {
-        uint64_t truncations = atomic_load(&inode->truncations);
-        if (truncations % 2 == 0) {
-            uint64_t length = length_from(inode, first, need);
-            if (buf) {
-                size_t inside = bytes_inside(length, off, n);
-                each_page_part(off, inside, buf, page_read, inode);
-                memset((unsigned char *)buf + inside, 0, n - inside);
-            }
-            if (atomic_load(&inode->truncations) == truncations)
-                return length;
+        bool busy;
+        struct page_view view = {inode, truncation_cut(inode, &busy)};
+        uint64_t length = length_from(&view, first, need);
+        if (buf) {
+            size_t inside = bytes_inside(length, off, n);
+            each_page_part(off, inside, buf, page_read, &view);
+            memset((unsigned char *)buf + inside, 0, n - inside);
         }
-        sched_yield(); /* a truncation ran meanwhile: what was read may be gone */
+        if (truncation_cut(inode, &busy) == view.cut)
+            return length;
+        sched_yield(); /* a truncation happened meanwhile: what was read may be gone */
     }
 }
 
-/* One past the highest page made since the last truncation (0: none). */
-static uint64_t highest_mark(struct sv6_inode *inode)
+/* One past the highest page made under the cut (0: none). */
+static uint64_t highest_mark(const struct page_view *view)
 {
     uint64_t pages = 0;
     for (unsigned c = 0; c < SV6_NCORES; c++) {
-        uint64_t mark = atomic_load(&inode->marks[c].pages);
-        pages = mark > pages ? mark : pages;
+        const struct page_mark *mark = &view->inode->marks[c];
+        if (atomic_load(&mark->stamp) <= view->cut)
+            continue; /* set before a truncation */
+        uint64_t mark_pages = atomic_load(&mark->pages);
+        pages = mark_pages > pages ? mark_pages : pages;
     }
     return pages;
 }
 
-/* The exact length: the highest page's end, found through the marks.  A
- * page marked but not shown yet belongs to a write still running: then the
+/* The exact length: the highest live page's end, found through the marks.
+ * A page marked but not shown yet belongs to a write still running: then the
  * slots say what the length is. */
 uint64_t sv6_inode_length(struct sv6_inode *inode)
 {
     for (;;) {
-        uint64_t truncations = atomic_load(&inode->truncations);
-        if (truncations % 2 == 0) {
-            uint64_t pages = highest_mark(inode);
-            struct page_holder *top = pages ? radix_get(&inode->pages, pages - 1) : NULL;
-            uint64_t length = !pages ? 0
-                              : top  ? (pages - 1) * SV6_PAGE_SIZE + atomic_load(&top->end)
-                                     : length_from(inode, 0, UINT64_MAX);
-            if (atomic_load(&inode->truncations) == truncations)
-                return length;
-        }
-        sched_yield(); /* a truncation ran meanwhile */
+        bool busy;
+        struct page_view view = {inode, truncation_cut(inode, &busy)};
+        uint64_t pages = highest_mark(&view);
+        struct page_holder *top = pages ? live_at(&view, pages - 1) : NULL;
+        uint64_t length = !pages ? 0
+                          : top  ? (pages - 1) * SV6_PAGE_SIZE + atomic_load(&top->end)
+                                 : length_from(&view, 0, UINT64_MAX);
+        if (truncation_cut(inode, &busy) == view.cut)
+            return length;
+        sched_yield(); /* a truncation happened meanwhile */
     }
 }
 
@@ -449,45 +606,31 @@ uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uin
 {
     unsigned core = sv6_core();
     pthread_mutex_lock(&inode->writers[core].lock);
-    /* No truncation runs while the lock is held, so the length reads once.  A
-     * write that extends reads no length: it writes only its own pages' slots
-     * and ends, none of which a call past its end reads. */
+    _Atomic uint64_t *clock = &inode->writers[core].clock;
+    uint64_t last = stamp_of(atomic_load(clock));
+    struct page_view view = {inode, write_begin(inode, core)};
+    /* This core's first write since a truncation frees what the truncation
+     * killed and no write replaced since.  Once per core and truncation; a
+     * file never truncated (every test state of scalecheck) has cut 0 and
+     * never sweeps, so no write reads slots of other pages for it. */
+    if (view.cut > 0 && last <= view.cut)
+        radix_each(&inode->pages, sweep_dead, &view);
+    /* The cut stays while the clock runs, so the length reads once.  A write
+     * that extends reads no length: it writes only its own pages' slots and
+     * ends, none of which a call past its end reads. */
     uint64_t length =
-        extend ? 0 : length_from(inode, off / SV6_PAGE_SIZE, saturating_end(off, n));
+        extend ? 0 : length_from(&view, off / SV6_PAGE_SIZE, saturating_end(off, n));
     size_t count = extend ? n : bytes_inside(length, off, n);
     /* page_write only reads the bytes it is given. */
-    each_page_part(off, count, (unsigned char *)buf, page_write, inode);
+    each_page_part(off, count, (unsigned char *)buf, page_write, &view);
+    atomic_store(clock, 2 * (view.cut + 1));
     pthread_mutex_unlock(&inode->writers[core].lock);
     return length;
 }
 
-static void drop_page(uint64_t page, void *value, void *arg)
-{
-    struct sv6_inode *inode = arg;
-    if (radix_replace(&inode->pages, page, value, NULL))
-        ebr_retire(&((struct page_holder *)value)->ebr, holder_free);
-}
-
-/* Inside an EBR section: no writer runs meanwhile (every core's writer lock
- * is held) and readers that overlap it read again.  It empties the page slots
- * and clears the marks. */
-static void truncate_to_zero(struct sv6_inode *inode)
-{
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        pthread_mutex_lock(&inode->writers[c].lock);
-    atomic_fetch_add(&inode->truncations, 1);
-    radix_each(&inode->pages, drop_page, inode);
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        if (atomic_load(&inode->marks[c].pages) != 0)
-            atomic_store(&inode->marks[c].pages, 0);
-    atomic_fetch_add(&inode->truncations, 1);
-    for (unsigned c = SV6_NCORES; c-- > 0;)
-        pthread_mutex_unlock(&inode->writers[c].lock);
-}
-
 /* Whether f's offset lies at or past the end of its file at some moment of the
  * call, found without off_lock (and, with no page from the offset's page up,
- * without the truncation count): a read there returns 0 and writes nothing
+ * without the truncation stamps): a read there returns 0 and writes nothing
  * (not the lock either), so two of them, or one and an lseek that fails or
  * stays, share no written byte.  False when it may not (the read takes the
  * lock). */

@@ -6,8 +6,9 @@
  *   inode->ref  one per directory entry naming it, per open file, per mapped page;
  *   file->ref   one per fd slot holding it (spawned children share files);
  *   pipe->ends  its two files (a plain atomic: it changes twice in a pipe's life).
- * A file page replaced by a writer or dropped by a truncation is freed after an
- * EBR grace period: readers copy it without a lock.
+ * A file page replaced by a writer, or killed by a truncation and then
+ * replaced or swept by a writer, is freed after an EBR grace period: readers
+ * copy it without a lock.
  * inode->nlink is a refcache counter, never freed: link and unlink on different
  * cores add to their own caches; fstat reads it with the consistent read.
  *
@@ -46,12 +47,25 @@ struct sv6_world {
     bool shared_nlink; /* SV6_WORLD_SHARED_NLINK */
 };
 
-struct writer_lock {
+/* Per core, each on a line of its own (fs.c, "truncation"): the lock that the
+ * core's writers of one inode take, with the core's write clock (2 * the
+ * stamp of its last write, + 1 while a write runs; read only by
+ * truncations); and the core's truncation stamp (2 * the stamp, + 1 while a
+ * truncation runs; read by every reader and writer of file data). */
+struct core_writer {
     SV6_ALIGNED pthread_mutex_t lock;
+    _Atomic uint64_t clock;
+};
+
+struct truncation_stamp {
+    SV6_ALIGNED _Atomic uint64_t word;
 };
 
 struct page_mark {
-    SV6_ALIGNED _Atomic uint64_t pages; /* written under its core's writer lock */
+    /* Written under its core's writer lock: pages before stamp, so a reader
+     * that finds the stamp finds the pages that go with it. */
+    SV6_ALIGNED _Atomic uint64_t pages;
+    _Atomic uint64_t stamp; /* the stamp of the write that set pages */
 };
 
 struct sv6_inode {
@@ -62,35 +76,38 @@ struct sv6_inode {
     uint64_t ino;
     /* File data and length: page number -> struct page_holder (fs.c), the
      * page's bytes (replaced as a whole by its writers) and where its written
-     * bytes end.  The length is where the highest page ends, so calls on
+     * bytes end.  The length is where the highest live page ends, so calls on
      * different pages share nothing, a write past the end included, and a
      * call past the end reads only the slots from its page up. */
     struct radix pages;
-    /* Twice the truncations so far, plus one while one runs: readers of the
-     * file's data read again when it changed. */
-    SV6_ALIGNED _Atomic uint64_t truncations;
-    /* A writer holds its core's lock; a truncation holds every core's. */
-    struct writer_lock writers[SV6_NCORES];
-    /* Per core, one past the highest page it made since the last truncation
-     * (0: none): pages go only by truncation, which clears the marks, so the
-     * largest mark is one past the highest page, and the exact length is one
-     * radix lookup instead of a walk of every slot.  Only the exact length
-     * (fstat, stat, SEEK_END) reads them; a write that makes a page past its
-     * core's mark writes its core's line. */
+    struct core_writer writers[SV6_NCORES];
+    /* A holder is live while its stamp is above every truncation stamp: an
+     * O_TRUNC writes only its own core's stamp, and the holders it kills read
+     * as empty slots until a writer replaces or sweeps them. */
+    struct truncation_stamp truncation_stamps[SV6_NCORES];
+    /* Per core, one past the highest page it made under its mark's stamp (0:
+     * none): pages go only by truncation, which kills the marks of older
+     * stamps, so the largest live mark is one past the highest live page, and
+     * the exact length is one radix lookup instead of a walk of every slot.
+     * Only the exact length (fstat, stat, SEEK_END) reads them; a write that
+     * makes a page past its core's mark writes its core's line. */
     struct page_mark marks[SV6_NCORES];
 };
 
 /* What a slot of inode->pages holds while its page exists (from the page's
- * first write to the next truncation).  The file's length is where its
- * highest page's end lies (page * SV6_PAGE_SIZE + end; the pages below it are
- * inside the file, holes included): so a write writes only its own pages'
- * slots and ends, and a call that asks whether the file has a byte at or past
- * offset o reads only the slots from o's page up.  end and bytes are on lines
- * of their own: finding the length reads nothing that a writer inside the
- * page's end (which swaps bytes only) writes. */
+ * first write to the next truncation, which kills it: a killed holder stays in
+ * its slot, read as empty, until a writer replaces or sweeps it).  The file's
+ * length is where its highest live page's end lies (page * SV6_PAGE_SIZE +
+ * end; the pages below it are inside the file, holes and dead holders
+ * included): so a write writes only its own pages' slots and ends, and a call
+ * that asks whether the file has a byte at or past offset o reads only the
+ * slots from o's page up.  end and bytes are on lines of their own: finding
+ * the length reads nothing that a writer inside the page's end (which swaps
+ * bytes only) writes. */
 
 struct page_holder {
     struct ebr_node ebr;
+    uint64_t stamp; /* its writer's; live while above every truncation stamp */
     SV6_ALIGNED _Atomic uint64_t end; /* where the page's written bytes end; only grows */
     SV6_ALIGNED struct page_copy *_Atomic bytes;
 };
@@ -203,11 +220,11 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
  * (sv6_inode_length_reaching).  Each page is read whole, at one moment,
  * without a lock and writing nothing. */
 uint64_t sv6_inode_read(struct sv6_inode *inode, void *buf, size_t n, uint64_t off);
-/* The file's length (reads every page slot; read again across a truncation). */
+/* The file's exact length (read again when a truncation ended meanwhile). */
 uint64_t sv6_inode_length(struct sv6_inode *inode);
 /* Inside an EBR section: with no page of the file from need - 1's page up,
  * that page's start (the length is at or below it; found without reading the
- * truncation count); else the length if it is below need, else some length
+ * truncation stamps); else the length if it is below need, else some length
  * >= need.  It reads only the slots from that page up. */
 uint64_t sv6_inode_length_reaching(struct sv6_inode *inode, uint64_t need);
 /* Inside an EBR section: writes buf at off (off + n <= SV6_FILE_MAX), all of

@@ -40,9 +40,11 @@ struct sv6_inode *sv6_new_inode(struct sv6_world *w)
     radix_init(&inode->pages);
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         pthread_mutex_init(&inode->writers[c].lock, NULL);
+        atomic_init(&inode->writers[c].clock, 0);
+        atomic_init(&inode->truncation_stamps[c].word, 0);
         atomic_init(&inode->marks[c].pages, 0);
+        atomic_init(&inode->marks[c].stamp, 0);
     }
-    atomic_init(&inode->truncations, 0);
     return inode;
 }
 

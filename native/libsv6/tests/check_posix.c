@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -273,12 +274,13 @@ static void check_length(struct sv6_proc *p0)
     static struct sv6_inode after;
     memcpy(&after, inode, sizeof after);
     CHECK(atomic_load(&after.marks[2].pages) == 4, "a page past the end raises its core's mark");
-    atomic_store(&after.marks[2].pages, atomic_load(&before.marks[2].pages));
+    memcpy(&after.marks[2], &before.marks[2], sizeof after.marks[2]);
+    memcpy(&after.writers[2], &before.writers[2], sizeof after.writers[2]);
     /* Page 3's slot is a direct slot (RADIX_DIRECT), so a word of the inode. */
     CHECK(atomic_load(&after.pages.direct[3]) != NULL, "page 3's slot is in the inode");
     atomic_store(&after.pages.direct[3], NULL);
     CHECK(memcmp(&before, &after, sizeof before) == 0,
-          "a write past the end writes no other inode word");
+          "a write past the end writes no inode word but its core's mark, lock and clock");
     for (unsigned i = 0; i < 3; i++)
         CHECK(radix_get(&inode->pages, i) == below[i], "slot %u kept", i);
     struct page_holder *holder = radix_get(&inode->pages, 3);
@@ -290,7 +292,7 @@ static void check_length(struct sv6_proc *p0)
     CHECK(atomic_load(&below[1]->end) == PAGE && atomic_load(&below[1]->bytes) != bytes &&
               radix_get(&inode->pages, 1) == below[1],
           "a write inside swaps the bytes only");
-    struct page_holder planted = {.end = 2 * PAGE}; /* claims bytes up to page 6 */
+    struct page_holder planted = {.stamp = 1, .end = 2 * PAGE}; /* live, bytes up to page 6 */
     CHECK(radix_replace(&inode->pages, 4, NULL, &planted), "plant a holder in slot 4");
     CHECK(sv6_pread(p0, fd, &byte, 1, 5 * PAGE) == 0, "a read at page 5 reads no slot below");
     CHECK(size_of(p0, fd) == 3 * PAGE + 1, "fstat goes to the marked page, walking no slot");
@@ -298,13 +300,84 @@ static void check_length(struct sv6_proc *p0)
     ebr_exit();
     int again = sv6_open(p0, "len", O_TRUNC);
     CHECK(size_of(p0, fd) == 0 && sv6_pread(p0, fd, &byte, 1, 0) == 0, "truncated");
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        CHECK(atomic_load(&inode->marks[c].pages) == 0, "truncation clears core %u's mark", c);
     CHECK(sv6_pwrite(p0, fd, "z", 1, 2 * PAGE + 7) == 1 && size_of(p0, fd) == 2 * PAGE + 8,
           "a page after holes");
     CHECK(sv6_pread(p0, fd, &byte, 1, PAGE) == 1 && byte == 0, "a hole inside reads a zero");
     CHECK(sv6_pread(p0, fd, &byte, 1, 2 * PAGE + 8) == 0, "the end inside the last page");
     CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, again) == 0 && sv6_unlink(p0, "len") == 0,
+          "clean up");
+    sv6_core_set(2);
+}
+
+/* The inode's cache lines that differ between two copies of it. */
+static void lines_changed(const struct sv6_inode *a, const struct sv6_inode *b,
+                          bool changed[sizeof *a / SV6_CACHELINE])
+{
+    for (size_t l = 0; l < sizeof *a / SV6_CACHELINE; l++)
+        changed[l] = memcmp((const char *)a + l * SV6_CACHELINE,
+                            (const char *)b + l * SV6_CACHELINE, SV6_CACHELINE) != 0;
+}
+
+/* Whether line l of an inode holds part of field [start, start + size). */
+static bool line_of(size_t l, size_t start, size_t size)
+{
+    return l * SV6_CACHELINE < start + size && start < (l + 1) * SV6_CACHELINE;
+}
+
+/* Two O_TRUNCs of one non-empty file on two cores write no common line (each
+ * writes only its own core's truncation stamp, and no page slot); the file is
+ * empty after them, a write on a third core after them shows without what they
+ * killed, and that core's first write frees the killed pages. */
+static void check_truncation_lines(struct sv6_proc *p0)
+{
+    static char page[PAGE];
+    static struct sv6_inode before, after_one, after_two;
+    static bool one[sizeof before / SV6_CACHELINE], two[sizeof before / SV6_CACHELINE];
+    char byte;
+    sv6_core_set(0);
+    int fd = sv6_open(p0, "trunc", O_CREAT);
+    memset(page, 'p', PAGE);
+    for (int i = 0; i < 3; i++)
+        CHECK(sv6_pwrite(p0, fd, page, PAGE, i * PAGE) == PAGE, "fill page %d", i);
+    ebr_enter();
+    struct sv6_inode *inode = inode_of(p0, fd);
+    struct page_holder *holders[3];
+    for (unsigned i = 0; i < 3; i++)
+        holders[i] = radix_get(&inode->pages, i);
+    memcpy(&before, inode, sizeof before);
+    sv6_core_set(1);
+    int first = sv6_open(p0, "trunc", O_TRUNC);
+    memcpy(&after_one, inode, sizeof after_one);
+    sv6_core_set(2);
+    int second = sv6_open(p0, "trunc", O_TRUNC | SV6_O_ANYFD);
+    memcpy(&after_two, inode, sizeof after_two);
+    lines_changed(&before, &after_one, one);
+    lines_changed(&after_one, &after_two, two);
+    for (size_t l = 0; l < sizeof before / SV6_CACHELINE; l++) {
+        CHECK(!(one[l] && two[l]), "inode line %zu written by both truncations", l);
+        for (unsigned core = 1; core <= 2; core++)
+            CHECK(!(core == 1 ? one : two)[l] ||
+                      line_of(l, offsetof(struct sv6_inode, truncation_stamps[core]),
+                              sizeof inode->truncation_stamps[core]),
+                  "the truncation on core %u wrote inode line %zu, not its stamp's", core, l);
+    }
+    for (unsigned i = 0; i < 3; i++)
+        CHECK(radix_get(&inode->pages, i) == holders[i], "slot %u written by a truncation", i);
+    ebr_exit();
+    CHECK(first >= 0 && second >= 0 && size_of(p0, fd) == 0 &&
+              sv6_pread(p0, fd, &byte, 1, 0) == 0 && sv6_lseek(p0, fd, 0, SEEK_END) == 0,
+          "empty after both truncations");
+    sv6_core_set(3);
+    CHECK(sv6_pwrite(p0, fd, "w", 1, PAGE) == 1 && size_of(p0, fd) == PAGE + 1,
+          "a write after the truncations makes the length");
+    CHECK(sv6_pread(p0, fd, page, 2, PAGE - 1) == 2 && page[0] == 0 && page[1] == 'w',
+          "a killed page reads as a hole below the new one");
+    ebr_enter();
+    CHECK(!radix_get(&inode->pages, 0) && !radix_get(&inode->pages, 2),
+          "the first write after a truncation frees the killed pages");
+    ebr_exit();
+    CHECK(sv6_close(p0, fd) == 0 && sv6_close(p0, first) == 0 && sv6_close(p0, second) == 0 &&
+              sv6_unlink(p0, "trunc") == 0,
           "clean up");
     sv6_core_set(2);
 }
@@ -327,13 +400,13 @@ static void *background_main(void *arg)
     return NULL;
 }
 
-/* Starts c's call and waits for it up to 2 s: whether it returned by then.
- * The caller releases what it holds, then calls background_join. */
-static bool background_returns(struct background_call *c)
+/* Starts c's call and waits for it up to ms milliseconds: whether it returned
+ * by then.  The caller releases what it holds, then calls background_join. */
+static bool background_returns(struct background_call *c, int ms)
 {
     atomic_init(&c->returned, false);
     CHECK(pthread_create(&c->thread, NULL, background_main, c) == 0, "thread");
-    for (int ms = 0; ms < 2000 && !atomic_load(&c->returned); ms++)
+    for (int waited = 0; waited < ms && !atomic_load(&c->returned); waited++)
         nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000 * 1000}, NULL);
     return atomic_load(&c->returned);
 }
@@ -375,7 +448,7 @@ static void check_read_at_end(struct sv6_proc *p0)
     pthread_mutex_lock(&f->off_lock);
     struct fd_call args = {.p = p0, .fd = fd};
     struct background_call r = {.call = read_byte, .arg = &args};
-    CHECK(background_returns(&r) && r.result == 0,
+    CHECK(background_returns(&r, 2000) && r.result == 0,
           "a read at the end returns 0 without the offset lock");
     pthread_mutex_unlock(&f->off_lock);
     background_join(&r);
@@ -387,9 +460,57 @@ static void check_read_at_end(struct sv6_proc *p0)
     CHECK(sv6_close(p0, fd) == 0 && sv6_unlink(p0, "end") == 0, "clean up");
 }
 
-/* A memwrite of a mapped page wholly past the end faults without reading the
- * truncation count (it is left odd here, as while an O_TRUNC runs), as a
- * memread there does. */
+static int64_t truncate_on_core_1(void *arg)
+{
+    sv6_core_set(1);
+    return sv6_open(arg, "wait", O_TRUNC);
+}
+
+static int64_t write_on_core_1(void *arg)
+{
+    struct fd_call *c = arg;
+    sv6_core_set(1);
+    return sv6_pwrite(c->p, c->fd, "n", 1, 0);
+}
+
+/* A write and a truncation that overlap: the truncation waits for a write
+ * that runs (its clock held running here) and then kills what the write was
+ * stamped with; a write waits for a truncation under way (its stamp held
+ * running here) and then comes after it. */
+static void check_write_truncation_order(struct sv6_proc *p0)
+{
+    int fd = sv6_open(p0, "wait", O_CREAT);
+    CHECK(sv6_pwrite(p0, fd, "old", 3, 0) == 3, "write");
+    struct sv6_inode *inode = inode_of(p0, fd);
+    _Atomic uint64_t *clock = &inode->writers[3].clock;
+    uint64_t idle = atomic_load(clock);
+    atomic_store(clock, 2 * 40 + 1); /* a write of stamp 40 runs on core 3 */
+    struct background_call t = {.call = truncate_on_core_1, .arg = p0};
+    CHECK(!background_returns(&t, 200), "a truncation waits for a running write");
+    atomic_store(clock, 2 * 40);
+    background_join(&t);
+    uint64_t stamp = atomic_load(&inode->truncation_stamps[1].word);
+    CHECK(t.result >= 0 && stamp == 2 * 41, "the truncation kills stamp 40: %lu",
+          (unsigned long)stamp);
+    atomic_store(clock, idle);
+    CHECK(sv6_pwrite(p0, fd, "old", 3, 0) == 3, "write again");
+    atomic_fetch_add(&inode->truncation_stamps[2].word, 1); /* a truncation runs on core 2 */
+    struct fd_call args = {.p = p0, .fd = fd};
+    struct background_call w = {.call = write_on_core_1, .arg = &args};
+    CHECK(!background_returns(&w, 200), "a write waits for a truncation under way");
+    /* It ends killing what was written after the first one (stamp 42). */
+    atomic_store(&inode->truncation_stamps[2].word, 2 * 42);
+    background_join(&w);
+    char buf[4];
+    CHECK(w.result == 1 && sv6_pread(p0, fd, buf, 4, 0) == 1 && buf[0] == 'n',
+          "the write comes after the truncation");
+    CHECK(sv6_close(p0, t.result) == 0 && sv6_close(p0, fd) == 0 && sv6_unlink(p0, "wait") == 0,
+          "clean up");
+}
+
+/* A memwrite of a mapped page wholly past the end faults without reaching the
+ * writers (a truncation is left under way here, which a writer waits for), as
+ * a memread there does. */
 static void check_memwrite_past_end(struct sv6_proc *p0)
 {
     int fd = sv6_open(p0, "past", O_CREAT);
@@ -397,11 +518,11 @@ static void check_memwrite_past_end(struct sv6_proc *p0)
     int64_t at = sv6_mmap(p0, 0, 3 * PAGE, PROT_READ | PROT_WRITE, 0, fd, 0);
     CHECK(at > 0, "mmap");
     struct sv6_inode *inode = inode_of(p0, fd);
-    atomic_fetch_add(&inode->truncations, 1);
+    atomic_fetch_add(&inode->truncation_stamps[0].word, 1);
     struct fd_call past = {.p = p0, .addr = (uint64_t)at + 2 * PAGE};
     struct background_call w = {.call = memwrite_byte, .arg = &past};
-    bool returned = background_returns(&w);
-    atomic_fetch_add(&inode->truncations, 1);
+    bool returned = background_returns(&w, 2000);
+    atomic_fetch_sub(&inode->truncation_stamps[0].word, 1);
     background_join(&w);
     CHECK(returned && w.result == SV6_SIGBUS,
           "a memwrite past the end faults while a truncation runs");
@@ -451,6 +572,8 @@ int check_posix_unit(const struct check_args *args)
     check_vm(p0, p1);
     check_spawn_and_sockets(p0);
     check_length(p0);
+    check_truncation_lines(p0);
+    check_write_truncation_order(p0);
     check_read_at_end(p0);
     check_memwrite_past_end(p0);
     check_unchanged_page_write(p0);
@@ -562,13 +685,21 @@ static void posix_body(unsigned index, void *arg)
                   "a byte of a shared anonymous page lost");
             break;
         }
-        case 8: { /* whole pages and truncations of one file: a read sees one writer's page */
+        case 8: { /* two whole pages per write and truncations of one file: a read of
+                   * either page sees nothing or one writer's page (never page 0 a
+                   * hole under page 1: a write lives or dies whole) */
             int churn = sv6_open(p, "churn", O_CREAT | (check_below(&rng, 2) ? O_TRUNC : 0));
             CHECK(churn >= 0, "open churn");
-            CHECK(sv6_pwrite(p, churn, expect, PAGE, 0) == PAGE, "pwrite churn");
-            ssize_t got = sv6_pread(p, churn, buf, PAGE, 0);
-            bool whole = got == PAGE && buf[0] >= 'a' && !memcmp(buf, buf + 1, PAGE - 1);
-            CHECK(got == 0 || whole, "churn read %zd bytes, not one writer's page", got);
+            char pages[2 * PAGE];
+            memcpy(pages, expect, PAGE);
+            memcpy(pages + PAGE, expect, PAGE);
+            CHECK(sv6_pwrite(p, churn, pages, 2 * PAGE, 0) == 2 * PAGE, "pwrite churn");
+            for (int half = 0; half < 2; half++) {
+                ssize_t got = sv6_pread(p, churn, buf, PAGE, half * PAGE);
+                bool whole = got == PAGE && buf[0] >= 'a' && !memcmp(buf, buf + 1, PAGE - 1);
+                CHECK(got == 0 || whole, "churn read %zd bytes of page %d, not one writer's",
+                      got, half);
+            }
             CHECK(sv6_close(p, churn) == 0, "close churn");
             break;
         }
