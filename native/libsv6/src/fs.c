@@ -193,7 +193,7 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
     /* Already there (a seek to the current offset): nothing to write either. */
     if ((uint64_t)(seen + off) == atomic_load(&f->off))
         return seen + off;
-    pthread_mutex_lock(&f->off_lock);
+    sv6_lock(&f->off_lock);
     off_t base = whence == SEEK_SET   ? 0
                  : whence == SEEK_CUR ? (off_t)f->off
                  : whence == SEEK_END ? (off_t)sv6_inode_length(f->inode)
@@ -203,7 +203,7 @@ static off_t do_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
         set_offset(f, (uint64_t)(base + off));
         result = base + off;
     }
-    pthread_mutex_unlock(&f->off_lock);
+    sv6_unlock(&f->off_lock);
     return result;
 }
 
@@ -427,14 +427,6 @@ static void page_read(const struct page_view *view, uint64_t page, size_t in_pag
         memset(part, 0, len); /* a hole */
 }
 
-/* Whether the file has a page above page (a hole there lies inside the file).
- * It reads only the slots above page. */
-static bool page_below_another(const struct page_view *view, uint64_t page)
-{
-    uint64_t next = page + 1;
-    return next_live(view, &next) != NULL;
-}
-
 /* Before a new page shows, its core's mark covers it under the write's stamp
  * (a mark of an older stamp is dead and starts again from this page): the
  * exact length never misses a page that a reader has seen. */
@@ -454,9 +446,11 @@ static void mark_page(const struct page_view *view, uint64_t page)
  * reset.  A changed copy replaces the bytes only if they are still the ones
  * copied, so of two writers of one page neither loses the other's bytes.  The
  * end grows after the bytes: a reader that finds the new end finds them.
- * Bytes the page already holds below its end, or zeros into a hole below
- * another page, are not written again (as anonymous pages do): such a write
- * publishes nothing.  A dead holder is a hole: a new holder replaces it. */
+ * Bytes the page already holds below its end are not written again (as
+ * anonymous pages do): such a write publishes nothing.  Zeros into a hole are
+ * a new page: telling a hole inside the file from one past its end would read
+ * the slots above, which a write that grows the file fills.  A dead holder is
+ * a hole: a new holder replaces it. */
 static void page_write(const struct page_view *view, uint64_t page, size_t in_page,
                        unsigned char *part, size_t len)
 {
@@ -468,7 +462,7 @@ static void page_write(const struct page_view *view, uint64_t page, size_t in_pa
         struct page_holder *holder = live_or_null(view, found);
         struct page_copy *old = holder ? atomic_load(&holder->bytes) : NULL;
         if (sv6_page_holds(old ? old->bytes : NULL, in_page, part, len) &&
-            (holder ? atomic_load(&holder->end) >= end : page_below_another(view, page))) {
+            holder && atomic_load(&holder->end) >= end) {
             free(fresh);
             return;
         }
@@ -605,7 +599,7 @@ uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uin
                          bool extend)
 {
     unsigned core = sv6_core();
-    pthread_mutex_lock(&inode->writers[core].lock);
+    sv6_lock(&inode->writers[core].lock);
     _Atomic uint64_t *clock = &inode->writers[core].clock;
     uint64_t last = stamp_of(atomic_load(clock));
     struct page_view view = {inode, write_begin(inode, core)};
@@ -624,7 +618,7 @@ uint64_t sv6_inode_write(struct sv6_inode *inode, const void *buf, size_t n, uin
     /* page_write only reads the bytes it is given. */
     each_page_part(off, count, (unsigned char *)buf, page_write, &view);
     atomic_store(clock, 2 * (view.cut + 1));
-    pthread_mutex_unlock(&inode->writers[core].lock);
+    sv6_unlock(&inode->writers[core].lock);
     return length;
 }
 
@@ -687,8 +681,8 @@ static void chunk_free(struct ebr_node *node)
 static struct sv6_pipe *pipe_create(struct sv6_world *w)
 {
     struct sv6_pipe *pipe = sv6_zalloc(sizeof *pipe);
-    pthread_mutex_init(&pipe->read_lock, NULL);
-    pthread_mutex_init(&pipe->write_lock, NULL);
+    sv6_lock_init(&pipe->read_lock);
+    sv6_lock_init(&pipe->write_lock);
     pipe->tail = chunk_new(NULL, 0); /* the front: read, nothing after it */
     atomic_init(&pipe->head, pipe->tail);
     pipe->ino = sv6_new_ino(w);
@@ -704,8 +698,6 @@ void sv6_pipe_destroy(struct sv6_pipe *pipe)
         chunk_free(&c->ebr);
         c = next;
     }
-    pthread_mutex_destroy(&pipe->read_lock);
-    pthread_mutex_destroy(&pipe->write_lock);
     free(pipe);
 }
 
@@ -715,7 +707,7 @@ static ssize_t pipe_read(struct sv6_pipe *pipe, void *buf, size_t n)
      * (the front chunk stays allocated until the section ends). */
     if (n == 0 || !atomic_load(&atomic_load(&pipe->head)->next))
         return n == 0 ? 0 : -EAGAIN;
-    pthread_mutex_lock(&pipe->read_lock);
+    sv6_lock(&pipe->read_lock);
     size_t count = 0;
     struct pipe_chunk *front = atomic_load(&pipe->head), *c;
     while (count < n && (c = atomic_load(&front->next))) {
@@ -731,7 +723,7 @@ static ssize_t pipe_read(struct sv6_pipe *pipe, void *buf, size_t n)
         ebr_retire(&front->ebr, chunk_free);
         front = c;
     }
-    pthread_mutex_unlock(&pipe->read_lock);
+    sv6_unlock(&pipe->read_lock);
     return count ? (ssize_t)count : -EAGAIN; /* never blocks, as in the model */
 }
 
@@ -740,11 +732,11 @@ static ssize_t pipe_write(struct sv6_pipe *pipe, const void *buf, size_t n)
     if (n == 0)
         return 0;
     struct pipe_chunk *c = chunk_new(buf, n);
-    pthread_mutex_lock(&pipe->write_lock);
+    sv6_lock(&pipe->write_lock);
     /* Published with its bytes: a reader that finds it reads them. */
     atomic_store(&pipe->tail->next, c);
     pipe->tail = c;
-    pthread_mutex_unlock(&pipe->write_lock);
+    sv6_unlock(&pipe->write_lock);
     return (ssize_t)n;
 }
 
@@ -765,11 +757,11 @@ static ssize_t do_read(struct sv6_proc *p, int fd, void *buf, size_t n)
     }
     if (n > 0 && offset_past_end(f))
         return 0;
-    pthread_mutex_lock(&f->off_lock);
+    sv6_lock(&f->off_lock);
     ssize_t count = inode_read(f->inode, buf, n, f->off);
     if (count > 0)
         set_offset(f, f->off + (uint64_t)count);
-    pthread_mutex_unlock(&f->off_lock);
+    sv6_unlock(&f->off_lock);
     return count;
 }
 
@@ -796,11 +788,11 @@ static ssize_t do_write(struct sv6_proc *p, int fd, const void *buf, size_t n)
     case FILE_INODE:
         break;
     }
-    pthread_mutex_lock(&f->off_lock);
+    sv6_lock(&f->off_lock);
     ssize_t count = inode_write(f->inode, buf, n, f->off);
     if (count > 0)
         set_offset(f, f->off + (uint64_t)count);
-    pthread_mutex_unlock(&f->off_lock);
+    sv6_unlock(&f->off_lock);
     return count;
 }
 

@@ -31,7 +31,6 @@
 #include "sv6/sv6.h"
 #include "sv6/usock.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +52,7 @@ struct sv6_world {
  * truncations); and the core's truncation stamp (2 * the stamp, + 1 while a
  * truncation runs; read by every reader and writer of file data). */
 struct core_writer {
-    SV6_ALIGNED pthread_mutex_t lock;
+    SV6_ALIGNED struct sv6_lock lock;
     _Atomic uint64_t clock;
 };
 
@@ -119,9 +118,9 @@ struct page_holder {
 struct pipe_chunk;
 
 struct sv6_pipe {
-    SV6_ALIGNED pthread_mutex_t read_lock;
+    SV6_ALIGNED struct sv6_lock read_lock;
     struct pipe_chunk *_Atomic head; /* read up to; its next is the first unread */
-    SV6_ALIGNED pthread_mutex_t write_lock;
+    SV6_ALIGNED struct sv6_lock write_lock;
     struct pipe_chunk *tail;
     SV6_ALIGNED uint64_t ino;
     atomic_int ends;
@@ -137,7 +136,7 @@ struct sv6_file {
     struct sv6_pipe *pipe;
     struct usock *sock;
     uint64_t sock_ino;
-    SV6_ALIGNED pthread_mutex_t off_lock;
+    SV6_ALIGNED struct sv6_lock off_lock;
     _Atomic uint64_t off; /* changed under off_lock; lseek and read peek without it */
     _Atomic uint64_t off_changes; /* odd while off changes: a peek reads again */
 };

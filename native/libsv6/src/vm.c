@@ -12,7 +12,6 @@
 #include "sv6_impl.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +30,7 @@ struct sv6_mapping {
     SV6_ALIGNED atomic_bool writable;
     /* Held by the writers of the protection or the backing, so that each
      * change applies to the other's latest value; readers take no lock. */
-    SV6_ALIGNED pthread_mutex_t lock;
+    SV6_ALIGNED struct sv6_lock lock;
     _Atomic(struct page_backing *) backing;
     struct ebr_node ebr;
 };
@@ -60,7 +59,6 @@ static void mapping_free(struct ebr_node *node)
 {
     struct sv6_mapping *m = SV6_CONTAINER_OF(node, struct sv6_mapping, ebr);
     backing_free(&atomic_load(&m->backing)->ebr);
-    pthread_mutex_destroy(&m->lock);
     free(m);
 }
 
@@ -109,7 +107,7 @@ static struct sv6_mapping *new_mapping(struct page_backing *backing, bool writab
 {
     struct sv6_mapping *m = sv6_zalloc(sizeof *m);
     atomic_init(&m->writable, writable);
-    pthread_mutex_init(&m->lock, NULL);
+    sv6_lock_init(&m->lock);
     atomic_init(&m->backing, backing);
     return m;
 }
@@ -171,10 +169,10 @@ static bool maps_already(struct sv6_mapping *m, struct sv6_inode *inode, uint64_
 static bool replace_backing(struct sv6_proc *p, uint64_t page, struct sv6_mapping *m,
                             struct page_backing *backing, bool writable)
 {
-    pthread_mutex_lock(&m->lock);
+    sv6_lock(&m->lock);
     bool kept = radix_get(&p->vm, page) == m && atomic_load(&m->writable) == writable;
     struct page_backing *old = kept ? atomic_exchange(&m->backing, backing) : NULL;
-    pthread_mutex_unlock(&m->lock);
+    sv6_unlock(&m->lock);
     if (old)
         ebr_retire(&old->ebr, backing_free);
     return kept;
@@ -256,9 +254,9 @@ int sv6_mprotect(struct sv6_proc *p, uint64_t addr, size_t len, int prot)
          * written, so memread and memwrite of the page do not conflict with it. */
         bool writable = prot & PROT_WRITE;
         if (m && atomic_load(&m->writable) != writable) {
-            pthread_mutex_lock(&m->lock);
+            sv6_lock(&m->lock);
             atomic_store(&m->writable, writable);
-            pthread_mutex_unlock(&m->lock);
+            sv6_unlock(&m->lock);
         }
     }
     ebr_exit();

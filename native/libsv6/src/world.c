@@ -23,8 +23,6 @@ static void inode_release(struct refcache_obj *obj)
 {
     struct sv6_inode *inode = SV6_CONTAINER_OF(obj, struct sv6_inode, ref);
     sv6_inode_drop_data(inode);
-    for (unsigned c = 0; c < SV6_NCORES; c++)
-        pthread_mutex_destroy(&inode->writers[c].lock);
     free(inode);
 }
 
@@ -39,7 +37,7 @@ struct sv6_inode *sv6_new_inode(struct sv6_world *w)
     inode->ino = sv6_new_ino(w);
     radix_init(&inode->pages);
     for (unsigned c = 0; c < SV6_NCORES; c++) {
-        pthread_mutex_init(&inode->writers[c].lock, NULL);
+        sv6_lock_init(&inode->writers[c].lock);
         atomic_init(&inode->writers[c].clock, 0);
         atomic_init(&inode->truncation_stamps[c].word, 0);
         atomic_init(&inode->marks[c].pages, 0);
@@ -67,7 +65,6 @@ static void file_release(struct refcache_obj *obj)
         usock_destroy(f->sock);
         free(f->sock);
     }
-    pthread_mutex_destroy(&f->off_lock);
     free(f);
 }
 
@@ -77,7 +74,7 @@ struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind)
     refcache_obj_init(&f->ref, 1, file_release);
     f->world = w;
     f->kind = kind;
-    pthread_mutex_init(&f->off_lock, NULL);
+    sv6_lock_init(&f->off_lock);
     return f;
 }
 

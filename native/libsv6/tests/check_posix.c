@@ -445,12 +445,12 @@ static void check_read_at_end(struct sv6_proc *p0)
     struct sv6_file *f = sv6_file_at(p0, fd);
     ebr_exit();
     uint64_t changes = atomic_load(&f->off_changes);
-    pthread_mutex_lock(&f->off_lock);
+    sv6_lock(&f->off_lock);
     struct fd_call args = {.p = p0, .fd = fd};
     struct background_call r = {.call = read_byte, .arg = &args};
     CHECK(background_returns(&r, 2000) && r.result == 0,
           "a read at the end returns 0 without the offset lock");
-    pthread_mutex_unlock(&f->off_lock);
+    sv6_unlock(&f->off_lock);
     background_join(&r);
     CHECK(atomic_load(&f->off_changes) == changes && sv6_lseek(p0, fd, 0, SEEK_CUR) == 2,
           "and changes no offset");
@@ -531,8 +531,9 @@ static void check_memwrite_past_end(struct sv6_proc *p0)
           "clean up");
 }
 
-/* A write of bytes a file page already holds, or of zeros into a hole below
- * another page, publishes no page: readers of the page share nothing with it. */
+/* A write of bytes a file page already holds publishes no page: readers of the
+ * page share nothing with it.  Zeros into a hole make a page, so that the write
+ * reads no slot above its own (which a write growing the file fills). */
 static void check_unchanged_page_write(struct sv6_proc *p0)
 {
     char buf[4];
@@ -548,8 +549,9 @@ static void check_unchanged_page_write(struct sv6_proc *p0)
           "writes of the bytes there");
     CHECK(atomic_load(&holder->bytes) == bytes, "publish no page");
     CHECK(sv6_pwrite(p0, fd, "e", 1, 3 * PAGE) == 1, "a page after a hole");
-    CHECK(sv6_pwrite(p0, fd, "\0\0", 2, 2 * PAGE) == 2 && !radix_get(&inode->pages, 2),
-          "zeros into a hole below another page publish no page");
+    CHECK(sv6_pwrite(p0, fd, "\0\0", 2, 2 * PAGE) == 2 && radix_get(&inode->pages, 2) &&
+              size_of(p0, fd) == 3 * PAGE + 1,
+          "zeros into a hole below another page make a page; the length stays");
     CHECK(sv6_pwrite(p0, fd, "\0", 1, 5 * PAGE) == 1 && radix_get(&inode->pages, 5) &&
               size_of(p0, fd) == 5 * PAGE + 1,
           "zeros past the end make a page: the length is where the last page ends");
