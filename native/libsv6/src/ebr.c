@@ -119,9 +119,7 @@ static struct ebr_node *take_expired(struct slot *slot, uint64_t upto, uint64_t 
         slot->retired = node;
         if (!node)
             slot->retired_end = &slot->retired;
-        atomic_store_explicit(&slot->pending,
-                              atomic_load_explicit(&slot->pending, memory_order_relaxed) - count,
-                              memory_order_release);
+        SV6_HOLDER_ADD(&slot->pending, -count);
     }
     sv6_unlock(&slot->lock);
     return count > 0 ? expired : NULL;
@@ -183,10 +181,7 @@ void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))
     node->next = NULL;
     *slot->retired_end = node;
     slot->retired_end = &node->next;
-    /* Changed only under the lock: a load and a store, no locked add. */
-    atomic_store_explicit(&slot->pending,
-                          atomic_load_explicit(&slot->pending, memory_order_relaxed) + 1,
-                          memory_order_release);
+    SV6_HOLDER_ADD(&slot->pending, 1);
     sv6_unlock(&slot->lock);
 }
 

@@ -44,28 +44,18 @@ void refcache_obj_init(struct refcache_obj *obj, int64_t count,
     obj->release = release;
 }
 
-/* Counters and slots that only their core's lock holder writes change by a
- * load and a store, not a locked read-modify-write: an add would otherwise
- * cost five locked instructions where the lock is the only one needed. */
-static void owner_add(_Atomic unsigned *counter, unsigned delta)
-{
-    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + delta,
-                          memory_order_release);
-}
-
 /* The slot's seq odd: what follows may change its delta or object (the
- * consistent read retries while odd or changed). */
+ * consistent read retries while odd or changed).  Only the core's lock holder
+ * writes a slot, its counts and seq (SV6_HOLDER_ADD). */
 static void seq_begin(struct refcache_slot *slot)
 {
-    atomic_store_explicit(&slot->seq, atomic_load_explicit(&slot->seq, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    SV6_HOLDER_ADD(&slot->seq, 1);
     atomic_thread_fence(memory_order_release);
 }
 
 static void seq_end(struct refcache_slot *slot)
 {
-    atomic_store_explicit(&slot->seq, atomic_load_explicit(&slot->seq, memory_order_relaxed) + 1,
-                          memory_order_release);
+    SV6_HOLDER_ADD(&slot->seq, 1);
 }
 
 static unsigned slot_index(const struct refcache_obj *obj)
@@ -97,7 +87,7 @@ static void queue_review(struct refcache *rc, struct refcache_core *core,
         atomic_store(&obj->dirty, false);
         obj->review_epoch = atomic_load(&rc->epoch);
         append_review(core, obj);
-        owner_add(&core->waiting, 1);
+        SV6_HOLDER_ADD(&core->waiting, 1);
     }
     sv6_unlock(&obj->review_lock);
 }
@@ -115,7 +105,7 @@ static void flush_slot(struct refcache *rc, struct refcache_core *core,
     int64_t now = atomic_fetch_add(&obj->global, delta) + delta;
     atomic_store_explicit(&slot->delta, 0, memory_order_relaxed);
     atomic_store_explicit(&slot->obj, NULL, memory_order_relaxed);
-    owner_add(&core->used, (unsigned)-1);
+    SV6_HOLDER_ADD(&core->used, (unsigned)-1);
     if (now == 0 && obj->release)
         queue_review(rc, core, obj);
 }
@@ -132,11 +122,9 @@ void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
     if (atomic_load_explicit(&slot->obj, memory_order_relaxed) != obj) {
         flush_slot(rc, core, slot); /* evict whoever had the slot */
         atomic_store_explicit(&slot->obj, obj, memory_order_relaxed);
-        owner_add(&core->used, 1);
+        SV6_HOLDER_ADD(&core->used, 1);
     }
-    atomic_store_explicit(&slot->delta,
-                          atomic_load_explicit(&slot->delta, memory_order_relaxed) + delta,
-                          memory_order_relaxed);
+    SV6_HOLDER_ADD(&slot->delta, delta);
     seq_end(slot);
     /* Self-ticking: this core's own timer tick, counted in changes. */
     bool tick = rc->self_ticking && ++core->changes >= REFCACHE_FLUSH_EVERY;
@@ -260,7 +248,7 @@ static void review_due(struct refcache *rc, struct refcache_core *core)
         if (!core->review)
             core->review_tail = NULL;
         if (review(rc, obj, epoch))
-            owner_add(&core->waiting, (unsigned)-1);
+            SV6_HOLDER_ADD(&core->waiting, (unsigned)-1);
         else
             append_review(core, obj);
     }

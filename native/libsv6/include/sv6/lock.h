@@ -54,4 +54,12 @@ static inline void sv6_unlock(struct sv6_lock *l)
     atomic_store_explicit(&l->held, false, memory_order_release);
 }
 
+/* Adds to an atomic counter that only the holder of its lock writes (lock-free
+ * readers may read it): a load and a release store, as the lock already keeps
+ * other writers out, where an atomic add would be one more locked instruction. */
+#define SV6_HOLDER_ADD(counter, delta)                                                          \
+    atomic_store_explicit((counter),                                                           \
+                          atomic_load_explicit((counter), memory_order_relaxed) + (delta),     \
+                          memory_order_release)
+
 #endif
