@@ -18,6 +18,7 @@ void refcache_init(struct refcache *rc)
         atomic_init(&core->flushed, 0);
         core->changes = 0;
         atomic_init(&core->stalls, 0);
+        atomic_init(&core->stalled_in, 0);
         atomic_init(&core->releasing, 0);
         for (unsigned i = 0; i < REFCACHE_SLOTS; i++) {
             atomic_init(&core->slots[i].obj, NULL);
@@ -111,7 +112,7 @@ static void flush_slot(struct refcache *rc, struct refcache_core *core,
 }
 
 static void tick_core(struct refcache *rc, struct refcache_core *core);
-static void end_epoch(struct refcache *rc, bool help);
+static void end_epoch(struct refcache *rc, struct refcache_core *self);
 
 void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
 {
@@ -132,7 +133,7 @@ void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
         tick_core(rc, core);
     sv6_unlock(&core->lock);
     if (tick)
-        end_epoch(rc, true);
+        end_epoch(rc, core);
 }
 
 void refcache_inc(struct refcache *rc, struct refcache_obj *obj)
@@ -270,8 +271,6 @@ static void flush_core(struct refcache *rc, struct refcache_core *core)
     /* Read before the flush: the flush happened in that epoch or later. */
     atomic_store(&core->flushed, epoch);
     core->changes = 0;
-    if (atomic_load(&core->stalls) != 0)
-        atomic_store(&core->stalls, 0);
 }
 
 /* Under core->lock: one core's share of a tick. */
@@ -281,24 +280,48 @@ static void tick_core(struct refcache *rc, struct refcache_core *core)
     review_due(rc, core);
 }
 
+/* Counts a failed try of self to end epoch: how many in a row it has made in
+ * that epoch (a lagging core that flushes lets the epoch end, which starts the
+ * count anew).  Relaxed: only threads of self's core write these. */
+static unsigned stalled(struct refcache_core *self, uint64_t epoch)
+{
+    if (atomic_load_explicit(&self->stalled_in, memory_order_relaxed) != epoch) {
+        atomic_store_explicit(&self->stalled_in, epoch, memory_order_relaxed);
+        atomic_store_explicit(&self->stalls, 0, memory_order_relaxed);
+    }
+    unsigned stalls = atomic_load_explicit(&self->stalls, memory_order_relaxed) + 1;
+    atomic_store_explicit(&self->stalls, stalls, memory_order_relaxed);
+    return stalls;
+}
+
 /* Ends the current epoch e if every core has flushed in it or holds nothing
  * now (neither deltas nor objects to review): either way whatever a core
- * cached before e began has reached the global counts.  With help, a core that
- * held the epoch back REFCACHE_STALLS times is flushed here (if its lock is
- * free), so that a core whose thread stopped calling does not stop every
- * core's reviews.  Its own review list is left to it (its frees stay on its
- * thread, by the allocator that made them) unless it made no change since its
- * last flush: then it looks idle and is reviewed here too. */
-static void end_epoch(struct refcache *rc, bool help)
+ * cached before e began has reached the global counts.  A helper (the core
+ * `self` that just ticked; NULL from refcache_tick) that has failed
+ * REFCACHE_STALLS times in a row flushes the core holding the epoch back (if
+ * its lock is free), so that a core whose thread stopped calling does not stop
+ * every core's reviews.  That core's review list is left to it (its frees stay
+ * on its thread, by the allocator that made them) unless it made no change
+ * since its last flush: then it looks idle and is reviewed here too. */
+static void end_epoch(struct refcache *rc, struct refcache_core *self)
 {
     uint64_t epoch = atomic_load(&rc->epoch);
+    unsigned tries = 0; /* self's in this epoch, counted at the first lagging core */
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];
-        if (atomic_load(&core->flushed) >= epoch ||
-            (atomic_load(&core->used) == 0 && atomic_load(&core->waiting) == 0))
+        uint64_t flushed = atomic_load(&core->flushed);
+        if (flushed >= epoch)
             continue;
-        if (!help || atomic_fetch_add(&core->stalls, 1) + 1 < REFCACHE_STALLS ||
-            !sv6_trylock(&core->lock))
+        if (self && tries == 0)
+            tries = stalled(self, epoch);
+        /* It flushed in the last epoch: busy, it will flush in this one and end
+         * it itself.  A first try leaves alone its line that every add writes
+         * (reading it there costs two transfers of the line per epoch). */
+        if (tries == 1 && flushed + 1 == epoch)
+            return;
+        if (atomic_load(&core->used) == 0 && atomic_load(&core->waiting) == 0)
+            continue;
+        if (!self || tries < REFCACHE_STALLS || !sv6_trylock(&core->lock))
             return;
         bool idle = core->changes == 0;
         flush_core(rc, core);
@@ -319,7 +342,7 @@ unsigned refcache_tick(struct refcache *rc)
         if (rc->after_flush)
             rc->after_flush(c, rc->after_flush_arg);
     }
-    end_epoch(rc, false);
+    end_epoch(rc, NULL);
     unsigned waiting = 0;
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         struct refcache_core *core = &rc->cores[c];

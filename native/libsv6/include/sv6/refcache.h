@@ -8,9 +8,9 @@
  * nothing).  refcache_tick flushes every core and ends the epoch; a self-ticking
  * refcache (rc->self_ticking) needs no ticker: each core flushes its own cache
  * every REFCACHE_FLUSH_EVERY changes, from the calls that make them, and ends
- * the epoch when the other cores have flushed in it too (a core that keeps it
- * from ending REFCACHE_STALLS times, say one whose thread went idle, is flushed
- * by the next core that tries, and reviewed too if it made no change since its
+ * the epoch when the other cores have flushed in it too (a core that failed to
+ * end it REFCACHE_STALLS times in a row flushes the core that held it back, say
+ * one whose thread went idle, and reviews it too if it made no change since its
  * last flush).  The true count of an object
  * is its global count plus every cached delta, so a global count of zero proves
  * nothing by itself.  An object whose global count reaches zero at time t0 is
@@ -94,12 +94,17 @@ struct refcache_core {
     struct refcache_obj *review, *review_tail;
     _Atomic unsigned waiting;
     _Atomic unsigned used;     /* slots holding an object */
-    _Atomic uint64_t flushed;  /* the epoch of this core's last flush */
-    unsigned changes;          /* since that flush (self-ticking) */
+    unsigned changes;          /* since the last flush (self-ticking) */
+    /* This core's failed tries to end epoch stalled_in: kept here, not on
+     * the lagging core's line, so a try writes nothing of the core it waits
+     * for.  Only threads of this core write them. */
+    _Atomic unsigned stalls;
+    _Atomic uint64_t stalled_in;
     struct refcache_slot slots[REFCACHE_SLOTS];
-    /* Tries of other cores to end an epoch that this core held back: written
-     * by them, so on a line of its own. */
-    SV6_ALIGNED _Atomic unsigned stalls;
+    /* The epoch of this core's last flush, on a line of its own: written once
+     * per flush, so the cores that end epochs read it without taking the line
+     * that every add of this core writes. */
+    SV6_ALIGNED _Atomic uint64_t flushed;
     /* Objects this core handed to EBR minus releases run on it: a release
      * may run on another core, so one core's figure can be negative; the sum
      * over cores is what waits (a single counter would be a line that every

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""libsv6 at 2 workers against 1, each run beside what the machine gives two workers that
+share nothing.
+
+One sweep of the real driver (`scalecheck bench run --cores 1,2`, run-major: run k of every
+series lands in the same minute) of:
+
+  empty                  the harness's loop with no operation, workers as processes: the
+                         machine's own ceiling for a 2-vs-1 ratio
+  sv6-openbench-private  the O_ANYFD open/close loop, workers as processes with private
+                         copies of the world: the control that shares no memory
+  sv6-statbench-mixed    fstatx (commutative) beside fstat with refcache / a shared counter
+  sv6-openbench          O_ANYFD (commutative) beside the lowest fd
+  sv6-mailbench          commutative APIs beside regular ones
+
+Prints per series the 2-vs-1 ratio of each run, their median, and the median of each
+run's ratio over the empty loop's ratio in that same run ("of the machine"): a host that
+gives two busy vCPUs less than twice one moves both alike.  Writes OUT/scaling.json.
+
+usage: python3 bench/sv6_scaling.py [--out out/sv6-scaling] [--runs 5] [--duration 3]
+Exit status 0 when every commutative series' median ratio reaches --bar, 1 when not
+(failed cells are listed, and their runs have no ratio).
+Rerunning with the same --out resumes the sweep (and --runs may grow).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+
+from benchlib import REPO
+
+BENCHMARKS = [
+    "empty",
+    "sv6-openbench-private",
+    "sv6-statbench-mixed",
+    "sv6-openbench",
+    "sv6-mailbench",
+]
+CEILING = ("empty", "")
+COMMUTATIVE = [
+    ("sv6-statbench-mixed", "fstatx"),
+    ("sv6-openbench", "anyfd"),
+    ("sv6-mailbench", "commutative"),
+]
+
+
+def run_ratios(runs_jsonl: str) -> tuple[dict, list[str]]:
+    """(benchmark, mode) -> {run: ops/s at 2 workers / ops/s at 1}, from the sweep's record
+    (the last line of a cell wins, as in the driver), and the cells that failed: a run
+    missing either side has no ratio, and is listed rather than dropped."""
+    cells = {}
+    with open(runs_jsonl) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                cells[(r["benchmark"], r["mode"], r["cores"], r["run"])] = r
+    ops, failed = defaultdict(dict), []
+    for (bench, mode, cores, run), r in sorted(cells.items()):
+        if r["status"] == "ok" and r["ops_per_sec"]:
+            ops[(bench, mode, run)][cores] = r["ops_per_sec"]
+        else:
+            failed.append(f"{bench} {mode} cores={cores} run={run}: {r.get('reason')}")
+    ratios = defaultdict(dict)
+    for (bench, mode, run), by_cores in ops.items():
+        if 1 in by_cores and 2 in by_cores:
+            ratios[(bench, mode)][run] = by_cores[2] / by_cores[1]
+    return ratios, failed
+
+
+def series_rows(ratios: dict) -> list[dict]:
+    ceiling = ratios.get(CEILING, {})
+    rows = []
+    for (bench, mode), by_run in sorted(ratios.items()):
+        of_machine = [r / ceiling[run] for run, r in by_run.items() if run in ceiling]
+        rows.append(
+            {
+                "benchmark": bench,
+                "mode": mode,
+                "commutative": (bench, mode) in COMMUTATIVE,
+                "ratios": [round(by_run[run], 3) for run in sorted(by_run)],
+                "median": statistics.median(by_run.values()),
+                "median_of_machine": statistics.median(of_machine) if of_machine else None,
+            }
+        )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", default=str(REPO / "out" / "sv6-scaling"))
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument(
+        "--bar", type=float, default=1.9, help="2-vs-1 ratio to reach (default 1.9)"
+    )
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}")
+    sweep = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalecheck.cli",
+            "bench",
+            "run",
+            *BENCHMARKS,
+            "--cores",
+            "1,2",
+            "--runs",
+            str(args.runs),
+            "--warmup",
+            str(args.warmup),
+            "--duration",
+            str(args.duration),
+            "--out",
+            args.out,
+        ],
+        cwd=REPO,
+    )
+    print(f"load average after: {os.getloadavg()}")
+    if sweep.returncode not in (0, 1):  # 1: some cell failed; the rest still counts
+        return sweep.returncode
+    ratios, failed = run_ratios(os.path.join(args.out, "runs.jsonl"))
+    rows = series_rows(ratios)
+    print(f"\n{'series':34} {'2 vs 1 per run':38} {'median':>7} {'of machine':>11}")
+    for row in rows:
+        name = f"{row['benchmark']} {row['mode']}".strip() + (" *" if row["commutative"] else "")
+        machine = f"{row['median_of_machine']:.3f}" if row["median_of_machine"] else "-"
+        per_run = " ".join(f"{r:.2f}" for r in row["ratios"])
+        print(f"{name:34} {per_run:38} {row['median']:7.3f} {machine:>11}")
+    print(
+        f"* commutative: the bar is {args.bar}x; "
+        "'of machine' is each run's ratio over the empty loop's in that run"
+    )
+    for cell in failed:
+        print(f"failed (no ratio for its run): {cell}")
+    met = all(
+        any(r["median"] >= args.bar for r in rows if (r["benchmark"], r["mode"]) == series)
+        for series in COMMUTATIVE
+    )
+    with open(os.path.join(args.out, "scaling.json"), "w") as f:
+        json.dump(
+            {"bar": args.bar, "met": met, "series": rows, "failed_cells": failed}, f, indent=1
+        )
+    print(f"bar {'met' if met else 'not met'}; figures in {args.out}/scaling.json")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""bench/sv6_scaling.py: libsv6's 2-vs-1 ratios beside the machine's own (the `empty`
+loop), from a real sweep run briefly, and its arithmetic on a hand-written record."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import sv6_scaling  # noqa: E402
+
+
+def record(bench, mode, cores, run, ops, status="ok"):
+    return json.dumps(
+        {
+            "benchmark": bench,
+            "mode": mode,
+            "cores": cores,
+            "run": run,
+            "status": status,
+            "ops_per_sec": ops if status == "ok" else None,
+        }
+    )
+
+
+def test_ratios_pair_each_run_with_the_machine_of_that_run(tmp_path):
+    runs = tmp_path / "runs.jsonl"
+    lines = [
+        record("empty", "", 1, 1, 100.0),
+        record("empty", "", 2, 1, 200.0),
+        record("empty", "", 1, 2, 100.0),
+        record("empty", "", 2, 2, 160.0),
+        record("sv6-openbench", "anyfd", 1, 1, 10.0),
+        record("sv6-openbench", "anyfd", 2, 1, 19.0),
+        record("sv6-openbench", "anyfd", 1, 2, 10.0),
+        record("sv6-openbench", "anyfd", 2, 2, 12.0),
+        # the cell ran again: its last line wins
+        record("sv6-openbench", "anyfd", 2, 2, 16.0),
+        # run 3 has no 2-worker figure (failed): left out, not counted as 0
+        record("sv6-openbench", "anyfd", 1, 3, 10.0),
+        record("sv6-openbench", "anyfd", 2, 3, None, status="failed"),
+    ]
+    runs.write_text("\n".join(lines) + "\n")
+    ratios, failed = sv6_scaling.run_ratios(str(runs))
+    assert ratios[("sv6-openbench", "anyfd")] == {1: 1.9, 2: 1.6}
+    assert failed == ["sv6-openbench anyfd cores=2 run=3: None"]
+    rows = {(r["benchmark"], r["mode"]): r for r in sv6_scaling.series_rows(ratios)}
+    anyfd = rows[("sv6-openbench", "anyfd")]
+    assert anyfd["commutative"] and not rows[("empty", "")]["commutative"]
+    assert abs(anyfd["median"] - 1.75) < 1e-9
+    # run 1: 1.9 / 2.0, run 2: 1.6 / 1.6
+    assert abs(anyfd["median_of_machine"] - (0.95 + 1.0) / 2) < 1e-9
+
+
+def test_a_short_sweep_reports_every_series(tmp_path):
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "sv6_scaling.py"),
+            "--out",
+            str(tmp_path),
+            "--runs",
+            "1",
+            "--warmup",
+            "0.05",
+            "--duration",
+            "0.2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode in (0, 1), run.stderr[-3000:]
+    document = json.loads((tmp_path / "scaling.json").read_text())
+    assert document["failed_cells"] == []
+    series = {(r["benchmark"], r["mode"]): r for r in document["series"]}
+    assert set(sv6_scaling.COMMUTATIVE) <= series.keys()
+    assert {
+        ("empty", ""),
+        ("sv6-openbench-private", "anyfd"),
+        ("sv6-openbench", "lowest"),
+    } <= series.keys()
+    for row in series.values():
+        assert len(row["ratios"]) == 1 and row["ratios"][0] > 0
+        assert row["median_of_machine"] > 0
+    met = all(series[s]["median"] >= document["bar"] for s in sv6_scaling.COMMUTATIVE)
+    assert document["met"] == met and run.returncode == (0 if met else 1)
