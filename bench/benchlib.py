@@ -16,6 +16,7 @@ from scalecheck.benchsuite.runner import parse_result  # noqa: E402
 __all__ = [
     "BIN",
     "REPO",
+    "bench_run_args",
     "build",
     "machine_description",
     "mean_and_spread",
@@ -26,6 +27,27 @@ __all__ = [
 
 def build() -> None:
     subprocess.run(["make", "-s", "-C", str(REPO / "native" / "benchmarks")], check=True)
+
+
+def bench_run_args(
+    benchmarks: list[str], runs: int, warmup: float, duration: float, out, cores: str | None = None
+) -> list[str]:
+    """The arguments of `scalecheck bench run` after the program: one sweep of benchmarks
+    (cores as for `--cores`; None: the driver's default, 1..all)."""
+    return [
+        "bench",
+        "run",
+        *benchmarks,
+        *(["--cores", cores] if cores else []),
+        "--runs",
+        str(runs),
+        "--warmup",
+        str(warmup),
+        "--duration",
+        str(duration),
+        "--out",
+        str(out),
+    ]
 
 
 def usable_cpus() -> int:

@@ -33,6 +33,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from benchlib import bench_run_args
 from scalecheck.benchsuite.results import ResultsDir, spread_pct
 
 RATIOS = (50, 80, 90, 99, 100)
@@ -63,19 +64,14 @@ def run_benchmarks(args: argparse.Namespace, results_dir: Path) -> None:
         sys.exit("ldu_sweep: error: the scalecheck command is not installed (run scripts/setup.sh)")
     command = [
         scalecheck,
-        "bench",
-        "run",
-        *(f"ldu-u{r}" for r in RATIOS),
-        "--cores",
-        args.cores,
-        "--runs",
-        str(args.runs),
-        "--warmup",
-        str(args.warmup),
-        "--duration",
-        str(args.duration),
-        "--out",
-        str(results_dir),
+        *bench_run_args(
+            [f"ldu-u{r}" for r in RATIOS],
+            args.runs,
+            args.warmup,
+            args.duration,
+            results_dir,
+            args.cores,
+        ),
     ]
     print("+", " ".join(command), flush=True)
     if subprocess.run(command).returncode != 0:

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from benchlib import REPO
+from benchlib import REPO, bench_run_args
 
 BAR_PCT = 5.0
 
@@ -32,21 +32,16 @@ def main() -> None:
         sys.executable,
         "-m",
         "scalecheck.cli",
-        "bench",
-        "run",
-        "statbench",
-        "openbench",
-        "faultzf",
-        "--runs",
-        str(args.runs),
-        "--warmup",
-        str(args.warmup),
-        "--duration",
-        str(args.duration),
-        "--out",
-        args.out,
+        *bench_run_args(
+            ["statbench", "openbench", "faultzf"],
+            args.runs,
+            args.warmup,
+            args.duration,
+            args.out,
+            args.cores,
+        ),
         "--json",
-    ] + (["--cores", args.cores] if args.cores else [])
+    ]
     completed = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
     if completed.returncode != 0:
         sys.exit("bench run failed")

@@ -30,8 +30,10 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from pathlib import Path
 
-from benchlib import REPO
+from benchlib import REPO, bench_run_args
+from scalecheck.benchsuite.results import ResultsDir
 
 BENCHMARKS = [
     "empty",
@@ -48,22 +50,18 @@ COMMUTATIVE = [
 ]
 
 
-def run_ratios(runs_jsonl: str) -> tuple[dict, list[str]]:
+def run_ratios(out: str) -> tuple[dict, list[str]]:
     """(benchmark, mode) -> {run: ops/s at 2 workers / ops/s at 1}, from the sweep's record
-    (the last line of a cell wins, as in the driver), and the cells that failed: a run
+    in out (the driver's newest record of each cell), and the cells that failed: a run
     missing either side has no ratio, and is listed rather than dropped."""
-    cells = {}
-    with open(runs_jsonl) as f:
-        for line in f:
-            if line.strip():
-                r = json.loads(line)
-                cells[(r["benchmark"], r["mode"], r["cores"], r["run"])] = r
     ops, failed = defaultdict(dict), []
-    for (bench, mode, cores, run), r in sorted(cells.items()):
+    for cell, r in sorted(ResultsDir(Path(out)).latest_records().items()):
         if r["status"] == "ok" and r["ops_per_sec"]:
-            ops[(bench, mode, run)][cores] = r["ops_per_sec"]
+            ops[(cell.benchmark, cell.mode, cell.run)][cell.cores] = r["ops_per_sec"]
         else:
-            failed.append(f"{bench} {mode} cores={cores} run={run}: {r.get('reason')}")
+            failed.append(
+                f"{cell.benchmark} {cell.mode} cores={cell.cores} run={cell.run}: {r.get('reason')}"
+            )
     ratios = defaultdict(dict)
     for (bench, mode, run), by_cores in ops.items():
         if 1 in by_cores and 2 in by_cores:
@@ -107,26 +105,14 @@ def main() -> int:
             sys.executable,
             "-m",
             "scalecheck.cli",
-            "bench",
-            "run",
-            *BENCHMARKS,
-            "--cores",
-            "1,2",
-            "--runs",
-            str(args.runs),
-            "--warmup",
-            str(args.warmup),
-            "--duration",
-            str(args.duration),
-            "--out",
-            args.out,
+            *bench_run_args(BENCHMARKS, args.runs, args.warmup, args.duration, args.out, "1,2"),
         ],
         cwd=REPO,
     )
     print(f"load average after: {os.getloadavg()}")
     if sweep.returncode not in (0, 1):  # 1: some cell failed; the rest still counts
         return sweep.returncode
-    ratios, failed = run_ratios(os.path.join(args.out, "runs.jsonl"))
+    ratios, failed = run_ratios(args.out)
     rows = series_rows(ratios)
     print(f"\n{'series':34} {'2 vs 1 per run':38} {'median':>7} {'of machine':>11}")
     for row in rows:

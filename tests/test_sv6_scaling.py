@@ -17,6 +17,7 @@ def record(bench, mode, cores, run, ops, status="ok"):
         {
             "benchmark": bench,
             "mode": mode,
+            "runtime": "",
             "cores": cores,
             "run": run,
             "status": status,
@@ -43,7 +44,7 @@ def test_ratios_pair_each_run_with_the_machine_of_that_run(tmp_path):
         record("sv6-openbench", "anyfd", 2, 3, None, status="failed"),
     ]
     runs.write_text("\n".join(lines) + "\n")
-    ratios, failed = sv6_scaling.run_ratios(str(runs))
+    ratios, failed = sv6_scaling.run_ratios(str(tmp_path))
     assert ratios[("sv6-openbench", "anyfd")] == {1: 1.9, 2: 1.6}
     assert failed == ["sv6-openbench anyfd cores=2 run=3: None"]
     rows = {(r["benchmark"], r["mode"]): r for r in sv6_scaling.series_rows(ratios)}
