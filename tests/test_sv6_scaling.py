@@ -88,3 +88,16 @@ def test_a_short_sweep_reports_every_series(tmp_path):
         assert row["median_of_machine"] > 0
     met = all(series[s]["median"] >= document["bar"] for s in sv6_scaling.COMMUTATIVE)
     assert document["met"] == met and run.returncode == (0 if met else 1)
+
+
+def test_a_sweep_the_driver_refuses_writes_no_figures(tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "sv6_scaling.py"), "--out", str(out), "--runs", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # the driver's own exit status (2: bad input), not "bar not met"
+    assert run.returncode == 2 and "at least 1 run" in run.stderr
+    assert not (out / "scaling.json").exists()
