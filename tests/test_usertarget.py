@@ -157,6 +157,71 @@ def write_library(directory: Path, model: str, adapter: str) -> Path:
     return directory
 
 
+# One shared counter on the heap, in a block that rc_init gets twice: glibc hands the
+# scratch block's chunk straight back to counter_block (same size, its per-thread cache).
+# (No tail calls, no merging of the two identical functions: each malloc returns into
+# the function that names the block; and counter_block first in the program: the
+# earlier allocation's site is the higher one, so the order of sites cannot name it.)
+REUSED_BLOCK = """
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "refcount.h"
+
+static _Atomic long *count;
+
+__attribute__((noinline)) static void *counter_block(void)
+{
+	return malloc(64);
+}
+
+__attribute__((noinline)) static void *scratch_block(void)
+{
+	return malloc(64);
+}
+
+void rc_init(long initial)
+{
+	free(scratch_block());
+	count = counter_block();
+	atomic_store(count, initial);
+}
+
+void rc_register_thread(int slot)
+{
+	(void)slot;
+}
+
+void rc_inc(void)
+{
+	atomic_fetch_add(count, 1);
+}
+
+int rc_dec(void)
+{
+	return atomic_fetch_sub(count, 1) > 0 ? 0 : (atomic_fetch_add(count, 1), -1);
+}
+
+int rc_iszero(void)
+{
+	return atomic_load(count) == 0;
+}
+"""
+
+
+def test_a_block_handed_out_twice_is_named_by_its_last_allocation(counter_tests, tmp_path):
+    (tmp_path / "reused.c").write_text(REUSED_BLOCK)
+    refcount = EXAMPLES / "refcount"
+    (tmp_path / "reused.toml").write_text(
+        f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["reused.c"]\n'
+        'cflags = ["-O2", "-g", "-fno-optimize-sibling-calls", "-fno-ipa-icf",'
+        f' "-fno-toplevel-reorder", "-I{refcount}"]\n'
+    )
+    inc_inc = run(counter_tests, tmp_path / "reused.toml", jobs=1)["records"]["inc-inc/p0/t1"]
+    assert inc_inc["status"] == "ok" and not inc_inc["conflict_free"]
+    assert [c["data_symbol"] for c in inc_inc["conflicts"]] == ["counter_block:alloc(64)+0x0"]
+
+
 def test_crash_hang_and_wrong_result_are_recorded_and_the_run_goes_on(counter_tests, tmp_path):
     library = write_library(tmp_path / "faulty", "counter", FAULTY)
     result = run(counter_tests, library, timeout=1.0, jobs=1)

@@ -39,6 +39,7 @@
 #include <sys/mman.h>
 
 #include "../include/scalecheck_abi.h"
+#include "../include/scalecheck_alloc.h"
 #include "../include/scalecheck_marker.h"
 #include "scalecheck_adapter.h"
 
@@ -281,6 +282,17 @@ void __wrap_free(void *addr)
 	__real_free(addr);
 }
 
+/* A library's own allocator hands out or takes back a block (scalecheck_alloc.h). */
+void scalecheck_malloclike(void *addr, size_t size, void *site)
+{
+	logged(addr, size, site);
+}
+
+void scalecheck_freelike(void *addr)
+{
+	log_free(addr);
+}
+
 /* On pages of its own: never beside an allocation of the library's. */
 static struct alloc_log *new_log(int slot)
 {
@@ -424,17 +436,43 @@ static int parse_test(FILE *in, struct test *t, const char **why)
 
 /* ---- running ---- */
 
+/* An allocation and its place in the test's history. */
+struct allocation_at { const struct alloc *a; int when; };
+
+static int by_address_then_time(const void *x, const void *y)
+{
+	const struct allocation_at *p = x, *q = y;
+	if (p->a->addr != q->a->addr)
+		return p->a->addr < q->a->addr ? -1 : 1;
+	return p->when - q->when;
+}
+
+/* The logs in the order of the test (setup's, then call A's, then call B's).  A block
+ * handed out again later in the test (malloc's reuse of a freed chunk, a library's kept
+ * block) is reported by its last allocation only: the object the later accesses and the
+ * snapshot see, not whatever the block held before. */
 static void report_allocations(long index, int rep)
 {
+	struct allocation_at order[3 * MAX_ALLOCS];
+	int n = 0;
 	for (int slot = 0; slot < 3; slot++) {
 		for (int i = 0; i < harness.logs[slot]->n; i++) {
 			const struct alloc *a = &harness.logs[slot]->entries[i];
-			if (a->is_free)
-				continue;
-			printf("A %ld %d %#lx %zu %#lx\n", index, rep, (unsigned long)a->addr, a->size, (unsigned long)a->site);
+			if (!a->is_free) {
+				order[n] = (struct allocation_at){a, n};
+				n++;
+			}
 		}
-		harness.logs[slot]->n = 0;
 	}
+	qsort(order, (size_t)n, sizeof *order, by_address_then_time);
+	for (int k = 0; k < n; k++) {
+		const struct alloc *a = order[k].a;
+		if (k + 1 < n && order[k + 1].a->addr == a->addr)
+			continue;
+		printf("A %ld %d %#lx %zu %#lx\n", index, rep, (unsigned long)a->addr, a->size, (unsigned long)a->site);
+	}
+	for (int slot = 0; slot < 3; slot++)
+		harness.logs[slot]->n = 0;
 }
 
 /* ---- memory snapshot ---- */
