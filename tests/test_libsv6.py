@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 LIBSV6 = Path(__file__).resolve().parents[1] / "native" / "libsv6"
-COMPONENTS = ["refcache", "fdtable", "dir", "radix", "usock", "posix"]
+COMPONENTS = ["alloc", "refcache", "fdtable", "dir", "radix", "usock", "posix"]
 
 
 @pytest.fixture(scope="module", autouse=True)

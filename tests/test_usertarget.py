@@ -417,3 +417,18 @@ def test_libsv6_writes_to_pages_of_an_empty_file_share_nothing(tmp_path):
     records = [json.loads(line) for line in lines[1:]]
     assert len(records) == 3 and summary["mismatch"] == 0
     assert [r["conflicts"] for r in records] == [[], [], []]
+
+
+def test_libsv6_kept_blocks_are_named_by_the_allocation_that_took_them(tmp_path):
+    """Four lseek-lseek tests that conflict on their open file description: after the
+    first test, libsv6 takes the file's block from a thread's kept blocks, not from
+    malloc, and tells the harness (scalecheck_malloclike); the line is still named by
+    the function that made the file."""
+    shutil.copy(ROOT / "tests" / "data" / "libsv6-kept-blocks.jsonl", tmp_path / "tests.jsonl")
+    runner.run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
+    lines = (tmp_path / "trace" / "results.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines[1:]]
+    assert len(records) == 4
+    for record in records:
+        names = {conflict["data_symbol"].split("+")[0] for conflict in record["conflicts"]}
+        assert names == {"sv6_new_file:alloc(256)"}, (record["id"], names)

@@ -1,6 +1,8 @@
 /* dir.c - per-bucket-locked hash directory (see dir.h). */
 #include "sv6/dir.h"
 
+#include "sv6/alloc.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,7 +25,7 @@ void dir_destroy(struct dir *d)
         while (e) {
             struct dir_entry *next = atomic_load(&e->next);
             d->ops->drop(e->value, d->ops->ctx);
-            free(e);
+            sv6_free_lines(e, sizeof *e);
             e = next;
         }
     }
@@ -58,9 +60,7 @@ void *dir_lookup(struct dir *d, const char *name)
 
 static struct dir_entry *new_entry(struct dir *d, const char *name, void *value)
 {
-    struct dir_entry *e = malloc(sizeof *e);
-    if (!e)
-        abort();
+    struct dir_entry *e = sv6_alloc_lines(sizeof *e);
     atomic_init(&e->next, NULL);
     e->value = value;
     e->ops = d->ops;
@@ -72,7 +72,7 @@ static void free_entry(struct ebr_node *node)
 {
     struct dir_entry *e = SV6_CONTAINER_OF(node, struct dir_entry, ebr);
     e->ops->drop(e->value, e->ops->ctx);
-    free(e);
+    sv6_free_lines(e, sizeof *e);
 }
 
 /* Whether name is there now, without the bucket lock: a call that fails on it

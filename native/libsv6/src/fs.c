@@ -232,7 +232,7 @@ static void holder_free(struct ebr_node *node)
 {
     struct page_holder *holder = SV6_CONTAINER_OF(node, struct page_holder, ebr);
     sv6_page_copy_free(&atomic_load(&holder->bytes)->ebr);
-    free(holder);
+    sv6_free_lines(holder, sizeof *holder);
 }
 
 static void holder_free_now(void *value, void *arg)
@@ -463,7 +463,7 @@ static void page_write(const struct page_view *view, uint64_t page, size_t in_pa
         struct page_copy *old = holder ? atomic_load(&holder->bytes) : NULL;
         if (sv6_page_holds(old ? old->bytes : NULL, in_page, part, len) &&
             holder && atomic_load(&holder->end) >= end) {
-            free(fresh);
+            sv6_free_lines(fresh, sizeof *fresh);
             return;
         }
         if (!fresh)
@@ -486,7 +486,7 @@ static void page_write(const struct page_view *view, uint64_t page, size_t in_pa
                     ebr_retire(&found->ebr, holder_free);
                 return;
             }
-            free(holder); /* another writer's page came first: copy that one */
+            sv6_free_lines(holder, sizeof *holder); /* another writer's page came first: copy that one */
             continue;
         }
         if (atomic_compare_exchange_strong(&holder->bytes, &old, fresh)) {
@@ -675,7 +675,8 @@ static struct pipe_chunk *chunk_new(const void *bytes, size_t len)
 
 static void chunk_free(struct ebr_node *node)
 {
-    free(SV6_CONTAINER_OF(node, struct pipe_chunk, ebr));
+    struct pipe_chunk *c = SV6_CONTAINER_OF(node, struct pipe_chunk, ebr);
+    sv6_free_lines(c, sizeof *c + c->len);
 }
 
 static struct sv6_pipe *pipe_create(struct sv6_world *w)
@@ -698,7 +699,7 @@ void sv6_pipe_destroy(struct sv6_pipe *pipe)
         chunk_free(&c->ebr);
         c = next;
     }
-    free(pipe);
+    sv6_free_lines(pipe, sizeof *pipe);
 }
 
 static ssize_t pipe_read(struct sv6_pipe *pipe, void *buf, size_t n)

@@ -2,6 +2,8 @@
  * reads and freed empty nodes (radix.h). */
 #include "sv6/radix.h"
 
+#include "sv6/alloc.h"
+
 #include <sched.h>
 #include <stdlib.h>
 
@@ -18,9 +20,7 @@ static void *value_of(void *slot_value)
 
 static struct radix_node *new_node(struct radix *r)
 {
-    struct radix_node *node = aligned_alloc(SV6_CACHELINE, sizeof *node);
-    if (!node)
-        abort();
+    struct radix_node *node = sv6_alloc_lines(sizeof *node);
     atomic_init(&node->dead, false);
     for (unsigned i = 0; i < RADIX_FANOUT; i++)
         atomic_init(&node->slots[i], NULL);
@@ -30,7 +30,7 @@ static struct radix_node *new_node(struct radix *r)
 
 static void free_node(struct radix_node *node)
 {
-    free(node);
+    sv6_free_lines(node, sizeof *node);
 }
 
 static void free_node_later(struct ebr_node *ebr)
@@ -38,7 +38,7 @@ static void free_node_later(struct ebr_node *ebr)
     free_node(SV6_CONTAINER_OF(ebr, struct radix_node, ebr));
 }
 
-void radix_init(struct radix *r)
+void radix_init(struct radix *r, bool root_on_demand)
 {
     for (unsigned key = 0; key < RADIX_DIRECT; key++)
         atomic_init(&r->direct[key], NULL);
@@ -47,7 +47,7 @@ void radix_init(struct radix *r)
         for (unsigned i = 0; i < RADIX_EMPTIED; i++)
             atomic_init(&r->cores[c].emptied[i], 0);
     }
-    r->root = new_node(r);
+    atomic_init(&r->root, root_on_demand ? NULL : new_node(r));
 }
 
 long radix_nodes(struct radix *r)
@@ -103,7 +103,9 @@ static void walk(struct radix *r, void (*fn)(uint64_t key, void *value, void *ar
         if (value)
             fn(key, value, arg);
     }
-    walk_below(r->root, 0, 0, fn, arg, free_nodes);
+    struct radix_node *root = atomic_load(&r->root);
+    if (root)
+        walk_below(root, 0, 0, fn, arg, free_nodes);
 }
 
 void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *arg)
@@ -126,7 +128,7 @@ void *radix_get(struct radix *r, uint64_t key)
 {
     if (key < RADIX_DIRECT)
         return atomic_load(&r->direct[key]);
-    struct radix_node *node = r->root;
+    struct radix_node *node = atomic_load(&r->root);
     for (unsigned level = 0; node && level + 1 < RADIX_LEVELS; level++)
         node = value_of(atomic_load(&node->slots[index_at(key, level)]));
     return node ? value_of(atomic_load(&node->slots[index_at(key, RADIX_LEVELS - 1)])) : NULL;
@@ -157,7 +159,8 @@ void *radix_next(struct radix *r, uint64_t *key)
         if (value)
             return value;
     }
-    return *key >> RADIX_KEY_BITS ? NULL : next_below(r->root, 0, key);
+    struct radix_node *root = atomic_load(&r->root);
+    return *key >> RADIX_KEY_BITS || !root ? NULL : next_below(root, 0, key);
 }
 
 /* What slot holds, waiting while a pruner claims node; CLAIMED when node died
@@ -172,26 +175,35 @@ static void *settled(struct radix_node *node, _Atomic(void *) *slot)
     }
 }
 
+/* Puts a new node in *slot by compare-and-swap if it is still empty (the
+ * loser of a race frees its own). */
+static void make_node(struct radix *r, _Atomic(void *) *slot)
+{
+    void *expected = NULL;
+    struct radix_node *fresh = new_node(r);
+    if (!atomic_compare_exchange_strong(slot, &expected, fresh)) {
+        atomic_fetch_sub(&r->cores[sv6_core()].nodes, 1);
+        free_node(fresh);
+    }
+}
+
 /* The leaf for key; NULL when it does not exist and create is false, CLAIMED
- * when a node on the way died.  A missing node is made and put in place by
- * compare-and-swap (the loser of a race frees its own). */
+ * when a node on the way died.  A missing node (the root too) is made. */
 static struct radix_node *find_leaf(struct radix *r, uint64_t key, bool create)
 {
-    struct radix_node *node = r->root;
+    if (!atomic_load(&r->root) && create)
+        make_node(r, &r->root); /* never pruned: it stays */
+    struct radix_node *node = atomic_load(&r->root);
+    if (!node)
+        return NULL;
     for (unsigned level = 0; level + 1 < RADIX_LEVELS; level++) {
         _Atomic(void *) *slot = &node->slots[index_at(key, level)];
         void *child = settled(node, slot);
         while (!child) {
             if (!create)
                 return NULL;
-            struct radix_node *fresh = new_node(r);
-            if (atomic_compare_exchange_strong(slot, &child, fresh)) {
-                child = fresh;
-            } else {
-                atomic_fetch_sub(&r->cores[sv6_core()].nodes, 1);
-                free_node(fresh);
-                child = settled(node, slot);
-            }
+            make_node(r, slot);
+            child = settled(node, slot);
         }
         if (child == CLAIMED)
             return CLAIMED;
@@ -241,7 +253,7 @@ static bool looks_empty(struct radix_node *node)
 static void prune(struct radix *r, uint64_t key)
 {
     for (unsigned depth = RADIX_LEVELS - 1; depth > 0; depth--) {
-        struct radix_node *parent = r->root;
+        struct radix_node *parent = atomic_load(&r->root);
         for (unsigned level = 0; parent && level + 1 < depth; level++)
             parent = value_of(atomic_load(&parent->slots[index_at(key, level)]));
         if (!parent)

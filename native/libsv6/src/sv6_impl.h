@@ -24,6 +24,7 @@
 #ifndef SV6_IMPL_H
 #define SV6_IMPL_H
 
+#include "sv6/alloc.h"
 #include "sv6/dir.h"
 #include "sv6/fdtable.h"
 #include "sv6/radix.h"
@@ -152,35 +153,12 @@ struct sv6_proc {
     struct mmap_hint hints[SV6_NCORES];
 };
 
-/* Memory on whole cache lines of its own, for every object that threads share:
- * malloc's header of this chunk lies on the line before it and the next
- * chunk's header on the line after it, so no byte a caller uses shares a line
- * with a header or with another allocation, whose writes (malloc's included)
- * would otherwise meet this object's readers.  Aborts when out of memory: an
- * in-memory model has nothing to fall back on.  Always inlined, so that the
- * allocation is made by the function that asks for it: scalecheck's tracer
- * names heap data by the caller of the allocator. */
-static inline __attribute__((always_inline)) void *sv6_alloc_lines(size_t size)
-{
-    size_t rounded = (size + SV6_CACHELINE - 1) / SV6_CACHELINE * SV6_CACHELINE;
-    void *p = aligned_alloc(SV6_CACHELINE, rounded);
-    if (!p)
-        abort();
-    return p;
-}
-
-/* sv6_alloc_lines, zeroed. */
-static inline __attribute__((always_inline)) void *sv6_zalloc(size_t size)
-{
-    return memset(sv6_alloc_lines(size), 0, size);
-}
-
 /* A page's bytes, never changed once published: a writer puts a changed copy
  * in its place, so readers copy it without a lock (file pages in fs.c,
  * anonymous pages in vm.c).  The first line holds the grace-period link, which
- * only a retirement writes; it is also where malloc keeps a free chunk's list
- * pointers, which the malloc that hands the chunk out writes.  The bytes that
- * readers read start on the next line. */
+ * only a retirement writes; it is also where a free block is linked (by
+ * malloc, or by a thread that keeps it), which the allocation that hands it
+ * out writes.  The bytes that readers read start on the next line. */
 struct page_copy {
     struct ebr_node ebr;
     SV6_ALIGNED unsigned char bytes[SV6_PAGE_SIZE];
@@ -194,7 +172,7 @@ static inline __attribute__((always_inline)) struct page_copy *sv6_page_copy_all
 
 static inline void sv6_page_copy_free(struct ebr_node *node)
 {
-    free(SV6_CONTAINER_OF(node, struct page_copy, ebr));
+    sv6_free_lines(SV6_CONTAINER_OF(node, struct page_copy, ebr), sizeof(struct page_copy));
 }
 /* Whether a page's bytes (NULL: a page never written, all zeros) hold the n
  * bytes of buf at in_page: a writer of such bytes publishes nothing, so it

@@ -1,6 +1,8 @@
 /* usock.c - per-core datagram queues with stealing (see usock.h). */
 #include "sv6/usock.h"
 
+#include "sv6/alloc.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,7 @@ void usock_destroy(struct usock *s)
         struct usock_msg *m = s->queues[c].head;
         while (m) {
             struct usock_msg *next = m->next;
-            free(m);
+            sv6_free_lines(m, sizeof *m + m->length);
             m = next;
         }
     }
@@ -43,9 +45,7 @@ ssize_t usock_send(struct usock *s, const void *buf, size_t n)
 {
     if (n > USOCK_MAX_DATAGRAM)
         return -EMSGSIZE;
-    struct usock_msg *m = malloc(sizeof *m + n);
-    if (!m)
-        return -ENOBUFS;
+    struct usock_msg *m = sv6_alloc_lines(sizeof *m + n);
     m->next = NULL;
     m->length = n;
     memcpy(m->data, buf, n);
@@ -92,6 +92,6 @@ ssize_t usock_recv(struct usock *s, void *buf, size_t n)
         return -EAGAIN;
     size_t length = m->length;
     memcpy(buf, m->data, length < n ? length : n);
-    free(m);
+    sv6_free_lines(m, sizeof *m + length);
     return (ssize_t)length;
 }

@@ -51,15 +51,16 @@ static void backing_free(struct ebr_node *node)
     struct page_backing *b = SV6_CONTAINER_OF(node, struct page_backing, ebr);
     if (b->inode)
         refcache_dec(&b->world->rc, &b->inode->ref);
-    free(atomic_load(&b->data));
-    free(b);
+    struct page_copy *data = atomic_load(&b->data);
+    sv6_free_lines(data, sizeof *data);
+    sv6_free_lines(b, sizeof *b);
 }
 
 static void mapping_free(struct ebr_node *node)
 {
     struct sv6_mapping *m = SV6_CONTAINER_OF(node, struct sv6_mapping, ebr);
     backing_free(&atomic_load(&m->backing)->ebr);
-    free(m);
+    sv6_free_lines(m, sizeof *m);
 }
 
 static void mapping_retire(struct sv6_mapping *m)
@@ -286,7 +287,7 @@ static void anon_write(struct page_backing *b, size_t in_page, const unsigned ch
                 ebr_retire(&old->ebr, sv6_page_copy_free);
             return;
         }
-        free(fresh); /* another writer's page came first: old is now that one */
+        sv6_free_lines(fresh, sizeof *fresh); /* another writer's page came first: old is now that one */
     }
 }
 

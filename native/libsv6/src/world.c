@@ -23,7 +23,7 @@ static void inode_release(struct refcache_obj *obj)
 {
     struct sv6_inode *inode = SV6_CONTAINER_OF(obj, struct sv6_inode, ref);
     sv6_inode_drop_data(inode);
-    free(inode);
+    sv6_free_lines(inode, sizeof *inode);
 }
 
 struct sv6_inode *sv6_new_inode(struct sv6_world *w)
@@ -35,7 +35,7 @@ struct sv6_inode *sv6_new_inode(struct sv6_world *w)
     atomic_init(&inode->shared_nlink, 1);
     inode->world = w;
     inode->ino = sv6_new_ino(w);
-    radix_init(&inode->pages);
+    radix_init(&inode->pages, true);
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         sv6_lock_init(&inode->writers[c].lock);
         atomic_init(&inode->writers[c].clock, 0);
@@ -63,9 +63,9 @@ static void file_release(struct refcache_obj *obj)
         sv6_pipe_destroy(f->pipe);
     if (f->sock) {
         usock_destroy(f->sock);
-        free(f->sock);
+        sv6_free_lines(f->sock, sizeof *f->sock);
     }
-    free(f);
+    sv6_free_lines(f, sizeof *f);
 }
 
 struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind)
@@ -122,7 +122,7 @@ void sv6_world_destroy(struct sv6_world *w)
     ebr_drain(); /* entries unlinked earlier drop their references */
     dir_destroy(&w->root);
     refcache_quiesce(&w->rc);
-    free(w);
+    sv6_free_lines(w, sizeof *w);
 }
 
 /* ------------------------------------------------------------ processes */
@@ -132,7 +132,7 @@ struct sv6_proc *sv6_proc_create(struct sv6_world *w)
     struct sv6_proc *p = sv6_zalloc(sizeof *p);
     p->world = w;
     fdtable_init(&p->fds);
-    radix_init(&p->vm);
+    radix_init(&p->vm, false);
     /* Each core picks addresses for mmap without a fixed address from its
      * own region, so those calls share no counter. */
     for (unsigned c = 0; c < SV6_NCORES; c++)
@@ -154,7 +154,7 @@ void sv6_proc_destroy(struct sv6_proc *p)
     fdtable_each(&p->fds, drop_slot, p);
     sv6_vm_destroy(p);
     fdtable_destroy(&p->fds);
-    free(p);
+    sv6_free_lines(p, sizeof *p);
 }
 
 struct copy_args {

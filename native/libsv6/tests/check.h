@@ -48,6 +48,8 @@ void check_run_threads(unsigned threads, double seconds, void (*body)(unsigned i
                        void *arg);
 bool check_stop(void);
 
+int check_alloc_unit(const struct check_args *args);
+int check_alloc_stress(const struct check_args *args);
 int check_refcache_unit(const struct check_args *args);
 int check_refcache_stress(const struct check_args *args);
 int check_fdtable_unit(const struct check_args *args);

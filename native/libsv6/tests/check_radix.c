@@ -26,7 +26,7 @@ static void check_direct_slots(struct radix *r)
     for (unsigned i = 0; i < 3; i++)
         CHECK(radix_replace(r, direct[i], NULL, &tags[4][i]), "insert direct %lu",
               (unsigned long)direct[i]);
-    CHECK(radix_nodes(r) == 1, "direct keys made %ld nodes", radix_nodes(r) - 1);
+    CHECK(radix_nodes(r) == 0, "direct keys made %ld nodes", radix_nodes(r));
     uint64_t at = 1;
     CHECK(radix_next(r, &at) == &tags[4][1] && at == 2, "next from 1: %lu", (unsigned long)at);
     at = 3;
@@ -35,7 +35,8 @@ static void check_direct_slots(struct radix *r)
     CHECK(radix_next(r, &at) == NULL, "a direct value found at or past RADIX_DIRECT");
     CHECK(radix_get(r, RADIX_DIRECT) == NULL, "RADIX_DIRECT is not a direct slot");
     radix_swap(r, RADIX_DIRECT, &tags[4][3]);
-    CHECK(radix_nodes(r) == 4, "RADIX_DIRECT made %ld nodes, not 3", radix_nodes(r) - 1);
+    CHECK(radix_nodes(r) == 4, "RADIX_DIRECT made %ld nodes, not its root and path of 3",
+          radix_nodes(r));
     at = RADIX_DIRECT - 1;
     CHECK(radix_next(r, &at) == &tags[4][2] && at == RADIX_DIRECT - 1, "last direct");
     at = RADIX_DIRECT - 1 + 1;
@@ -72,8 +73,11 @@ int check_radix_unit(const struct check_args *args)
 {
     (void)args;
     struct radix r;
-    radix_init(&r);
-    CHECK(radix_nodes(&r) == 1, "a new tree is its root");
+    radix_init(&r, false);
+    CHECK(radix_nodes(&r) == 1, "a new tree made now is not its root");
+    radix_destroy(&r, NULL, NULL);
+    radix_init(&r, true);
+    CHECK(radix_nodes(&r) == 0, "a new tree whose root is made on demand has a node");
     check_direct_slots(&r);
     const uint64_t keys[] = {0,   1, RADIX_DIRECT - 1, RADIX_DIRECT, 511, 512, 1ull << 27,
                              (1ull << RADIX_KEY_BITS) - 1};
@@ -189,7 +193,7 @@ int check_radix_stress(const struct check_args *args)
 {
     struct radix_stress *s = aligned_alloc(SV6_CACHELINE, sizeof *s);
     CHECK(s, "out of memory");
-    radix_init(&s->tree);
+    radix_init(&s->tree, true); /* its root made by the first thread that needs it */
     atomic_init(&s->reads, 0);
     atomic_init(&s->writes, 0);
     s->threads = args->threads;

@@ -54,8 +54,9 @@ struct radix_core {
  * has direct blocks: a file's first 64 pages (256 KiB) need no node, so two
  * writers of different pages of a small file share no byte even on the file's
  * first writes (a node path made by one is read by the other).  64 slots are
- * 512 bytes, eight lines, beside the 4,160-byte root every array has; a
- * larger file pays for its node path once.  Direct slots are never pruned.
+ * 512 bytes, eight lines; a file's 4,160-byte root is made by its first key
+ * at or above RADIX_DIRECT (radix_init's root_on_demand), so a small file has
+ * no node at all, and a larger file pays for its node path once.  Direct slots are never pruned.
  * The address space's array (sv6_proc.vm) is keyed by virtual page number:
  * only a MAP_FIXED mapping in the first 256 KiB of the address space would use
  * its direct slots (mmap places others at 64 TiB and up, the POSIX tests map
@@ -63,12 +64,15 @@ struct radix_core {
 #define RADIX_DIRECT 64
 
 struct radix {
-    struct radix_node *root;
+    _Atomic(void *) root; /* the root node; NULL until a key needs one */
     SV6_ALIGNED _Atomic(void *) direct[RADIX_DIRECT]; /* keys below RADIX_DIRECT */
     struct radix_core cores[SV6_NCORES];
 };
 
-void radix_init(struct radix *r);
+/* root_on_demand: the root is made by the first key that needs a node, not
+ * now.  An address space makes it now: otherwise the first mappings of two
+ * threads would both race to make it, and share its pointer's line. */
+void radix_init(struct radix *r, bool root_on_demand);
 /* No other thread may use it; calls fn on every value still present. */
 void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *arg);
 
@@ -76,7 +80,7 @@ void radix_destroy(struct radix *r, void (*fn)(void *value, void *arg), void *ar
  * or removed meanwhile may or may not be seen.  Fork-style spawn copies an
  * address space with it. */
 void radix_each(struct radix *r, void (*fn)(uint64_t key, void *value, void *arg), void *arg);
-/* Nodes alive (the root included; direct slots are none), for tests: exact
+/* Nodes alive (the root included, once made; direct slots are none), for tests: exact
  * when no writer runs. */
 long radix_nodes(struct radix *r);
 /* Prunes every core's emptied leaves now (tests, before counting nodes). */
