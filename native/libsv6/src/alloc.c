@@ -3,7 +3,9 @@
 
 #include "scalecheck_alloc.h"
 
+#include <malloc.h>
 #include <pthread.h>
+#include <stdio.h>
 
 /* AddressSanitizer sees every block's lifetime only if none is kept. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -80,7 +82,18 @@ __attribute__((noinline)) void *sv6_lines_take(size_t lines)
 
 __attribute__((noinline)) bool sv6_lines_keep(void *p, size_t lines)
 {
-    if (!KEEPING || lines > SV6_LINES_KEPT_MAX)
+    if (!KEEPING) {
+        /* AddressSanitizer knows each block's size: a free that names another size
+         * than its allocation's (elsewhere it would put the block on the list of
+         * that size, to be handed out too small) stops here. */
+        if (malloc_usable_size(p) != lines * SV6_CACHELINE) {
+            fprintf(stderr, "sv6_free_lines: a block of %zu bytes freed as %zu lines\n",
+                    malloc_usable_size(p), lines);
+            abort();
+        }
+        return false;
+    }
+    if (lines > SV6_LINES_KEPT_MAX)
         return false;
     struct kept_list *list = &mine.by_lines[lines];
     if (list->count >= list_limit(lines))

@@ -11,6 +11,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KEEPS 0 /* AddressSanitizer sees every block's lifetime: nothing is kept */
@@ -71,7 +74,23 @@ int check_alloc_unit(const struct check_args *args)
     size_t used_after = mallinfo2().uordblks;
     CHECK(used_after < used_before + 100 * 16 * SV6_CACHELINE / 2,
           "%zu bytes still allocated after the thread's exit", used_after - used_before);
-    printf("ok, alloc unit checks passed (blocks kept: %s)\n", KEEPS ? "yes" : "no, AddressSanitizer");
+    if (!KEEPS) {
+        /* A free that names another size than the allocation's stops the program. */
+        fflush(NULL);
+        pid_t child = fork();
+        CHECK(child >= 0, "fork");
+        if (child == 0) {
+            freopen("/dev/null", "w", stderr);
+            sv6_free_lines(sv6_alloc_lines(2 * SV6_CACHELINE), SV6_CACHELINE);
+            _exit(0);
+        }
+        int status;
+        CHECK(waitpid(child, &status, 0) == child, "waitpid");
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+              "a 2-line block freed as 1 line did not abort (status %#x)", status);
+    }
+    printf("ok, alloc unit checks passed (blocks kept: %s)\n",
+           KEEPS ? "yes" : "no, AddressSanitizer, which checks each freed size");
     return 0;
 }
 

@@ -15,7 +15,8 @@
  * lists an open/close pair of threads costs more than the same pair in a
  * single-threaded process.  A list holds at most SV6_LINES_KEPT_BYTES (at
  * least 16 blocks); a thread's blocks go back to malloc when it exits.  Under
- * AddressSanitizer nothing is kept, so that it sees every block's lifetime.
+ * AddressSanitizer nothing is kept, so that it sees every block's lifetime, and
+ * each free's size is checked against the block's.
  *
  * Blocks handed out or taken back through the lists are reported to
  * scalecheck's harness (scalecheck_alloc.h), which names heap data by the
