@@ -16,6 +16,7 @@ from scalecheck.benchsuite.runner import parse_result  # noqa: E402
 __all__ = [
     "BIN",
     "REPO",
+    "add_sweep_options",
     "bench_run_args",
     "build",
     "machine_description",
@@ -27,6 +28,18 @@ __all__ = [
 
 def build() -> None:
     subprocess.run(["make", "-s", "-C", str(REPO / "native" / "benchmarks")], check=True)
+
+
+def add_sweep_options(parser, *, runs: int, warmup: float, duration: float) -> None:
+    """--runs, --warmup and --duration of a script that runs a `scalecheck bench run` sweep
+    (bench_run_args), with the script's defaults."""
+    parser.add_argument("--runs", type=int, default=runs, help=f"runs per cell (default {runs})")
+    parser.add_argument(
+        "--warmup", type=float, default=warmup, help=f"warm-up seconds (default {warmup:g})"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=duration, help=f"measured seconds (default {duration:g})"
+    )
 
 
 def bench_run_args(

@@ -33,7 +33,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from benchlib import bench_run_args
+from benchlib import add_sweep_options, bench_run_args
 from scalecheck.benchsuite.results import ResultsDir, spread_pct
 
 RATIOS = (50, 80, 90, 99, 100)
@@ -52,9 +52,7 @@ def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument("--cores", default="1,2", help="thread counts (default 1,2)")
-    parser.add_argument("--runs", type=int, default=3, help="runs per cell (default 3)")
-    parser.add_argument("--warmup", type=float, default=0.5, help="warm-up seconds (default 0.5)")
-    parser.add_argument("--duration", type=float, default=2.0, help="measured seconds (default 2)")
+    add_sweep_options(parser, runs=3, warmup=0.5, duration=2.0)
     return parser.parse_args()
 
 

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from benchlib import REPO, bench_run_args
+from benchlib import REPO, add_sweep_options, bench_run_args
 
 BAR_PCT = 5.0
 
@@ -22,9 +22,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", default=str(REPO / "out" / "bench-spread"))
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--duration", type=float, default=5.0)
+    add_sweep_options(parser, runs=3, warmup=1.0, duration=5.0)
     parser.add_argument("--cores", default=None, help="as for `bench run` (default 1..all)")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")

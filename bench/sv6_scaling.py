@@ -32,7 +32,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from benchlib import REPO, bench_run_args
+from benchlib import REPO, add_sweep_options, bench_run_args
 from scalecheck.benchsuite.results import ResultsDir
 
 BENCHMARKS = [
@@ -92,9 +92,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", default=str(REPO / "out" / "sv6-scaling"))
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--duration", type=float, default=3.0)
+    add_sweep_options(parser, runs=5, warmup=1.0, duration=3.0)
     parser.add_argument(
         "--bar", type=float, default=1.9, help="2-vs-1 ratio to reach (default 1.9)"
     )

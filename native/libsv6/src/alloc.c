@@ -26,7 +26,6 @@ struct kept_list {
 
 struct thread_lists {
     struct kept_list by_lines[SV6_LINES_KEPT_MAX + 1];
-    size_t blocks;
     bool registered; /* with exit_key: the lists go back to malloc at exit */
 };
 
@@ -46,7 +45,6 @@ static void give_back(void *unused)
         }
         list->count = 0;
     }
-    mine.blocks = 0;
     mine.registered = false;
 }
 
@@ -74,7 +72,6 @@ __attribute__((noinline)) void *sv6_lines_take(size_t lines)
         return NULL;
     list->newest = block->next;
     list->count--;
-    mine.blocks--;
     if (scalecheck_malloclike)
         scalecheck_malloclike(block, lines * SV6_CACHELINE, __builtin_return_address(0));
     return block;
@@ -111,11 +108,13 @@ __attribute__((noinline)) bool sv6_lines_keep(void *p, size_t lines)
     block->next = list->newest;
     list->newest = block;
     list->count++;
-    mine.blocks++;
     return true;
 }
 
 size_t sv6_lines_kept(void)
 {
-    return mine.blocks;
+    size_t blocks = 0;
+    for (size_t lines = 1; lines <= SV6_LINES_KEPT_MAX; lines++)
+        blocks += mine.by_lines[lines].count;
+    return blocks;
 }
