@@ -7,15 +7,17 @@ series lands in the same minute) of:
 
   empty                  the harness's loop with no operation, workers as processes: the
                          machine's own ceiling for a 2-vs-1 ratio
-  sv6-openbench-private  the O_ANYFD open/close loop, workers as processes with private
-                         copies of the world: the control that shares no memory
   sv6-statbench-mixed    fstatx (commutative) beside fstat with refcache / a shared counter
   sv6-openbench          O_ANYFD (commutative) beside the lowest fd
   sv6-mailbench          commutative APIs beside regular ones
+  *-private              each commutative loop again, workers as processes with private
+                         copies of the world: its control, the same code sharing no memory
 
-Prints per series the 2-vs-1 ratio of each run, their median, and the median of each
-run's ratio over the empty loop's ratio in that same run ("of the machine"): a host that
-gives two busy vCPUs less than twice one moves both alike.  Writes OUT/scaling.json.
+Prints per series the 2-vs-1 ratio of each run, their median, and the medians of each
+run's ratio over the empty loop's ratio in that same run ("of machine") and, for a
+commutative series, over its control's ("of control"): a host that gives two busy vCPUs
+less than twice one moves both alike, and a control moves as well with what its code asks
+of the caches and memory the two vCPUs share.  Writes OUT/scaling.json.
 
 usage: python3 bench/sv6_scaling.py [--out out/sv6-scaling] [--runs 5] [--duration 3]
 Exit status 0 when every commutative series' median ratio reaches --bar, 1 when not
@@ -37,17 +39,20 @@ from scalecheck.benchsuite.results import ResultsDir
 
 BENCHMARKS = [
     "empty",
-    "sv6-openbench-private",
     "sv6-statbench-mixed",
+    "sv6-statbench-mixed-private",
     "sv6-openbench",
+    "sv6-openbench-private",
     "sv6-mailbench",
+    "sv6-mailbench-private",
 ]
 CEILING = ("empty", "")
-COMMUTATIVE = [
-    ("sv6-statbench-mixed", "fstatx"),
-    ("sv6-openbench", "anyfd"),
-    ("sv6-mailbench", "commutative"),
-]
+# Each commutative series and its control.
+COMMUTATIVE = {
+    ("sv6-statbench-mixed", "fstatx"): ("sv6-statbench-mixed-private", "fstatx"),
+    ("sv6-openbench", "anyfd"): ("sv6-openbench-private", "anyfd"),
+    ("sv6-mailbench", "commutative"): ("sv6-mailbench-private", "commutative"),
+}
 
 
 def run_ratios(out: str) -> tuple[dict, list[str]]:
@@ -69,19 +74,28 @@ def run_ratios(out: str) -> tuple[dict, list[str]]:
     return ratios, failed
 
 
+def median_over(by_run: dict, reference: dict) -> float | None:
+    """The median of each run's ratio over the reference's ratio in that same run (None
+    when no run has both)."""
+    paired = [r / reference[run] for run, r in by_run.items() if run in reference]
+    return statistics.median(paired) if paired else None
+
+
 def series_rows(ratios: dict) -> list[dict]:
-    ceiling = ratios.get(CEILING, {})
     rows = []
     for (bench, mode), by_run in sorted(ratios.items()):
-        of_machine = [r / ceiling[run] for run, r in by_run.items() if run in ceiling]
+        control = COMMUTATIVE.get((bench, mode))
         rows.append(
             {
                 "benchmark": bench,
                 "mode": mode,
-                "commutative": (bench, mode) in COMMUTATIVE,
+                "commutative": control is not None,
                 "ratios": [round(by_run[run], 3) for run in sorted(by_run)],
                 "median": statistics.median(by_run.values()),
-                "median_of_machine": statistics.median(of_machine) if of_machine else None,
+                "median_of_machine": median_over(by_run, ratios.get(CEILING, {})),
+                "median_of_control": median_over(by_run, ratios.get(control, {}))
+                if control
+                else None,
             }
         )
     return rows
@@ -112,15 +126,20 @@ def main() -> int:
         return sweep.returncode
     ratios, failed = run_ratios(args.out)
     rows = series_rows(ratios)
-    print(f"\n{'series':34} {'2 vs 1 per run':38} {'median':>7} {'of machine':>11}")
+    print(
+        f"\n{'series':40} {'2 vs 1 per run':32} {'median':>7} {'of machine':>11} {'of control':>11}"
+    )
     for row in rows:
         name = f"{row['benchmark']} {row['mode']}".strip() + (" *" if row["commutative"] else "")
-        machine = f"{row['median_of_machine']:.3f}" if row["median_of_machine"] else "-"
+        machine, control = (
+            "-" if row[key] is None else f"{row[key]:.3f}"
+            for key in ("median_of_machine", "median_of_control")
+        )
         per_run = " ".join(f"{r:.2f}" for r in row["ratios"])
-        print(f"{name:34} {per_run:38} {row['median']:7.3f} {machine:>11}")
+        print(f"{name:40} {per_run:32} {row['median']:7.3f} {machine:>11} {control:>11}")
     print(
-        f"* commutative: the bar is {args.bar}x; "
-        "'of machine' is each run's ratio over the empty loop's in that run"
+        f"* commutative: the bar is {args.bar}x; 'of machine' and 'of control' are each run's "
+        "ratio over the empty loop's, or over the series' control's, in that run"
     )
     for cell in failed:
         print(f"failed (no ratio for its run): {cell}")

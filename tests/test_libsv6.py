@@ -110,6 +110,19 @@ def test_leak_sanitizer_is_active_in_this_build():
     assert "sv6_world_create" in result.stderr
 
 
+def run_benchmark(benchmark: str, *args: str) -> dict:
+    """A short run of bin/sv6-BENCHMARK that must end cleanly (the world torn down, exit
+    0): its harness JSON line."""
+    result = subprocess.run(
+        [str(LIBSV6 / "bin" / f"sv6-{benchmark}"), "--warmup", "0.1", "--duration", "0.3", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize(
     "benchmark, mode",
     [
@@ -123,37 +136,33 @@ def test_leak_sanitizer_is_active_in_this_build():
     ],
 )
 def test_benchmarks_run_on_the_harness(benchmark, mode):
-    """A short run of each mode at 2 workers: the harness's JSON line, work counted,
-    and a clean teardown of the world (exit 0)."""
-    result = subprocess.run(
-        [
-            str(LIBSV6 / "bin" / f"sv6-{benchmark}"),
-            *("--workers", "2", "--warmup", "0.1", "--duration", "0.3", "--mode", mode),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    run = json.loads(result.stdout.strip().splitlines()[-1])
+    """A short run of each mode at 2 workers: the harness's JSON line, work counted."""
+    run = run_benchmark(benchmark, "--workers", "2", "--mode", mode)
     assert run["benchmark"] == f"sv6-{benchmark}" and run["mode"] == mode
     assert run["workers"] == 2 and run["ops_per_sec"] > 0, run
+    assert run["harness"]["workers_are"] == "threads", run
     if benchmark == "statbench":
         assert run["extra"]["links"] > 0, run  # the linker really ran beside the stats
 
 
+@pytest.mark.parametrize(
+    "benchmark, mode, params",
+    [
+        ("openbench", "anyfd", []),
+        ("statbench", "fstatx", ["--param", "layout=mixed"]),
+        ("mailbench", "commutative", []),
+    ],
+)
+def test_controls_run_each_worker_as_a_process_of_its_own(benchmark, mode, params):
+    """--processes (the *-private controls): two worker processes, each with its own copy
+    of the world, do the work."""
+    run = run_benchmark(benchmark, "--processes", "--workers", "2", "--mode", mode, *params)
+    assert run["harness"]["workers_are"] == "processes" and run["ops_per_sec"] > 0, run
+
+
 def test_statbench_mixed_layout_gives_a_one_worker_point():
     """With --param layout=mixed one worker both stats and links (a baseline for two)."""
-    result = subprocess.run(
-        [
-            str(LIBSV6 / "bin" / "sv6-statbench"),
-            *("--workers", "1", "--warmup", "0.1", "--duration", "0.3", "--mode", "fstatx"),
-            *("--param", "layout=mixed"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    run = run_benchmark(
+        "statbench", "--workers", "1", "--mode", "fstatx", "--param", "layout=mixed"
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    run = json.loads(result.stdout.strip().splitlines()[-1])
     assert run["extra"]["stat_workers"] == 1 and run["extra"]["links"] > 0, run

@@ -42,6 +42,9 @@ def test_ratios_pair_each_run_with_the_machine_of_that_run(tmp_path):
         # run 3 has no 2-worker figure (failed): left out, not counted as 0
         record("sv6-openbench", "anyfd", 1, 3, 10.0),
         record("sv6-openbench", "anyfd", 2, 3, None, status="failed"),
+        # its control: run 1 only
+        record("sv6-openbench-private", "anyfd", 1, 1, 10.0),
+        record("sv6-openbench-private", "anyfd", 2, 1, 20.0),
     ]
     runs.write_text("\n".join(lines) + "\n")
     ratios, failed = sv6_scaling.run_ratios(str(tmp_path))
@@ -53,6 +56,10 @@ def test_ratios_pair_each_run_with_the_machine_of_that_run(tmp_path):
     assert abs(anyfd["median"] - 1.75) < 1e-9
     # run 1: 1.9 / 2.0, run 2: 1.6 / 1.6
     assert abs(anyfd["median_of_machine"] - (0.95 + 1.0) / 2) < 1e-9
+    # only run 1 has the control's ratio (2.0) beside the series' (1.9)
+    assert abs(anyfd["median_of_control"] - 0.95) < 1e-9
+    control = rows[("sv6-openbench-private", "anyfd")]
+    assert not control["commutative"] and control["median_of_control"] is None
 
 
 def test_a_short_sweep_reports_every_series(tmp_path):
@@ -77,15 +84,13 @@ def test_a_short_sweep_reports_every_series(tmp_path):
     document = json.loads((tmp_path / "scaling.json").read_text())
     assert document["failed_cells"] == []
     series = {(r["benchmark"], r["mode"]): r for r in document["series"]}
-    assert set(sv6_scaling.COMMUTATIVE) <= series.keys()
-    assert {
-        ("empty", ""),
-        ("sv6-openbench-private", "anyfd"),
-        ("sv6-openbench", "lowest"),
-    } <= series.keys()
-    for row in series.values():
+    controls = set(sv6_scaling.COMMUTATIVE.values())
+    assert set(sv6_scaling.COMMUTATIVE) | controls <= series.keys()
+    assert {("empty", ""), ("sv6-openbench", "lowest")} <= series.keys()
+    for key, row in series.items():
         assert len(row["ratios"]) == 1 and row["ratios"][0] > 0
         assert row["median_of_machine"] > 0
+        assert (row["median_of_control"] is not None) == (key in sv6_scaling.COMMUTATIVE)
     met = all(series[s]["median"] >= document["bar"] for s in sv6_scaling.COMMUTATIVE)
     assert document["met"] == met and run.returncode == (0 if met else 1)
 

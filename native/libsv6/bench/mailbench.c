@@ -10,7 +10,10 @@
  * delivered.  Modes (sv6's two configurations):
  *   regular       lowest fds, an ordered socket, fork-style spawn (every fd copied)
  *   commutative   O_ANYFD, an unordered socket, posix_spawn-style (only the fds needed)
- * Threads only: the libsv6 processes run on the worker's thread.
+ * The libsv6 processes run on the worker's thread.  With --processes each
+ * worker is a process of its own with a copy of the world made before the
+ * fork, so it delivers only its own messages: the control of the same code
+ * sharing no memory (catalog: sv6-mailbench-private).
  */
 #include "harness.h"
 #include "sv6/core.h"
@@ -161,7 +164,7 @@ const struct hc_benchmark hc_benchmark = {
     .name = "sv6-mailbench",
     .description = "libsv6: mail-enqueue -> queue manager -> mail-deliver processes per message",
     .modes = modes,
-    .kind = HC_THREADS_ONLY,
+    .kind = HC_THREADS_OR_PROCESSES,
     .process_setup = process_setup,
     .worker = worker,
     .process_teardown = process_teardown,

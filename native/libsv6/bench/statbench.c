@@ -6,7 +6,9 @@
  *                   every core's cache, which the linkers write)
  *   fstatx          fstatx without the link count: shares nothing with link/unlink
  *   fstat-shared    the link count is one shared counter (SV6_WORLD_SHARED_NLINK)
- * Threads only: the workers share one libsv6 process.
+ * Workers are threads of one libsv6 process.  With --processes each worker is
+ * a process of its own with a copy of the world made before the fork: the
+ * control of the same code sharing no memory (catalog: sv6-statbench-mixed-private).
  * --param layout=mixed: every worker does both in turn (one stat, then one link and
  * unlink of its own name), so that one worker is a baseline for two on a machine with
  * too few cores to give the split layout a one-worker point.
@@ -104,7 +106,7 @@ const struct hc_benchmark hc_benchmark = {
     .name = "sv6-statbench",
     .description = "libsv6: even workers fstat one file, odd workers link/unlink it (or each both in turn)",
     .modes = modes,
-    .kind = HC_THREADS_ONLY,
+    .kind = HC_THREADS_OR_PROCESSES,
     .extra_sums = extra_sums,
     .process_setup = process_setup,
     .worker = worker,
