@@ -7,8 +7,10 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "../../tracer/include/scalecheck_marker.h"
 
 #include <errno.h>
+#include <link.h>
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
@@ -360,7 +362,13 @@ static void run_worker(struct hc_worker *w)
     __atomic_add_fetch(&shared->ready, 1, __ATOMIC_ACQ_REL);
     while (!__atomic_load_n(&shared->go, __ATOMIC_ACQUIRE))
         sched_yield();
+    /* The loop is a region of scalecheck's tracer, tagged with the worker's index
+     * (bench/sharing.py runs the workers under qemu-x86_64 with its plugin); the
+     * markers are NOPs otherwise. */
+    sc_emit_tag((uint32_t)w->index);
+    SC_MARK_START();
     hc_benchmark.worker(w);
+    SC_MARK_END();
     __atomic_add_fetch(&shared->finished, 1, __ATOMIC_ACQ_REL);
 }
 
@@ -620,6 +628,24 @@ static void json_machine(struct growbuf *b)
     buf_printf(b, "}}");
 }
 
+/* dl_iterate_phdr's first object is the program itself. */
+static int first_object_bias(struct dl_phdr_info *info, size_t size, void *bias)
+{
+    (void)size;
+    *(uintptr_t *)bias = info->dlpi_addr;
+    return 1;
+}
+
+/* Where the program's image was loaded (0 unless position-independent): with it a
+ * code or data address seen at run time (by scalecheck's tracer) is named by the
+ * program's symbols. */
+static uintptr_t load_bias(void)
+{
+    uintptr_t bias = 0;
+    dl_iterate_phdr(first_object_bias, &bias);
+    return bias;
+}
+
 /* Worker i -> CPU, with the CPU's package and core, in worker order. */
 static void json_topology(struct growbuf *b)
 {
@@ -692,6 +718,7 @@ static void print_result(int stragglers, bool oversubscribed)
     buf_printf(&b, ", \"oversubscribed\": %s, \"workers_killed_at_stop\": %d, \"topology\": ",
                oversubscribed ? "true" : "false", stragglers);
     json_topology(&b);
+    buf_printf(&b, ", \"load_bias\": %llu", (unsigned long long)load_bias());
     buf_printf(&b, "}, \"machine\": ");
     json_machine(&b);
     buf_printf(&b, "}\n");

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""The cache lines that two workers of a benchmark both touch, one of them writing: what
+keeps its 2-worker run from twice its 1-worker one, named.
+
+The benchmark's catalog command runs with 2 workers as threads (a control's --processes
+becomes --threads: one address space) under qemu-x86_64 with scalecheck's tracer plugin.
+The harness marks each worker's loop as a region tagged with its index, so what its setup
+and teardown touch is left out. Each shared line is named by the static data that holds
+it, or "(heap or mapping)", and by the functions of each worker that touched it (R: read,
+W: wrote); lines with the same names are counted together. It says which lines, not how
+often they moved: a line both workers wrote once at their start counts as one that they
+write at every operation does.
+
+Only user space is traced: for a library benchmark (libsv6, LDU) that is the library and
+the harness; for a system call, only the call's user-space side.
+
+usage: python3 bench/sharing.py BENCHMARK [--mode M] [--duration S] [--json FILE]
+Exit status 0 after the table, 2 when the benchmark cannot be built or run.
+"""
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from benchlib import REPO
+from scalecheck.benchsuite.catalog import load_catalog
+from scalecheck.benchsuite.runner import fill_placeholders, parse_result
+from scalecheck.trace.build import ensure_plugin
+from scalecheck.trace.regions import RegionReader, shared_lines
+from scalecheck.trace.userspace import QEMU_USER, ProgramSymbols
+
+WORKERS = 2
+
+
+def thread_command(template: str, mode: str, warmup: float, duration: float, workdir: str):
+    """The catalog command for 2 workers as threads, as an argument list."""
+    values = {"cores": WORKERS, "mode": mode, "warmup": warmup, "duration": duration}
+    argv = shlex.split(fill_placeholders(template, {**values, "workdir": workdir}))
+    return ["--threads" if arg == "--processes" else arg for arg in argv]
+
+
+def worker_regions(trace: Path) -> list:
+    """Worker 0's and worker 1's regions; ValueError when the trace does not hold one each."""
+    regions = RegionReader(trace).read_new()
+    by_tag = {}
+    for region in regions:
+        by_tag.setdefault(region.tag, []).append(region)
+    if sorted(by_tag) != list(range(WORKERS)) or any(len(r) != 1 for r in by_tag.values()):
+        found = {tag: len(r) for tag, r in sorted(by_tag.items())}
+        raise ValueError(f"expected one region per worker (tags 0 and 1), found {found}")
+    return [by_tag[index][0] for index in range(WORKERS)]
+
+
+def named_groups(pairs: list, symbols: ProgramSymbols, bias: int) -> list[dict]:
+    """The shared lines grouped by the data that holds them and the code of each worker."""
+
+    def function(pc: int) -> str:
+        name = symbols.function(pc - bias)
+        # not the program's code: the C library's (memset, strcmp, malloc) or the loader's
+        return "(another object)" if name.startswith(("0x", "-0x")) else name
+
+    def code(line) -> tuple:
+        return tuple(
+            sorted({f"{function(s.pc)}:{'W' if s.write_mask else 'R'}" for s in line.sites})
+        )
+
+    groups, examples = Counter(), {}
+    for a, b in pairs:
+        kind, name = symbols.classify(a.vaddr - bias)
+        key = (name if kind == "static" else "(heap or mapping)", code(a), code(b))
+        groups[key] += 1
+        examples.setdefault(key, hex(a.vaddr))
+    return [
+        {"lines": n, "data": data, "worker0": list(c0), "worker1": list(c1), "example": examples[k]}
+        for k, n in groups.most_common()
+        for data, c0, c1 in [k]
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("benchmark", help="a catalog name (scalecheck bench list)")
+    parser.add_argument("--mode", help="default: the benchmark's first mode")
+    parser.add_argument("--warmup", type=float, default=0.1, help="seconds (default 0.1)")
+    parser.add_argument(
+        "--duration", type=float, default=0.5, help="measured seconds (default 0.5)"
+    )
+    parser.add_argument("--timeout", type=float, default=900, help="seconds (default 900)")
+    parser.add_argument("--json", type=Path, help="also write the groups to this file")
+    args = parser.parse_args()
+
+    catalog = load_catalog()
+    if args.benchmark not in catalog:
+        print(f"sharing: error: no benchmark {args.benchmark!r} in the catalog", file=sys.stderr)
+        return 2
+    entry = catalog[args.benchmark]
+    mode = args.mode or (entry.modes[0] if entry.modes else "")
+    if mode not in (entry.modes or ("",)):
+        modes = ", ".join(entry.modes) or "none"
+        print(f"sharing: error: {entry.name} has modes: {modes}", file=sys.stderr)
+        return 2
+    if entry.build and subprocess.run(entry.build, shell=True, cwd=REPO).returncode != 0:
+        print(f"sharing: error: building {entry.name} failed: {entry.build}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="sharing-") as scratch:
+        argv = thread_command(entry.command, mode, args.warmup, args.duration, scratch)
+        trace = Path(scratch) / "trace.bin"
+        plugin = f"{ensure_plugin()},out={trace},mode=user"
+        try:
+            run = subprocess.run(
+                [QEMU_USER, "-plugin", plugin, *argv],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+            )
+        except subprocess.TimeoutExpired:
+            print(f"sharing: error: {entry.name} ran past {args.timeout:g} s", file=sys.stderr)
+            return 2
+        if run.returncode != 0:
+            last = (run.stderr.strip().splitlines() or ["no message"])[-1]
+            print(
+                f"sharing: error: {shlex.join(argv)} exited {run.returncode}: {last}",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            result = parse_result(run.stdout)
+            regions = worker_regions(trace)
+        except ValueError as err:
+            print(f"sharing: error: {err}", file=sys.stderr)
+            return 2
+    bias = result["harness"]["load_bias"]
+    pairs = shared_lines(*regions)
+    groups = named_groups(pairs, ProgramSymbols(REPO / argv[0], []), bias)
+    ops = result["extra"]["ops"]
+    print(
+        f"{entry.name} {mode}: {len(pairs)} lines shared with a write, of "
+        f"{len(regions[0].lines)} and {len(regions[1].lines)} the two workers touched "
+        f"({ops} operations counted in the window)"
+    )
+    for group in groups:
+        print(f"{group['lines']:6d}  {group['data']}")
+        print(f"        worker 0: {' '.join(group['worker0'])}")
+        print(f"        worker 1: {' '.join(group['worker1'])}")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "benchmark": entry.name,
+                    "mode": mode,
+                    "command": shlex.join(argv),
+                    "lines_touched": [len(r.lines) for r in regions],
+                    "shared_lines": len(pairs),
+                    "groups": groups,
+                },
+                indent=1,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

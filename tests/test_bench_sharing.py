@@ -1,0 +1,54 @@
+"""bench/sharing.py: the lines two workers of a real benchmark share, traced under
+qemu-x86_64 with the plugin and named by the program's symbols."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def sharing(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "sharing.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def shared_groups(tmp_path: Path, benchmark: str, mode: str) -> list[dict]:
+    out = tmp_path / f"{benchmark}-{mode}.json"
+    run = sharing(benchmark, "--mode", mode, "--duration", "0.2", "--json", str(out))
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(out.read_text())
+    assert document["shared_lines"] == sum(g["lines"] for g in document["groups"]) > 0
+    assert f"{document['shared_lines']} lines shared with a write" in run.stdout
+    return document["groups"]
+
+
+def writes_in_both(groups: list[dict], function: str) -> bool:
+    return any(f"{function}:W" in g["worker0"] and f"{function}:W" in g["worker1"] for g in groups)
+
+
+def test_the_lowest_fd_shares_partition_zero_and_o_anyfd_does_not(tmp_path):
+    lowest = shared_groups(tmp_path, "sv6-openbench", "lowest")
+    anyfd = shared_groups(tmp_path, "sv6-openbench", "anyfd")
+    # every close of the lowest fd writes partition 0's lock, in both workers
+    assert writes_in_both(lowest, "fdtable_remove")
+    assert not writes_in_both(anyfd, "fdtable_remove")
+    # static data is named by the program's symbols (the image's load bias applied)
+    for groups in (lowest, anyfd):
+        epoch = [g for g in groups if "global_epoch" in g["data"]]
+        assert epoch and "try_advance:W" in epoch[0]["worker0"], groups
+
+
+def test_unknown_benchmark_or_mode_is_refused_in_one_line():
+    run = sharing("no-such-benchmark")
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [
+        "sharing: error: no benchmark 'no-such-benchmark' in the catalog"
+    ]
+    run = sharing("sv6-openbench", "--mode", "fastest")
+    assert run.returncode == 2
+    assert run.stderr.strip() == "sharing: error: sv6-openbench has modes: lowest, anyfd"
