@@ -24,7 +24,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 from benchlib import REPO
@@ -69,17 +68,23 @@ def named_groups(pairs: list, symbols: ProgramSymbols, bias: int) -> list[dict]:
             sorted({f"{function(s.pc)}:{'W' if s.write_mask else 'R'}" for s in line.sites})
         )
 
-    groups, examples = Counter(), {}
+    groups: dict[tuple, dict] = {}
     for a, b in pairs:
         kind, name = symbols.classify(a.vaddr - bias)
-        key = (name if kind == "static" else "(heap or mapping)", code(a), code(b))
-        groups[key] += 1
-        examples.setdefault(key, hex(a.vaddr))
-    return [
-        {"lines": n, "data": data, "worker0": list(c0), "worker1": list(c1), "example": examples[k]}
-        for k, n in groups.most_common()
-        for data, c0, c1 in [k]
-    ]
+        data = name if kind == "static" else "(heap or mapping)"
+        code_a, code_b = code(a), code(b)
+        group = groups.setdefault(
+            (data, code_a, code_b),
+            {
+                "lines": 0,
+                "data": data,
+                "worker0": list(code_a),
+                "worker1": list(code_b),
+                "example": hex(a.vaddr),
+            },
+        )
+        group["lines"] += 1
+    return sorted(groups.values(), key=lambda group: -group["lines"])
 
 
 def main() -> int:
