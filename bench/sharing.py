@@ -14,13 +14,15 @@ write at every operation does.
 Only user space is traced: for a library benchmark (libsv6, LDU) that is the library and
 the harness; for a system call, only the call's user-space side.
 
-usage: python3 bench/sharing.py BENCHMARK [--mode M] [--duration S] [--json FILE]
+usage: python3 bench/sharing.py BENCHMARK [--mode M] [--runtime R] [--duration S]
+                                [--catalog DIR] [--json FILE]
 Exit status 0 after the table, 2 when the benchmark cannot be built or run.
 """
 
 import argparse
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,7 @@ from pathlib import Path
 from benchlib import REPO
 from scalecheck.benchsuite.catalog import load_catalog
 from scalecheck.benchsuite.runner import fill_placeholders, parse_result
+from scalecheck.errors import UserError
 from scalecheck.trace.build import ensure_plugin
 from scalecheck.trace.regions import RegionReader, shared_lines
 from scalecheck.trace.userspace import QEMU_USER, ProgramSymbols
@@ -36,11 +39,33 @@ from scalecheck.trace.userspace import QEMU_USER, ProgramSymbols
 WORKERS = 2
 
 
-def thread_command(template: str, mode: str, warmup: float, duration: float, workdir: str):
+def thread_command(template: str, series: dict, warmup: float, duration: float, workdir: str):
     """The catalog command for 2 workers as threads, as an argument list."""
-    values = {"cores": WORKERS, "mode": mode, "warmup": warmup, "duration": duration}
+    values = {"cores": WORKERS, **series, "warmup": warmup, "duration": duration}
     argv = shlex.split(fill_placeholders(template, {**values, "workdir": workdir}))
     return ["--threads" if arg == "--processes" else arg for arg in argv]
+
+
+def program_path(name: str) -> Path:
+    """The command's program: from the checkout, where the command runs, or on PATH."""
+    return REPO / name if "/" in name else Path(shutil.which(name) or name)
+
+
+def is_elf(path: Path) -> bool:
+    try:
+        with path.open("rb") as program:
+            return program.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def pick(benchmark: str, axis: str, values: tuple, asked: str | None) -> str:
+    """The asked mode (or runtime) of the benchmark, by default its first; UserError when
+    it has no such one."""
+    chosen = values[0] if values and asked is None else asked or ""
+    if chosen not in (values or ("",)):
+        raise UserError(f"{benchmark} has {axis}s: {', '.join(values) or 'none'}")
+    return chosen
 
 
 def worker_regions(trace: Path) -> list:
@@ -93,34 +118,51 @@ def main() -> int:
     )
     parser.add_argument("benchmark", help="a catalog name (scalecheck bench list)")
     parser.add_argument("--mode", help="default: the benchmark's first mode")
+    parser.add_argument("--runtime", help="default: the benchmark's first runtime")
     parser.add_argument("--warmup", type=float, default=0.1, help="seconds (default 0.1)")
     parser.add_argument(
         "--duration", type=float, default=0.5, help="measured seconds (default 0.5)"
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds (default 900)")
+    parser.add_argument(
+        "--catalog",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="read catalog *.toml files from DIR instead of the built-in catalog (repeatable)",
+    )
     parser.add_argument("--json", type=Path, help="also write the groups to this file")
     args = parser.parse_args()
 
-    catalog = load_catalog()
-    if args.benchmark not in catalog:
-        print(f"sharing: error: no benchmark {args.benchmark!r} in the catalog", file=sys.stderr)
-        return 2
-    entry = catalog[args.benchmark]
-    mode = args.mode or (entry.modes[0] if entry.modes else "")
-    if mode not in (entry.modes or ("",)):
-        modes = ", ".join(entry.modes) or "none"
-        print(f"sharing: error: {entry.name} has modes: {modes}", file=sys.stderr)
+    try:
+        catalog = load_catalog(args.catalog)
+        if args.benchmark not in catalog:
+            raise UserError(f"no benchmark {args.benchmark!r} in the catalog")
+        entry = catalog[args.benchmark]
+        mode = pick(entry.name, "mode", entry.modes, args.mode)
+        runtime = pick(entry.name, "runtime", entry.runtimes, args.runtime)
+    except UserError as err:
+        print(f"sharing: error: {err}", file=sys.stderr)
         return 2
     if entry.build and subprocess.run(entry.build, shell=True, cwd=REPO).returncode != 0:
         print(f"sharing: error: building {entry.name} failed: {entry.build}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="sharing-") as scratch:
-        argv = thread_command(entry.command, mode, args.warmup, args.duration, scratch)
+        series = {"mode": mode, "runtime": runtime}
+        argv = thread_command(entry.command, series, args.warmup, args.duration, scratch)
+        program = program_path(argv[0])
+        if not is_elf(program):
+            print(
+                f"sharing: error: {argv[0]} is not an ELF program (qemu-x86_64 traces one "
+                "program: the benchmark's command must start with its binary)",
+                file=sys.stderr,
+            )
+            return 2
         trace = Path(scratch) / "trace.bin"
         plugin = f"{ensure_plugin()},out={trace},mode=user"
         try:
             run = subprocess.run(
-                [QEMU_USER, "-plugin", plugin, *argv],
+                [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
                 cwd=REPO,
                 capture_output=True,
                 text=True,
@@ -139,15 +181,20 @@ def main() -> int:
         try:
             result = parse_result(run.stdout)
             regions = worker_regions(trace)
+            bias = result.get("harness", {}).get("load_bias")
+            if not isinstance(bias, int):
+                raise ValueError(
+                    "the result has no harness.load_bias (scalecheck's harness gives it)"
+                )
         except ValueError as err:
             print(f"sharing: error: {err}", file=sys.stderr)
             return 2
-    bias = result["harness"]["load_bias"]
     pairs = shared_lines(*regions)
-    groups = named_groups(pairs, ProgramSymbols(REPO / argv[0], []), bias)
-    ops = result["extra"]["ops"]
+    groups = named_groups(pairs, ProgramSymbols(program, []), bias)
+    ops = result.get("extra", {}).get("ops", "no")
     print(
-        f"{entry.name} {mode}: {len(pairs)} lines shared with a write, of "
+        f"{' '.join(filter(None, (entry.name, mode, runtime)))}: {len(pairs)} lines shared "
+        "with a write, of "
         f"{len(regions[0].lines)} and {len(regions[1].lines)} the two workers touched "
         f"({ops} operations counted in the window)"
     )
@@ -161,6 +208,7 @@ def main() -> int:
                 {
                     "benchmark": entry.name,
                     "mode": mode,
+                    "runtime": runtime,
                     "command": shlex.join(argv),
                     "lines_touched": [len(r.lines) for r in regions],
                     "shared_lines": len(pairs),

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -52,3 +54,60 @@ def test_unknown_benchmark_or_mode_is_refused_in_one_line():
     run = sharing("sv6-openbench", "--mode", "fastest")
     assert run.returncode == 2
     assert run.stderr.strip() == "sharing: error: sv6-openbench has modes: lowest, anyfd"
+
+
+def write_catalog(directory: Path, build: str, command: str) -> Path:
+    directory.mkdir()
+    (directory / "broken.toml").write_text(
+        f'[[benchmark]]\nname = "broken"\nbuild = {json.dumps(build)}\n'
+        f"command = {json.dumps(command)}\n"
+    )
+    return directory
+
+
+EMPTY = "make -s -C native/benchmarks bin/empty"
+
+
+@pytest.mark.parametrize(
+    "build, command, extra, error",
+    [
+        ("exit 3", "/bin/true", [], "sharing: error: building broken failed: exit 3"),
+        ("", "/bin/false", [], "sharing: error: /bin/false exited 1: no message"),
+        ("", "/bin/sleep 30", ["--timeout", "1"], "sharing: error: broken ran past 1 s"),
+        (
+            EMPTY,
+            "native/benchmarks/bin/empty --workers 1 --warmup 0 --duration {duration}",
+            [],
+            "sharing: error: expected one region per worker (tags 0 and 1), found {0: 1}",
+        ),
+    ],
+    ids=["build-fails", "exits-non-zero", "runs-past-timeout", "one-region"],
+)
+def test_a_benchmark_that_cannot_be_traced_ends_in_one_line(tmp_path, build, command, extra, error):
+    catalog = write_catalog(tmp_path / "catalog", build, command)
+    run = sharing("broken", "--catalog", str(catalog), "--duration", "0.1", *extra)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [error]
+    assert run.stdout == ""
+
+
+def test_a_missing_catalog_directory_is_refused_in_one_line(tmp_path):
+    run = sharing("broken", "--catalog", str(tmp_path / "nowhere"))
+    assert run.returncode == 2
+    assert (
+        run.stderr.strip()
+        == f"sharing: error: catalog directory {tmp_path / 'nowhere'} does not exist"
+    )
+
+
+def test_a_command_that_is_not_one_program_is_refused_in_one_line(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\nexec true\n")
+    script.chmod(0o755)
+    catalog = write_catalog(tmp_path / "catalog", "", f"{script} --workers {{cores}}")
+    run = sharing("broken", "--catalog", str(catalog))
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        f"sharing: error: {script} is not an ELF program (qemu-x86_64 traces one program: "
+        "the benchmark's command must start with its binary)"
+    ]
