@@ -22,6 +22,7 @@ __all__ = [
     "machine_description",
     "mean_and_spread",
     "run_harness_program",
+    "save_figure",
     "usable_cpus",
 ]
 
@@ -61,6 +62,18 @@ def bench_run_args(
         "--out",
         str(out),
     ]
+
+
+def save_figure(figure, path_without_suffix: Path) -> list[str]:
+    """Writes a matplotlib figure as .png and .svg, closes it; the paths written."""
+    import matplotlib.pyplot as plt  # here: the scripts that draw nothing start faster
+
+    written = []
+    for suffix in (".png", ".svg"):
+        figure.savefig(path_without_suffix.with_suffix(suffix), dpi=120)
+        written.append(str(path_without_suffix.with_suffix(suffix)))
+    plt.close(figure)
+    return written
 
 
 def usable_cpus() -> int:

@@ -33,7 +33,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from benchlib import add_sweep_options, bench_run_args
+from benchlib import add_sweep_options, bench_run_args, save_figure
 from scalecheck.benchsuite.results import ResultsDir, spread_pct
 
 RATIOS = (50, 80, 90, 99, 100)
@@ -172,15 +172,6 @@ def flip_points(comparisons: list[dict]) -> dict[str, int | None]:
     return flips
 
 
-def save(figure, path_without_suffix: Path) -> list[str]:
-    written = []
-    for suffix in (".png", ".svg"):
-        figure.savefig(path_without_suffix.with_suffix(suffix), dpi=120)
-        written.append(str(path_without_suffix.with_suffix(suffix)))
-    plt.close(figure)
-    return written
-
-
 def plot_update_ratio(rows: list[dict], threads: int, out: Path) -> list[str]:
     figure, (throughput_axis, idle_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
     for mode in MODES:
@@ -212,7 +203,7 @@ def plot_update_ratio(rows: list[dict], threads: int, out: Path) -> list[str]:
         fontsize="medium",
     )
     figure.tight_layout()
-    return save(figure, out / "ldu_update_ratio")
+    return save_figure(figure, out / "ldu_update_ratio")
 
 
 def plot_scalability(rows: list[dict], out: Path) -> list[str]:
@@ -244,7 +235,7 @@ def plot_scalability(rows: list[dict], out: Path) -> list[str]:
     axes[0].set_yscale("log")
     axes[0].legend(fontsize="small")
     figure.tight_layout()
-    return save(figure, out / "ldu_scalability")
+    return save_figure(figure, out / "ldu_scalability")
 
 
 def print_report(rows: list[dict], comparisons: list[dict], flips: dict) -> None:

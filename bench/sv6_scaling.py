@@ -17,7 +17,9 @@ Prints per series the 2-vs-1 ratio of each run, their median, and the medians of
 run's ratio over the empty loop's ratio in that same run ("of machine") and, for a
 commutative series, over its control's ("of control"): a host that gives two busy vCPUs
 less than twice one moves both alike, and a control moves as well with what its code asks
-of the caches and memory the two vCPUs share.  Writes OUT/scaling.json.
+of the caches and memory the two vCPUs share.  Writes OUT/scaling.json, OUT/scaling.png
+and .svg (each series' ratio per run and median, each commutative series beside its
+control, the bar across) and OUT/plots/ (`scalecheck bench plot`: throughput per core).
 
 usage: python3 bench/sv6_scaling.py [--out out/sv6-scaling] [--runs 5] [--duration 3]
 Exit status 0 when every commutative series' median ratio reaches --bar, 1 when not
@@ -34,7 +36,14 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from benchlib import REPO, add_sweep_options, bench_run_args
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+
+from benchlib import REPO, add_sweep_options, bench_run_args, save_figure
+from scalecheck.benchsuite.plot import plot_results
 from scalecheck.benchsuite.results import ResultsDir
 
 BENCHMARKS = [
@@ -101,6 +110,42 @@ def series_rows(ratios: dict) -> list[dict]:
     return rows
 
 
+SERIES_COLORS = {"commutative": "tab:red", "control": "tab:gray", "other": "tab:blue"}
+
+
+def plot_ratios(rows: list[dict], bar: float, out: Path) -> list[str]:
+    """Each series' 2-vs-1 ratio of every run (dots) and their median (the bar's height):
+    the empty loop first, then each commutative series beside its control."""
+    by_series = {(row["benchmark"], row["mode"]): row for row in rows}
+    first = [CEILING, *(series for pair in COMMUTATIVE.items() for series in pair)]
+    order = [s for s in first if s in by_series] + sorted(by_series.keys() - set(first))
+    controls = {CEILING, *COMMUTATIVE.values()}
+    figure, axis = plt.subplots(figsize=(max(7.0, 0.95 * len(order)), 4.6))
+    for x, series in enumerate(order):
+        row = by_series[series]
+        kind = "commutative" if row["commutative"] else "control" if series in controls else "other"
+        axis.bar(x, row["median"], width=0.7, color=SERIES_COLORS[kind], alpha=0.35)
+        axis.scatter([x] * len(row["ratios"]), row["ratios"], s=14, color=SERIES_COLORS[kind])
+    axis.axhline(bar, linestyle="--", color="black", linewidth=1)
+    axis.axhline(2.0, linestyle=":", color="black", linewidth=1)
+    axis.set_xticks(range(len(order)), [f"{b}\n{m}".strip() for b, m in order], fontsize="small")
+    plt.setp(axis.get_xticklabels(), rotation=30, ha="right")
+    axis.set_ylabel("ops/s at 2 workers / ops/s at 1")
+    axis.set_ylim(0, 2.2)
+    axis.grid(True, axis="y", alpha=0.3)
+    handles = [
+        Patch(color=SERIES_COLORS["commutative"], alpha=0.6, label="commutative"),
+        Patch(color=SERIES_COLORS["control"], alpha=0.6, label="empty loop, controls"),
+        Patch(color=SERIES_COLORS["other"], alpha=0.6, label="non-commutative"),
+        plt.Line2D([], [], linestyle="--", color="black", label=f"bar {bar:g}x"),
+        plt.Line2D([], [], linestyle=":", color="black", label="2x"),
+    ]
+    axis.legend(handles=handles, fontsize="small", loc="lower left")
+    axis.set_title("libsv6, 2 workers vs 1 (dots: runs, bars: medians)", fontsize="medium")
+    figure.tight_layout()
+    return save_figure(figure, out / "scaling")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -147,11 +192,26 @@ def main() -> int:
         any(r["median"] >= args.bar for r in rows if (r["benchmark"], r["mode"]) == series)
         for series in COMMUTATIVE
     )
+    figures = plot_ratios(rows, args.bar, Path(args.out)) if rows else []
+    plotted, notes = plot_results(ResultsDir(Path(args.out)))
+    figures += [str(path) for path in plotted]
+    for note in notes:
+        print(f"not plotted: {note}")
     with open(os.path.join(args.out, "scaling.json"), "w") as f:
         json.dump(
-            {"bar": args.bar, "met": met, "series": rows, "failed_cells": failed}, f, indent=1
+            {
+                "bar": args.bar,
+                "met": met,
+                "series": rows,
+                "failed_cells": failed,
+                "figures": figures,
+            },
+            f,
+            indent=1,
         )
-    print(f"bar {'met' if met else 'not met'}; figures in {args.out}/scaling.json")
+    print(f"bar {'met' if met else 'not met'}; figures in {args.out}/scaling.json, plots:")
+    for figure in figures:
+        print(f"  {figure}")
     return 0 if met else 1
 
 

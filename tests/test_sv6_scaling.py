@@ -93,6 +93,14 @@ def test_a_short_sweep_reports_every_series(tmp_path):
         assert (row["median_of_control"] is not None) == (key in sv6_scaling.COMMUTATIVE)
     met = all(series[s]["median"] >= document["bar"] for s in sv6_scaling.COMMUTATIVE)
     assert document["met"] == met and run.returncode == (0 if met else 1)
+    # the ratios' figure and each benchmark's throughput per core, as PNG and SVG
+    benchmarks = {benchmark for benchmark, _ in series}
+    expected = {tmp_path / f"scaling.{s}" for s in ("png", "svg")} | {
+        tmp_path / "plots" / f"{b}.{s}" for b in benchmarks for s in ("png", "svg")
+    }
+    assert {Path(f) for f in document["figures"]} == expected
+    for figure in expected:
+        assert figure.read_bytes()[:4] in (b"\x89PNG", b"<?xm"), figure
 
 
 def test_a_sweep_the_driver_refuses_writes_no_figures(tmp_path):
