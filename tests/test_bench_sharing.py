@@ -46,7 +46,7 @@ def test_the_lowest_fd_shares_partition_zero_and_o_anyfd_does_not(tmp_path):
         assert epoch and "try_advance:W" in epoch[0]["worker0"], groups
 
 
-def test_unknown_benchmark_or_mode_is_refused_in_one_line():
+def test_unknown_benchmark_mode_or_runtime_is_refused_in_one_line():
     run = sharing("no-such-benchmark")
     assert run.returncode == 2 and run.stderr.strip().splitlines() == [
         "sharing: error: no benchmark 'no-such-benchmark' in the catalog"
@@ -54,6 +54,9 @@ def test_unknown_benchmark_or_mode_is_refused_in_one_line():
     run = sharing("sv6-openbench", "--mode", "fastest")
     assert run.returncode == 2
     assert run.stderr.strip() == "sharing: error: sv6-openbench has modes: lowest, anyfd"
+    run = sharing("sv6-openbench", "--runtime", "go")
+    assert run.returncode == 2
+    assert run.stderr.strip() == "sharing: error: sv6-openbench has runtimes: none"
 
 
 def write_catalog(directory: Path, build: str, command: str) -> Path:
