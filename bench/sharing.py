@@ -62,7 +62,7 @@ def is_elf(path: Path) -> bool:
 def pick(benchmark: str, axis: str, values: tuple, asked: str | None) -> str:
     """The asked mode (or runtime) of the benchmark, by default its first; UserError when
     it has no such one."""
-    chosen = values[0] if values and asked is None else asked or ""
+    chosen = asked if asked is not None else values[0] if values else ""
     if chosen not in (values or ("",)):
         raise UserError(f"{benchmark} has {axis}s: {', '.join(values) or 'none'}")
     return chosen
