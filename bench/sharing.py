@@ -5,9 +5,11 @@ keeps its 2-worker run from twice its 1-worker one, named.
 The benchmark's catalog command runs with 2 workers as threads (a control's --processes
 becomes --threads: one address space) under qemu-x86_64 with scalecheck's tracer plugin.
 The harness marks each worker's loop as a region tagged with its index, so what its setup
-and teardown touch is left out. Each shared line is named by the static data that holds
-it, or "(heap or mapping)", and by the functions of each worker that touched it (R: read,
-W: wrote); lines with the same names are counted together. It says which lines, not how
+and teardown touch is left out. Each shared line is named by the program's static data
+that holds it, by the shared object whose data holds it ("libc.so.6 data"), or "(heap or
+mapping)", and by the functions of each worker that touched it (R: read, W: wrote): the
+program's, or a shared object's exported ones ("libc.so.6:malloc"; "libc.so.6" alone for
+its internal code); lines with the same names are counted together. It says which lines, not how
 often they moved: a line both workers wrote once at their start counts as one that they
 write at every operation does.
 
@@ -20,6 +22,7 @@ Exit status 0 after the table, 2 when the benchmark cannot be built or run.
 """
 
 import argparse
+import bisect
 import json
 import shlex
 import shutil
@@ -27,6 +30,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
 
 from benchlib import REPO
 from scalecheck.benchsuite.catalog import load_catalog
@@ -80,13 +86,59 @@ def worker_regions(trace: Path) -> list:
     return [by_tag[index][0] for index in range(WORKERS)]
 
 
-def named_groups(pairs: list, symbols: ProgramSymbols, bias: int) -> list[dict]:
+class SharedObjects:
+    """The run's other objects with a file (the C library, the loader), as the harness
+    reports them: which one holds an address (by its file's loadable segments) and which of
+    its exported functions holds a code address (by its dynamic symbols; a stripped
+    library's internal functions, such as memset's variants, have none)."""
+
+    def __init__(self, objects: list[dict]):
+        self._segments: list[tuple[int, int, str]] = []
+        self._functions: list[tuple[int, int, str]] = []
+        for entry in objects:
+            path, bias = Path(entry["path"]), entry["bias"]
+            try:
+                with path.open("rb") as file:
+                    elf = ELFFile(file)
+                    for segment in elf.iter_segments():
+                        if segment["p_type"] == "PT_LOAD":
+                            start = bias + segment["p_vaddr"]
+                            self._segments.append((start, start + segment["p_memsz"], path.name))
+                    dynsym = elf.get_section_by_name(".dynsym")
+                    for symbol in dynsym.iter_symbols() if dynsym else ():
+                        if symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_size"]:
+                            start = bias + symbol["st_value"]
+                            name = f"{path.name}:{symbol.name}"
+                            self._functions.append((start, start + symbol["st_size"], name))
+            except (OSError, ELFError):
+                continue  # its addresses stay unnamed
+        self._segments.sort()
+        self._functions.sort()
+
+    @staticmethod
+    def _find(ranges: list, address: int) -> str | None:
+        i = bisect.bisect_right(ranges, (address, float("inf"))) - 1
+        return ranges[i][2] if i >= 0 and address < ranges[i][1] else None
+
+    def holder(self, address: int) -> str | None:
+        """The file name of the object whose image holds the address."""
+        return self._find(self._segments, address)
+
+    def function(self, pc: int) -> str:
+        return self._find(self._functions, pc) or self.holder(pc) or "(unknown code)"
+
+
+def named_groups(
+    pairs: list, symbols: ProgramSymbols, bias: int, objects: SharedObjects
+) -> list[dict]:
     """The shared lines grouped by the data that holds them and the code of each worker."""
 
     def function(pc: int) -> str:
+        if pc == 0:  # the plugin's one site for the PCs beyond its per-line limit
+            return "(further PCs)"
         name = symbols.function(pc - bias)
-        # not the program's code: the C library's (memset, strcmp, malloc) or the loader's
-        return "(another object)" if name.startswith(("0x", "-0x")) else name
+        # not the program's code: the C library's (malloc, strcmp) or the loader's
+        return objects.function(pc) if name.startswith(("0x", "-0x")) else name
 
     def code(line) -> tuple:
         return tuple(
@@ -96,7 +148,8 @@ def named_groups(pairs: list, symbols: ProgramSymbols, bias: int) -> list[dict]:
     groups: dict[tuple, dict] = {}
     for a, b in pairs:
         kind, name = symbols.classify(a.vaddr - bias)
-        data = name if kind == "static" else "(heap or mapping)"
+        holder = objects.holder(a.vaddr)
+        data = name if kind == "static" else f"{holder} data" if holder else "(heap or mapping)"
         code_a, code_b = code(a), code(b)
         group = groups.setdefault(
             (data, code_a, code_b),
@@ -190,7 +243,8 @@ def main() -> int:
             print(f"sharing: error: {err}", file=sys.stderr)
             return 2
     pairs = shared_lines(*regions)
-    groups = named_groups(pairs, ProgramSymbols(program, []), bias)
+    objects = SharedObjects(result["harness"].get("shared_objects", []))
+    groups = named_groups(pairs, ProgramSymbols(program, []), bias, objects)
     ops = result.get("extra", {}).get("ops", "no")
     print(
         f"{' '.join(filter(None, (entry.name, mode, runtime)))}: {len(pairs)} lines shared "

@@ -44,6 +44,11 @@ def test_the_lowest_fd_shares_partition_zero_and_o_anyfd_does_not(tmp_path):
     for groups in (lowest, anyfd):
         epoch = [g for g in groups if "global_epoch" in g["data"]]
         assert epoch and "try_advance:W" in epoch[0]["worker0"], groups
+        # the C library's data and code by its file and exported functions (its bias
+        # from harness.shared_objects): its thread-specific keys, set up in the loop
+        libc_code = {c for g in groups for c in g["worker0"] + g["worker1"] if "libc.so.6" in c}
+        assert any(g["data"] == "libc.so.6 data" for g in groups), groups
+        assert any(c.startswith("libc.so.6:pthread_") for c in libc_code), libc_code
 
 
 def test_unknown_benchmark_mode_or_runtime_is_refused_in_one_line():

@@ -646,6 +646,27 @@ static uintptr_t load_bias(void)
     return bias;
 }
 
+/* Every other object with a file (the C library, the loader), with its bias: the
+ * tracer's addresses in them are named by their files' symbols. */
+static int append_shared_object(struct dl_phdr_info *info, size_t size, void *buf)
+{
+    struct growbuf *b = buf;
+    (void)size;
+    if (info->dlpi_name[0] != '/')
+        return 0; /* the program itself (named ""), the vDSO (no file) */
+    buf_printf(b, "%s{\"path\": ", b->text[b->len - 1] == '[' ? "" : ", ");
+    buf_json_string(b, info->dlpi_name);
+    buf_printf(b, ", \"bias\": %llu}", (unsigned long long)info->dlpi_addr);
+    return 0;
+}
+
+static void json_shared_objects(struct growbuf *b)
+{
+    buf_printf(b, "[");
+    dl_iterate_phdr(append_shared_object, b);
+    buf_printf(b, "]");
+}
+
 /* Worker i -> CPU, with the CPU's package and core, in worker order. */
 static void json_topology(struct growbuf *b)
 {
@@ -718,7 +739,8 @@ static void print_result(int stragglers, bool oversubscribed)
     buf_printf(&b, ", \"oversubscribed\": %s, \"workers_killed_at_stop\": %d, \"topology\": ",
                oversubscribed ? "true" : "false", stragglers);
     json_topology(&b);
-    buf_printf(&b, ", \"load_bias\": %llu", (unsigned long long)load_bias());
+    buf_printf(&b, ", \"load_bias\": %llu, \"shared_objects\": ", (unsigned long long)load_bias());
+    json_shared_objects(&b);
     buf_printf(&b, "}, \"machine\": ");
     json_machine(&b);
     buf_printf(&b, "}\n");
