@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import sharing as sharing_script  # noqa: E402
 
 
 def sharing(*args: str) -> subprocess.CompletedProcess:
@@ -119,3 +122,19 @@ def test_a_command_that_is_not_one_program_is_refused_in_one_line(tmp_path):
         f"sharing: error: {script} is not an ELF program (qemu-x86_64 traces one program: "
         "the benchmark's command must start with its binary)"
     ]
+
+
+def test_shared_objects_are_named_by_their_files_and_exported_functions():
+    libc = Path("/lib/x86_64-linux-gnu/libc.so.6")
+    bias = 0x7F0000000000
+    objects = sharing_script.SharedObjects(
+        [{"path": str(libc), "bias": bias}, {"path": "/nonexistent/libgone.so", "bias": 0}]
+    )
+    with libc.open("rb") as file:
+        dynsym = sharing_script.ELFFile(file).get_section_by_name(".dynsym")
+        malloc = dynsym.get_symbol_by_name("malloc")[0]
+    assert objects.function(bias + malloc["st_value"] + 1) == "libc.so.6:malloc"
+    assert objects.holder(bias + malloc["st_value"]) == "libc.so.6"
+    # below every segment, or in an object whose file cannot be read: no name
+    assert objects.holder(bias - 4096) is None
+    assert objects.function(0x1000) == "(unknown code)"
