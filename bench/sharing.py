@@ -6,12 +6,13 @@ The benchmark's catalog command runs with 2 workers as threads (a control's --pr
 becomes --threads: one address space) under qemu-x86_64 with scalecheck's tracer plugin.
 The harness marks each worker's loop as a region tagged with its index, so what its setup
 and teardown touch is left out. Each shared line is named by the program's static data
-that holds it, by the shared object whose data holds it ("libc.so.6 data"), or "(heap or
+that holds it, else by the object whose image holds it ("libc.so.6 data"), or "(heap or
 mapping)", and by the functions of each worker that touched it (R: read, W: wrote): the
-program's, or a shared object's exported ones ("libc.so.6:malloc"; "libc.so.6" alone for
-its internal code); lines with the same names are counted together. It says which lines, not how
-often they moved: a line both workers wrote once at their start counts as one that they
-write at every operation does.
+program's, or a shared object's exported ones ("libc.so.6:malloc"; the object's name
+alone for code without a symbol, such as libc's internal functions or the PLT); lines
+with the same names are counted together. It says which lines, not how often they moved:
+a line both workers wrote once at their start counts as one that they write at every
+operation does.
 
 Only user space is traced: for a library benchmark (libsv6, LDU) that is the library and
 the harness; for a system call, only the call's user-space side.
@@ -87,8 +88,8 @@ def worker_regions(trace: Path) -> list:
 
 
 class SharedObjects:
-    """The run's other objects with a file (the C library, the loader), as the harness
-    reports them: which one holds an address (by its file's loadable segments) and which of
+    """The run's objects with a file (the program, the C library, the loader), as the
+    harness reports them: which one holds an address (by its file's loadable segments) and which of
     its exported functions holds a code address (by its dynamic symbols; a stripped
     library's internal functions, such as memset's variants, have none)."""
 
@@ -243,7 +244,10 @@ def main() -> int:
             print(f"sharing: error: {err}", file=sys.stderr)
             return 2
     pairs = shared_lines(*regions)
-    objects = SharedObjects(result["harness"].get("shared_objects", []))
+    # the program among them: its addresses that no symbol holds (the PLT, the GOT that the
+    # loader fills in) are named by its file
+    image = {"path": str(program), "bias": bias}
+    objects = SharedObjects([image, *result["harness"].get("shared_objects", [])])
     groups = named_groups(pairs, ProgramSymbols(program, []), bias, objects)
     ops = result.get("extra", {}).get("ops", "no")
     print(
