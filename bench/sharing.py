@@ -149,8 +149,11 @@ def named_groups(
     groups: dict[tuple, dict] = {}
     for a, b in pairs:
         kind, name = symbols.classify(a.vaddr - bias)
-        holder = objects.holder(a.vaddr)
-        data = name if kind == "static" else f"{holder} data" if holder else "(heap or mapping)"
+        if kind == "static":
+            data = name
+        else:
+            holder = objects.holder(a.vaddr)
+            data = f"{holder} data" if holder else "(heap or mapping)"
         code_a, code_b = code(a), code(b)
         group = groups.setdefault(
             (data, code_a, code_b),
@@ -164,6 +167,52 @@ def named_groups(
         )
         group["lines"] += 1
     return sorted(groups.values(), key=lambda group: -group["lines"])
+
+
+def harness_names(result: dict, program: Path) -> tuple[int, SharedObjects]:
+    """The program's load bias and every loaded object with a file, the program's own image
+    among them (its addresses that no symbol holds, the PLT and the GOT that the loader
+    fills in, are named by its file), from the harness's result; UserError without them."""
+    harness = result.get("harness")
+    bias = harness.get("load_bias") if isinstance(harness, dict) else None
+    if not isinstance(bias, int):
+        raise UserError("the result has no harness.load_bias (scalecheck's harness gives it)")
+    image = {"path": str(program), "bias": bias}
+    return bias, SharedObjects([image, *harness.get("shared_objects", [])])
+
+
+def trace_workers(args, entry, mode: str, runtime: str, scratch: str) -> tuple:
+    """Runs the benchmark's 2 worker threads under the plugin: (argv, program, result,
+    regions); UserError when it cannot be built, run or read."""
+    if entry.build and subprocess.run(entry.build, shell=True, cwd=REPO).returncode != 0:
+        raise UserError(f"building {entry.name} failed: {entry.build}")
+    series = {"mode": mode, "runtime": runtime}
+    argv = thread_command(entry.command, series, args.warmup, args.duration, scratch)
+    program = program_path(argv[0])
+    if not is_elf(program):
+        raise UserError(
+            f"{argv[0]} is not an ELF program (qemu-x86_64 traces one program: the "
+            "benchmark's command must start with its binary)"
+        )
+    trace = Path(scratch) / "trace.bin"
+    plugin = f"{ensure_plugin()},out={trace},mode=user"
+    try:
+        run = subprocess.run(
+            [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(f"{entry.name} ran past {args.timeout:g} s") from None
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UserError(f"{shlex.join(argv)} exited {run.returncode}: {last}")
+    try:
+        return argv, program, parse_result(run.stdout), worker_regions(trace)
+    except ValueError as err:
+        raise UserError(str(err)) from None
 
 
 def main() -> int:
@@ -195,59 +244,13 @@ def main() -> int:
         entry = catalog[args.benchmark]
         mode = pick(entry.name, "mode", entry.modes, args.mode)
         runtime = pick(entry.name, "runtime", entry.runtimes, args.runtime)
+        with tempfile.TemporaryDirectory(prefix="sharing-") as scratch:
+            argv, program, result, regions = trace_workers(args, entry, mode, runtime, scratch)
+        bias, objects = harness_names(result, program)
     except UserError as err:
         print(f"sharing: error: {err}", file=sys.stderr)
         return 2
-    if entry.build and subprocess.run(entry.build, shell=True, cwd=REPO).returncode != 0:
-        print(f"sharing: error: building {entry.name} failed: {entry.build}", file=sys.stderr)
-        return 2
-    with tempfile.TemporaryDirectory(prefix="sharing-") as scratch:
-        series = {"mode": mode, "runtime": runtime}
-        argv = thread_command(entry.command, series, args.warmup, args.duration, scratch)
-        program = program_path(argv[0])
-        if not is_elf(program):
-            print(
-                f"sharing: error: {argv[0]} is not an ELF program (qemu-x86_64 traces one "
-                "program: the benchmark's command must start with its binary)",
-                file=sys.stderr,
-            )
-            return 2
-        trace = Path(scratch) / "trace.bin"
-        plugin = f"{ensure_plugin()},out={trace},mode=user"
-        try:
-            run = subprocess.run(
-                [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=args.timeout,
-            )
-        except subprocess.TimeoutExpired:
-            print(f"sharing: error: {entry.name} ran past {args.timeout:g} s", file=sys.stderr)
-            return 2
-        if run.returncode != 0:
-            last = (run.stderr.strip().splitlines() or ["no message"])[-1]
-            print(
-                f"sharing: error: {shlex.join(argv)} exited {run.returncode}: {last}",
-                file=sys.stderr,
-            )
-            return 2
-        try:
-            result = parse_result(run.stdout)
-            regions = worker_regions(trace)
-            bias = result.get("harness", {}).get("load_bias")
-            if not isinstance(bias, int):
-                raise ValueError(
-                    "the result has no harness.load_bias (scalecheck's harness gives it)"
-                )
-        except ValueError as err:
-            print(f"sharing: error: {err}", file=sys.stderr)
-            return 2
     pairs = shared_lines(*regions)
-    # the program among them: its addresses that no symbol holds (the PLT, the GOT that the
-    # loader fills in) are named by its file
-    image = {"path": str(program), "bias": bias}
-    objects = SharedObjects([image, *result["harness"].get("shared_objects", [])])
     groups = named_groups(pairs, ProgramSymbols(program, []), bias, objects)
     ops = result.get("extra", {}).get("ops", "no")
     print(

@@ -138,3 +138,17 @@ def test_shared_objects_are_named_by_their_files_and_exported_functions():
     # below every segment, or in an object whose file cannot be read: no name
     assert objects.holder(bias - 4096) is None
     assert objects.function(0x1000) == "(unknown code)"
+
+
+@pytest.mark.parametrize("result", [{}, {"harness": {}}, {"harness": {"load_bias": "0"}}])
+def test_a_result_without_the_harness_load_bias_is_refused(result):
+    with pytest.raises(sharing_script.UserError, match=r"no harness\.load_bias"):
+        sharing_script.harness_names(result, Path("/bin/true"))
+
+
+def test_the_programs_own_image_is_among_the_named_objects():
+    program = Path("/bin/true")
+    bias, objects = sharing_script.harness_names(
+        {"harness": {"load_bias": 0x5000_0000_0000, "shared_objects": []}}, program
+    )
+    assert bias == 0x5000_0000_0000 and objects.holder(bias + 64) == "true"
