@@ -39,6 +39,7 @@ from benchlib import REPO
 from scalecheck.benchsuite.catalog import load_catalog
 from scalecheck.benchsuite.runner import fill_placeholders, parse_result
 from scalecheck.errors import UserError
+from scalecheck.output import READER_GONE_EXIT, stdout_reader_gone
 from scalecheck.trace.build import ensure_plugin
 from scalecheck.trace.regions import RegionReader, shared_lines
 from scalecheck.trace.userspace import QEMU_USER, ProgramSymbols
@@ -215,6 +216,19 @@ def trace_workers(args, entry, mode: str, runtime: str, scratch: str) -> tuple:
         raise UserError(str(err)) from None
 
 
+def print_groups(title: str, pairs: list, regions: list, result: dict, groups: list[dict]):
+    ops = result.get("extra", {}).get("ops", "no")
+    print(
+        f"{title}: {len(pairs)} lines shared with a write, of "
+        f"{len(regions[0].lines)} and {len(regions[1].lines)} the two workers touched "
+        f"({ops} operations counted in the window)"
+    )
+    for group in groups:
+        print(f"{group['lines']:6d}  {group['data']}")
+        print(f"        worker 0: {' '.join(group['worker0'])}")
+        print(f"        worker 1: {' '.join(group['worker1'])}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -252,17 +266,7 @@ def main() -> int:
         return 2
     pairs = shared_lines(*regions)
     groups = named_groups(pairs, ProgramSymbols(program, []), bias, objects)
-    ops = result.get("extra", {}).get("ops", "no")
-    print(
-        f"{' '.join(filter(None, (entry.name, mode, runtime)))}: {len(pairs)} lines shared "
-        "with a write, of "
-        f"{len(regions[0].lines)} and {len(regions[1].lines)} the two workers touched "
-        f"({ops} operations counted in the window)"
-    )
-    for group in groups:
-        print(f"{group['lines']:6d}  {group['data']}")
-        print(f"        worker 0: {' '.join(group['worker0'])}")
-        print(f"        worker 1: {' '.join(group['worker1'])}")
+    # The file first: a reader of the table that leaves early (`| head`) loses nothing.
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -278,6 +282,15 @@ def main() -> int:
                 indent=1,
             )
         )
+    try:
+        print_groups(
+            f"{' '.join(filter(None, (entry.name, mode, runtime)))}", pairs, regions, result, groups
+        )
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise
+        return READER_GONE_EXIT
     return 0
 
 

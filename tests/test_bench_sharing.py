@@ -54,6 +54,20 @@ def test_the_lowest_fd_shares_partition_zero_and_o_anyfd_does_not(tmp_path):
         assert any(c.startswith("libc.so.6:pthread_") for c in libc_code), libc_code
 
 
+def test_a_reader_that_leaves_early_loses_nothing(tmp_path):
+    """`sharing.py ... --json F | head`: F is written before the table, and the script
+    exits 141 without a traceback once stdout's reader is gone."""
+    out = tmp_path / "shared.json"
+    command = [sys.executable, str(REPO / "bench" / "sharing.py"), "sv6-openbench"]
+    command += ["--mode", "anyfd", "--duration", "0.2", "--json", str(out)]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job.stdout.close()
+    err = job.stderr.read()
+    assert job.wait(timeout=900) == 141, err
+    assert "Traceback" not in err
+    assert json.loads(out.read_text())["shared_lines"] > 0
+
+
 def test_unknown_benchmark_mode_or_runtime_is_refused_in_one_line():
     run = sharing("no-such-benchmark")
     assert run.returncode == 2 and run.stderr.strip().splitlines() == [

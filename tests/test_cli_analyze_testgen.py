@@ -1,6 +1,7 @@
 """The analyze and testgen commands as a user runs them: outputs, resumption, bad input."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 import pytest
 
 from scalecheck.cli import main
+from scalecheck.output import stdout_reader_gone
 from scalecheck.testfile import read_tests
 
 
@@ -85,6 +87,28 @@ def test_a_stopped_analysis_keeps_its_finished_pairs(tmp_path):
     kept = sorted(pairs.glob("*.json"))
     assert 0 < len(kept) < 21
     assert all(json.loads(path.read_text()) for path in kept)
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly():
+    """`scalecheck bench list | head`: when stdout's reader is gone the command exits 141
+    (as a program that SIGPIPE ended) without a traceback."""
+    command = [sys.executable, "-m", "scalecheck.cli", "bench", "list"]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job.stdout.close()  # before the interpreter has even started: every write fails
+    err = job.stderr.read()
+    assert job.wait(timeout=120) == 141, err
+    assert err == ""
+
+
+def test_whether_stdouts_reader_left_is_asked_of_the_kernel(monkeypatch):
+    read_end, write_end = os.pipe()
+    stdout = os.fdopen(write_end, "w")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert stdout_reader_gone() is False  # its reader is there: another pipe broke
+    os.close(read_end)
+    assert stdout_reader_gone() is True
+    stdout.write("x" * 100_000)  # now /dev/null: no BrokenPipeError
+    stdout.close()
 
 
 def test_user_model_file(tmp_path):

@@ -12,12 +12,12 @@ import os
 import sys
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from scalecheck import __version__
 from scalecheck.errors import UserError
 from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.output import stdout_console
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
@@ -231,7 +231,7 @@ def summarize(out: Path, ops: list[str]) -> dict:
 
 
 def print_summary(summary: dict):
-    console = Console()
+    console = stdout_console()
     table = Table(title="commutativity analysis")
     for column in ("pair", "paths", "commute", "diverge", "errors", "unknown", "seconds"):
         table.add_column(column, justify="left" if column == "pair" else "right")

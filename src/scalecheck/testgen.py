@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import z3
-from rich.console import Console
 from rich.table import Table
 
 from scalecheck import __version__, binding
@@ -36,6 +35,7 @@ from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.sexpr import parse_sexpr
 from scalecheck.errors import UserError
 from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.output import stdout_console
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
@@ -410,7 +410,7 @@ def _raw_result(result, values):
 
 
 def print_summary(summary: dict):
-    console = Console()
+    console = stdout_console()
     table = Table(title="generated tests")
     for column in (
         "pair",

@@ -25,6 +25,7 @@ from scalecheck.benchsuite.results import (
 )
 from scalecheck.benchsuite.runner import Sweep, SweepSettings
 from scalecheck.errors import UserError
+from scalecheck.output import stdout_console
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -68,11 +69,6 @@ def _seconds(option: str, value: float, allow_zero: bool) -> float:
 
 def _catalog_dirs(args) -> list[Path] | None:
     return [Path(d) for d in args.catalog] if args.catalog else None
-
-
-def stdout_console() -> Console:
-    """Tables stay readable when stdout is a file or pipe (rich would assume 80 columns)."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def human(value: float | None) -> str:
