@@ -10,16 +10,21 @@ that holds it, else by the object whose image holds it ("libc.so.6 data"), or "(
 mapping)", and by the functions of each worker that touched it (R: read, W: wrote): the
 program's, or a shared object's exported ones ("libc.so.6:malloc"; the object's name
 alone for code without a symbol, such as libc's internal functions or the PLT); lines
-with the same names are counted together. It says which lines, not how often they moved:
-a line both workers wrote once at their start counts as one that they write at every
-operation does.
+with the same names are counted together, and ranked by their transfers: the accesses
+that had to bring a line from the other worker's cache (the plugin's transfers=on: a read
+of a line the other wrote last, a write to a line the other holds), in the order the
+emulated threads made them. A line both workers wrote once at their start moves once or
+twice; a line they write at every operation moves at every operation. With --warmup 0
+(the default) the regions and the counted window are the same stretch of the run, and the
+transfers are also given per operation.
 
 Only user space is traced: for a library benchmark (libsv6, LDU) that is the library and
 the harness; for a system call, only the call's user-space side.
 
 usage: python3 bench/sharing.py BENCHMARK [--mode M] [--runtime R] [--duration S]
                                 [--catalog DIR] [--json FILE]
-Exit status 0 after the table, 2 when the benchmark cannot be built or run.
+Exit status 0 after the table, 2 when the benchmark cannot be built or run, 141 when
+stdout's reader leaves before the table ends (--json is written first).
 """
 
 import argparse
@@ -41,7 +46,7 @@ from scalecheck.benchsuite.runner import fill_placeholders, parse_result
 from scalecheck.errors import UserError
 from scalecheck.output import READER_GONE_EXIT, stdout_reader_gone
 from scalecheck.trace.build import ensure_plugin
-from scalecheck.trace.regions import RegionReader, shared_lines
+from scalecheck.trace.regions import FLAG_TRANSFERS, RegionReader, shared_lines
 from scalecheck.trace.userspace import QEMU_USER, ProgramSymbols
 
 WORKERS = 2
@@ -85,6 +90,8 @@ def worker_regions(trace: Path) -> list:
     if sorted(by_tag) != list(range(WORKERS)) or any(len(r) != 1 for r in by_tag.values()):
         found = {tag: len(r) for tag, r in sorted(by_tag.items())}
         raise ValueError(f"expected one region per worker (tags 0 and 1), found {found}")
+    if not all(region.flags & FLAG_TRANSFERS for regions in by_tag.values() for region in regions):
+        raise ValueError("the plugin did not count transfers (an older build?)")
     return [by_tag[index][0] for index in range(WORKERS)]
 
 
@@ -163,11 +170,14 @@ def named_groups(
                 "data": data,
                 "worker0": list(code_a),
                 "worker1": list(code_b),
+                "transfers": [0, 0],
                 "example": hex(a.vaddr),
             },
         )
         group["lines"] += 1
-    return sorted(groups.values(), key=lambda group: -group["lines"])
+        for worker, line in enumerate((a, b)):
+            group["transfers"][worker] += line.transfers
+    return sorted(groups.values(), key=lambda group: (-sum(group["transfers"]), -group["lines"]))
 
 
 def harness_names(result: dict, program: Path) -> tuple[int, SharedObjects]:
@@ -196,7 +206,7 @@ def trace_workers(args, entry, mode: str, runtime: str, scratch: str) -> tuple:
             "benchmark's command must start with its binary)"
         )
     trace = Path(scratch) / "trace.bin"
-    plugin = f"{ensure_plugin()},out={trace},mode=user"
+    plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on"
     try:
         run = subprocess.run(
             [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
@@ -216,15 +226,27 @@ def trace_workers(args, entry, mode: str, runtime: str, scratch: str) -> tuple:
         raise UserError(str(err)) from None
 
 
-def print_groups(title: str, pairs: list, regions: list, result: dict, groups: list[dict]):
-    ops = result.get("extra", {}).get("ops", "no")
+def per_operation(transfers: int, ops, warmup: float) -> float | None:
+    """Transfers per operation counted, when the regions are the counted window (no
+    warm-up: the harness counts operations only after it, the regions hold it too)."""
+    return transfers / ops if warmup == 0 and isinstance(ops, int) and ops > 0 else None
+
+
+def print_groups(document: dict):
+    """The table of the groups, most transfers first; document as written to --json."""
+    rate = document["transfers_per_operation"]
+    series = " ".join(filter(None, (document[key] for key in ("benchmark", "mode", "runtime"))))
     print(
-        f"{title}: {len(pairs)} lines shared with a write, of "
-        f"{len(regions[0].lines)} and {len(regions[1].lines)} the two workers touched "
-        f"({ops} operations counted in the window)"
+        f"{series}: {document['shared_lines']} lines shared with a write, of "
+        "{} and {} the two workers touched; ".format(*document["lines_touched"])
+        + f"{document['transfers']} transfers"
+        + (f", {rate:.3f} per operation" if rate is not None else "")
+        + f" ({document['operations']} operations counted in the window)"
     )
-    for group in groups:
-        print(f"{group['lines']:6d}  {group['data']}")
+    print(f"{'lines':>6} {'transfers (w0+w1)':>22}  data")
+    for group in document["groups"]:
+        moved = "{}+{}".format(*group["transfers"])
+        print(f"{group['lines']:6d} {moved:>22}  {group['data']}")
         print(f"        worker 0: {' '.join(group['worker0'])}")
         print(f"        worker 1: {' '.join(group['worker1'])}")
 
@@ -236,7 +258,13 @@ def main() -> int:
     parser.add_argument("benchmark", help="a catalog name (scalecheck bench list)")
     parser.add_argument("--mode", help="default: the benchmark's first mode")
     parser.add_argument("--runtime", help="default: the benchmark's first runtime")
-    parser.add_argument("--warmup", type=float, default=0.1, help="seconds (default 0.1)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="seconds (default 0: the regions are the counted window, so transfers per "
+        "operation can be given)",
+    )
     parser.add_argument(
         "--duration", type=float, default=0.5, help="measured seconds (default 0.5)"
     )
@@ -266,26 +294,26 @@ def main() -> int:
         return 2
     pairs = shared_lines(*regions)
     groups = named_groups(pairs, ProgramSymbols(program, []), bias, objects)
+    ops = result.get("extra", {}).get("ops")
+    transfers = sum(sum(group["transfers"]) for group in groups)
+    document = {
+        "benchmark": entry.name,
+        "mode": mode,
+        "runtime": runtime,
+        "command": shlex.join(argv),
+        "lines_touched": [len(r.lines) for r in regions],
+        "shared_lines": len(pairs),
+        "operations": ops,
+        "warmup_s": args.warmup,
+        "transfers": transfers,
+        "transfers_per_operation": per_operation(transfers, ops, args.warmup),
+        "groups": groups,
+    }
     # The file first: a reader of the table that leaves early (`| head`) loses nothing.
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": entry.name,
-                    "mode": mode,
-                    "runtime": runtime,
-                    "command": shlex.join(argv),
-                    "lines_touched": [len(r.lines) for r in regions],
-                    "shared_lines": len(pairs),
-                    "groups": groups,
-                },
-                indent=1,
-            )
-        )
+        args.json.write_text(json.dumps(document, indent=1))
     try:
-        print_groups(
-            f"{' '.join(filter(None, (entry.name, mode, runtime)))}", pairs, regions, result, groups
-        )
+        print_groups(document)
         sys.stdout.flush()
     except BrokenPipeError:
         if not stdout_reader_gone():

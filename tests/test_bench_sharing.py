@@ -23,14 +23,17 @@ def sharing(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def shared_groups(tmp_path: Path, benchmark: str, mode: str) -> list[dict]:
+def shared(tmp_path: Path, benchmark: str, mode: str) -> dict:
     out = tmp_path / f"{benchmark}-{mode}.json"
     run = sharing(benchmark, "--mode", mode, "--duration", "0.2", "--json", str(out))
     assert run.returncode == 0, run.stderr[-3000:]
     document = json.loads(out.read_text())
-    assert document["shared_lines"] == sum(g["lines"] for g in document["groups"]) > 0
+    groups = document["groups"]
+    assert document["shared_lines"] == sum(g["lines"] for g in groups) > 0
+    assert document["transfers"] == sum(sum(g["transfers"]) for g in groups)
+    assert document["transfers_per_operation"] == document["transfers"] / document["operations"]
     assert f"{document['shared_lines']} lines shared with a write" in run.stdout
-    return document["groups"]
+    return document
 
 
 def writes_in_both(groups: list[dict], function: str) -> bool:
@@ -38,11 +41,18 @@ def writes_in_both(groups: list[dict], function: str) -> bool:
 
 
 def test_the_lowest_fd_shares_partition_zero_and_o_anyfd_does_not(tmp_path):
-    lowest = shared_groups(tmp_path, "sv6-openbench", "lowest")
-    anyfd = shared_groups(tmp_path, "sv6-openbench", "anyfd")
+    lowest_run = shared(tmp_path, "sv6-openbench", "lowest")
+    anyfd_run = shared(tmp_path, "sv6-openbench", "anyfd")
+    lowest, anyfd = lowest_run["groups"], anyfd_run["groups"]
     # every close of the lowest fd writes partition 0's lock, in both workers
     assert writes_in_both(lowest, "fdtable_remove")
     assert not writes_in_both(anyfd, "fdtable_remove")
+    # ... so its lines move at every operation, the most moved first; O_ANYFD's epochs
+    # move once in many operations
+    assert "fdtable_remove:W" in lowest[0]["worker0"], lowest[0]
+    assert min(lowest[0]["transfers"]) >= 0.5 * lowest_run["operations"] / 2
+    assert lowest_run["transfers_per_operation"] >= 1.0
+    assert anyfd_run["transfers_per_operation"] <= 0.3
     # static data is named by the program's symbols (the image's load bias applied)
     for groups in (lowest, anyfd):
         epoch = [g for g in groups if "global_epoch" in g["data"]]

@@ -111,14 +111,18 @@ def test_result_matching_with_wildcards():
     assert not testfile.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
 
 
-def _region_bytes(vcpu, tag, lines):
-    """A region record in the plugin's output format (a fake plugin output for the parser)."""
-    out = struct.pack("<IIII QQ II", regions.REGION_MAGIC, vcpu, tag, 0, 10, 0, 0, len(lines))
-    for paddr, sites in lines:
+def _region_bytes(vcpu, tag, lines, transfers=None):
+    """A region record in the plugin's output format (a fake plugin output for the parser);
+    transfers: each line's count, as the plugin writes them with transfers=on."""
+    flags = regions.FLAG_TRANSFERS if transfers else 0
+    out = struct.pack("<IIII QQ II", regions.REGION_MAGIC, vcpu, tag, flags, 10, 0, 0, len(lines))
+    for i, (paddr, sites) in enumerate(lines):
         rmask = wmask = 0
         for _, r, w in sites:
             rmask, wmask = rmask | r, wmask | w
         out += struct.pack("<QQQQI", paddr, 0xFFFF888000000000 + paddr, rmask, wmask, len(sites))
+        if transfers:
+            out += struct.pack("<I", transfers[i])
         for site in sites:
             out += struct.pack("<QQQ", *site)
     return out
@@ -143,6 +147,26 @@ def test_region_reader_follows_a_growing_file(tmp_path):
     shared = regions.shared_lines(first[0], second[0])
     assert [la.paddr for la, _ in shared] == [0x1000]
     assert shared[0][1].sites == [regions.Site(0xFFFFFFFF81000030, 0, 1)]
+
+
+def test_region_reader_reads_each_lines_transfers_when_counted(tmp_path):
+    path = tmp_path / "trace.bin"
+    lines = [(0x1000, [(0x401000, 1, 0)]), (0x2000, [(0x401010, 0, 0xF0), (0x401020, 1, 0)])]
+    counted = _region_bytes(0, 0, lines, transfers=[7, 0])
+    # cut inside the second line's transfer count: not handed out until it is whole
+    cut = counted.index(struct.pack("<QQ", 0x2000, 0xFFFF888000000000 + 0x2000)) + 36 + 2
+    path.write_bytes(regions.FILE_MAGIC + counted[:cut])
+    reader = regions.RegionReader(path)
+    assert reader.read_new() == []
+    with open(path, "ab") as f:
+        f.write(counted[cut:] + _region_bytes(1, 1, lines))
+    first, second = reader.read_new()
+    assert [line.transfers for line in first.lines.values()] == [7, 0]
+    assert first.lines[0x2000].sites == [
+        regions.Site(0x401010, 0, 0xF0),
+        regions.Site(0x401020, 1, 0),
+    ]
+    assert [line.transfers for line in second.lines.values()] == [None, None]
 
 
 def test_region_reader_rejects_another_format(tmp_path):

@@ -6,6 +6,7 @@ record per traced region::
     u32 'REGN', u32 vcpu, u32 tag, u32 flags, u64 accesses, u64 dropped_in_interrupts,
     u32 interrupts, u32 nlines, then nlines x
         (u64 paddr_line, u64 vaddr_line, u64 read_mask, u64 write_mask, u32 nsites,
+         [u32 transfers, when flags has FLAG_TRANSFERS],
          nsites x (u64 pc, u64 read_mask, u64 write_mask))
 
 A site with PC 0 stands for the PCs beyond the plugin's per-line limit.
@@ -24,10 +25,12 @@ REGION_MAGIC = 0x4E474552
 FLAG_CTXSWITCH = 1
 FLAG_RESTARTED = 2
 FLAG_PCS_TRUNCATED = 4
+FLAG_TRANSFERS = 8  # the plugin ran with transfers=on
 
 _HEAD = struct.Struct("<IIII QQ II")
 _LINE = struct.Struct("<QQQQI")
 _SITE = struct.Struct("<QQQ")
+_TRANSFERS = struct.Struct("<I")
 
 
 @functools.cache
@@ -54,7 +57,15 @@ class Line:
     asked for: a region has hundreds of lines and only the few it shares with the other
     call are looked at site by site."""
 
-    __slots__ = ("_site_bytes", "_sites", "paddr", "read_mask", "vaddr", "write_mask")
+    __slots__ = (
+        "_site_bytes",
+        "_sites",
+        "paddr",
+        "read_mask",
+        "transfers",
+        "vaddr",
+        "write_mask",
+    )
 
     def __init__(
         self,
@@ -64,6 +75,7 @@ class Line:
         write_mask: int,
         sites: list | None = None,
         site_bytes: bytes = b"",
+        transfers: int | None = None,
     ):
         self.paddr, self.vaddr, self.read_mask, self.write_mask = (
             paddr,
@@ -72,6 +84,9 @@ class Line:
             write_mask,
         )
         self._sites, self._site_bytes = sites, site_bytes
+        # This region's accesses that had to bring the line from another vCPU's cache
+        # (None: the plugin did not count them).
+        self.transfers = transfers
 
     @property
     def sites(self) -> list:
@@ -117,6 +132,7 @@ class Region:
                 read = write = 0
                 for s in sites:
                     read, write = read | s.read_mask, write | s.write_mask
+                # its transfers are not known per site: left uncounted
                 kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
         return Region(
             self.vcpu,
@@ -166,10 +182,18 @@ def _parse_region(buf: bytes, pos: int):
             return None
         paddr, vaddr, rmask, wmask, nsites = _LINE.unpack_from(buf, pos)
         pos += _LINE.size
+        transfers = None
+        if flags & FLAG_TRANSFERS:
+            if len(buf) - pos < _TRANSFERS.size:
+                return None
+            (transfers,) = _TRANSFERS.unpack_from(buf, pos)
+            pos += _TRANSFERS.size
         if len(buf) - pos < nsites * _SITE.size:
             return None
         end = pos + nsites * _SITE.size
-        region.lines[paddr] = Line(paddr, vaddr, rmask, wmask, site_bytes=buf[pos:end])
+        region.lines[paddr] = Line(
+            paddr, vaddr, rmask, wmask, site_bytes=buf[pos:end], transfers=transfers
+        )
         pos = end
     return region, pos
 

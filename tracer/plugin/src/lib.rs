@@ -12,9 +12,15 @@
 //! no kernel: every access made between a thread's markers is recorded, by virtual address
 //! (user-mode QEMU has no physical addresses; the address space is the one process's).
 //!
+//! With `transfers=on` each line also counts its transfers: the accesses of this region's
+//! vCPU that a coherent cache with room for every line would have had to bring from
+//! another vCPU (a read of a line another vCPU wrote last, a write to a line another vCPU
+//! holds), in the order the traced accesses of all vCPUs reach the plugin.
+//!
 //! Plugin arguments: `out=PATH` (binary output), `entries=PATH` (optional: kernel entry
 //! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 32;
-//! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`.
+//! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
+//! `transfers=on`.
 
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -44,6 +50,11 @@ const REGION_MAGIC: u32 = 0x4e47_4552; // "REGN"
 const FLAG_CTXSWITCH: u32 = 1;
 const FLAG_RESTARTED: u32 = 2;
 const FLAG_PCS_TRUNCATED: u32 = 4;
+/// Each line record carries its transfer count (`transfers=on`).
+const FLAG_TRANSFERS: u32 = 8;
+/// The lines' holders are kept in this many maps, each under its own lock, so that vCPUs
+/// touching different lines seldom wait for each other.
+const HOLDER_SHARDS: usize = 64;
 
 /// The bytes of one line that one instruction read and wrote. Per-instruction bytes let
 /// the host tell which code sites touched the same data, wherever the line boundaries of
@@ -62,6 +73,32 @@ struct LineInfo {
     write_mask: u64,
     /// In first-seen order; a last entry with PC 0 holds the PCs beyond the limit.
     sites: Vec<SiteAccess>,
+    transfers: u32,
+}
+
+/// Which vCPUs' caches hold a line, as a coherent cache with room for every line sees it.
+#[derive(Default)]
+struct Holders {
+    vcpus: u64,
+    /// Written by its one holder since any other vCPU last read it.
+    modified: bool,
+}
+
+impl Holders {
+    /// One access by `vcpu`; true when the line had to come from another vCPU.
+    fn access(&mut self, vcpu: u32, store: bool) -> bool {
+        let me = 1u64 << vcpu;
+        let moved =
+            if store { self.vcpus & !me != 0 } else { self.modified && self.vcpus & me == 0 };
+        if store {
+            self.vcpus = me;
+            self.modified = true;
+        } else {
+            self.vcpus |= me;
+            self.modified &= !moved;
+        }
+        moved
+    }
 }
 
 #[derive(Default)]
@@ -98,6 +135,8 @@ struct Tracer {
     switch_entries: Vec<u64>,
     max_pcs: usize,
     user_mode: bool,
+    /// With `transfers=on`: every traced line's holders, sharded by line.
+    holders: Option<Vec<Mutex<HashMap<u64, Holders>>>>,
 }
 
 static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -123,6 +162,9 @@ impl Tracer {
             }
             MARK_START => {
                 let mut region = Region { tag: vcpu.building_tag, ..Region::default() };
+                if self.holders.is_some() {
+                    region.flags |= FLAG_TRANSFERS;
+                }
                 if vcpu.region.is_some() {
                     region.flags |= FLAG_RESTARTED;
                 }
@@ -212,18 +254,25 @@ impl Tracer {
                 region.flags |= FLAG_PCS_TRUNCATED;
                 found = entry.sites.iter().position(|s| s.pc == 0);
             }
-            let index = found.unwrap_or_else(|| {
+            let site_at = found.unwrap_or_else(|| {
                 let site_pc = if entry.sites.len() < max_pcs { pc } else { 0 };
                 entry.sites.push(SiteAccess { pc: site_pc, ..SiteAccess::default() });
                 entry.sites.len() - 1
             });
-            let site = &mut entry.sites[index];
+            let site = &mut entry.sites[site_at];
             if store {
                 site.write_mask |= mask;
                 entry.write_mask |= mask;
             } else {
                 site.read_mask |= mask;
                 entry.read_mask |= mask;
+            }
+            if let Some(shards) = &self.holders {
+                // Taken under this vCPU's lock, never the other way round.
+                let shard = &shards[(line / LINE) as usize % HOLDER_SHARDS];
+                if shard.lock().unwrap().entry(line).or_default().access(index, store) {
+                    entry.transfers = entry.transfers.saturating_add(1);
+                }
             }
             start = part_end;
         }
@@ -245,6 +294,9 @@ impl Tracer {
                 buf.extend_from_slice(&v.to_le_bytes());
             }
             buf.extend_from_slice(&(info.sites.len() as u32).to_le_bytes());
+            if region.flags & FLAG_TRANSFERS != 0 {
+                buf.extend_from_slice(&info.transfers.to_le_bytes());
+            }
             for site in &info.sites {
                 for v in [site.pc, site.read_mask, site.write_mask] {
                     buf.extend_from_slice(&v.to_le_bytes());
@@ -320,6 +372,9 @@ impl Register for ConflictTracer {
             switch_entries,
             max_pcs,
             user_mode: string_arg(args, "mode").as_deref() == Some("user"),
+            // QEMU parses on/off, yes/no, true/false as booleans.
+            holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
+                .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(HashMap::new())).collect()),
         };
         if TRACER.set(tracer).is_err() {
             panic!("scalecheck-tracer installed twice");
