@@ -7,6 +7,9 @@ series lands in the same minute) of:
 
   empty                  the harness's loop with no operation, workers as processes: the
                          machine's own ceiling for a 2-vs-1 ratio
+  line-transfer          two workers passing one cache line back and forth (2 workers
+                         only): what one transfer of a line between the two vCPUs costs
+                         in that run, the price of every line that threads share
   sv6-statbench-mixed    fstatx (commutative) beside fstat with refcache / a shared counter
   sv6-openbench          O_ANYFD (commutative) beside the lowest fd
   sv6-mailbench          commutative APIs beside regular ones
@@ -17,7 +20,10 @@ Prints per series the 2-vs-1 ratio of each run, their median, and the medians of
 run's ratio over the empty loop's ratio in that same run ("of machine") and, for a
 commutative series, over its control's ("of control"): a host that gives two busy vCPUs
 less than twice one moves both alike, and a control moves as well with what its code asks
-of the caches and memory the two vCPUs share.  Writes OUT/scaling.json, OUT/scaling.png
+of the caches and memory the two vCPUs share.  The line transfer's ns per run shows where
+the host placed the two vCPUs (near: about 50 ns; far: about 180 ns): a series whose
+threads move k lines per operation (bench/sharing.py) loses about k transfers' time per
+operation, which only the far placement makes large.  Writes OUT/scaling.json, OUT/scaling.png
 and .svg (each series' ratio per run and median, each commutative series beside its
 control, the bar across) and OUT/plots/ (`scalecheck bench plot`: throughput per core).
 
@@ -48,6 +54,7 @@ from scalecheck.benchsuite.results import ResultsDir
 
 BENCHMARKS = [
     "empty",
+    "line-transfer",
     "sv6-statbench-mixed",
     "sv6-statbench-mixed-private",
     "sv6-openbench",
@@ -56,6 +63,7 @@ BENCHMARKS = [
     "sv6-mailbench-private",
 ]
 CEILING = ("empty", "")
+LINE_TRANSFER = "line-transfer"
 # Each commutative series and its control.
 COMMUTATIVE = {
     ("sv6-statbench-mixed", "fstatx"): ("sv6-statbench-mixed-private", "fstatx"),
@@ -64,10 +72,11 @@ COMMUTATIVE = {
 }
 
 
-def run_ratios(out: str) -> tuple[dict, list[str]]:
+def run_ratios(out: str) -> tuple[dict, dict, list[str]]:
     """(benchmark, mode) -> {run: ops/s at 2 workers / ops/s at 1}, from the sweep's record
-    in out (the driver's newest record of each cell), and the cells that failed: a run
-    missing either side has no ratio, and is listed rather than dropped."""
+    in out (the driver's newest record of each cell); {run: ns per line transfer}; and the
+    cells that failed: a run missing either side has no ratio, and is listed rather than
+    dropped."""
     ops, failed = defaultdict(dict), []
     for cell, r in sorted(ResultsDir(Path(out)).latest_records().items()):
         if r["status"] == "ok" and r["ops_per_sec"]:
@@ -76,11 +85,13 @@ def run_ratios(out: str) -> tuple[dict, list[str]]:
             failed.append(
                 f"{cell.benchmark} {cell.mode} cores={cell.cores} run={cell.run}: {r.get('reason')}"
             )
-    ratios = defaultdict(dict)
+    ratios, transfer_ns = defaultdict(dict), {}
     for (bench, mode, run), by_cores in ops.items():
-        if 1 in by_cores and 2 in by_cores:
+        if bench == LINE_TRANSFER and 2 in by_cores:
+            transfer_ns[run] = 1e9 / by_cores[2]
+        elif 1 in by_cores and 2 in by_cores:
             ratios[(bench, mode)][run] = by_cores[2] / by_cores[1]
-    return ratios, failed
+    return ratios, transfer_ns, failed
 
 
 def median_over(by_run: dict, reference: dict) -> float | None:
@@ -113,7 +124,7 @@ def series_rows(ratios: dict) -> list[dict]:
 SERIES_COLORS = {"commutative": "tab:red", "control": "tab:gray", "other": "tab:blue"}
 
 
-def plot_ratios(rows: list[dict], bar: float, out: Path) -> list[str]:
+def plot_ratios(rows: list[dict], bar: float, transfer_ns: float | None, out: Path) -> list[str]:
     """Each series' 2-vs-1 ratio of every run (dots) and their median (the bar's height):
     the empty loop first, then each commutative series beside its control."""
     by_series = {(row["benchmark"], row["mode"]): row for row in rows}
@@ -141,7 +152,10 @@ def plot_ratios(rows: list[dict], bar: float, out: Path) -> list[str]:
         plt.Line2D([], [], linestyle=":", color="black", label="2x"),
     ]
     axis.legend(handles=handles, fontsize="small", loc="lower left")
-    axis.set_title("libsv6, 2 workers vs 1 (dots: runs, bars: medians)", fontsize="medium")
+    title = "libsv6, 2 workers vs 1 (dots: runs, bars: medians)"
+    if transfer_ns is not None:
+        title += f"; a line transfer took {transfer_ns:.0f} ns (median of the runs)"
+    axis.set_title(title, fontsize="medium")
     figure.tight_layout()
     return save_figure(figure, out / "scaling")
 
@@ -169,8 +183,12 @@ def main() -> int:
     print(f"load average after: {os.getloadavg()}")
     if sweep.returncode not in (0, 1):  # 1: some cell failed; the rest still counts
         return sweep.returncode
-    ratios, failed = run_ratios(args.out)
+    ratios, transfer_ns, failed = run_ratios(args.out)
     rows = series_rows(ratios)
+    transfers = {
+        "runs": [round(transfer_ns[run], 1) for run in sorted(transfer_ns)],
+        "median": statistics.median(transfer_ns.values()) if transfer_ns else None,
+    }
     print(
         f"\n{'series':40} {'2 vs 1 per run':32} {'median':>7} {'of machine':>11} {'of control':>11}"
     )
@@ -182,6 +200,9 @@ def main() -> int:
         )
         per_run = " ".join(f"{r:.2f}" for r in row["ratios"])
         print(f"{name:40} {per_run:32} {row['median']:7.3f} {machine:>11} {control:>11}")
+    if transfers["median"] is not None:
+        per_run = " ".join(f"{ns:.0f}" for ns in transfers["runs"])
+        print(f"{'line transfer, ns per run':40} {per_run:32} {transfers['median']:7.0f}")
     print(
         f"* commutative: the bar is {args.bar}x; 'of machine' and 'of control' are each run's "
         "ratio over the empty loop's, or over the series' control's, in that run"
@@ -192,7 +213,7 @@ def main() -> int:
         any(r["median"] >= args.bar for r in rows if (r["benchmark"], r["mode"]) == series)
         for series in COMMUTATIVE
     )
-    figures = plot_ratios(rows, args.bar, Path(args.out)) if rows else []
+    figures = plot_ratios(rows, args.bar, transfers["median"], Path(args.out)) if rows else []
     plotted, notes = plot_results(ResultsDir(Path(args.out)))
     figures += [str(path) for path in plotted]
     for note in notes:
@@ -203,6 +224,7 @@ def main() -> int:
                 "bar": args.bar,
                 "met": met,
                 "series": rows,
+                "line_transfer_ns": transfers,
                 "failed_cells": failed,
                 "figures": figures,
             },

@@ -247,3 +247,13 @@ def test_more_workers_than_cpus_wrap_and_are_flagged(built):
     result = result_of(run_program(built / "empty", "--workers", str(len(cpus) + 1), *SHORT))
     assert result["harness"]["oversubscribed"] is True
     assert [t["cpu"] for t in result["harness"]["topology"]] == cpus + cpus[:1]
+
+
+def test_passing_a_line_between_two_workers_costs_a_transfer_per_operation(built):
+    """empty's pass-line mode (catalog entry line-transfer): the workers take turns, so each
+    operation waits for the line to come from the other CPU, far slower than counting."""
+    own = result_of(run_program(built / "empty", "--workers", "2", "--mode", "own-line", *SHORT))
+    passed = result_of(
+        run_program(built / "empty", "--workers", "2", "--mode", "pass-line", *SHORT)
+    )
+    assert 0 < passed["ops_per_sec"] < own["ops_per_sec"] / 4

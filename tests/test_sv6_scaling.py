@@ -45,10 +45,13 @@ def test_ratios_pair_each_run_with_the_machine_of_that_run(tmp_path):
         # its control: run 1 only
         record("sv6-openbench-private", "anyfd", 1, 1, 10.0),
         record("sv6-openbench-private", "anyfd", 2, 1, 20.0),
+        # the line transfer has a 2-worker cell only: its ns, no ratio
+        record("line-transfer", "", 2, 1, 5e6),
     ]
     runs.write_text("\n".join(lines) + "\n")
-    ratios, failed = sv6_scaling.run_ratios(str(tmp_path))
+    ratios, transfer_ns, failed = sv6_scaling.run_ratios(str(tmp_path))
     assert ratios[("sv6-openbench", "anyfd")] == {1: 1.9, 2: 1.6}
+    assert transfer_ns == {1: 200.0} and ("line-transfer", "") not in ratios
     assert failed == ["sv6-openbench anyfd cores=2 run=3: None"]
     rows = {(r["benchmark"], r["mode"]): r for r in sv6_scaling.series_rows(ratios)}
     anyfd = rows[("sv6-openbench", "anyfd")]
@@ -91,10 +94,12 @@ def test_a_short_sweep_reports_every_series(tmp_path):
         assert len(row["ratios"]) == 1 and row["ratios"][0] > 0
         assert row["median_of_machine"] > 0
         assert (row["median_of_control"] is not None) == (key in sv6_scaling.COMMUTATIVE)
+    transfers = document["line_transfer_ns"]
+    assert len(transfers["runs"]) == 1 and transfers["median"] > 0
     met = all(series[s]["median"] >= document["bar"] for s in sv6_scaling.COMMUTATIVE)
     assert document["met"] == met and run.returncode == (0 if met else 1)
     # the ratios' figure and each benchmark's throughput per core, as PNG and SVG
-    benchmarks = {benchmark for benchmark, _ in series}
+    benchmarks = {benchmark for benchmark, _ in series} | {sv6_scaling.LINE_TRANSFER}
     expected = {tmp_path / f"scaling.{s}" for s in ("png", "svg")} | {
         tmp_path / "plots" / f"{b}.{s}" for b in benchmarks for s in ("png", "svg")
     }

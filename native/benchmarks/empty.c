@@ -1,7 +1,10 @@
 /*
  * empty: the harness's own ceiling - a loop that only counts (bench/harness_overhead.py).
  * Mode "shared-line" also stores to one cache line all workers share, the false-sharing
- * contrast that shows what the per-worker counter slots avoid.
+ * contrast that shows what the per-worker counter slots avoid.  Mode "pass-line" passes
+ * that line from worker to worker in turn: each counted operation moves it once from the
+ * last worker's cache to the next one's, so at 2 workers the time per operation is what
+ * one transfer of a line between their CPUs costs (catalog entry line-transfer).
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -21,20 +24,44 @@ static void process_setup(struct hc_run *run)
         hc_fail("mmap: %s", strerror(errno));
 }
 
-static void worker(struct hc_worker *w)
+static void own_line(struct hc_worker *w)
 {
-    if (strcmp(w->run->mode, "shared-line") == 0) {
-        while (hc_running(w)) {
-            __atomic_store_n(shared_word, w->slot->ops, __ATOMIC_RELAXED);
-            hc_count(w);
-        }
-        return;
-    }
     while (hc_running(w))
         hc_count(w);
 }
 
-static const char *const modes[] = {"own-line", "shared-line", NULL};
+static void shared_line(struct hc_worker *w)
+{
+    while (hc_running(w)) {
+        __atomic_store_n(shared_word, w->slot->ops, __ATOMIC_RELAXED);
+        hc_count(w);
+    }
+}
+
+/* The word counts the passes: worker i holds the line while it is i modulo the workers. */
+static void pass_line(struct hc_worker *w)
+{
+    const uint64_t workers = (uint64_t)w->run->workers, me = (uint64_t)w->index;
+    while (hc_running(w)) {
+        uint64_t passes = __atomic_load_n(shared_word, __ATOMIC_ACQUIRE);
+        if (passes % workers != me)
+            continue; /* not this worker's turn: the line is on its way */
+        __atomic_store_n(shared_word, passes + 1, __ATOMIC_RELEASE);
+        hc_count(w);
+    }
+}
+
+static const char *const modes[] = {"own-line", "shared-line", "pass-line", NULL};
+static void (*const loops[])(struct hc_worker *) = {own_line, shared_line, pass_line};
+
+static void worker(struct hc_worker *w)
+{
+    for (size_t i = 0; modes[i]; i++)
+        if (strcmp(w->run->mode, modes[i]) == 0) {
+            loops[i](w);
+            return;
+        }
+}
 
 const struct hc_benchmark hc_benchmark = {
     .name = "empty",
