@@ -1,7 +1,10 @@
 /*
  * sv6-mailbench on libsv6: a qmail-like pipeline of libsv6 processes.  Each
- * worker is a client and a queue manager thread.  Per message it spawns a
- * mail-enqueue process that writes the message and its envelope into the
+ * worker is a thread of the one mail client and of the queue manager.  Each
+ * client thread hands mail-enqueue a channel of its own, as sv6's client
+ * threads do (each its own pipe for the message): its fd for the queue
+ * manager's socket, in its core's partition (commutative) or the lowest free
+ * one (regular).  Per message it spawns a mail-enqueue process that writes the message and its envelope into the
  * spool and notifies the queue manager over a datagram socket; then, as queue
  * manager, it receives a notification (its own or another worker's), reads the
  * envelope, spawns a mail-deliver process with the message's fd, which writes
@@ -17,6 +20,7 @@
  */
 #include "harness.h"
 #include "sv6/core.h"
+#include "sv6/fdtable.h"
 #include "sv6/sv6.h"
 
 #include <errno.h>
@@ -31,7 +35,8 @@ enum { MESSAGE_BYTES = 256, CHILD_SOCKET = 3 };
 struct mail_run {
     struct sv6_world *world;
     struct sv6_proc *client, *qman;
-    int client_sock, qman_sock;
+    int *client_socks; /* per worker: its fd of the queue manager's socket in the client */
+    int qman_sock;
     bool commutative;
     int open_flags;
 };
@@ -46,10 +51,19 @@ static void process_setup(struct hc_run *run)
     s->world = sv6_world_create(SV6_WORLD_SELF_TICK);
     s->qman = sv6_proc_create(s->world);
     s->qman_sock = sv6_socket(s->qman, s->commutative, 0);
-    const struct sv6_spawn_fd pass[] = {{s->qman_sock, CHILD_SOCKET}};
-    if (s->qman_sock < 0 || sv6_spawn(s->qman, pass, 1, &s->client) != 0)
+    if (s->qman_sock < 0 || sv6_spawn(s->qman, NULL, 0, &s->client) != 0)
         hc_fail("setup: socket %d", s->qman_sock);
-    s->client_sock = CHILD_SOCKET;
+    s->client_socks = calloc((size_t)run->workers, sizeof *s->client_socks);
+    if (!s->client_socks)
+        hc_fail("out of memory");
+    for (int i = 0; i < run->workers; i++) {
+        /* The first fd of worker i's core partition (O_ANYFD's numbering), or the
+         * lowest one free. */
+        int fd = s->commutative ? (i % SV6_NCORES + 1) << FDTABLE_PART_BITS : CHILD_SOCKET + i;
+        if (sv6_fd_install(s->client, fd, s->qman, s->qman_sock) != 0)
+            hc_fail("setup: client socket %d", fd);
+        s->client_socks[i] = fd;
+    }
     run->data = s;
 }
 
@@ -82,10 +96,11 @@ static struct sv6_proc *spawn(struct mail_run *s, struct sv6_proc *parent, int f
     return child;
 }
 
-static void enqueue(struct mail_run *s, const char *id, int user, const char *body)
+static void enqueue(struct mail_run *s, int client_sock, const char *id, int user,
+                    const char *body)
 {
     int sock;
-    struct sv6_proc *e = spawn(s, s->client, s->client_sock, CHILD_SOCKET, &sock);
+    struct sv6_proc *e = spawn(s, s->client, client_sock, CHILD_SOCKET, &sock);
     char name[64], envelope[64];
     snprintf(name, sizeof name, "spool/mess.%s", id);
     write_file(s, e, name, body, MESSAGE_BYTES);
@@ -142,7 +157,7 @@ static void worker(struct hc_worker *w)
     memset(body, 'm', sizeof body);
     for (unsigned long seq = 0; hc_running(w); seq++) {
         snprintf(id, sizeof id, "%d.%lu", w->index, seq);
-        enqueue(s, id, w->index % 4, body);
+        enqueue(s, s->client_socks[w->index], id, w->index % 4, body);
         while (!manage_one(s) && hc_running(w))
             ; /* another worker took ours: take the next one */
         hc_count(w);
@@ -155,6 +170,7 @@ static void process_teardown(struct hc_run *run)
     while (manage_one(s)) /* notifications left when the window closed */
         ;
     sv6_proc_destroy(s->client);
+    free(s->client_socks);
     sv6_proc_destroy(s->qman);
     sv6_world_destroy(s->world);
     free(s);
