@@ -12,8 +12,8 @@ program's, or a shared object's exported ones ("libc.so.6:malloc"; the object's 
 alone for code without a symbol, such as libc's internal functions or the PLT); lines
 with the same names are counted together, and ranked by their transfers: the accesses
 that had to bring a line from the other worker's cache (the plugin's transfers=on: a read
-of a line the other wrote last, a write to a line the other holds), in the order the
-emulated threads made them. A line both workers wrote once at their start moves once or
+of a line the other wrote last, a write to a line the other holds and this one does not),
+in the order the emulated threads made them. A line both workers wrote once at their start moves once or
 twice; a line they write at every operation moves at every operation. With --warmup 0
 (the default) the regions and the counted window are the same stretch of the run, and the
 transfers are also given per operation.

@@ -23,9 +23,10 @@ def sharing(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def shared(tmp_path: Path, benchmark: str, mode: str) -> dict:
+def shared(tmp_path: Path, benchmark: str, mode: str | None) -> dict:
     out = tmp_path / f"{benchmark}-{mode}.json"
-    run = sharing(benchmark, "--mode", mode, "--duration", "0.2", "--json", str(out))
+    series = ("--mode", mode) if mode else ()
+    run = sharing(benchmark, *series, "--duration", "0.2", "--json", str(out))
     assert run.returncode == 0, run.stderr[-3000:]
     document = json.loads(out.read_text())
     groups = document["groups"]
@@ -50,9 +51,12 @@ def test_the_lowest_fd_shares_partition_zero_and_o_anyfd_does_not(tmp_path):
     # ... so its lines move at every operation, the most moved first; O_ANYFD's epochs
     # move once in many operations
     assert "fdtable_remove:W" in lowest[0]["worker0"], lowest[0]
-    assert min(lowest[0]["transfers"]) >= 0.5 * lowest_run["operations"] / 2
-    assert lowest_run["transfers_per_operation"] >= 1.0
-    assert anyfd_run["transfers_per_operation"] <= 0.3
+    # (1.3-1.4 per operation and 0.03 when the two threads interleave finely; bounds with
+    # room for a loaded machine, on which each thread runs longer stretches alone)
+    assert min(lowest[0]["transfers"]) >= 0.2 * lowest_run["operations"] / 2
+    assert lowest_run["transfers_per_operation"] >= 0.5
+    assert anyfd_run["transfers_per_operation"] <= 0.2
+    assert lowest_run["transfers_per_operation"] >= 5 * anyfd_run["transfers_per_operation"]
     # static data is named by the program's symbols (the image's load bias applied)
     for groups in (lowest, anyfd):
         epoch = [g for g in groups if "global_epoch" in g["data"]]
@@ -62,6 +66,16 @@ def test_the_lowest_fd_shares_partition_zero_and_o_anyfd_does_not(tmp_path):
         libc_code = {c for g in groups for c in g["worker0"] + g["worker1"] if "libc.so.6" in c}
         assert any(g["data"] == "libc.so.6 data" for g in groups), groups
         assert any(c.startswith("libc.so.6:pthread_") for c in libc_code), libc_code
+
+
+def test_a_line_passed_between_the_workers_moves_once_per_operation(tmp_path):
+    """line-transfer's workers take turns on one line: each pass is one read of the line the
+    other wrote (a transfer) and one write to the line the reader now shares (an
+    invalidation, not a transfer)."""
+    passes = shared(tmp_path, "line-transfer", None)
+    assert passes["shared_lines"] == 1
+    # (the regions also hold the few passes between the counted window and the stop)
+    assert 0.95 <= passes["transfers_per_operation"] <= 1.1, passes
 
 
 def test_a_reader_that_leaves_early_loses_nothing(tmp_path):

@@ -14,8 +14,9 @@
 //!
 //! With `transfers=on` each line also counts its transfers: the accesses of this region's
 //! vCPU that a coherent cache with room for every line would have had to bring from
-//! another vCPU (a read of a line another vCPU wrote last, a write to a line another vCPU
-//! holds), in the order the traced accesses of all vCPUs reach the plugin.
+//! another vCPU (a read of a line another vCPU wrote last, a write to a line that other
+//! vCPUs hold and this one does not), in the order the traced accesses of all vCPUs reach
+//! the plugin.
 //!
 //! Plugin arguments: `out=PATH` (binary output), `entries=PATH` (optional: kernel entry
 //! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 32;
@@ -85,11 +86,12 @@ struct Holders {
 }
 
 impl Holders {
-    /// One access by `vcpu`; true when the line had to come from another vCPU.
+    /// One access by `vcpu`; true when the line had to come from another vCPU: a read of a
+    /// line another vCPU wrote last, a write to a line other vCPUs hold and this one does
+    /// not (a write to a line it shares only invalidates the other copies).
     fn access(&mut self, vcpu: u32, store: bool) -> bool {
         let me = 1u64 << vcpu;
-        let moved =
-            if store { self.vcpus & !me != 0 } else { self.modified && self.vcpus & me == 0 };
+        let moved = self.vcpus & me == 0 && if store { self.vcpus != 0 } else { self.modified };
         if store {
             self.vcpus = me;
             self.modified = true;
