@@ -13,10 +13,11 @@ alone for code without a symbol, such as libc's internal functions or the PLT); 
 with the same names are counted together, and ranked by their transfers: the accesses
 that had to bring a line from the other worker's cache (the plugin's transfers=on: a read
 of a line the other wrote last, a write to a line the other holds and this one does not),
-in the order the emulated threads made them. A line both workers wrote once at their start moves once or
-twice; a line they write at every operation moves at every operation. With --warmup 0
-(the default) the regions and the counted window are the same stretch of the run, and the
-transfers are also given per operation.
+in the order the emulated threads made them. A line both workers wrote once at their
+start moves once or twice; a line they write at every operation moves at every operation.
+With --warmup 0 (the default) the regions are the counted window (but for the few
+operations between its end and the workers' stop), and the transfers are also given per
+operation.
 
 Only user space is traced: for a library benchmark (libsv6, LDU) that is the library and
 the harness; for a system call, only the call's user-space side.
