@@ -2,11 +2,14 @@
 qemu-x86_64 with the plugin and named by the program's symbols."""
 
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from scalecheck.trace import regions
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -138,6 +141,18 @@ def test_a_benchmark_that_cannot_be_traced_ends_in_one_line(tmp_path, build, com
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [error]
     assert run.stdout == ""
+
+
+def test_a_trace_without_transfer_counts_is_refused(tmp_path):
+    """A plugin run without transfers=on (regions without flag 8) cannot rank the lines."""
+
+    def region(tag: int) -> bytes:  # a fake plugin output: one worker's region, no lines
+        return struct.pack("<IIII QQ II", regions.REGION_MAGIC, tag, tag, 0, 1, 0, 0, 0)
+
+    trace = tmp_path / "trace.bin"
+    trace.write_bytes(regions.FILE_MAGIC + region(0) + region(1))
+    with pytest.raises(ValueError, match="did not count transfers"):
+        sharing_script.worker_regions(trace)
 
 
 def test_a_missing_catalog_directory_is_refused_in_one_line(tmp_path):
