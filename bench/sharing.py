@@ -45,7 +45,7 @@ from benchlib import REPO
 from scalecheck.benchsuite.catalog import load_catalog
 from scalecheck.benchsuite.runner import fill_placeholders, parse_result
 from scalecheck.errors import UserError
-from scalecheck.output import READER_GONE_EXIT, stdout_reader_gone
+from scalecheck.output import run_printing
 from scalecheck.trace.build import ensure_plugin
 from scalecheck.trace.regions import FLAG_TRANSFERS, RegionReader, shared_lines
 from scalecheck.trace.userspace import QEMU_USER, ProgramSymbols
@@ -91,9 +91,10 @@ def worker_regions(trace: Path) -> list:
     if sorted(by_tag) != list(range(WORKERS)) or any(len(r) != 1 for r in by_tag.values()):
         found = {tag: len(r) for tag, r in sorted(by_tag.items())}
         raise ValueError(f"expected one region per worker (tags 0 and 1), found {found}")
-    if not all(region.flags & FLAG_TRANSFERS for regions in by_tag.values() for region in regions):
+    workers = [by_tag[index][0] for index in range(WORKERS)]
+    if not all(region.flags & FLAG_TRANSFERS for region in workers):
         raise ValueError("the plugin did not count transfers (an older build?)")
-    return [by_tag[index][0] for index in range(WORKERS)]
+    return workers
 
 
 class SharedObjects:
@@ -313,14 +314,7 @@ def main() -> int:
     # The file first: a reader of the table that leaves early (`| head`) loses nothing.
     if args.json:
         args.json.write_text(json.dumps(document, indent=1))
-    try:
-        print_groups(document)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        if not stdout_reader_gone():
-            raise
-        return READER_GONE_EXIT
-    return 0
+    return run_printing(lambda: print_groups(document))
 
 
 if __name__ == "__main__":

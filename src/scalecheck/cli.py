@@ -12,7 +12,7 @@ from pathlib import Path
 
 from scalecheck import __version__
 from scalecheck.errors import UserError, stop_requested
-from scalecheck.output import READER_GONE_EXIT, stdout_reader_gone
+from scalecheck.output import run_printing
 from scalecheck.storage import NO_SPACE, no_space
 
 # Pipeline order: model -> analyze -> testgen -> run/trace -> report; then the benchmarks.
@@ -55,17 +55,10 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        code = args.func(args)
-        sys.stdout.flush()  # here, not at exit: a reader gone is caught below
-        return code
+        return run_printing(lambda: args.func(args))
     except UserError as err:
         print(f"scalecheck: error: {err}", file=sys.stderr)
         return err.exit_code
-    except BrokenPipeError:
-        # `scalecheck report DIR | head`: what was computed is on disk already.
-        if not stdout_reader_gone():
-            raise
-        return READER_GONE_EXIT
     except OSError as err:
         if err.errno not in NO_SPACE:
             raise

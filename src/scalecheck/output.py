@@ -38,3 +38,17 @@ def stdout_reader_gone() -> bool:
         return False
     os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
     return True
+
+
+def run_printing(body) -> int:
+    """body()'s exit status (None: 0) once what it printed is flushed, or READER_GONE_EXIT
+    when stdout's reader left meanwhile (`scalecheck report DIR | head`: what was computed
+    is on disk already). A broken pipe to anything else still raises."""
+    try:
+        code = body()
+        sys.stdout.flush()  # here, not at exit, where the error could not be caught
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise
+        return READER_GONE_EXIT
+    return 0 if code is None else code

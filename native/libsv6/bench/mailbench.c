@@ -4,13 +4,14 @@
  * client thread hands mail-enqueue a channel of its own, as sv6's client
  * threads do (each its own pipe for the message): its fd for the queue
  * manager's socket, in its core's partition (commutative) or the lowest free
- * one (regular).  Per message it spawns a mail-enqueue process that writes the message and its envelope into the
- * spool and notifies the queue manager over a datagram socket; then, as queue
- * manager, it receives a notification (its own or another worker's), reads the
- * envelope, spawns a mail-deliver process with the message's fd, which writes
- * the mail into the user's maildir (tmp name, then rename to new), and removes
- * the spool files; the user's reader then removes the mail.  Counted: messages
- * delivered.  Modes (sv6's two configurations):
+ * one (regular).  Per message it spawns a mail-enqueue process that writes the
+ * message and its envelope into the spool and notifies the queue manager over
+ * a datagram socket; then, as queue manager, it receives a notification (its
+ * own or another worker's), reads the envelope, spawns a mail-deliver process
+ * with the message's fd, which writes the mail into the user's maildir (tmp
+ * name, then rename to new), and removes the spool files; the user's reader
+ * then removes the mail.  Counted: messages delivered.  Modes (sv6's two
+ * configurations):
  *   regular       lowest fds, an ordered socket, fork-style spawn (every fd copied)
  *   commutative   O_ANYFD, an unordered socket, posix_spawn-style (only the fds needed)
  * The libsv6 processes run on the worker's thread.  With --processes each
