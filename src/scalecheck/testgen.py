@@ -22,6 +22,7 @@ from typing import Any
 
 import z3
 from rich.table import Table
+from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
 
 from scalecheck import __version__, binding
 from scalecheck.analyze import (
@@ -32,7 +33,6 @@ from scalecheck.analyze import (
     pair_is_current,
 )
 from scalecheck.engine.commute import OBSERVED
-from scalecheck.engine.sexpr import parse_sexpr
 from scalecheck.errors import UserError
 from scalecheck.modelfile import load_model, model_fingerprint
 from scalecheck.output import stdout_console
@@ -189,15 +189,10 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
     solver = z3.Solver()
     solver.set("timeout", 60_000)
     solver.from_string(path["smt2"])
-    terms = next(
-        assertion.children()
-        for assertion in solver.assertions()
-        if z3.is_app(assertion) and assertion.decl().name() == OBSERVED
-    )
+    terms = ObservedTerms(solver)
     observations = path["observations"]
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms)
-    read_values = _values_reader(terms)
     tests: list[dict] = []
     while len(tests) < cap:
         answer = solver.check()
@@ -205,34 +200,82 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
             return tests, "unknown_paths"
         if answer == z3.unsat:
             return tests, "complete" if tests else "unrealizable_paths"
-        values = read_values(solver.model())
+        values = terms.values(solver.model())
         tests.append(_concrete_test(model_cls, ops, path, observations, kinds, values))
         solver.add(pattern.exclude(values))
     return tests, "capped_paths" if solver.check() == z3.sat else "complete"
 
 
-def _values_reader(terms):
-    """A function from a Z3 model to the Python values of ``terms``. All terms are packed
-    into one tuple and evaluated at once: evaluating them one by one through Z3's Python
-    API costs more than the solver does."""
-    packing = z3.Datatype("Observed")
-    packing.declare("observed", *[(f"t{i}", term.sort()) for i, term in enumerate(terms)])
-    packing = packing.create()
-    packed = packing.observed(*terms)
+class ObservedTerms:
+    """The arguments of the path's ``observed(t0, t1, ...)`` atom (engine/commute.py).
 
-    def read(model):
-        value = parse_sexpr(model.eval(packed, model_completion=True).sexpr())
-        return [_atom_value(item) for item in value[1:]]
+    They are kept as raw Z3 ASTs and read through Z3's C API: wrapping each term and each
+    model value in Z3's Python classes costs several times what the solver does. A term
+    becomes a Python expression only when a clause needs it (``terms[i]``)."""
 
-    return read
+    def __init__(self, solver: z3.Solver):
+        self.context = solver.ctx
+        self._solver = solver  # keeps the atom, hence its arguments, alive
+        ref = self.context.ref()
+        atom = _observed_atom(solver)
+        self.raw = [
+            z3.Z3_get_app_arg(ref, atom, i) for i in range(z3.Z3_get_app_num_args(ref, atom))
+        ]
+        self._wrapped: dict[int, z3.ExprRef] = {}
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __getitem__(self, index: int) -> z3.ExprRef:
+        if index not in self._wrapped:
+            self._wrapped[index] = _to_expr_ref(self.raw[index], self.context)
+        return self._wrapped[index]
+
+    def values(self, model: z3.ModelRef) -> list:
+        """The terms' values in ``model`` (completed, so every term has one), as Python
+        bools and ints, evaluated in order: completion fixes a value for a symbol the
+        model leaves free, and later terms see that value."""
+        ref = self.context.ref()
+        result = (z3.Ast * 1)()
+        values = []
+        for term in self.raw:
+            if not z3.Z3_model_eval(ref, model.model, term, True, result):
+                raise z3.Z3Exception("failed to evaluate an observed term in the model")
+            value = result[0]
+            z3.Z3_inc_ref(ref, value)
+            try:
+                values.append(_raw_value(ref, value))
+            finally:
+                z3.Z3_dec_ref(ref, value)
+        return values
 
 
-def _atom_value(item):
-    if item == "true" or item == "false":
-        return item == "true"
-    if isinstance(item, list):  # (- 5)
-        return -int(item[1])
-    return int(item)
+def _observed_atom(solver: z3.Solver):
+    """The raw ``observed(...)`` assertion of the path's SMT-LIB text."""
+    ref = solver.ctx.ref()
+    assertions = z3.Z3_solver_get_assertions(ref, solver.solver)
+    z3.Z3_ast_vector_inc_ref(ref, assertions)
+    try:
+        for index in range(z3.Z3_ast_vector_size(ref, assertions)):
+            assertion = z3.Z3_ast_vector_get(ref, assertions, index)
+            if z3.Z3_get_ast_kind(ref, assertion) != z3.Z3_APP_AST:
+                continue
+            decl = z3.Z3_get_app_decl(ref, z3.Z3_to_app(ref, assertion))
+            if z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl)) == OBSERVED:
+                return z3.Z3_to_app(ref, assertion)
+    finally:
+        z3.Z3_ast_vector_dec_ref(ref, assertions)
+    raise ValueError(f"the path's constraints have no {OBSERVED}(...) atom")
+
+
+def _raw_value(ref, value) -> bool | int:
+    """A model value (a Boolean or integer constant) as a Python value."""
+    if z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, value)) == z3.Z3_BOOL_SORT:
+        answer = z3.Z3_get_bool_value(ref, value)
+        if answer == z3.Z3_L_UNDEF:
+            raise ValueError("an observed Boolean term has no value in the model")
+        return answer == z3.Z3_L_TRUE
+    return int(z3.Z3_get_numeral_string(ref, value))
 
 
 class IsomorphismPattern:

@@ -375,12 +375,8 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
         order: [observe_result(results[order, call]) for call in "AB"] for order in ("AB", "BA")
     }
     observed = z3.Function(OBSERVED, *[term.sort() for term in terms], z3.BoolSort())
-    solver = z3.Solver()
-    solver.add(path.decisions)
-    solver.add(path.assumptions)
-    solver.add(base.setup_constraints(path.reads))
-    solver.add(observed(*terms))
-    return solver.to_smt2(), {
+    constraints = [*path.decisions, *path.assumptions, *base.setup_constraints(path.reads)]
+    return _smtlib(constraints, _apply(observed, terms)), {
         "reads": reads,
         "args": arguments,
         "results": observed_results,
@@ -392,11 +388,47 @@ OBSERVED = "observed"
 
 
 def _subterm_ids(exprs) -> set:
-    """Ids of every subterm of the path's branch conditions."""
-    seen, todo = set(), list(exprs)
+    """Ids of every subterm of the path's branch conditions (walked through Z3's C API:
+    wrapping every node in a Python object costs more than the walk)."""
+    if not exprs:
+        return set()
+    ref = exprs[0].ctx.ref()
+    seen, todo = set(), [expr.as_ast() for expr in exprs]
     while todo:
         node = todo.pop()
-        if node.get_id() not in seen:
-            seen.add(node.get_id())
-            todo.extend(node.children())
+        node_id = z3.Z3_get_ast_id(ref, node)
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        if z3.Z3_get_ast_kind(ref, node) == z3.Z3_APP_AST:
+            app = z3.Z3_to_app(ref, node)
+            todo += [
+                z3.Z3_get_app_arg(ref, app, i) for i in range(z3.Z3_get_app_num_args(ref, app))
+            ]
     return seen
+
+
+def _apply(function: z3.FuncDeclRef, terms: list) -> z3.BoolRef:
+    """``function(*terms)`` for terms already of its domain's sorts, without the Python
+    API's per-argument casts."""
+    ctx = function.ctx
+    array = (z3.Ast * len(terms))(*[term.as_ast() for term in terms])
+    return z3.BoolRef(z3.Z3_mk_app(ctx.ref(), function.ast, len(terms), array), ctx)
+
+
+def _smtlib(constraints: list, last: z3.BoolRef) -> str:
+    """The SMT-LIB text ``Solver.to_smt2`` writes for a solver holding ``constraints``
+    then ``last``; printed directly, since asserting every constraint into a solver and
+    reading them back through the Python API costs more than the printing."""
+    ctx = last.ctx
+    asts = [(c if isinstance(c, z3.BoolRef) else z3.BoolVal(c, ctx)).as_ast() for c in constraints]
+    return z3.Z3_benchmark_to_smtlib_string(
+        ctx.ref(),
+        "benchmark generated from python API",
+        "",
+        "unknown",
+        "",
+        len(asts),
+        (z3.Ast * len(asts))(*asts),
+        last.as_ast(),
+    )
