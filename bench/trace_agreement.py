@@ -21,12 +21,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from scalecheck.trace import outcome, testfile
-from scalecheck.trace.runner import run_tests
+from scalecheck.run import run_tests
+from scalecheck.trace import outcome, testcase
 
-CALIBRATION = (
-    Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
-)
+CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 
 
 def _records(run_dir: Path) -> dict:
@@ -37,7 +35,7 @@ def _records(run_dir: Path) -> dict:
 def _run_twice(args) -> list:
     tests = []
     for path in args.tests or [CALIBRATION]:
-        tests += testfile.read_tests(path)[1][:: args.every]
+        tests += testcase.read_tests(path)[1][:: args.every]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("first", "second"):

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.trace import datanames, outcome
-from scalecheck.trace.btf import Types
-from scalecheck.trace.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
+from scalecheck.trace import outcome
+from scalecheck.trace.linux import datanames
+from scalecheck.trace.linux.btf import Types
+from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
+from scalecheck.trace.linux.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
 from scalecheck.trace.regions import Line
-from scalecheck.trace.symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
 
 SOURCE = Path(__file__).parent / "data" / "btf_types.c"
 TOOLS = ("gcc", "pahole", "bpftool")

@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 
 from scalecheck.errors import UserError
-from scalecheck.trace import initramfs, outcome, regions, testfile
+from scalecheck.trace import outcome, regions, testcase
+from scalecheck.trace.linux import guest_render, initramfs
+from scalecheck.trace.linux.kernel_symbols import KernelSymbols
 from scalecheck.trace.store import ResultsStore
-from scalecheck.trace.symbols import KernelSymbols
 
 DATA = Path(__file__).parent / "data"
-CALIBRATION = (
-    Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
-)
+CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 HEADER = {"format": "scalecheck-tests", "version": 1, "model": "posix"}
 
 
@@ -37,18 +36,18 @@ def cli(*args):
 
 def test_shipped_test_files_render_for_the_driver():
     for path in (CALIBRATION, DATA / "trace_ops.jsonl"):
-        _, tests = testfile.read_tests(path)
+        _, tests = testcase.read_tests(path)
         assert tests
         for i, test in enumerate(tests):
-            text = testfile.render(test, i)
+            text = guest_render.render(test, i)
             assert text.startswith(f"T {i}\n") and text.endswith("E\n")
             assert text.count("\nC ") == 2
 
 
 def test_all_posix_ops_are_covered_by_the_ops_batch():
-    _, tests = testfile.read_tests(DATA / "trace_ops.jsonl")
+    _, tests = testcase.read_tests(DATA / "trace_ops.jsonl")
     used = {op for t in tests for op in t.pair}
-    posix_ops = {op for op in testfile.OP_ARGS if not op.startswith("_")}
+    posix_ops = {op for op in guest_render.OP_ARGS if not op.startswith("_")}
     assert len(posix_ops) == 18
     assert used == posix_ops
 
@@ -65,7 +64,7 @@ def test_all_posix_ops_are_covered_by_the_ops_batch():
 def test_bad_test_files_are_user_errors(tmp_path, content, message):
     (tmp_path / "tests.jsonl").write_text(content)
     with pytest.raises(UserError, match=message):
-        testfile.read_tests(tmp_path / "tests.jsonl")
+        testcase.read_tests(tmp_path / "tests.jsonl")
 
 
 def test_cli_prints_one_line_errors(tmp_path):
@@ -100,15 +99,15 @@ def test_unsupported_setups_are_reported_per_test():
         base, calls=[{"op": "stat", "proc": 0, "args": {"pn": "a/b"}}, base["calls"][1]]
     )
     for raw, why in ((too_many, "inodes"), (bad_op, "unknown op"), (bad_name, "plain file name")):
-        with pytest.raises(testfile.UnsupportedTest, match=why):
-            testfile.render(testfile.Test("x", ["open", "open"], raw), 0)
+        with pytest.raises(testcase.UnsupportedTest, match=why):
+            guest_render.render(testcase.Test("x", ["open", "open"], raw), 0)
 
 
 def test_result_matching_with_wildcards():
-    assert testfile.result_matches({"ret": 12}, {"ret": "*"})
-    assert testfile.result_matches({"ret": 0, "fds": [3, 4]}, {"ret": 0, "fds": ["*", "*"]})
-    assert not testfile.result_matches({"ret": 0}, {"errno": "ENOENT"})
-    assert not testfile.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
+    assert testcase.result_matches({"ret": 12}, {"ret": "*"})
+    assert testcase.result_matches({"ret": 0, "fds": [3, 4]}, {"ret": 0, "fds": ["*", "*"]})
+    assert not testcase.result_matches({"ret": 0}, {"errno": "ENOENT"})
+    assert not testcase.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
 
 
 def _region_bytes(vcpu, tag, lines, transfers=None):
@@ -434,7 +433,7 @@ def test_cpio_archive_layout(tmp_path):
 
 
 def test_kallsyms_block_ends_only_at_its_own_marker_line(tmp_path):
-    from scalecheck.trace.vm import GuestSession
+    from scalecheck.trace.linux.vm import GuestSession
 
     session = GuestSession.__new__(GuestSession)  # only its output file is needed here
     session.out_path = tmp_path / "driver.out"
@@ -497,7 +496,7 @@ def _finished(repeat_regions, filters=outcome.ALL_FILTERS_ON, granularity="stabl
     """finish() on a one-test run whose repeats traced ``repeat_regions`` [(A, B), ...]."""
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     raw = {"expect": {"ab": [{"ret": 0}, {"ret": 0}]}}
-    progress = outcome.TestProgress(testfile.Test("t", ["stat", "stat"], raw), 0)
+    progress = outcome.TestProgress(testcase.Test("t", ["stat", "stat"], raw), 0)
     regions_by_tag = {}
     for rep, (a, b) in enumerate(repeat_regions):
         progress.repeats[rep] = ("R", '{"ret": 0}', '{"ret": 0}')

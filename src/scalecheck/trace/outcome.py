@@ -5,10 +5,9 @@ import functools
 import json
 from dataclasses import dataclass, field
 
-from scalecheck.trace import abi
+from scalecheck.binding import abi
 from scalecheck.trace.regions import PcSet, shared_lines
-from scalecheck.trace.symbols import VMEMMAP, function_of
-from scalecheck.trace.testfile import Test, check_results
+from scalecheck.trace.testcase import Test, check_results
 
 # The repeat number the driver gives its unreported warm-up runs, and the tag layout.
 WARMUP_REP = abi.value("WARMUP_REP")
@@ -27,6 +26,11 @@ class TestProgress:
         return len(self.repeats) >= repeats or any(
             kind == "X" and rep < 0 for rep, (kind, *_) in self.repeats.items()
         )
+
+
+def function_of(site: str) -> str:
+    """The function of a site name (`function+0xoff (file:line)`)."""
+    return site.split("+")[0].split(" ")[0]
 
 
 def tag(index: int, rep: int, side: int) -> int:
@@ -182,7 +186,6 @@ def without_tick_work(region, symbols) -> tuple:
 # 64-byte struct page on x86-64. A call that changes or walks page tables under that lock
 # writes those bytes from a spin-lock function; other users of the same bytes (a slab's
 # counters, a page-cache page's private word) never write them that way.
-STRUCT_PAGE_SIZE = 64
 PTL_BYTES = 0xF << 40
 
 
@@ -195,11 +198,12 @@ def page_table_frames(regions, symbols) -> set:
     frames = set()
     for region in regions:
         for line in region.lines.values():
-            if VMEMMAP[0] <= line.vaddr < VMEMMAP[1] and any(
+            frame = symbols.struct_page_frame(line.vaddr)
+            if frame is not None and any(
                 site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
                 for site in line.sites
             ):
-                frames.add((line.vaddr - VMEMMAP[0]) // STRUCT_PAGE_SIZE)
+                frames.add(frame)
     return frames
 
 

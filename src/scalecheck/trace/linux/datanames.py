@@ -25,15 +25,16 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import cast
 
-from scalecheck.trace.btf import AGGREGATES, Types
-from scalecheck.trace.kernelmem import PAGE_SHIFT, KernelMemory
-from scalecheck.trace.symbols import DIRECT_MAP, VMALLOC, VMEMMAP
+from scalecheck.trace.linux.btf import AGGREGATES, Types
+from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, VMALLOC, VMEMMAP
+from scalecheck.trace.linux.kernelmem import PAGE_SHIFT, KernelMemory
+from scalecheck.trace.naming import LINE_BYTES, join_names, mask_bytes
 
 PAGE_MAPPING_ANON = 1
 # Structs followed one pointer further when looking for what points to an untyped object.
 MAX_FOLLOWED = 256
 _POINTER = struct.Struct("<Q")
-LINE_BYTES = 64
+
 # Names of data that is not an object of a known type.
 KIND_NAMES = {"user": "user memory", "pagetable": "page table", "unknown": ""}
 
@@ -55,7 +56,7 @@ class TypeTables:
 def load_type_table(file_name: str, text: str | None = None) -> dict[str, str]:
     """A `name struct` table (one pair per line, # comments) shipped beside this module."""
     if text is None:
-        text = resources.files("scalecheck.trace").joinpath(file_name).read_text()
+        text = resources.files("scalecheck.trace.linux").joinpath(file_name).read_text()
     table = {}
     for line in text.splitlines():
         words = line.split("#")[0].split()
@@ -75,10 +76,6 @@ def byte_ranges(offsets) -> list[tuple[int, int]]:
         else:
             runs.append([off, off + 1])
     return [(start, end) for start, end in runs]
-
-
-def mask_bytes(mask: int) -> list[int]:
-    return [i for i in range(LINE_BYTES) if mask >> i & 1]
 
 
 @dataclass(frozen=True)
@@ -247,11 +244,6 @@ class PointerIndex:
 
 def _offsets(mask: int) -> list[int]:
     return mask_bytes(mask) or list(range(LINE_BYTES))
-
-
-def join_names(names) -> str:
-    """Names of the several objects or variables one line holds."""
-    return " & ".join(dict.fromkeys(n for n in names if n))
 
 
 def typed_name(types: Types | None, type_id: int | None, label: str, offsets: list[int]) -> str:
