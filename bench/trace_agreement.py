@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from scalecheck.run import run_tests
-from scalecheck.trace import outcome, testcase
+from scalecheck.trace import counting, outcome, testcase
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 
@@ -70,7 +70,7 @@ def main():
     parser.add_argument("--every", type=int, default=1, help="take every K-th test of the files")
     parser.add_argument("--copies", type=int, default=10, help="times each test is repeated")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--granularity", default="stable", choices=outcome.GRANULARITIES)
+    parser.add_argument("--granularity", default="stable", choices=counting.GRANULARITIES)
     parser.add_argument(
         "--compare",
         type=Path,

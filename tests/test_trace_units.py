@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.errors import UserError
-from scalecheck.trace import outcome, regions, testcase
+from scalecheck.trace import counting, outcome, regions, testcase
 from scalecheck.trace.linux import guest_render, initramfs
 from scalecheck.trace.linux.kernel_symbols import KernelSymbols
 from scalecheck.trace.store import ResultsStore
@@ -214,11 +214,11 @@ def test_sharing_is_told_apart_by_the_bytes_each_site_touched():
     assert shared["heap"]["sites"] == [["alloc_fd", "alloc_fd"]]
     assert shared["static"]["sharing"] == "false"
     assert shared["static"]["sites"] == [["fd_install", "__switch_to"]]
-    assert outcome.counts(shared["static"], "stable") and not outcome.counts(
+    assert counting.counts(shared["static"], "stable") and not counting.counts(
         shared["static"], "bytes"
     )
     heap_false = dict(shared["heap"], sharing="false")
-    assert not outcome.counts(heap_false, "stable") and outcome.counts(heap_false, "line")
+    assert not counting.counts(heap_false, "stable") and counting.counts(heap_false, "line")
 
 
 def test_conflict_signature_ignores_heap_addresses_and_line_boundaries():
@@ -317,7 +317,7 @@ def test_page_table_pages_are_told_by_their_split_lock():
     assert kinds == {hex(pte_line): "pagetable", hex(slab_line): "heap"}
     # Entries of one page-table page are laid out by the addresses they map: false
     # sharing there counts, as on static data.
-    assert outcome.counts({"kind": "pagetable", "sharing": "false"}, "stable")
+    assert counting.counts({"kind": "pagetable", "sharing": "false"}, "stable")
 
 
 def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
@@ -492,7 +492,7 @@ def test_vmlinux_gives_file_and_line_and_must_match_the_kernel(tmp_path):
         KernelSymbols(kallsyms, {}, tmp_path / "text")
 
 
-def _finished(repeat_regions, filters=outcome.ALL_FILTERS_ON, granularity="stable"):
+def _finished(repeat_regions, filters=counting.ALL_FILTERS_ON, granularity="stable"):
     """finish() on a one-test run whose repeats traced ``repeat_regions`` [(A, B), ...]."""
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     raw = {"expect": {"ab": [{"ret": 0}, {"ret": 0}]}}
@@ -522,11 +522,11 @@ def test_each_filter_counts_what_it_removed_and_can_be_switched_off():
     assert filtered["conflict_free"] is True
     assert filtered["filtered"] == {"unrepeated": 1, "tick_work": 1}
     assert filtered["views"] == {"stable": True, "line": True, "bytes": True}
-    unrepeated = _finished(runs, outcome.Filters(count_unrepeated=True))
+    unrepeated = _finished(runs, counting.Filters(count_unrepeated=True))
     assert not unrepeated["conflict_free"]
     assert [c["kind"] for c in unrepeated["conflicts"]] == ["static"]
     assert unrepeated["filtered"]["unrepeated"] == 0
-    tick = _finished(runs, outcome.Filters(keep_tick_work=True))
+    tick = _finished(runs, counting.Filters(keep_tick_work=True))
     assert not tick["conflict_free"]
     assert tick["conflicts"][0]["sites"] == [["acct_account_cputime", "fd_install"]]
     # Heap false sharing: listed, counted only at line granularity; the views say so.

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from scalecheck.analyze import analyze_model, print_summary, select_ops
-from scalecheck.modelfile import load_model
+from scalecheck.models.loading import load_model
 from scalecheck.run import add_trace_options, run_from_args
 from scalecheck.testgen import DEFAULT_CAP, generate_tests
 from scalecheck.trace.loop import (

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.trace import loop, outcome
+from scalecheck.trace import counting, loop
 from scalecheck.trace.linux import vm
 from scalecheck.trace.linux.kernel_target import LinuxRun
 from scalecheck.trace.linux.vm_worker import BATCH
@@ -105,7 +105,7 @@ def add_conflict_options(p) -> None:
     p.add_argument(
         "--granularity",
         default="stable",
-        choices=outcome.GRANULARITIES,
+        choices=counting.GRANULARITIES,
         help="what counts as a conflict: 'stable' (default) overlapping bytes, or a "
         "shared line of static, per-cpu or page-table data; heap false sharing, which depends on "
         "where objects were allocated, is listed but not counted. 'line': every "
@@ -138,7 +138,7 @@ def trace_settings(args) -> TraceSettings:
     return TraceSettings(
         repeats=args.repeats,
         granularity=args.granularity,
-        filters=outcome.Filters(
+        filters=counting.Filters(
             count_unrepeated=args.count_unrepeated, keep_tick_work=args.keep_tick_work
         ),
         timeout=args.timeout,

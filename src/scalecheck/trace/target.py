@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from scalecheck.trace.outcome import ALL_FILTERS_ON, Filters
+from scalecheck.trace.counting import ALL_FILTERS_ON, Filters
 
 
 class TargetMismatch(Exception):

@@ -66,7 +66,9 @@ def tracer_sources() -> list[Path]:
             TRACE_DIR / name
             for name in (
                 "outcome.py",
+                "counting.py",
                 "regions.py",
+                "naming.py",
                 "linux/datanames.py",
                 "linux/btf.py",
                 "linux/kernelmem.py",

@@ -22,12 +22,12 @@ import bisect
 import struct
 import time
 from dataclasses import dataclass
-from importlib import resources
 from typing import cast
 
 from scalecheck.trace.linux.btf import AGGREGATES, Types
 from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, VMALLOC, VMEMMAP
 from scalecheck.trace.linux.kernelmem import PAGE_SHIFT, KernelMemory
+from scalecheck.trace.linux.type_tables import TypeTables
 from scalecheck.trace.naming import LINE_BYTES, join_names, mask_bytes
 
 PAGE_MAPPING_ANON = 1
@@ -37,34 +37,6 @@ _POINTER = struct.Struct("<Q")
 
 # Names of data that is not an object of a known type.
 KIND_NAMES = {"user": "user memory", "pagetable": "page table", "unknown": ""}
-
-
-@dataclass(frozen=True)
-class TypeTables:
-    """The struct types the kernel's BTF does not say: of a slab cache's objects
-    (slab_types.txt) and of static variables (static_types.txt: vmlinux BTF describes only
-    per-cpu variables). Data, not code: add lines for your own kernel as needed."""
-
-    slabs: dict[str, str]
-    statics: dict[str, str]
-
-    @classmethod
-    def load(cls) -> "TypeTables":
-        return cls(load_type_table("slab_types.txt"), load_type_table("static_types.txt"))
-
-
-def load_type_table(file_name: str, text: str | None = None) -> dict[str, str]:
-    """A `name struct` table (one pair per line, # comments) shipped beside this module."""
-    if text is None:
-        text = resources.files("scalecheck.trace.linux").joinpath(file_name).read_text()
-    table = {}
-    for line in text.splitlines():
-        words = line.split("#")[0].split()
-        if len(words) == 2:
-            table[words[0]] = words[1]
-        elif words:
-            raise ValueError(f"{file_name}: expected `name struct`, got {line!r}")
-    return table
 
 
 def byte_ranges(offsets) -> list[tuple[int, int]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.trace.linux import datanames, facts, guest_render, vm
+from scalecheck.trace.linux import facts, guest_render, type_tables, vm
 from scalecheck.trace.linux.guest_build import ensure_built
 from scalecheck.trace.linux.kernel_symbols import KernelSymbols
 from scalecheck.trace.linux.vm_worker import BATCH, RunConfig, VmSettings, VmWorker
@@ -53,7 +53,7 @@ def prepare_vms(settings: VmSettings, trace_dir: Path, log=print, on_vm_start=No
         entries=facts_dir / "entries.txt",
         symbols=KernelSymbols.load(facts_dir, settings.vmlinux),
         types=facts.kernel_types(facts_dir),
-        type_tables=datanames.TypeTables.load(),
+        type_tables=type_tables.TypeTables.load(),
         release=json.loads((facts_dir / "facts.json").read_text())["release"],
         trace_dir=trace_dir,
         on_vm_start=on_vm_start,

@@ -13,7 +13,7 @@ from pathlib import Path
 from scalecheck.errors import UserError
 from scalecheck.storage import require_space
 from scalecheck.trace import outcome
-from scalecheck.trace.linux import datanames, guest_render, vm
+from scalecheck.trace.linux import datanames, guest_render, type_tables, vm
 from scalecheck.trace.linux.btf import Types
 from scalecheck.trace.linux.kernel_symbols import KernelSymbols
 from scalecheck.trace.linux.kernelmem import KernelMemory
@@ -64,7 +64,7 @@ class RunConfig:
     entries: Path
     symbols: KernelSymbols
     types: Types | None  # the kernel's struct layouts (BTF), for naming data
-    type_tables: datanames.TypeTables
+    type_tables: type_tables.TypeTables
     release: str
     trace_dir: Path
     on_vm_start: Callable | None = None

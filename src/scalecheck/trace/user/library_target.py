@@ -15,7 +15,7 @@ from pathlib import Path
 
 from scalecheck import binding
 from scalecheck.errors import UserError
-from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.trace.target import TargetMismatch, TraceSettings, run_workers
 from scalecheck.trace.tracer_build import ensure_plugin
 from scalecheck.trace.user.library import Library, load_library

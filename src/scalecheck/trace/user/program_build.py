@@ -22,7 +22,7 @@ def build_program(library: Library, out: Path) -> Path:
     """Compiles the library and its adapter with the library's flags and links them with
     the harness into one static program (rebuilt when any input changed)."""
     run_step(["make", "-s", "-C", str(user_dir())], "user-space harness")
-    harness = user_dir() / "build" / "harness.o"
+    harness = user_dir() / "build" / "trace_harness.o"
     program = out / f"{library.name}-{library.fingerprint()}"
     if program.exists() and program.stat().st_mtime >= harness.stat().st_mtime:
         return program

@@ -229,7 +229,7 @@ def _exit_description(code: int, stderr: str) -> str:
 
 
 def render(test, index: int, arguments: dict, constants: dict) -> str:
-    """The harness's line-based form of one test (tracer/user/harness.c), with the tests
+    """The harness's line-based form of one test (tracer/user/trace_harness.c), with the tests
     file's header constants under ``constants``; raises UnsupportedTest."""
     raw = test.raw
     lines = [f"T {index}"]
