@@ -29,6 +29,7 @@ import pytest
 
 from scalecheck.cli import main
 from scalecheck.report import make_report
+from scalecheck.report.pair_files import read_pair_file
 
 DATA = Path(__file__).parent / "data"
 
@@ -158,10 +159,38 @@ class PageIndex(HTMLParser):
 
 
 def parse_page(path: Path) -> tuple[PageIndex, str]:
-    text = path.read_text()
+    """index.html with every pair's tests loaded (the pair files next to it), as the page
+    is in a browser once every pair's section was opened."""
+    text = "\n".join(
+        [path.read_text()]
+        + [read_pair_file(pair) for pair in sorted((path.parent / "pairs").glob("*.js"))]
+    )
     page = PageIndex()
     page.feed(text)
     return page, text
+
+
+def test_first_page_holds_no_tests_and_each_pair_file_one_pairs_tests(report_a):
+    directory, summary = report_a
+    report = directory / "report"
+    first = PageIndex()
+    first.feed((report / "index.html").read_text())
+    assert not {i for i in first.ids if i.startswith("test-")}
+    sections = {i for i in first.ids if i.startswith("pair-")}
+    files = {p.name for p in (report / "pairs").glob("*.js")}
+    assert files == {f"{a}-{b}.js" for a, b in (p["pair"] for p in summary["pairs"] if p["tests"])}
+    assert sections == {f"pair-{name[: -len('.js')]}" for name in files}
+    test_pairs = json.loads(
+        re.search(r"var testPairs = (.*?);</script>", (report / "index.html").read_text()).group(1)
+    )
+    for name in files:
+        pair_page = PageIndex()
+        pair_page.feed(read_pair_file(report / "pairs" / name))
+        tests = {i[len("test-") :] for i in pair_page.ids if i.startswith("test-")}
+        assert tests
+        for test_id in tests:  # the page's script finds each test's section by this map
+            anchor = test_pairs.get(test_id) or test_pairs[test_id.split("/")[0]]
+            assert anchor == f"pair-{name[: -len('.js')]}"
 
 
 def test_html_drills_from_heat_cells_to_tests_and_their_conflicts(report_a):

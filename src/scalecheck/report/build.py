@@ -12,8 +12,9 @@ from scalecheck.report.filters import (
     views_line,
 )
 from scalecheck.report.heatmap import write_heatmap
-from scalecheck.report.html_page import write_index
+from scalecheck.report.html_page import changes_by_test, tests_by_pair, write_index
 from scalecheck.report.load import load_run
+from scalecheck.report.pair_files import write_pair_files
 from scalecheck.report.stats import (
     bottleneck_sites,
     count_pairs,
@@ -86,6 +87,7 @@ def make_report(out_dir, other_dir=None) -> dict:
     else:
         # A diff.txt left by an earlier --diff run would describe another comparison.
         (report_dir / "diff.txt").unlink(missing_ok=True)
+    grouped = tests_by_pair(run)
     write_index(
         report_dir / "index.html",
         run,
@@ -97,6 +99,8 @@ def make_report(out_dir, other_dir=None) -> dict:
         diff,
         (shares, filters, lsm),
         mismatched,
+        grouped,
     )
+    write_pair_files(report_dir, run, grouped, changes_by_test(diff))
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary

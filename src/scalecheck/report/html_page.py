@@ -1,5 +1,8 @@
-"""index.html: one self-contained page (inline CSS and a few lines of JS, no external files
-needed) from the summary down to each test's conflicting cache lines and code sites."""
+"""index.html: the summary, the heat map, the bottleneck sites and one collapsed section
+per pair; a pair's tests (down to each test's conflicting cache lines and code sites) are
+in ``pairs/<A>-<B>.js`` next to the page and load when the section opens (report/
+pair_files.py). Inline CSS and JS only: the page works from a plain directory (file://)
+and from any static web server."""
 
 import json
 from html import escape
@@ -53,18 +56,80 @@ details.test > summary { cursor: pointer; }
 .b-change { background: #9ecae1; }
 pre { white-space: pre-wrap; margin: .2em 0; }
 :target > summary, div.test:target { background: #ffffb3; }
+#tip { position: absolute; max-width: 40em; white-space: pre-wrap; background: #fff;
+  border: 1px solid #888; padding: 4px 6px; font-size: 12px; z-index: 10;
+  pointer-events: none; box-shadow: 2px 2px 6px rgba(0,0,0,.25); }
 """
 
-# Following a link into a collapsed section opens it (and its enclosing sections).
+# A pair's tests load when its section opens: a <script> tag, which browsers run from
+# file:// as from a server (a fetch of a JSON file is refused on file://). Following a link
+# to a test loads its pair first, then opens the sections around it. Hovering over (or
+# focusing) a heat map cell shows its counts and condition in a box, #tip.
 SCRIPT = """
+var waiting = {};
+function loadPair(details, then) {
+  if (details.getAttribute("data-loaded") === "1") { if (then) then(); return; }
+  (waiting[details.id] = waiting[details.id] || []).push(then);
+  if (details.getAttribute("data-loading") === "1") return;
+  details.setAttribute("data-loading", "1");
+  var script = document.createElement("script");
+  script.src = details.getAttribute("data-file");
+  script.onerror = function () {
+    details.removeAttribute("data-loading");
+    details.querySelector(".tests").textContent =
+      "Could not load " + details.getAttribute("data-file") + " (it belongs next to this page).";
+  };
+  document.head.appendChild(script);
+}
+function scalecheckPair(anchor, html) {
+  var details = document.getElementById(anchor);
+  details.querySelector(".tests").innerHTML = html;
+  details.removeAttribute("data-loading");
+  details.setAttribute("data-loaded", "1");
+  var thens = waiting[anchor] || [];
+  delete waiting[anchor];
+  thens.forEach(function (then) { if (then) then(); });
+}
 function openTarget() {
   var id = decodeURIComponent(location.hash.slice(1));
   var el = id && document.getElementById(id);
+  if (!el && id && id.indexOf("test-") === 0) {
+    var testId = id.slice(5);
+    var anchor = testPairs[testId] || testPairs[testId.split("/")[0]];
+    var details = anchor && document.getElementById(anchor);
+    if (details && details.getAttribute("data-loaded") !== "1") loadPair(details, openTarget);
+    return;
+  }
   for (var e = el; e; e = e.parentElement) { if (e.tagName === "DETAILS") e.open = true; }
   if (el) el.scrollIntoView();
 }
+function showTip(event) {
+  var cell = event.target.closest && event.target.closest("td[data-tip]");
+  var tip = document.getElementById("tip");
+  if (!cell) { tip.hidden = true; return; }
+  tip.textContent = cell.getAttribute("data-tip");
+  var box = cell.getBoundingClientRect();
+  tip.style.left = (window.scrollX + box.right + 8) + "px";
+  tip.style.top = (window.scrollY + box.top) + "px";
+  tip.hidden = false;
+}
+document.addEventListener("toggle", function (event) {
+  var details = event.target;
+  if (details.classList && details.classList.contains("pair") && details.open) {
+    loadPair(details);
+  }
+}, true);
 window.addEventListener("hashchange", openTarget);
-window.addEventListener("DOMContentLoaded", openTarget);
+window.addEventListener("DOMContentLoaded", function () {
+  var heat = document.querySelector("table.heat");
+  if (heat) {
+    ["mouseover", "focusin"].forEach(function (kind) { heat.addEventListener(kind, showTip); });
+    heat.addEventListener("mouseleave", function () {
+      document.getElementById("tip").hidden = true;
+    });
+  }
+  openTarget();
+});
 """
 
 
@@ -110,7 +175,10 @@ def write_index(
     diff: dict | None,
     headline_filters: tuple[dict, list[dict], str],
     mismatched: list[dict],
+    tests_by_pair: dict[tuple[str, str], list[dict]],
 ):
+    """The first page; ``tests_by_pair`` (from ``tests_by_pair``) says which pairs have a
+    section and where each test id's section is."""
     title = f"scalecheck report: model {run.model} on {run.kernel_name}"
     shares, filters, lsm = headline_filters
     parts = [
@@ -136,7 +204,10 @@ def write_index(
         "<h2>Tests by pair</h2><p class='legend'>Click a pair to list its tests, "
         "and a test for its setup, results and conflicting cache lines.</p>"
     )
-    parts.extend(_pair_sections(run, pairs, _changes_by_test(diff)))
+    parts.extend(_pair_stubs(pairs, tests_by_pair))
+    parts.append(
+        f"<div id='tip' hidden></div><script>var testPairs = {_test_pairs(tests_by_pair)};</script>"
+    )
     parts.append("</body></html>\n")
     path.write_text("\n".join(parts), encoding="utf-8")
 
@@ -236,7 +307,7 @@ def _heat_cell(pair, counts: Counts, condition: str | None = None) -> str:
     if condition is not None:
         tip += "\ncommutes:" + ("\n" if "\n" in condition else " ") + condition
     if counts.tests == 0:
-        return f"<td class='none' title='{escape(tip)}'></td>"
+        return f"<td class='none' data-tip='{escape(tip)}'></td>"
     if counts.not_run == counts.tests:
         style = f"background:{NOT_RUN_COLOR}"
     else:
@@ -246,7 +317,7 @@ def _heat_cell(pair, counts: Counts, condition: str | None = None) -> str:
     css_class = " class='notrun'" if counts.not_run else ""
     label = str(counts.conflicting) if counts.conflicting else ""
     return (
-        f"<td{css_class} style='{style}' title='{escape(tip)}'>"
+        f"<td{css_class} style='{style}' data-tip='{escape(tip)}'>"
         f"<a href='{_href(pair_anchor(pair))}'>{label}</a></td>"
     )
 
@@ -324,7 +395,7 @@ def _diff_section(diff: dict) -> str:
     return "\n".join(parts)
 
 
-def _changes_by_test(diff: dict | None) -> dict[str, str]:
+def changes_by_test(diff: dict | None) -> dict[str, str]:
     """Test id -> how it changed since the run compared against (only tests that changed)."""
     if diff is None:
         return {}
@@ -338,24 +409,60 @@ def _changes_by_test(diff: dict | None) -> dict[str, str]:
     return changes
 
 
-def _pair_sections(run: Run, pairs: dict[tuple[str, str], Counts], changes: dict[str, str]):
-    tests_by_pair: dict = {}
+def tests_by_pair(run: Run) -> dict[tuple[str, str], list[dict]]:
+    """Each pair's tests, in drill-down order (what needs attention first)."""
+    grouped: dict = {}
     for test in run.tests:
-        tests_by_pair.setdefault(run.pair_of(test), []).append(test)
-    for pair, counts in pairs.items():
-        tests = tests_by_pair.get(pair)
-        if not tests:
-            continue
+        grouped.setdefault(run.pair_of(test), []).append(test)
+    for tests in grouped.values():
         tests.sort(key=lambda t: OUTCOME_ORDER[outcome(run.results.get(t["id"]))])
+    return grouped
+
+
+def pair_file_name(pair) -> str:
+    """Where a pair's tests are, relative to index.html."""
+    return f"pairs/{quote(pair[0], safe='')}-{quote(pair[1], safe='')}.js"
+
+
+def _pair_stubs(pairs: dict[tuple[str, str], Counts], grouped: dict):
+    for pair, counts in pairs.items():
+        if not grouped.get(pair):
+            continue
         yield (
-            f"<details class='pair' id='{escape(pair_anchor(pair))}'><summary>"
+            f"<details class='pair' id='{escape(pair_anchor(pair))}' "
+            f"data-file='{escape(pair_file_name(pair))}'><summary>"
             f"{_pair_name(pair)}: {counts.tests} tests, {counts.conflict_free} conflict-free "
             f"({percent_text(counts.share_conflict_free)}), {counts.conflicting} conflicting, "
             f"{counts.mismatch} mismatched, {counts.not_run} not run</summary>"
+            "<div class='tests'>Loading the tests&hellip;</div></details>"
         )
+
+
+def _test_pairs(grouped: dict) -> str:
+    """JSON for the page's script: test id -> the anchor of its pair's section. Ids are
+    ``<A>-<B>/...`` (docs/format-tests.md), so one entry per prefix covers a pair; a test
+    whose prefix also names another pair gets an entry of its own."""
+    by_prefix: dict[str, set] = {}
+    for pair, tests in grouped.items():
         for test in tests:
-            yield _test_entry(test, run.results.get(test["id"]), changes.get(test["id"]))
-        yield "</details>"
+            by_prefix.setdefault(test["id"].split("/")[0], set()).add(pair)
+    entries = {}
+    for pair, tests in grouped.items():
+        for test in tests:
+            prefix = test["id"].split("/")[0]
+            if len(by_prefix[prefix]) == 1:
+                entries[prefix] = pair_anchor(pair)
+            else:
+                entries[test["id"]] = pair_anchor(pair)
+    # "</" cannot end the inline script early once escaped.
+    return json.dumps(entries, sort_keys=True).replace("</", "<\\/")
+
+
+def pair_fragment(tests: list[dict], run: Run, changes: dict[str, str]) -> str:
+    """The HTML of one pair's tests, as its section shows them once loaded."""
+    return "\n".join(
+        _test_entry(test, run.results.get(test["id"]), changes.get(test["id"])) for test in tests
+    )
 
 
 def _test_entry(test: dict, result: dict | None, change: str | None) -> str:
