@@ -201,6 +201,7 @@ class ObservedTerms:
             z3.Z3_get_app_arg(ref, atom, i) for i in range(z3.Z3_get_app_num_args(ref, atom))
         ]
         self._wrapped: dict[int, z3.ExprRef] = {}
+        self._is_bool = [_is_bool(ref, term) for term in self.raw]  # else an integer
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -216,14 +217,14 @@ class ObservedTerms:
         model leaves free, and later terms see that value."""
         ref = self.context.ref()
         result = (z3.Ast * 1)()
-        values = []
-        for term in self.raw:
+        values: list[bool | int] = []
+        for term, is_bool in zip(self.raw, self._is_bool, strict=True):
             if not z3.Z3_model_eval(ref, model.model, term, True, result):
                 raise z3.Z3Exception("failed to evaluate an observed term in the model")
             value = result[0]
             z3.Z3_inc_ref(ref, value)
             try:
-                values.append(_raw_value(ref, value))
+                values.append(_bool_value(ref, value) if is_bool else _int_value(ref, value))
             finally:
                 z3.Z3_dec_ref(ref, value)
         return values
@@ -247,13 +248,20 @@ def _observed_atom(solver: z3.Solver):
     raise ValueError(f"the path's constraints have no {OBSERVED}(...) atom")
 
 
-def _raw_value(ref, value) -> bool | int:
-    """A model value (a Boolean or integer constant) as a Python value."""
-    if z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, value)) == z3.Z3_BOOL_SORT:
-        answer = z3.Z3_get_bool_value(ref, value)
-        if answer == z3.Z3_L_UNDEF:
-            raise ValueError("an observed Boolean term has no value in the model")
-        return answer == z3.Z3_L_TRUE
+def _is_bool(ref, term) -> bool:
+    return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, term)) == z3.Z3_BOOL_SORT
+
+
+def _bool_value(ref, value) -> bool:
+    answer = z3.Z3_get_bool_value(ref, value)
+    if answer == z3.Z3_L_UNDEF:
+        raise ValueError("an observed Boolean term has no value in the model")
+    return answer == z3.Z3_L_TRUE
+
+
+def _int_value(ref, value) -> int:
+    """An integer constant of the model (an error for anything else, e.g. a term the
+    model leaves unevaluated)."""
     return int(z3.Z3_get_numeral_string(ref, value))
 
 
