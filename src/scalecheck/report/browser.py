@@ -69,15 +69,22 @@ class Browser:
         self._next_id = 0
         self._events: list[dict] = []
         self._session = None
+        try:
+            self._session = self._attach_to_page()
+            self.call("Page.enable")
+            self.call("Runtime.enable")
+        except BaseException:
+            self.close()
+            raise
+
+    def _attach_to_page(self) -> str:
         targets = self.call("Target.getTargets")["targetInfos"]
         page = next((t for t in targets if t["type"] == "page"), None)
         if page is None:
             page = {"targetId": self.call("Target.createTarget", url="about:blank")["targetId"]}
-        self._session = self.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)[
+        return self.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)[
             "sessionId"
         ]
-        self.call("Page.enable")
-        self.call("Runtime.enable")
 
     # -- protocol --
     def call(self, method: str, **params) -> dict:
