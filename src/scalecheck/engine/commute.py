@@ -276,8 +276,12 @@ def _comparisons(names, args, operations, op_a, op_b) -> list:
 
 
 def _argument(name, symtype: ScalarType, path):
-    expr = z3.Const(name, symtype.sort)
-    for constraint in symtype.domain(expr):
+    def build():
+        expr = z3.Const(name, symtype.sort)
+        return expr, list(symtype.domain(expr))
+
+    expr, domain = explore.shared(path, ("argument", name, id(symtype)), build)
+    for constraint in domain:
         path.assume(constraint)
     return expr
 

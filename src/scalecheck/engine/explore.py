@@ -78,7 +78,7 @@ class Path:
     call: str = ""  # which call is running: "A" or "B"
     shared_reads: dict = field(
         default_factory=dict
-    )  # base reads, shared by all paths of an exploration
+    )  # base reads and other path-independent terms, shared by all paths of an exploration
     _choice_counts: dict = field(default_factory=dict)
     _base_cache: dict = field(default_factory=dict)
     _decided: dict = field(default_factory=dict)
@@ -123,7 +123,7 @@ class Path:
         taken_cond = cond if outcome else z3.Not(cond)
         if not forced:  # a forced branch is implied by the path so far: keep conditions short
             self.decisions.append(taken_cond)
-        self.solver.add(taken_cond)
+        _assert(self.solver, taken_cond)
         self._keep_model_if(taken_cond)
         self._remember(cond, outcome)
         return outcome
@@ -156,7 +156,7 @@ class Path:
             return True
         self.stats.solver_checks += 1
         self.solver.push()
-        self.solver.add(cond)
+        _assert(self.solver, cond)
         answer = self.solver.check()
         if answer == z3.sat:
             self._models[cond.get_id()] = self.solver.model()
@@ -173,7 +173,7 @@ class Path:
         if z3.is_true(constraint):
             return
         self.assumptions.append(constraint)
-        self.solver.add(constraint)
+        _assert(self.solver, constraint)
         self._unchecked_assumptions.append(constraint)
 
     def finish(self):
@@ -235,6 +235,22 @@ class Path:
         if name not in self.choices:
             self.choices[name] = (z3.Const(name, symtype.sort), symtype)
         return self.choices[name][0]
+
+
+def _assert(solver: z3.Solver, constraint: z3.BoolRef):
+    """``solver.add(constraint)`` for one Boolean expression, without the Python API's
+    argument flattening and casts (paths replay thousands of these)."""
+    z3.Z3_solver_assert(solver.ctx.ref(), solver.solver, constraint.as_ast())
+
+
+def shared(path: Path, key, build):
+    """``build()``, made once per exploration for ``key``: paths are replayed from the
+    start, and rebuilding the same terms through Z3's Python API costs more than the
+    solver does. The value must not depend on the path."""
+    found = path.shared_reads.get(key)
+    if found is None:
+        found = path.shared_reads[key] = build()
+    return found
 
 
 def _build_base_read(map_value, key) -> tuple:
