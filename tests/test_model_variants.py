@@ -117,3 +117,15 @@ def test_exec_closes_only_close_on_exec_fds():
     same = [arg("A.pid") == 0, arg("B.pid") == 0, present]
     assert verdicts("exec", "fstat", *same, z3.Not(cloexec)) == {True}
     assert verdicts("exec", "fstat", *same, cloexec) == {False}
+
+
+def test_the_analyzer_compares_fstatx_without_nlink_with_fstat(tmp_path):
+    from scalecheck import variants
+
+    (comparison,) = [v for v in Posix.variants if v.variant == ("fstatx", "link")]
+    sides = variants.compare(Posix, comparison)
+    assert sides["variant"]["commutes"]["text"] == "always"
+    posix = sides["posix"]
+    assert posix["commutes"]["text"] != "always" and posix["paths"] > posix["commutative_paths"]
+    # The variant's side holds only the paths where the mask leaves out the link count.
+    assert sides["variant"]["paths"] < len(regions("fstatx", "link"))

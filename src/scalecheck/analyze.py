@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from scalecheck import __version__
+from scalecheck import __version__, variants
 from scalecheck.errors import UserError
 from scalecheck.modelfile import load_model, model_fingerprint
 from scalecheck.output import stdout_console
@@ -76,6 +76,7 @@ def run(args) -> int:
         print(json.dumps(summary, indent=1))
     else:
         print_summary(summary)
+        variants.print_variants(summary["variants"])
     if args.path_conditions:
         print_path_conditions(args.out, summary)
     if args.conditions:
@@ -138,6 +139,10 @@ def analyze_model(
             write_json_atomically(pair_file(out, a, b), result)
             progress.update(task, advance=1, description=f"{a} || {b} ({result['seconds']:.1f}s)")
     summary = summarize(out, ops)
+    summary["variants"] = [
+        variants.compare(model_cls, variant, solver_timeout_ms)
+        for variant in variants.applicable(model_cls, ops)
+    ]
     write_json_atomically(out / "analysis" / "summary.json", summary)
     return summary
 

@@ -29,6 +29,7 @@ from scalecheck.model import (
     Or,
     Struct,
     Uninterpreted,
+    Variant,
     error,
     fault,
     ok,
@@ -92,6 +93,15 @@ class Process:
     def __init__(self, fds=None, vmas=None):
         self.fds = Dict(Fd, FileDescriptor).any() if fds is None else fds
         self.vmas = Dict(Page, Mapping).any() if vmas is None else vmas
+
+
+def _sockets_unordered(inputs, unordered):
+    return And(
+        [
+            inputs.initial("sockets", "unordered", inputs.arg(call, "sock")) == unordered
+            for call in "AB"
+        ]
+    )
 
 
 class Posix(Model):
@@ -439,6 +449,29 @@ class Posix(Model):
         child = ProcId.fresh()
         self.children[str(child)] = Process(child_fds, Dict(Page, Mapping).empty("spawned.vmas"))
         return ok(Chosen(child))
+
+    # ------------------------------------------------------------------ the variants, compared
+
+    variants = (
+        Variant(
+            "recvfrom || recvfrom: an ordered socket vs an unordered one",
+            ("recvfrom", "recvfrom"),
+            ("recvfrom", "recvfrom"),
+            posix_when=lambda inputs: _sockets_unordered(inputs, False),
+            posix_when_text="both sockets ordered",
+            variant_when=lambda inputs: _sockets_unordered(inputs, True),
+            variant_when_text="both sockets unordered",
+        ),
+        Variant("fork || open vs posix_spawn || open", ("fork", "open"), ("posix_spawn", "open")),
+        Variant("fork || mmap vs posix_spawn || mmap", ("fork", "mmap"), ("posix_spawn", "mmap")),
+        Variant(
+            "fstat || link vs fstatx || link without the link count",
+            ("fstat", "link"),
+            ("fstatx", "link"),
+            variant_when=lambda inputs: Not(inputs.arg("A", "nlink")),
+            variant_when_text="A's mask leaves out the link count",
+        ),
+    )
 
     # ------------------------------------------------------------------ building tests
 
