@@ -76,7 +76,7 @@ def test_unordered_socket_receivers_steal():
 def test_conformance_with_the_reference(seed):
     line = assert_clean(sv6_check("release", "conformance", "--ops", "100000", "--seed", seed))
     per_operation = counts(line)[2:]
-    assert len(per_operation) == 18 and min(per_operation) > 1000, line
+    assert len(per_operation) == 22 and min(per_operation) > 1000, line
 
 
 @pytest.mark.parametrize("variant", ["tsan", "asan"])
