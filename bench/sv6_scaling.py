@@ -13,6 +13,9 @@ series lands in the same minute) of:
   sv6-statbench-mixed    fstatx (commutative) beside fstat with refcache / a shared counter
   sv6-openbench          O_ANYFD (commutative) beside the lowest fd
   sv6-mailbench          commutative APIs beside regular ones
+  sv6-sockbench          an unordered shared socket beside an ordered one
+  sockbench              Linux's datagram socket shared by all servers, one per pair, and
+                         stream sockets, beside them
   *-private              each commutative loop again, workers as processes with private
                          copies of the world: its control, the same code sharing no memory
 
@@ -61,6 +64,9 @@ BENCHMARKS = [
     "sv6-openbench-private",
     "sv6-mailbench",
     "sv6-mailbench-private",
+    "sv6-sockbench",
+    "sv6-sockbench-private",
+    "sockbench",
 ]
 CEILING = ("empty", "")
 LINE_TRANSFER = "line-transfer"
@@ -69,6 +75,7 @@ COMMUTATIVE = {
     ("sv6-statbench-mixed", "fstatx"): ("sv6-statbench-mixed-private", "fstatx"),
     ("sv6-openbench", "anyfd"): ("sv6-openbench-private", "anyfd"),
     ("sv6-mailbench", "commutative"): ("sv6-mailbench-private", "commutative"),
+    ("sv6-sockbench", "unordered"): ("sv6-sockbench-private", "unordered"),
 }
 
 

@@ -85,6 +85,7 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     names = sorted(Path(line).name for line in plotted.stdout.split())
     expected = [
         *("doexec", "empty", "faultzf", "line-transfer", "mailbench", "openbench", "procbench"),
+        "sockbench",
         "statbench",
         "statbench-mixed",
     ]

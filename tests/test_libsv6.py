@@ -133,6 +133,8 @@ def run_benchmark(benchmark: str, *args: str) -> dict:
         ("openbench", "anyfd"),
         ("mailbench", "regular"),
         ("mailbench", "commutative"),
+        ("sockbench", "ordered"),
+        ("sockbench", "unordered"),
     ],
 )
 def test_benchmarks_run_on_the_harness(benchmark, mode):
@@ -151,6 +153,7 @@ def test_benchmarks_run_on_the_harness(benchmark, mode):
         ("openbench", "anyfd", []),
         ("statbench", "fstatx", ["--param", "layout=mixed"]),
         ("mailbench", "commutative", []),
+        ("sockbench", "unordered", []),
     ],
 )
 def test_controls_run_each_worker_as_a_process_of_its_own(benchmark, mode, params):
