@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.trace import vm
-from scalecheck.trace.runner import run_tests
+from scalecheck.run import run_tests
+from scalecheck.trace.linux import vm
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests" / "data" / "trace_variants.jsonl"

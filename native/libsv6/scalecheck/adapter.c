@@ -4,7 +4,7 @@
  * sendto, recvfrom (libsv6's sockets, ordered or unordered), fork, posix_spawn (both
  * sv6_spawn) and fstatx. exec has no libsv6 counterpart.
  *
- * The tests are written in Linux's terms (src/scalecheck/trace/linux_posix.py) and the
+ * The tests are written in Linux's terms (src/scalecheck/binding/linux_posix.py) and the
  * adapter keeps them: fds are installed at the numbers the setup gives (those below
  * constants.fd_base are taken by a placeholder, as a Linux process has its standard fds),
  * mappings at the addresses it gives, and one unit of file or pipe data is one page whose

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from z3 import And, If, Implies, Not, Or
 
 from scalecheck.engine.types import Array, Bool, Dict, Enum, Int, Key, Map, Struct, Uninterpreted
-from scalecheck.model.results import Chosen, error, fault, ok
+from scalecheck.model.op_results import Chosen, error, fault, ok
 
 __all__ = [
     "And",
