@@ -7,8 +7,8 @@
  *                  answer another worker's request: each request names its client)
  *   dgram          one datagram socket per pair
  *   stream         one AF_UNIX stream socket pair per pair
- * Receives never block (a worker polls, so that the run ends however requests were
- * interleaved).
+ * Receives never block: a worker waiting for its reply serves requests meanwhile, so
+ * that the run ends, and goes on, however requests were interleaved.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -51,15 +51,32 @@ static void process_setup(struct hc_run *run)
     run->data = s;
 }
 
-/* One byte from fd; 0 once the run is over. */
-static int receive(struct hc_worker *w, int fd, unsigned char *byte)
+/* As a server: answers one waiting request, if there is one. */
+static void serve_one(struct sock_run *s, int index)
 {
+    unsigned char client;
+    ssize_t n = recv(s->request[index][0], &client, 1, 0);
+    if (n < 0 && errno != EAGAIN)
+        hc_fail("recv request: %s", strerror(errno));
+    if (n == 1 && send(s->reply[client][1], &client, 1, 0) != 1)
+        hc_fail("send reply: %s", strerror(errno));
+}
+
+/* As a client: one request, then serving requests until its reply is in (a worker that
+ * only waited would stall whenever the request it needs answered waits for a worker the
+ * host did not run); 0 once the run is over. */
+static int round_trip(struct hc_worker *w, struct sock_run *s)
+{
+    unsigned char me = (unsigned char)w->index, answer;
+    if (send(s->request[w->index][1], &me, 1, 0) != 1)
+        hc_fail("send request: %s", strerror(errno));
     for (;;) {
-        ssize_t n = recv(fd, byte, 1, 0);
+        serve_one(s, w->index);
+        ssize_t n = recv(s->reply[w->index][0], &answer, 1, 0);
         if (n == 1)
             return 1;
         if (n < 0 && errno != EAGAIN)
-            hc_fail("recv: %s", strerror(errno));
+            hc_fail("recv reply: %s", strerror(errno));
         if (!hc_running(w))
             return 0;
     }
@@ -68,18 +85,8 @@ static int receive(struct hc_worker *w, int fd, unsigned char *byte)
 static void worker(struct hc_worker *w)
 {
     struct sock_run *s = w->run->data;
-    unsigned char me = (unsigned char)w->index, client, answer;
-    while (hc_running(w)) {
-        if (send(s->request[w->index][1], &me, 1, 0) != 1)
-            hc_fail("send request: %s", strerror(errno));
-        if (!receive(w, s->request[w->index][0], &client))
-            break;
-        if (send(s->reply[client][1], &client, 1, 0) != 1)
-            hc_fail("send reply: %s", strerror(errno));
-        if (!receive(w, s->reply[w->index][0], &answer))
-            break;
+    while (hc_running(w) && round_trip(w, s))
         hc_count(w);
-    }
 }
 
 const struct hc_benchmark hc_benchmark = {

@@ -44,15 +44,32 @@ static void process_setup(struct hc_run *run)
     run->data = s;
 }
 
-/* One byte from fd; 0 once the run is over. */
-static int receive(struct hc_worker *w, struct sock_run *s, int fd, unsigned char *byte)
+/* As a server: answers one waiting request, if there is one. */
+static void serve_one(struct sock_run *s)
 {
+    unsigned char client;
+    ssize_t n = sv6_recv(s->proc, s->request, &client, 1);
+    if (n != 1 && n != -EAGAIN)
+        hc_fail("recv request: %zd", n);
+    if (n == 1 && sv6_send(s->proc, s->reply[client], &client, 1) != 1)
+        hc_fail("send reply");
+}
+
+/* As a client: one request, then serving requests until its reply is in (a worker that
+ * only waited would stall whenever the request it needs answered waits for a worker the
+ * host did not run); 0 once the run is over. */
+static int round_trip(struct hc_worker *w, struct sock_run *s)
+{
+    unsigned char me = (unsigned char)w->index, answer;
+    if (sv6_send(s->proc, s->request, &me, 1) != 1)
+        hc_fail("send request");
     for (;;) {
-        ssize_t n = sv6_recv(s->proc, fd, byte, 1);
+        serve_one(s);
+        ssize_t n = sv6_recv(s->proc, s->reply[w->index], &answer, 1);
         if (n == 1)
             return 1;
         if (n != -EAGAIN)
-            hc_fail("recv: %zd", n);
+            hc_fail("recv reply: %zd", n);
         if (!hc_running(w))
             return 0;
     }
@@ -61,19 +78,9 @@ static int receive(struct hc_worker *w, struct sock_run *s, int fd, unsigned cha
 static void worker(struct hc_worker *w)
 {
     struct sock_run *s = w->run->data;
-    unsigned char me = (unsigned char)w->index, client, answer;
     sv6_core_set((unsigned)w->index);
-    while (hc_running(w)) {
-        if (sv6_send(s->proc, s->request, &me, 1) != 1)
-            hc_fail("send request");
-        if (!receive(w, s, s->request, &client))
-            break;
-        if (sv6_send(s->proc, s->reply[client], &client, 1) != 1)
-            hc_fail("send reply");
-        if (!receive(w, s, s->reply[w->index], &answer))
-            break;
+    while (hc_running(w) && round_trip(w, s))
         hc_count(w);
-    }
 }
 
 static void process_teardown(struct hc_run *run)
