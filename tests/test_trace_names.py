@@ -53,7 +53,7 @@ def test_btf_reader_finds_structs_offsets_vars_and_enums(types):
     assert types.offset_of("page", "compound_head") == 8
     assert types.offset_of("page", "mapping") == 24
     assert types.offset_of("slab", "slab_cache") == 24
-    assert types.enum_value("PG_slab") == 9
+    assert types.enum("pageflags")["PG_slab"] == 9
     assert types.var_type("runqueues") == types.struct("rq")
     assert types.size(types.struct("page")) == 64
     # `void *mapping` points to type 0, void.

@@ -19,6 +19,7 @@ from scalecheck.storage import NO_SPACE, no_space
 STAGE_MODULES = [
     "scalecheck.analyze",
     "scalecheck.testgen",
+    "scalecheck.kernels",
     "scalecheck.trace.runner",
     "scalecheck.report.cli",
     "scalecheck.pipeline",

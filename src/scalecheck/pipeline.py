@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from scalecheck import kernels
 from scalecheck.analyze import analyze_model, print_summary, select_ops
 from scalecheck.modelfile import load_model
 from scalecheck.testgen import DEFAULT_CAP, generate_tests
@@ -67,9 +68,7 @@ def register(subparsers):
         "--cap", type=int, default=DEFAULT_CAP, help="tests per commutative path at most"
     )
     parser.add_argument("--limit", type=int, help="trace only the first N tests")
-    parser.add_argument(
-        "--kernel", type=Path, help="kernel image to trace (default: the installed Debian kernel)"
-    )
+    kernels.add_kernel_option(parser, "the installed Debian kernel")
     parser.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     parser.add_argument("--repeats", type=int, default=2, help="runs per test (default 2)")
     add_conflict_options(parser)

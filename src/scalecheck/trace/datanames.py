@@ -92,12 +92,49 @@ class SlabCache:
 
 
 @dataclass(frozen=True)
+class SlabMark:
+    """How a kernel marks the head struct page of a slab, from its BTF: the word at
+    ``offset`` in struct page (``size`` bytes), masked with ``mask``, equals ``value``.
+
+    - up to Linux 6.9: bit PG_slab (enum pageflags) of ``page.flags``;
+    - 6.10 and 6.11: ``page.page_type`` starts as all ones and a type clears its bit
+      (enum pagetype: PAGE_TYPE_BASE still set, PG_slab cleared);
+    - 6.12 and later: the top byte of ``page.page_type`` is the type (PGTY_slab).
+    """
+
+    offset: int
+    size: int
+    mask: int
+    value: int
+
+    @classmethod
+    def of(cls, types: Types) -> "SlabMark | None":
+        flags, page_types = types.enum("pageflags"), types.enum("pagetype")
+        flags_at = types.offset_of("page", "flags")
+        type_at = types.offset_of("page", "page_type")
+        if "PG_slab" in flags and flags_at is not None:
+            bit = 1 << flags["PG_slab"]
+            return cls(flags_at, 8, bit, bit)
+        if type_at is None:
+            return None
+        if "PGTY_slab" in page_types:
+            return cls(type_at, 4, 0xFF << 24, page_types["PGTY_slab"] << 24)
+        if "PG_slab" in page_types and "PAGE_TYPE_BASE" in page_types:
+            # BTF keeps 32-bit enum values signed: 0x80000000 reads as negative.
+            base = page_types["PAGE_TYPE_BASE"] & 0xFFFF_FFFF
+            return cls(type_at, 4, base | page_types["PG_slab"] & 0xFFFF_FFFF, base)
+        return None
+
+    def matches(self, word: int) -> bool:
+        return word & self.mask == self.value
+
+
+@dataclass(frozen=True)
 class Layout:
     """Offsets of the fields of struct page, struct slab and struct kmem_cache that
-    naming reads, from the kernel's BTF."""
+    naming reads, and how a slab's page is marked, from the kernel's BTF."""
 
     page_size: int
-    page_flags: int
     compound_head: int
     mapping: int
     slab_cache: int
@@ -105,7 +142,7 @@ class Layout:
     cache_size: int
     cache_object_size: int
     cache_red_left_pad: int | None  # only with CONFIG_SLUB_DEBUG
-    pg_slab: int  # bit of page.flags
+    slab_mark: SlabMark
 
     @classmethod
     def of(cls, types: Types) -> "Layout | None":
@@ -115,20 +152,17 @@ class Layout:
         slab_cache = off("slab", "slab_cache")
         found = {
             "page_size": types.size(page) if page is not None else None,
-            "page_flags": off("page", "flags"),
             "compound_head": off("page", "compound_head"),
             "mapping": off("page", "mapping"),
             "slab_cache": off("page", "slab_cache") if slab_cache is None else slab_cache,
             "cache_name": off("kmem_cache", "name"),
             "cache_size": off("kmem_cache", "size"),
             "cache_object_size": off("kmem_cache", "object_size"),
-            "pg_slab": types.enum_value("PG_slab"),
+            "slab_mark": SlabMark.of(types),
         }
         if None in found.values():
             return None
-        return cls(
-            cache_red_left_pad=off("kmem_cache", "red_left_pad"), **cast(dict[str, int], found)
-        )
+        return cls(cache_red_left_pad=off("kmem_cache", "red_left_pad"), **cast(dict, found))
 
 
 class DataNamer:
@@ -283,8 +317,9 @@ class _Slabs:
 
     def _slab_cache(self, head: int) -> SlabCache | None:
         """The cache of the slab whose head struct page is ``head`` (None: not a slab)."""
-        flags = self.kernel.u64(head + self.layout.page_flags)
-        if flags is None or not flags >> self.layout.pg_slab & 1:
+        mark = self.layout.slab_mark
+        raw = self.kernel.read(head + mark.offset, mark.size)
+        if raw is None or not mark.matches(int.from_bytes(raw, "little")):
             return None
         address = self.kernel.u64(head + self.layout.slab_cache)
         if address is None:

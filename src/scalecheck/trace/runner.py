@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from scalecheck import kernels
 from scalecheck.errors import UserError
 from scalecheck.storage import require_space
 from scalecheck.testfile import content_hash, file_hash
@@ -85,7 +86,7 @@ def register(subparsers):
         "described by the manifest at PATH, or a shipped library by name: "
         f"{', '.join(sorted(userspace.NAMED_LIBRARIES))} (docs/usertarget.md)",
     )
-    p.add_argument("--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*)")
+    kernels.add_kernel_option(p, "newest /boot/vmlinuz-*")
     p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
     p.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     p.add_argument(
@@ -296,7 +297,7 @@ def run_tests(
             f"tests of model {tests_header.get('model')!r} have no Linux mapping; "
             "`scalecheck run --target linux` runs posix-model tests"
         )
-    kernel = vm.check_kernel(Path(kernel)) if kernel else vm.default_kernel()
+    kernel = vm.check_kernel(kernels.resolve(kernel)) if kernel else vm.default_kernel()
     if vmlinux and not Path(vmlinux).is_file():
         raise UserError(f"--vmlinux {vmlinux} does not exist")
     vm.qemu_binary()
