@@ -516,3 +516,15 @@ def test_slab_mark_of_each_scheme_from_btf_enums():
     )
     assert mark("pagetype", {"PGTY_buddy": 0xF0}) is None
     assert mark("other", {"PG_slab": 9}) is None
+
+
+@needs_tools
+def test_naming_support_says_what_a_kernel_lacks(kernel_types):
+    _, types = kernel_types
+    full = datanames.naming_support(types, _symbols())
+    assert full == {"btf": True, "slabs": True, "percpu": True, "missing": ""}
+    bare = datanames.naming_support(None, KernelSymbols("", {}))
+    assert not bare["btf"] and not bare["slabs"] and not bare["percpu"]
+    assert bare["missing"].startswith("no BTF") and "per-cpu" in bare["missing"]
+    # BTF without a slab layout naming knows (here: none at all).
+    assert datanames.naming_support(Types([]), _symbols())["missing"].startswith("BTF lacks")

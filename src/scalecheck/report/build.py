@@ -8,6 +8,7 @@ from scalecheck.report.diff import diff_runs, format_diff_text
 from scalecheck.report.filters import (
     filter_effects,
     granularity_shares,
+    naming_coverage,
     security_modules,
     views_line,
 )
@@ -44,6 +45,7 @@ def make_report(out_dir, other_dir=None) -> dict:
     shares = granularity_shares(run)
     filters = filter_effects(run)
     lsm = security_modules(run)
+    naming = naming_coverage(run)
     top_sites = [site.as_json(rank) for rank, site in enumerate(sites[:TOP_SITES], start=1)]
     diff = diff_runs(run, other) if other is not None else None
     mismatched = mismatches(run)
@@ -60,6 +62,7 @@ def make_report(out_dir, other_dir=None) -> dict:
         "granularity_shares": shares,
         "filters": filters,
         "security_modules": lsm,
+        "naming": naming,
         "totals": {
             **totals.as_json(),
             "not_run_by_status": dict(sorted(not_run_by_status.items())),
@@ -75,7 +78,7 @@ def make_report(out_dir, other_dir=None) -> dict:
 
     what = (
         f"model {run.model} on {run.kernel_name} ({summary['granularity']} conflicts, "
-        f"security modules: {lsm})"
+        f"security modules: {lsm}; {naming})"
     )
     title = f"{what}: {line}\n{views_line(shares)}"
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)

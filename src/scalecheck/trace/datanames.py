@@ -165,6 +165,40 @@ class Layout:
         return cls(cache_red_left_pad=off("kmem_cache", "red_left_pad"), **cast(dict, found))
 
 
+def naming_support(types: Types | None, symbols) -> dict:
+    """What naming can do on this kernel, for the results header and the report: whether
+    it has BTF, a slab layout naming knows, per-cpu offsets, and one line saying what is
+    missing ("" when nothing is)."""
+    slabs = types is not None and Layout.of(types) is not None
+    percpu = bool(symbols.percpu_offsets)
+    missing = []
+    if types is None:
+        missing.append("no BTF (CONFIG_DEBUG_INFO_BTF): heap data unnamed, symbols without fields")
+    elif not slabs:
+        missing.append(
+            "BTF lacks a slab layout naming knows (struct slab, kmem_cache, page "
+            "type): heap data unnamed"
+        )
+    if not percpu:
+        missing.append(
+            "no per-cpu offsets (probe could not read /proc/kcore): per-cpu data unnamed"
+        )
+    return {
+        "btf": types is not None,
+        "slabs": slabs,
+        "percpu": percpu,
+        "missing": "; ".join(missing),
+    }
+
+
+def named_lines(records) -> dict:
+    """Of the conflicting lines of traced records, how many carry a data name."""
+    conflicts = [
+        c for r in records if r.get("status") in ("ok", "mismatch") for c in r.get("conflicts", [])
+    ]
+    return {"conflicting": len(conflicts), "named": sum(1 for c in conflicts if c.get("data"))}
+
+
 class DataNamer:
     """Names conflicting lines of one boot. ``types`` None (a kernel without BTF) leaves
     symbol names only; ``kernel`` None (no guest memory) leaves heap data unnamed."""

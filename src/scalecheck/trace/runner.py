@@ -326,6 +326,7 @@ def run_tests(
             "image": str(kernel),
             "args": vm.kernel_command_line(kernel_args),
         },
+        "naming": datanames.naming_support(config.types, config.symbols),
         "tests": "tests.jsonl",
         TESTS_HASH: file_hash(out_dir / "tests.jsonl"),
         "repeats": repeats,
@@ -368,6 +369,8 @@ def run_tests(
             "naming": {
                 "lines": config.named_lines,
                 "seconds": round(config.naming_seconds, 3),
+                **datanames.named_lines(records),
+                "support": header["naming"],
             },
             "kernel": header["kernel"],
             "per_worker": per_worker,
