@@ -20,10 +20,10 @@ STAGE_MODULES = [
     "scalecheck.analyze",
     "scalecheck.testgen",
     "scalecheck.kernels",
-    "scalecheck.trace.runner",
-    "scalecheck.report.cli",
+    "scalecheck.run",
+    "scalecheck.report.report_cli",
     "scalecheck.pipeline",
-    "scalecheck.benchsuite.cli",
+    "scalecheck.benchsuite.bench_cli",
 ]
 
 

@@ -222,6 +222,6 @@ def add_kernel_option(parser: argparse.ArgumentParser, default_text: str) -> Non
     """``--kernel`` of the commands that trace Linux (one declaration for all of them)."""
     parser.add_argument(
         "--kernel",
-        help=f"kernel to trace: an image path, a fetched release or series (6.12, 6.12-rt; "
+        help=f"Linux: kernel to trace: an image path, a fetched release or series (6.12, 6.12-rt; "
         f"see `scalecheck kernel list`), default: {default_text}",
     )
