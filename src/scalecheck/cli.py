@@ -22,6 +22,7 @@ STAGE_MODULES = [
     "scalecheck.kernels",
     "scalecheck.run",
     "scalecheck.report.report_cli",
+    "scalecheck.report.side_by_side",
     "scalecheck.pipeline",
     "scalecheck.benchsuite.bench_cli",
 ]
