@@ -433,6 +433,10 @@ KERNEL_LAYOUTS = {
         slab_mark=datanames.SlabMark(offset=48, size=4, mask=0xFF << 24, value=0xF5 << 24),
     ),
 }
+# PREEMPT_RT: the same page and slab layouts, but spinlock_t is an rt_mutex (32 bytes, not
+# 4), so the structs holding one have other offsets: files_struct.next_fd moves from 132 to 160.
+KERNEL_LAYOUTS["6.12-rt"] = KERNEL_LAYOUTS["6.12"]
+NEXT_FD = {"6.1": 132, "6.12": 132, "6.12-rt": 160}
 
 
 @pytest.fixture(scope="module", params=sorted(KERNEL_LAYOUTS))
@@ -450,8 +454,8 @@ def kernel_types(request, tmp_path_factory) -> tuple[str, Types]:
 def test_each_kernels_layout_is_read_from_its_btf(kernel_types):
     series, types = kernel_types
     assert datanames.Layout.of(types) == KERNEL_LAYOUTS[series]
-    # files_struct kept its layout (file_lock at 128) between the two.
     assert types.offset_of("files_struct", "file_lock") == 128
+    assert types.offset_of("files_struct", "next_fd") == NEXT_FD[series]
 
 
 @needs_tools
@@ -474,9 +478,11 @@ def test_heap_lines_named_on_each_kernel_as_it_marks_its_slabs(kernel_types):
     namer = _namer(types, mem)
     line = (SLAB_FRAME << 12) + 768 + 128  # object 1's file_lock and next_fd
     assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(0, 4)) == "files_struct.file_lock"
-    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(0, 8)) == (
-        "files_struct.{file_lock,next_fd}"
+    # The 8 bytes from file_lock: the lock and next_fd, or on PREEMPT_RT the lock alone.
+    both = (
+        "files_struct.{file_lock,next_fd}" if NEXT_FD[series] == 132 else "files_struct.file_lock"
     )
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(0, 8)) == both
     assert namer.name("heap", DIRECT_MAP[0] + (0x500 << 12), 0x500 << 12, 0xFF) == "page"
 
 
