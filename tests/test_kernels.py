@@ -81,3 +81,17 @@ def test_kernel_option_resolves_fetched_releases_and_series(tmp_path, monkeypatc
         kernels.resolve("6.1")
     with pytest.raises(UserError, match="neither an image file nor a fetched kernel"):
         kernels.resolve("no-such-kernel")
+
+
+def test_fetch_of_a_series_apt_does_not_know_is_one_clear_error(tmp_path, monkeypatch):
+    """A fake apt-cache (a shell script on PATH) lists packages without 6.13."""
+    fake = tmp_path / "bin" / "apt-cache"
+    fake.parent.mkdir()
+    listing = "".join(f"{name} - Linux\n" for name in PACKAGES)
+    fake.write_text(f"#!/bin/sh\ncat <<'END'\n{listing}END\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(UserError, match=r"apt knows no linux-image-6\.13\."):
+        kernels.fetch("6.13", log=lambda *a: None)
+    assert not (tmp_path / "cache" / "scalecheck" / "kernels").exists()

@@ -64,13 +64,15 @@ def newest_package(package_names: list[str], series: str, flavour: str) -> str |
     return max(candidates)[1] if candidates else None
 
 
-def _apt(args: list[str], cwd: Path | None = None) -> str:
+def _package_tool(args: list[str], cwd: Path | None = None) -> str:
+    """Runs apt-cache, apt-get or dpkg; their last line of stderr is the error."""
     tool = shutil.which(args[0])
     if not tool:
-        raise UserError(f"{args[0]} not found: `kernel fetch` needs Debian's apt")
+        raise UserError(f"{args[0]} not found: `kernel fetch` needs Debian's apt and dpkg")
     done = subprocess.run([tool, *args[1:]], cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise UserError(f"{' '.join(args)} failed: {done.stderr.strip().splitlines()[-1:]}")
+        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UserError(f"{' '.join(args)} failed: {why}")
     return done.stdout
 
 
@@ -78,7 +80,7 @@ def fetch(name: str, log=print) -> Path:
     """Downloads and unpacks the newest kernel of ``name`` (``6.12``, ``6.12-rt``); returns
     its directory. A release already fetched is not downloaded again."""
     series, flavour = parse_short_name(name)
-    listing = _apt(["apt-cache", "search", "--names-only", "^linux-image-"])
+    listing = _package_tool(["apt-cache", "search", "--names-only", "^linux-image-"])
     names = [line.split(" - ")[0] for line in listing.splitlines()]
     package = newest_package(names, series, flavour)
     if package is None:
@@ -86,9 +88,7 @@ def fetch(name: str, log=print) -> Path:
             f"apt knows no linux-image-{series}.*-{flavour}-unsigned package "
             "(run `apt-get update`; Debian 12 ships 6.1 and, from its security archive, 6.12)"
         )
-    found = PACKAGE.match(package)
-    assert found
-    release = f"{found['version']}-{flavour}"
+    release = package.removeprefix("linux-image-").removesuffix("-unsigned")
     target = kernels_dir() / release
     if (target / INFO).exists():
         log(f"{release} already fetched: {target}")
@@ -99,14 +99,14 @@ def fetch(name: str, log=print) -> Path:
     with tempfile.TemporaryDirectory(prefix="fetch-", dir=target.parent) as staging_dir:
         staging = Path(staging_dir)
         log(f"downloading {package} ...")
-        _apt(["apt-get", "download", package], cwd=staging)
+        _package_tool(["apt-get", "download", package], cwd=staging)
         debs = list(staging.glob("*.deb"))
         if len(debs) != 1:
             raise UserError(f"apt-get download {package} left no single .deb in {staging}")
         deb = debs[0]
-        version = _apt(["dpkg-deb", "-f", str(deb), "Version"]).strip()
+        version = _package_tool(["dpkg-deb", "-f", str(deb), "Version"]).strip()
         unpacked = staging / "root"
-        _apt(["dpkg", "-x", str(deb), str(unpacked)])
+        _package_tool(["dpkg", "-x", str(deb), str(unpacked)])
         image = unpacked / "boot" / f"vmlinuz-{release}"
         if not image.is_file():
             raise UserError(f"{deb.name} holds no boot/vmlinuz-{release}")
