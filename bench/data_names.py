@@ -17,7 +17,10 @@ import argparse
 import collections
 import json
 import re
+import sys
 from pathlib import Path
+
+from scalecheck.output import run_printing
 
 # `struct.field`, `struct.outer.{a,b}`, `owner.field[]`, `slab[cache].field`.
 FIELD_NAME = re.compile(r"^[A-Za-z_]\w*(\[[^\]]*\])?\.")
@@ -136,6 +139,10 @@ def main():
     results = [measure(d, args.top) for d in args.dirs]
     if args.compare:
         results[0]["agreement"] = agreement(records(args.dirs[0]), records(args.compare))
+    return run_printing(lambda: print_results(results, args))
+
+
+def print_results(results: list[dict], args) -> None:
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=1))
         return
@@ -153,4 +160,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
