@@ -142,6 +142,10 @@ def test_title_says_how_much_was_named_and_what_the_kernel_did_not_allow(tmp_pat
     summary = make_report(tmp_path / "a")
     assert summary["naming"] == f"data named: 2 of 3 conflicting lines ({missing})"
     assert summary["naming"] in (tmp_path / "a" / "report" / "bottlenecks.txt").read_text()
+    assert (
+        "data named: 2 of 3 conflicting lines"
+        in (tmp_path / "a" / "report" / "index.html").read_text()
+    )
     # Results from before the header said it: the count alone.
     _write_run(tmp_path / "b", {}, records)
     assert make_report(tmp_path / "b")["naming"] == "data named: 2 of 3 conflicting lines"
