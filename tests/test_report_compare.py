@@ -25,7 +25,8 @@ def test_runs_side_by_side_with_fixed_and_broken_tests_and_their_names(tmp_path,
     # Unnamed lines are counted by kind, once per test.
     assert step["fixed_names_before"] == [["unnamed heap data", 1]]
     assert step["broken_names_after"] == [["unnamed static data", 1]]
-    for run in result["runs"]:
+    for position, run in enumerate(result["runs"], start=1):
+        assert Path(run["heatmap"]) == out / f"{position}-{run['kernel']}" / "heatmap.png"
         assert Path(run["heatmap"]).is_file()
         assert set(run["shares"]) == {"bytes", "stable", "line"}
 

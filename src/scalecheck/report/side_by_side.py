@@ -2,7 +2,7 @@
 one per kernel (`run --kernel 6.1`, `run --kernel 6.12`), oldest first.
 
 Per run: its kernel, the conflict-free share at the three granularities, how many
-conflicting lines carry a data name, and its heat map (OUT/<kernel>/heatmap.png). Per
+conflicting lines carry a data name, and its heat map (OUT/<N>-<kernel>/heatmap.png). Per
 consecutive pair (tests paired by content, as `report --diff` does): the tests fixed
 (conflicting before, conflict-free after) with the data names the earlier run gave their
 conflicts, and the tests broken with the names the later run gives.
@@ -56,8 +56,9 @@ def _names(run: Run, test_ids: list[str]) -> list[tuple[str, int]]:
     return counts.most_common(TOP_NAMES)
 
 
-def _directory_name(kernel: str) -> str:
-    return re.sub(r"[^\w.+-]", "_", kernel)
+def _directory_name(position: int, kernel: str) -> str:
+    """``2-6.12.117+deb12-amd64``: numbered, as two runs may share a kernel."""
+    return f"{position}-" + re.sub(r"[^\w.+-]", "_", kernel)
 
 
 def compare_runs(dirs: list[Path], out: Path) -> dict:
@@ -68,9 +69,9 @@ def compare_runs(dirs: list[Path], out: Path) -> dict:
     from scalecheck.report.heatmap import write_heatmap
 
     rows = []
-    for run in runs:
+    for position, run in enumerate(runs, start=1):
         pairs = count_pairs(run)
-        heatmap_dir = out / _directory_name(run.kernel_name)
+        heatmap_dir = out / _directory_name(position, run.kernel_name)
         heatmap_dir.mkdir(parents=True, exist_ok=True)
         line = summary_line(count_totals(run)[0])
         write_heatmap(
