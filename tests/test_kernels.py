@@ -95,3 +95,17 @@ def test_fetch_of_a_series_apt_does_not_know_is_one_clear_error(tmp_path, monkey
     with pytest.raises(UserError, match=r"apt knows no linux-image-6\.13\."):
         kernels.fetch("6.13", log=lambda *a: None)
     assert not (tmp_path / "cache" / "scalecheck" / "kernels").exists()
+
+
+def test_kernel_list_prints_the_fetched_kernels(tmp_path, monkeypatch, capsys):
+    from scalecheck.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert main(["kernel", "list"]) == 0
+    assert "no kernels fetched" in capsys.readouterr().err
+    image = _fetched(tmp_path, "6.12.117+deb12-amd64", "6.12", "amd64")
+    assert main(["kernel", "list", "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["path"] == str(image) and listed["package_bytes"] == 1
+    assert main(["kernel", "list"]) == 0
+    assert "6.12.117+deb12-amd64" in capsys.readouterr().out
