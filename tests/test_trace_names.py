@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.trace import outcome
-from scalecheck.trace.linux import datanames, type_tables
+from scalecheck.trace.linux import datanames, kernel_layout, type_tables
 from scalecheck.trace.linux.btf import Types
 from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
 from scalecheck.trace.linux.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
@@ -408,7 +408,7 @@ def test_conflict_bytes_are_the_shared_bytes_or_else_the_written_ones():
 # tests/data/dump_kernel_layouts.py. What each kernel's BTF says, written out here:
 KERNEL_LAYOUTS = {
     # Up to 6.9 a slab's head page has bit PG_slab (9) of page.flags set.
-    "6.1": datanames.Layout(
+    "6.1": kernel_layout.Layout(
         page_size=64,
         compound_head=8,
         mapping=24,
@@ -417,11 +417,11 @@ KERNEL_LAYOUTS = {
         cache_size=24,
         cache_object_size=28,
         cache_red_left_pad=88,
-        slab_mark=datanames.SlabMark(offset=0, size=8, mask=1 << 9, value=1 << 9),
+        slab_mark=kernel_layout.SlabMark(offset=0, size=8, mask=1 << 9, value=1 << 9),
     ),
     # From 6.12 the top byte of page.page_type is the page's type: PGTY_slab (0xf5);
     # struct slab lost its list_head before slab_cache.
-    "6.12": datanames.Layout(
+    "6.12": kernel_layout.Layout(
         page_size=64,
         compound_head=8,
         mapping=24,
@@ -430,7 +430,7 @@ KERNEL_LAYOUTS = {
         cache_size=24,
         cache_object_size=28,
         cache_red_left_pad=88,
-        slab_mark=datanames.SlabMark(offset=48, size=4, mask=0xFF << 24, value=0xF5 << 24),
+        slab_mark=kernel_layout.SlabMark(offset=48, size=4, mask=0xFF << 24, value=0xF5 << 24),
     ),
 }
 # PREEMPT_RT: the same page and slab layouts, but spinlock_t is an rt_mutex (32 bytes, not
@@ -453,7 +453,7 @@ def kernel_types(request, tmp_path_factory) -> tuple[str, Types]:
 @needs_tools
 def test_each_kernels_layout_is_read_from_its_btf(kernel_types):
     series, types = kernel_types
-    assert datanames.Layout.of(types) == KERNEL_LAYOUTS[series]
+    assert kernel_layout.Layout.of(types) == KERNEL_LAYOUTS[series]
     assert types.offset_of("files_struct", "file_lock") == 128
     assert types.offset_of("files_struct", "next_fd") == NEXT_FD[series]
 
@@ -512,13 +512,13 @@ def test_slab_mark_of_each_scheme_from_btf_enums():
             "size": 4,
             "values": [{"name": k, "val": v} for k, v in values.items()],
         }
-        return datanames.SlabMark.of(Types([u32, u64, page, enum]))
+        return kernel_layout.SlabMark.of(Types([u32, u64, page, enum]))
 
-    assert mark("pageflags", {"PG_slab": 7}) == datanames.SlabMark(0, 8, 1 << 7, 1 << 7)
+    assert mark("pageflags", {"PG_slab": 7}) == kernel_layout.SlabMark(0, 8, 1 << 7, 1 << 7)
     middle = mark("pagetype", {"PAGE_TYPE_BASE": -0x80000000, "PG_slab": 0x02000000})
-    assert middle == datanames.SlabMark(48, 4, 0x82000000, 0x80000000)
+    assert middle == kernel_layout.SlabMark(48, 4, 0x82000000, 0x80000000)
     assert middle.matches(0xFFFFFFFF & ~0x02000000) and not middle.matches(0xFFFFFFFF)
-    assert mark("pagetype", {"PGTY_slab": 0xF5}) == datanames.SlabMark(
+    assert mark("pagetype", {"PGTY_slab": 0xF5}) == kernel_layout.SlabMark(
         48, 4, 0xFF << 24, 0xF5 << 24
     )
     assert mark("pagetype", {"PGTY_buddy": 0xF0}) is None
@@ -528,10 +528,10 @@ def test_slab_mark_of_each_scheme_from_btf_enums():
 @needs_tools
 def test_naming_support_says_what_a_kernel_lacks(kernel_types):
     _, types = kernel_types
-    full = datanames.naming_support(types, _symbols())
+    full = kernel_layout.naming_support(types, _symbols())
     assert full == {"btf": True, "slabs": True, "percpu": True, "missing": ""}
-    bare = datanames.naming_support(None, KernelSymbols("", {}))
+    bare = kernel_layout.naming_support(None, KernelSymbols("", {}))
     assert not bare["btf"] and not bare["slabs"] and not bare["percpu"]
     assert bare["missing"].startswith("no BTF") and "per-cpu" in bare["missing"]
     # BTF without a slab layout naming knows (here: none at all).
-    assert datanames.naming_support(Types([]), _symbols())["missing"].startswith("BTF lacks")
+    assert kernel_layout.naming_support(Types([]), _symbols())["missing"].startswith("BTF lacks")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from scalecheck import kernels
 from scalecheck.errors import UserError
-from scalecheck.trace.linux import datanames, facts, guest_render, type_tables, vm
+from scalecheck.trace.linux import facts, guest_render, kernel_layout, type_tables, vm
 from scalecheck.trace.linux.guest_build import ensure_built
 from scalecheck.trace.linux.kernel_symbols import KernelSymbols
 from scalecheck.trace.linux.vm_worker import BATCH, RunConfig, VmSettings, VmWorker
@@ -118,7 +118,7 @@ class LinuxRun:
         header = {
             "target": "linux",
             "kernel": self._kernel(config.release),
-            "naming": datanames.naming_support(config.types, config.symbols),
+            "naming": kernel_layout.naming_support(config.types, config.symbols),
             "lsm": self.lsm,
             "fs": self.settings.fs,
         }
@@ -131,7 +131,7 @@ class LinuxRun:
                 "lines": prepared.named_lines,
                 "named": prepared.lines_with_names,
                 "seconds": round(prepared.naming_seconds, 3),
-                "support": datanames.naming_support(prepared.types, prepared.symbols),
+                "support": kernel_layout.naming_support(prepared.types, prepared.symbols),
             },
             "kernel": self._kernel(prepared.release),
         }
