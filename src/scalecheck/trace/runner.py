@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from scalecheck import argtypes, rundir_lock
 from scalecheck.errors import UserError
 from scalecheck.storage import require_space
 from scalecheck.testfile import content_hash, file_hash
@@ -89,16 +90,20 @@ def register(subparsers):
     p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
     p.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     p.add_argument(
-        "--jobs", "-j", type=int, help="VMs run in parallel (default: one per host core)"
+        "--jobs", "-j", type=argtypes.count, help="VMs run in parallel (default: one per host core)"
     )
     p.add_argument(
         "--repeats",
-        type=int,
+        type=argtypes.count,
         default=2,
         help="runs per test; a conflict counts only if every run shows it (default 2)",
     )
-    p.add_argument("--limit", type=int, help="trace only the first N matching tests")
-    p.add_argument("--ops", help="comma-separated ops: trace only tests whose calls all use them")
+    p.add_argument("--limit", type=argtypes.limit, help="trace only the first N matching tests")
+    p.add_argument(
+        "--ops",
+        type=argtypes.op_list,
+        help="comma-separated ops: trace only tests whose calls all use them",
+    )
     p.add_argument(
         "--fs",
         default="tmpfs",
@@ -107,11 +112,14 @@ def register(subparsers):
     )
     add_conflict_options(p)
     p.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds one call may take (default 5)"
+        "--timeout",
+        type=argtypes.seconds,
+        default=5.0,
+        help="seconds one call may take (default 5)",
     )
     p.add_argument(
         "--batch",
-        type=int,
+        type=argtypes.count,
         default=BATCH,
         help=f"tests per boot, at most (default {BATCH}; the tests are cut into equal "
         "batches, a multiple of the VMs' count)",
@@ -237,6 +245,7 @@ def select_tests(tests, limit, ops, known_ops):
     return tests[:limit] if limit is not None else tests
 
 
+@rundir_lock.holding("out_dir")
 def run_tests(
     out_dir,
     target="linux",

@@ -65,6 +65,8 @@ def default_kernel() -> Path:
 
 
 def check_kernel(path: Path) -> Path:
+    if path.is_dir():
+        raise UserError(f"kernel image {path} is a directory: give the image file in it")
     if not path.is_file():
         raise UserError(f"kernel image {path} does not exist")
     if not os.access(path, os.R_OK):
