@@ -15,15 +15,20 @@ from pathlib import Path
 from rich.table import Table
 
 from scalecheck import __version__, argtypes, rundir_lock
+from scalecheck.analysisfile import (
+    ANALYSIS_FORMAT,
+    ANALYSIS_VERSION,
+    all_pairs,
+    pair_file,
+    pair_is_current,
+)
 from scalecheck.errors import UserError
-from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.output import stdout_console
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
 
-ANALYSIS_FORMAT = "scalecheck-analysis"
-ANALYSIS_VERSION = 1
 # Seconds model code may run on one path (solver queries aside): the shipped models' paths
 # take milliseconds.
 DEFAULT_MODEL_TIMEOUT = 5.0
@@ -118,14 +123,6 @@ def select_ops(model_cls, ops_text: str | None) -> list[str]:
     return ops
 
 
-def all_pairs(ops: list[str]) -> list[tuple[str, str]]:
-    return [(a, b) for i, a in enumerate(ops) for b in ops[i:]]
-
-
-def pair_file(out: Path, a: str, b: str) -> Path:
-    return out / "analysis" / "pairs" / f"{a}-{b}.json"
-
-
 @rundir_lock.holding("out", create=True)
 def analyze_model(
     model_spec: str,
@@ -170,7 +167,7 @@ def check_results(model_cls, ops: list[str], model_timeout: float) -> None:
     """Refuses, in one line, an operation that returns something else than a result on
     the first path it takes (a non-result on a later path is a model error there)."""
     from scalecheck.engine.commute import first_path_result
-    from scalecheck.model.results import is_result, not_a_result
+    from scalecheck.model.op_results import is_result, not_a_result
 
     for op in ops:
         outcome = first_path_result(model_cls, op, model_timeout)
@@ -186,17 +183,6 @@ def prepare_output(out: Path):
         probe.unlink()
     except OSError as err:
         raise UserError(f"cannot write output directory {out}: {err.strerror}") from None
-
-
-def pair_is_current(out: Path, pair, fingerprint) -> bool:
-    path = pair_file(out, *pair)
-    if not path.exists():
-        return False
-    try:
-        data = read_json(path)
-    except (OSError, ValueError):
-        return False
-    return data.get("fingerprint") == fingerprint and "conditions" in data
 
 
 VERDICTS = ("commutes", "diverges")

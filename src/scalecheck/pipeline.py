@@ -18,18 +18,16 @@ from scalecheck.analyze import (
     print_summary,
     select_ops,
 )
-from scalecheck.modelfile import load_model
+from scalecheck.models.loading import load_model
+from scalecheck.run import add_trace_options, run_from_args
 from scalecheck.testgen import DEFAULT_CAP, current_tests, generate_tests
-from scalecheck.trace.runner import (
+from scalecheck.trace.loop import (
     EXIT_NOT_CONFORMING,
-    add_conflict_options,
-    conflict_settings,
     conformance_line,
     exit_codes_help,
     not_conforming,
-    run_tests,
 )
-from scalecheck.trace.userspace import NAMED_LIBRARIES, library_spec, load_library
+from scalecheck.trace.user.library import library_spec, load_library
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -52,12 +50,6 @@ def register(subparsers):
         help="shipped model name or path to a .py file (default: posix, or the model of the "
         "--target library's manifest)",
     )
-    parser.add_argument(
-        "--target",
-        default="linux",
-        help="'linux' (default), 'lib:PATH' (a C library's manifest) or a shipped library: "
-        f"{', '.join(sorted(NAMED_LIBRARIES))} (docs/usertarget.md)",
-    )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "--ops",
@@ -74,11 +66,6 @@ def register(subparsers):
     parser.add_argument(
         "--cap", type=argtypes.count, default=DEFAULT_CAP, help="tests per commutative path at most"
     )
-    parser.add_argument("--limit", type=argtypes.limit, help="trace only the first N tests")
-    parser.add_argument(
-        "--kernel", type=Path, help="kernel image to trace (default: the installed Debian kernel)"
-    )
-    parser.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     parser.add_argument(
         "--model-timeout",
         type=argtypes.seconds,
@@ -86,16 +73,7 @@ def register(subparsers):
         metavar="SECONDS",
         help=f"model code may run this long per path (default: {DEFAULT_MODEL_TIMEOUT:g})",
     )
-    parser.add_argument(
-        "--repeats", type=argtypes.count, default=2, help="runs per test (default 2)"
-    )
-    add_conflict_options(parser)
-    parser.add_argument(
-        "--cluster",
-        metavar="ADDRESS",
-        help="trace on a Dask cluster: a scheduler's address or local:N (docs/cluster.md)",
-    )
-    parser.add_argument("--jobs", type=argtypes.count, help="parallel workers (default: all cores)")
+    add_trace_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -137,18 +115,7 @@ def run_stages(args) -> int:
         if args.target == "linux"
         else f"3/4 run on {args.target} under qemu-x86_64"
     )
-    traced = run_tests(
-        args.out,
-        target=args.target,
-        kernel=args.kernel,
-        kernel_args=args.kernel_args,
-        jobs=args.jobs,
-        repeats=args.repeats,
-        limit=args.limit,
-        set_aside_incompatible=True,
-        cluster=args.cluster,
-        **conflict_settings(args),
-    )
+    traced = run_from_args(args, args.out, set_aside_incompatible=True)
     console.rule("4/4 report")
     summary = make_report(args.out)
     console.print(summary["summary"])

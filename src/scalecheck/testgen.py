@@ -17,7 +17,6 @@ import hashlib
 import inspect
 import json
 import os
-import sys
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
@@ -27,17 +26,11 @@ import z3
 from rich.table import Table
 
 from scalecheck import __version__, argtypes, binding, rundir_lock, testfile
-from scalecheck.analyze import (
-    ANALYSIS_FORMAT,
-    ANALYSIS_VERSION,
-    all_pairs,
-    pair_file,
-    pair_is_current,
-)
+from scalecheck.analysisfile import all_pairs, pair_file, pair_is_current, read_analysis_meta
 from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.sexpr import parse_sexpr
 from scalecheck.errors import UserError
-from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.output import stdout_console
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
@@ -79,22 +72,6 @@ def run(args) -> int:
     return 1 if summary["totals"]["unknown_paths"] or summary["totals"]["failed_paths"] else 0
 
 
-def read_analysis_meta(out: Path) -> dict:
-    meta_path = out / "analysis" / "meta.json"
-    if not meta_path.exists():
-        raise UserError(f"{out} holds no analysis: run `scalecheck analyze --out {out}` first")
-    try:
-        meta = read_json(meta_path)
-    except ValueError as err:
-        raise UserError(f"{meta_path} is not valid JSON: {err}") from None
-    if meta.get("format") != ANALYSIS_FORMAT or meta.get("version") != ANALYSIS_VERSION:
-        raise UserError(
-            f"{meta_path} is {meta.get('format')} version {meta.get('version')}; "
-            f"this scalecheck reads {ANALYSIS_FORMAT} version {ANALYSIS_VERSION}"
-        )
-    return meta
-
-
 @rundir_lock.holding("out")
 def generate_tests(
     out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, quiet: bool = False
@@ -102,7 +79,8 @@ def generate_tests(
     if cap < 1:
         raise UserError("--cap must be at least 1")
     meta = read_analysis_meta(out)
-    if meta.get("fingerprint") != model_fingerprint(load_model(meta["model"])):
+    model_cls = load_model(meta["model"])
+    if meta.get("fingerprint") != model_fingerprint(model_cls):
         raise UserError(
             f"the analysis in {out} was made from another version of model {meta['model']} "
             "(its file, a module it imports, or scalecheck's engine changed since): "
@@ -130,7 +108,7 @@ def generate_tests(
         "model": meta["model"],
         "generator": f"scalecheck {__version__}",
         "cap": cap,
-        "constants": dict(binding.for_model(load_model(meta["model"])).constants),
+        "constants": dict(binding.for_model(model_cls).constants),
     }
     all_tests, rows = [], []
     for pair in pairs:
@@ -170,8 +148,9 @@ def _made_from(out: Path, meta: dict, cap: int) -> dict:
     for a, b in all_pairs(meta["ops"]):
         analysis.update(pair_file(out, a, b).read_bytes())
     generator = hashlib.sha256(__version__.encode())
-    for module in (sys.modules[__name__], binding, testfile):
-        generator.update(Path(inspect.getfile(module)).read_bytes())
+    binding_sources = sorted(Path(inspect.getfile(binding)).parent.glob("*.py"))
+    for source in (Path(__file__), Path(inspect.getfile(testfile)), *binding_sources):
+        generator.update(source.read_bytes())
     return {
         "fingerprint": meta["fingerprint"],
         "ops": meta["ops"],
