@@ -102,6 +102,8 @@ def test_a_held_directory_is_refused_naming_its_holder(counter_tests, tmp_path):
             ["testgen", run_dir],
             ["analyze", "--model", "counter", "--out", run_dir],
             ["run", "--target", f"lib:{SHARED_COUNTER}", run_dir],
+            # On a cluster too: the submitting process, which owns DIR, takes the lock.
+            ["run", "--target", f"lib:{SHARED_COUNTER}", run_dir, "--cluster", "local:1"],
             ["report", run_dir],
         ):
             line = one_line_error(cli(*stage))

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.storage import NO_SPACE, no_space, os_reason
+from scalecheck.storage import NO_SPACE, os_reason
 
 LOCK_NAME = ".scalecheck.lock"
 
@@ -62,13 +62,12 @@ def locked(directory: Path, create: bool = False):
     if key in _held or not (create or directory.is_dir()):
         yield
         return
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as err:
-        if err.errno in NO_SPACE:
-            raise no_space(directory) from None
-        raise UserError(f"cannot write output directory {directory}: {os_reason(err)}") from None
+    descriptor = _open(directory)
+    if descriptor is None:
+        # No room for the lock file: the command cannot write anything here either, and
+        # its first write says so, naming the file and the room left.
+        yield
+        return
     try:
         _take(descriptor, directory)
         _held[key] = descriptor
@@ -81,6 +80,17 @@ def locked(directory: Path, create: bool = False):
                 os.ftruncate(descriptor, 0)
     finally:
         os.close(descriptor)
+
+
+def _open(directory: Path) -> int | None:
+    """The lock file's descriptor; None on a full disk."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        if err.errno in NO_SPACE:
+            return None
+        raise UserError(f"cannot write output directory {directory}: {os_reason(err)}") from None
 
 
 def _take(descriptor: int, directory: Path) -> None:
@@ -109,7 +119,12 @@ def _take(descriptor: int, directory: Path) -> None:
         "since": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     os.ftruncate(descriptor, 0)
-    os.pwrite(descriptor, (json.dumps(me) + "\n").encode(), 0)
+    try:
+        os.pwrite(descriptor, (json.dumps(me) + "\n").encode(), 0)
+    except OSError as err:
+        if err.errno not in NO_SPACE:
+            raise
+        # Held all the same (an flock takes no room); a second command cannot name us.
 
 
 def _read(descriptor: int) -> dict:
