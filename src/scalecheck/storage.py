@@ -49,7 +49,7 @@ _REMEDY = {
     errno.EACCES: "permission denied: give a directory you may write, or change its permissions",
     errno.EPERM: "operation not permitted: give a directory you may write",
     errno.ENOTDIR: "a part of this path is a file, not a directory",
-    errno.EISDIR: "is a directory, where a file is needed",
+    errno.EISDIR: "a directory where a file is needed",
     errno.ENOENT: "no such file or directory",
 }
 

@@ -157,6 +157,8 @@ class ResultsStore:
                 )
         damaged = []
         for number, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
             record = parse_record(line)
             if record is None:
                 damaged.append((number, line))
