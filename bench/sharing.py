@@ -183,9 +183,9 @@ class ProgramNames:
 
 
 def named_groups(pairs: list, data_of, function_of) -> list[dict]:
-    """The shared lines grouped by where they are (user or kernel space, by the first
-    virtual address the trace saw), the data that holds them (``data_of(a, b)``) and the
-    code of each worker (``function_of(pc)``), most transfers first."""
+    """The shared lines grouped by where they are (user or kernel space: ``seen_at``), the
+    data that holds them (``data_of(a, b)``) and the code of each worker
+    (``function_of(pc)``), most transfers first."""
 
     def code(line) -> tuple:
         # PC 0: the plugin's one site for the PCs beyond its per-line limit
@@ -201,7 +201,7 @@ def named_groups(pairs: list, data_of, function_of) -> list[dict]:
 
     groups: dict[tuple, dict] = {}
     for a, b in pairs:
-        space = "user" if a.vaddr < USER_END else "kernel"
+        space = "user" if seen_at(a, b) < USER_END else "kernel"
         data = data_of(a, b)
         code_a, code_b = code(a), code(b)
         group = groups.setdefault(
@@ -214,7 +214,7 @@ def named_groups(pairs: list, data_of, function_of) -> list[dict]:
                 "worker1": list(code_b),
                 "transfers": [0, 0],
                 "invalidations": [0, 0],
-                "example": hex(a.vaddr),
+                "example": hex(seen_at(a, b)),
             },
         )
         group["lines"] += 1
@@ -227,15 +227,22 @@ def named_groups(pairs: list, data_of, function_of) -> list[dict]:
     )
 
 
+def seen_at(a, b) -> int:
+    """The virtual address that names a shared line: a user one when either worker's
+    first access was through one (the kernel may have touched the page first through its
+    direct map, zeroing it in a fault)."""
+    return min(a.vaddr, b.vaddr)
+
+
 def user_groups(pairs: list, names: ProgramNames) -> list[dict]:
-    return named_groups(pairs, lambda a, b: names.data(a.vaddr), names.function)
+    return named_groups(pairs, lambda a, b: names.data(seen_at(a, b)), names.function)
 
 
 def stack_groups(pairs: list, names: ProgramNames, kernel, namer) -> list[dict]:
     """The groups of a system-mode trace: user lines named as in user mode, kernel lines
     as `scalecheck trace` names them (kernel symbols; slab objects and BTF fields from the
     guest's memory through ``namer``, a datanames.DataNamer)."""
-    kernel_pairs = [(a, b) for a, b in pairs if a.vaddr >= USER_END]
+    kernel_pairs = [(a, b) for a, b in pairs if seen_at(a, b) >= USER_END]
     classified = [kernel.classify(a.vaddr) for a, _ in kernel_pairs]
     found = namer.name_lines(
         [
@@ -249,7 +256,8 @@ def stack_groups(pairs: list, names: ProgramNames, kernel, namer) -> list[dict]:
     }
 
     def data_of(a, b) -> str:
-        return names.data(a.vaddr) if a.vaddr < USER_END else kernel_data[a.paddr]
+        vaddr = seen_at(a, b)
+        return names.data(vaddr) if vaddr < USER_END else kernel_data[a.paddr]
 
     def function_of(pc: int) -> str:
         return names.function(pc) if pc < USER_END else kernel.function(pc)
@@ -306,9 +314,13 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> t
         last = (run.stderr.strip().splitlines() or ["no message"])[-1]
         raise UserError(f"{shlex.join(argv)} exited {run.returncode}: {last}")
     try:
-        result, regions = parse_result(run.stdout), worker_regions(trace)
+        result = parse_result(run.stdout)
     except ValueError as err:
         raise UserError(str(err)) from None
+    try:
+        regions = worker_regions(trace)
+    except ValueError as err:
+        raise unread(err, result) from None
     names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
     return result, regions, user_groups(shared_lines(*regions), names)
 
@@ -322,9 +334,13 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
     try:
         stdout, traced = run.wait(args.timeout)
         try:
-            result, regions = parse_result(stdout), pick_workers(traced)
+            result = parse_result(stdout)
         except ValueError as err:
             raise UserError(str(err)) from None
+        try:
+            regions = pick_workers(traced)
+        except ValueError as err:
+            raise unread(err, result) from None
         names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
         namer = run.data_namer()
         try:
@@ -334,6 +350,19 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
     finally:
         run.stop()
     return result, regions, groups
+
+
+def unread(err: ValueError, result: dict) -> UserError:
+    """The error of a run whose regions cannot be read, saying when the harness killed
+    workers that did not end their operation by the stop (a loop never ended: no region)."""
+    harness = result.get("harness")
+    killed = harness.get("workers_killed_at_stop", 0) if isinstance(harness, dict) else 0
+    if killed:
+        return UserError(
+            f"{err}; the harness killed {killed} worker(s) in the middle of an operation "
+            "(too slow under emulation: a longer --duration, or smaller operations)"
+        )
+    return UserError(str(err))
 
 
 def per_operation(count: int, ops, warmup: float) -> float | None:

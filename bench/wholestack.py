@@ -66,6 +66,7 @@ $B mount -t devtmpfs dev /dev
 $B mount -t tmpfs scalecheck /t
 $B mkdir -p {GUEST_WORKDIR} {cwd}
 cd {cwd}
+export TMPDIR=/t
 $B taskset -c {WORKER_CPUS} {quoted} >/t/out 2>/t/err
 status=$?
 echo {RESULT_BEGIN}
