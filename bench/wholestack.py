@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.trace import build, datanames, facts, initramfs, vm
-from scalecheck.trace.btf import Types
-from scalecheck.trace.kernelmem import KernelMemory
+from scalecheck.trace.linux import datanames, facts, guest_build, initramfs, vm
+from scalecheck.trace.linux.btf import Types
+from scalecheck.trace.linux.kernel_symbols import KernelSymbols
+from scalecheck.trace.linux.kernelmem import KernelMemory
+from scalecheck.trace.linux.type_tables import TypeTables
 from scalecheck.trace.regions import Region
-from scalecheck.trace.symbols import KernelSymbols
 
 GUEST_INIT = "/scalecheck-bench"
 GUEST_WORKDIR = "/t/work"
@@ -101,7 +102,7 @@ class Kernel:
     """The Linux target's kernel and what names its lines (facts probed once per image)."""
 
     def __init__(self):
-        self.built = build.ensure_built()
+        self.built = guest_build.ensure_built()
         self.image = vm.default_kernel()
         facts_dir = facts.kernel_facts(
             self.image, KERNEL_ARGS, self.built, log=lambda text: print(text, file=sys.stderr)
@@ -109,7 +110,7 @@ class Kernel:
         self.entries = facts_dir / "entries.txt"
         self.symbols = KernelSymbols.load(facts_dir)
         self.types: Types | None = facts.kernel_types(facts_dir)
-        self.tables = datanames.TypeTables.load()
+        self.tables = TypeTables.load()
 
 
 class GuestRun:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from guest_diagnostics import diagnostic_test
-from scalecheck.trace import vm
-from scalecheck.trace.runner import run_tests
+from scalecheck.run import run_tests
+from scalecheck.trace.linux import vm
 
 REPO = Path(__file__).resolve().parents[1]
-CALIBRATION = REPO / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+CALIBRATION = REPO / "tests" / "data" / "calibration.jsonl"
 OPS = REPO / "tests" / "data" / "trace_ops.jsonl"
 
 pytestmark = pytest.mark.skipif(

@@ -5,10 +5,10 @@ import functools
 import json
 from dataclasses import dataclass, field
 
-from scalecheck.trace import abi
+from scalecheck.binding import abi
+from scalecheck.trace.counting import ALL_FILTERS_ON, GRANULARITIES, Filters, counts, counts_kind
 from scalecheck.trace.regions import PcSet, shared_lines
-from scalecheck.trace.symbols import VMEMMAP, function_of
-from scalecheck.trace.testfile import Test, check_results
+from scalecheck.trace.testcase import Test, check_results
 
 # The repeat number the driver gives its unreported warm-up runs, and the tag layout.
 WARMUP_REP = abi.value("WARMUP_REP")
@@ -27,6 +27,11 @@ class TestProgress:
         return len(self.repeats) >= repeats or any(
             kind == "X" and rep < 0 for rep, (kind, *_) in self.repeats.items()
         )
+
+
+def function_of(site: str) -> str:
+    """The function of a site name (`function+0xoff (file:line)`)."""
+    return site.split("+")[0].split(" ")[0]
 
 
 def tag(index: int, rep: int, side: int) -> int:
@@ -95,48 +100,6 @@ def _site_pairs(la, lb, symbols) -> tuple:
     )
 
 
-# What counts as a conflict (`scalecheck run --granularity`):
-#   stable: code sites of both calls touched the same bytes, at least one writing, or they
-#           share a line of data whose address is fixed when the kernel is linked
-#           (static and per-cpu data), where false sharing is a property of the kernel's
-#           layout. False sharing on heap lines is listed but not counted: whether two
-#           fields share a line there depends on where the allocator put the object in
-#           this run (slab objects are not line-aligned), so it comes and goes between runs.
-#   line:   every shared line with a write, false sharing of any kind included.
-#   bytes:  overlapping bytes only.
-GRANULARITIES = ("stable", "line", "bytes")
-# Data whose layout does not change between runs: static and per-cpu data are placed when
-# the kernel is linked, and a page-table entry's place in its page is fixed by the virtual
-# address it maps (the driver's memory layout is fixed too: no address randomization).
-FIXED_LAYOUT_KINDS = ("static", "percpu", "pagetable")
-
-
-def counts(conflict: dict, granularity: str) -> bool:
-    return _counts(conflict["kind"], conflict["sharing"], granularity)
-
-
-def _counts(kind: str, sharing: str, granularity: str) -> bool:
-    if sharing == "true" or granularity == "line":
-        return True
-    return granularity == "stable" and kind in FIXED_LAYOUT_KINDS
-
-
-@dataclass(frozen=True)
-class Filters:
-    """The noise filters a run applies (docs/tracer.md), each of which can be switched off
-    (`scalecheck run --count-unrepeated`, `--keep-tick-work`). Whatever their setting, each
-    record says how many conflict elements each filter removed from it."""
-
-    count_unrepeated: bool = False  # a conflict seen in any repeat counts
-    keep_tick_work: bool = False  # CPU-time accounting's accesses stay in
-
-    def as_json(self) -> dict:
-        return {"repeat": not self.count_unrepeated, "tick_work": not self.keep_tick_work}
-
-
-ALL_FILTERS_ON = Filters()
-
-
 # CPU-time accounting is the scheduler tick's work. On the isolated CPUs (nohz_full) the
 # kernel does it at kernel entry and exit instead, once 4 ms of user or system time have
 # gathered, so whether a call pays for it depends on how fast the host ran the setup
@@ -182,7 +145,6 @@ def without_tick_work(region, symbols) -> tuple:
 # 64-byte struct page on x86-64. A call that changes or walks page tables under that lock
 # writes those bytes from a spin-lock function; other users of the same bytes (a slab's
 # counters, a page-cache page's private word) never write them that way.
-STRUCT_PAGE_SIZE = 64
 PTL_BYTES = 0xF << 40
 
 
@@ -195,11 +157,12 @@ def page_table_frames(regions, symbols) -> set:
     frames = set()
     for region in regions:
         for line in region.lines.values():
-            if VMEMMAP[0] <= line.vaddr < VMEMMAP[1] and any(
+            frame = symbols.struct_page_frame(line.vaddr)
+            if frame is not None and any(
                 site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
                 for site in line.sites
             ):
-                frames.add((line.vaddr - VMEMMAP[0]) // STRUCT_PAGE_SIZE)
+                frames.add(frame)
     return frames
 
 
@@ -306,7 +269,7 @@ def name_data(conflicts: list, namer) -> None:
 
 
 def _counted_elements(elements, granularity: str) -> frozenset:
-    return frozenset(e for e in elements if _counts(e[0], e[2], granularity))
+    return frozenset(e for e in elements if counts_kind(e[0], e[2], granularity))
 
 
 def views(conflicts: list) -> dict:

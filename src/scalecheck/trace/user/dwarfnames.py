@@ -18,8 +18,7 @@ from pathlib import Path
 from elftools.common.exceptions import DWARFError, ELFError
 from elftools.elf.elffile import ELFFile
 
-from scalecheck.trace.btf import join_fields
-from scalecheck.trace.datanames import join_names, mask_bytes
+from scalecheck.trace.naming import join_fields, join_names, mask_bytes
 
 # Type DIEs that only qualify or rename the type they point at.
 _TRANSPARENT = {
