@@ -100,7 +100,9 @@ def test_writes_to_a_line_the_other_worker_only_reads_are_invalidations(tmp_path
     [line] = document["groups"]
     assert line["worker0"] == ["publish_line:W"] and line["worker1"] == ["publish_line:R"]
     writer, reader = line["invalidations"][0], line["transfers"][1]
-    assert writer > 0 and line["transfers"][0] == 0 and line["invalidations"][1] == 0
+    assert writer > 0 and line["invalidations"][1] == 0
+    # (the writer's first store moves the line when the reader loaded it first)
+    assert line["transfers"][0] <= 1
     # every load that brings the line over is followed by at most one invalidating store
     assert abs(writer - reader) <= 1
     assert document["invalidations"] == writer
