@@ -30,7 +30,7 @@ caches and BTF: `kernel: files_struct.fdtab`), the program's as above (`user: ..
 the workers may be processes (--processes: a control's layout) instead of threads.
 
 usage: python3 bench/sharing.py BENCHMARK [--mode M] [--runtime R] [--duration S]
-                                [--system [--processes]] [--top N]
+                                [--system [--processes]] [--env NAME=VALUE] [--top N]
                                 [--catalog DIR] [--json FILE]
 Exit status 0 after the table, 2 when the benchmark cannot be built or run, 141 when
 stdout's reader leaves before the table ends (--json is written first).
@@ -39,6 +39,7 @@ stdout's reader leaves before the table ends (--json is written first).
 import argparse
 import bisect
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -305,6 +306,7 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> t
         run = subprocess.run(
             [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
             cwd=REPO,
+            env={**os.environ, **args.env},
             capture_output=True,
             text=True,
             timeout=args.timeout,
@@ -331,7 +333,7 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
     (result, regions, groups) with the kernel's lines among them; UserError when it cannot
     be run or read."""
     kernel = wholestack.Kernel()
-    run = wholestack.GuestRun(kernel, argv, program, REPO, Path(scratch))
+    run = wholestack.GuestRun(kernel, argv, args.env, program, REPO, Path(scratch))
     try:
         stdout, traced = run.wait(args.timeout)
         try:
@@ -430,6 +432,13 @@ def print_groups(document: dict, top: int):
             print_group(group, system)
 
 
+def environment_setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -459,6 +468,14 @@ def main() -> int:
         help="with --system: the workers as processes (a control) instead of threads",
     )
     parser.add_argument(
+        "--env",
+        action="append",
+        type=environment_setting,
+        default=[],
+        metavar="NAME=VALUE",
+        help="set this in the benchmark's environment (repeatable; e.g. GLIBC_TUNABLES=...)",
+    )
+    parser.add_argument(
         "--top", type=int, default=30, help="groups printed (default 30; --json has all)"
     )
     parser.add_argument(
@@ -470,6 +487,7 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the groups to this file")
     args = parser.parse_args()
+    args.env = dict(args.env)
     if args.processes and not args.system:
         parser.error("--processes needs --system (user mode traces one process's threads)")
 

@@ -58,8 +58,13 @@ def guest_files(program: Path) -> set[Path]:
     return files
 
 
-def init_script(argv: list[str], cwd: Path) -> str:
-    quoted = " ".join("'" + arg.replace("'", "'\\''") + "'" for arg in argv)
+def shell_words(words) -> str:
+    return " ".join("'" + word.replace("'", "'\\''") + "'" for word in words)
+
+
+def init_script(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    quoted = shell_words(argv)
+    exports = "".join(f"export {shell_words([f'{k}={v}'])}\n" for k, v in env.items())
     return f"""#!/bin/busybox sh
 B=/bin/busybox
 $B mount -t proc proc /proc
@@ -68,7 +73,7 @@ $B mount -t tmpfs scalecheck /t
 $B mkdir -p {GUEST_WORKDIR} {cwd}
 cd {cwd}
 export TMPDIR=/t
-$B taskset -c {WORKER_CPUS} {quoted} >/t/out 2>/t/err
+{exports}$B taskset -c {WORKER_CPUS} {quoted} >/t/out 2>/t/err
 status=$?
 echo {RESULT_BEGIN}
 $B cat /t/out
@@ -116,12 +121,20 @@ class Kernel:
 class GuestRun:
     """One boot running the command; the guest stays up until stop() (names need its RAM)."""
 
-    def __init__(self, kernel: Kernel, argv: list[str], program: Path, cwd: Path, scratch: Path):
+    def __init__(
+        self,
+        kernel: Kernel,
+        argv: list[str],
+        env: dict[str, str],
+        program: Path,
+        cwd: Path,
+        scratch: Path,
+    ):
         self.kernel = kernel
         image = boot_image(
             Path(kernel.built["base_image"]),
             guest_files(program),
-            init_script(argv, cwd),
+            init_script(argv, cwd, env),
             scratch / "bench.cpio",
         )
         self.session = vm.GuestSession(
