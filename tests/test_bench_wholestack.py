@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import wholestack  # noqa: E402
 
 
 def system_sharing(tmp_path: Path, benchmark: str, *args: str) -> dict:
@@ -64,3 +67,23 @@ def test_threads_that_fault_in_pages_share_their_mm_in_the_kernel(tmp_path):
     code = {c.split(":")[0] for g in mm for c in g["worker0"] + g["worker1"]}
     assert code & {"do_mmap", "mmap_region", "down_write_killable", "__handle_mm_fault"}, code
     assert document["spaces"]["kernel"]["transfers"] > document["spaces"]["user"]["transfers"]
+
+
+def test_the_guest_init_runs_the_command_pinned_with_its_environment():
+    script = wholestack.init_script(
+        ["prog", "--dir", "it's"], Path("/repo"), {"GLIBC_TUNABLES": "a=1:b=2"}
+    )
+    assert "export 'GLIBC_TUNABLES=a=1:b=2'\n" in script
+    assert "taskset -c 1,2 'prog' '--dir' 'it'\\''s' >/t/out" in script
+    # the guest stays up after the command, for the host to read its memory
+    assert script.rstrip().endswith("exec $B sleep 1000000")
+
+
+def test_processes_without_system_is_refused():
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "sharing.py"), "line-transfer", "--processes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and "--processes needs --system" in run.stderr
