@@ -97,6 +97,7 @@ class GuestSession:
         plugin: Path | None,
         entries: Path | None,
         ram_file: bool = False,
+        plugin_options: str = "",
     ):
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -158,6 +159,8 @@ class GuestSession:
             plugin_arg = f"{plugin},out={self.trace_path}"
             if entries:
                 plugin_arg += f",entries={entries}"
+            if plugin_options:  # "transfers=on,user=on" (tracer/plugin/src/lib.rs)
+                plugin_arg += f",{plugin_options}"
             cmd += ["-plugin", plugin_arg]
         self.command = cmd
         self.started = time.monotonic()
