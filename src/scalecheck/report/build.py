@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from scalecheck import __version__
+from scalecheck import __version__, rundir_lock
 from scalecheck.report.diff import diff_runs, format_diff_text
 from scalecheck.report.filters import (
     filter_effects,
@@ -29,6 +29,7 @@ SUMMARY_VERSION = 1
 TOP_SITES = 50
 
 
+@rundir_lock.holding("out_dir")
 def make_report(out_dir, other_dir=None) -> dict:
     """Writes the report of run directory ``out_dir`` into ``out_dir/report/`` and returns
     the summary (the content of summary.json). With ``other_dir``, the summary gets a
@@ -72,6 +73,7 @@ def make_report(out_dir, other_dir=None) -> dict:
         "bottleneck_sites": len(sites),
         "top_sites": top_sites,
         "mismatches": mismatched,
+        "damaged_result_lines": run.damaged_lines,
     }
     if diff is not None:
         summary["diff"] = diff
