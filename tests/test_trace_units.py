@@ -122,9 +122,10 @@ def test_result_matching_with_wildcards():
     assert not testcase.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
 
 
-def _region_bytes(vcpu, tag, lines, transfers=None):
+def _region_bytes(vcpu, tag, lines, transfers=None, invalidations=None):
     """A region record in the plugin's output format (a fake plugin output for the parser);
-    transfers: each line's count, as the plugin writes them with transfers=on."""
+    transfers, invalidations: each line's counts, as the plugin writes them with
+    transfers=on (invalidations 0 when not given)."""
     flags = regions.FLAG_TRANSFERS if transfers else 0
     out = struct.pack("<IIII QQ II", regions.REGION_MAGIC, vcpu, tag, flags, 10, 0, 0, len(lines))
     for i, (paddr, sites) in enumerate(lines):
@@ -133,7 +134,7 @@ def _region_bytes(vcpu, tag, lines, transfers=None):
             rmask, wmask = rmask | r, wmask | w
         out += struct.pack("<QQQQI", paddr, 0xFFFF888000000000 + paddr, rmask, wmask, len(sites))
         if transfers:
-            out += struct.pack("<I", transfers[i])
+            out += struct.pack("<II", transfers[i], invalidations[i] if invalidations else 0)
         for site in sites:
             out += struct.pack("<QQQ", *site)
     return out
@@ -163,9 +164,9 @@ def test_region_reader_follows_a_growing_file(tmp_path):
 def test_region_reader_reads_each_lines_transfers_when_counted(tmp_path):
     path = tmp_path / "trace.bin"
     lines = [(0x1000, [(0x401000, 1, 0)]), (0x2000, [(0x401010, 0, 0xF0), (0x401020, 1, 0)])]
-    counted = _region_bytes(0, 0, lines, transfers=[7, 0])
-    # cut inside the second line's transfer count: not handed out until it is whole
-    cut = counted.index(struct.pack("<QQ", 0x2000, 0xFFFF888000000000 + 0x2000)) + 36 + 2
+    counted = _region_bytes(0, 0, lines, transfers=[7, 0], invalidations=[0, 5])
+    # cut inside the second line's invalidation count: not handed out until it is whole
+    cut = counted.index(struct.pack("<QQ", 0x2000, 0xFFFF888000000000 + 0x2000)) + 36 + 6
     path.write_bytes(regions.FILE_MAGIC + counted[:cut])
     reader = regions.RegionReader(path)
     assert reader.read_new() == []
@@ -173,18 +174,21 @@ def test_region_reader_reads_each_lines_transfers_when_counted(tmp_path):
         f.write(counted[cut:] + _region_bytes(1, 1, lines))
     first, second = reader.read_new()
     assert [line.transfers for line in first.lines.values()] == [7, 0]
+    assert [line.invalidations for line in first.lines.values()] == [0, 5]
     assert first.lines[0x2000].sites == [
         regions.Site(0x401010, 0, 0xF0),
         regions.Site(0x401020, 1, 0),
     ]
     assert [line.transfers for line in second.lines.values()] == [None, None]
+    assert [line.invalidations for line in second.lines.values()] == [None, None]
 
 
 def test_region_reader_rejects_another_format(tmp_path):
     path = tmp_path / "trace.bin"
-    path.write_bytes(b"SCTRACE1" + b"\0" * 64)
-    with pytest.raises(regions.TraceFormatError, match="not a scalecheck trace"):
-        regions.RegionReader(path).read_new()
+    for older in (b"SCTRACE1", b"SCTRACE2"):
+        path.write_bytes(older + b"\0" * 64)
+        with pytest.raises(regions.TraceFormatError, match="not a scalecheck trace"):
+            regions.RegionReader(path).read_new()
 
 
 def _line(vaddr, *sites):
