@@ -3,7 +3,9 @@
 keeps its 2-worker run from twice its 1-worker one, named.
 
 The benchmark's catalog command runs with 2 workers as threads (a control's --processes
-becomes --threads: one address space) under qemu-x86_64 with scalecheck's tracer plugin.
+becomes --threads: one address space) under qemu-x86_64 with scalecheck's tracer plugin;
+with --system, inside the Linux target's guest instead (bench/wholestack.py), where the
+kernel's lines are traced beside the program's.
 The harness marks each worker's loop as a region tagged with its index, so what its setup
 and teardown touch is left out. Each shared line is named by the program's static data
 that holds it, else by the object whose image holds it ("libc.so.6 data"), or "(heap or
@@ -13,16 +15,22 @@ alone for code without a symbol, such as libc's internal functions or the PLT); 
 with the same names are counted together, and ranked by their transfers: the accesses
 that had to bring a line from the other worker's cache (the plugin's transfers=on: a read
 of a line the other wrote last, a write to a line the other holds and this one does not),
-in the order the emulated threads made them. A line both workers wrote once at their
-start moves once or twice; a line they write at every operation moves at every operation.
+in the order the emulated threads made them; and apart from them by their invalidations:
+a worker's writes to a line it holds while the other holds it too (no data moves; the
+other's copy goes). A line both workers wrote once at their start moves once or twice; a
+line they write at every operation moves at every operation.
 With --warmup 0 (the default) the regions are the counted window (but for the few
 operations between its end and the workers' stop), and the transfers are also given per
 operation.
 
-Only user space is traced: for a library benchmark (libsv6, LDU) that is the library and
-the harness; for a system call, only the call's user-space side.
+Without --system only user space is traced: for a library benchmark (libsv6, LDU) that
+is the library and the harness; for a system call, only the call's user-space side. With
+--system the kernel's lines are named as `scalecheck trace` names them (symbols, slab
+caches and BTF: `kernel: files_struct.fdtab`), the program's as above (`user: ...`), and
+the workers may be processes (--processes: a control's layout) instead of threads.
 
 usage: python3 bench/sharing.py BENCHMARK [--mode M] [--runtime R] [--duration S]
+                                [--system [--processes]] [--env NAME=VALUE] [--top N]
                                 [--catalog DIR] [--json FILE]
 Exit status 0 after the table, 2 when the benchmark cannot be built or run, 141 when
 stdout's reader leaves before the table ends (--json is written first).
@@ -31,6 +39,7 @@ stdout's reader leaves before the table ends (--json is written first).
 import argparse
 import bisect
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -41,12 +50,15 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+import wholestack
 from benchlib import REPO
 from scalecheck.benchsuite.catalog import load_catalog
 from scalecheck.benchsuite.runner import fill_placeholders, parse_result
 from scalecheck.errors import UserError
 from scalecheck.output import run_printing
-from scalecheck.trace.regions import FLAG_TRANSFERS, RegionReader, shared_lines
+from scalecheck.trace.linux.kernel_symbols import USER_END
+from scalecheck.trace.outcome import conflict_bytes
+from scalecheck.trace.regions import FLAG_TRANSFERS, Region, RegionReader, shared_lines
 from scalecheck.trace.tracer_build import ensure_plugin
 from scalecheck.trace.user.program_symbols import ProgramSymbols
 from scalecheck.trace.user.program_worker import QEMU_USER
@@ -59,6 +71,13 @@ def thread_command(template: str, series: dict, warmup: float, duration: float, 
     values = {"cores": WORKERS, **series, "warmup": warmup, "duration": duration}
     argv = shlex.split(fill_placeholders(template, {**values, "workdir": workdir}))
     return ["--threads" if arg == "--processes" else arg for arg in argv]
+
+
+def layout_command(argv: list[str], layout: str) -> list[str]:
+    """The command with its workers as `layout` ("threads" or "processes") whatever the
+    benchmark's default (faultzf's workers are processes unless told)."""
+    kept = [arg for arg in argv if arg not in ("--threads", "--processes")]
+    return [*kept, f"--{layout}"]
 
 
 def program_path(name: str) -> Path:
@@ -85,8 +104,13 @@ def pick(benchmark: str, axis: str, values: tuple, asked: str | None) -> str:
 
 def worker_regions(trace: Path) -> list:
     """Worker 0's and worker 1's regions; ValueError when the trace does not hold one each."""
-    regions = RegionReader(trace).read_new()
-    by_tag = {}
+    return pick_workers(RegionReader(trace).read_new())
+
+
+def pick_workers(regions: list[Region]) -> list[Region]:
+    """Worker 0's and worker 1's regions of a trace; ValueError when it does not hold one
+    each, or they carry no transfer counts."""
+    by_tag: dict[int, list] = {}
     for region in regions:
         by_tag.setdefault(region.tag, []).append(region)
     if sorted(by_tag) != list(range(WORKERS)) or any(len(r) != 1 for r in by_tag.values()):
@@ -140,47 +164,107 @@ class SharedObjects:
         return self._find(self._functions, pc) or self.holder(pc) or "(unknown code)"
 
 
-def named_groups(
-    pairs: list, symbols: ProgramSymbols, bias: int, objects: SharedObjects
-) -> list[dict]:
-    """The shared lines grouped by the data that holds them and the code of each worker."""
+class ProgramNames:
+    """Names the program's lines and code: its static data and functions (load bias
+    applied), else the shared object that holds them."""
 
-    def function(pc: int) -> str:
-        if pc == 0:  # the plugin's one site for the PCs beyond its per-line limit
-            return "(further PCs)"
-        name = symbols.function(pc - bias)
+    def __init__(self, symbols: ProgramSymbols, bias: int, objects: SharedObjects):
+        self.symbols, self.bias, self.objects = symbols, bias, objects
+
+    def function(self, pc: int) -> str:
+        name = self.symbols.function(pc - self.bias)
         # not the program's code: the C library's (malloc, strcmp) or the loader's
-        return objects.function(pc) if name.startswith(("0x", "-0x")) else name
+        return self.objects.function(pc) if name.startswith(("0x", "-0x")) else name
+
+    def data(self, vaddr: int) -> str:
+        kind, name = self.symbols.classify(vaddr - self.bias)
+        if kind == "static":
+            return name
+        holder = self.objects.holder(vaddr)
+        return f"{holder} data" if holder else "(heap or mapping)"
+
+
+def named_groups(pairs: list, data_of, function_of) -> list[dict]:
+    """The shared lines grouped by where they are (user or kernel space: ``seen_at``), the
+    data that holds them (``data_of(a, b)``) and the code of each worker
+    (``function_of(pc)``), most transfers first."""
 
     def code(line) -> tuple:
+        # PC 0: the plugin's one site for the PCs beyond its per-line limit
         return tuple(
-            sorted({f"{function(s.pc)}:{'W' if s.write_mask else 'R'}" for s in line.sites})
+            sorted(
+                {
+                    f"{function_of(s.pc) if s.pc else '(further PCs)'}:"
+                    f"{'W' if s.write_mask else 'R'}"
+                    for s in line.sites
+                }
+            )
         )
 
     groups: dict[tuple, dict] = {}
     for a, b in pairs:
-        kind, name = symbols.classify(a.vaddr - bias)
-        if kind == "static":
-            data = name
-        else:
-            holder = objects.holder(a.vaddr)
-            data = f"{holder} data" if holder else "(heap or mapping)"
+        space = "user" if seen_at(a, b) < USER_END else "kernel"
+        data = data_of(a, b)
         code_a, code_b = code(a), code(b)
         group = groups.setdefault(
-            (data, code_a, code_b),
+            (space, data, code_a, code_b),
             {
+                "space": space,
                 "lines": 0,
                 "data": data,
                 "worker0": list(code_a),
                 "worker1": list(code_b),
                 "transfers": [0, 0],
-                "example": hex(a.vaddr),
+                "invalidations": [0, 0],
+                "example": hex(seen_at(a, b)),
             },
         )
         group["lines"] += 1
         for worker, line in enumerate((a, b)):
             group["transfers"][worker] += line.transfers
-    return sorted(groups.values(), key=lambda group: (-sum(group["transfers"]), -group["lines"]))
+            group["invalidations"][worker] += line.invalidations
+    return sorted(
+        groups.values(),
+        key=lambda g: (-sum(g["transfers"]), -sum(g["invalidations"]), -g["lines"]),
+    )
+
+
+def seen_at(a, b) -> int:
+    """The virtual address that names a shared line: a user one when either worker's
+    first access was through one (the kernel may have touched the page first through its
+    direct map, zeroing it in a fault)."""
+    return min(a.vaddr, b.vaddr)
+
+
+def user_groups(pairs: list, names: ProgramNames) -> list[dict]:
+    return named_groups(pairs, lambda a, b: names.data(seen_at(a, b)), names.function)
+
+
+def stack_groups(pairs: list, names: ProgramNames, kernel, namer) -> list[dict]:
+    """The groups of a system-mode trace: user lines named as in user mode, kernel lines
+    as `scalecheck trace` names them (kernel symbols; slab objects and BTF fields from the
+    guest's memory through ``namer``, a datanames.DataNamer)."""
+    kernel_pairs = [(a, b) for a, b in pairs if seen_at(a, b) >= USER_END]
+    classified = [kernel.classify(a.vaddr) for a, _ in kernel_pairs]
+    found = namer.name_lines(
+        [
+            (kind, a.vaddr, a.paddr, conflict_bytes(a, b))
+            for (a, b), (kind, _) in zip(kernel_pairs, classified, strict=True)
+        ]
+    )
+    kernel_data = {
+        a.paddr: name or symbol or kind
+        for (a, _), (kind, symbol), name in zip(kernel_pairs, classified, found, strict=True)
+    }
+
+    def data_of(a, b) -> str:
+        vaddr = seen_at(a, b)
+        return names.data(vaddr) if vaddr < USER_END else kernel_data[a.paddr]
+
+    def function_of(pc: int) -> str:
+        return names.function(pc) if pc < USER_END else kernel.function(pc)
+
+    return named_groups(pairs, data_of, function_of)
 
 
 def harness_names(result: dict, program: Path) -> tuple[int, SharedObjects]:
@@ -195,63 +279,164 @@ def harness_names(result: dict, program: Path) -> tuple[int, SharedObjects]:
     return bias, SharedObjects([image, *harness.get("shared_objects", [])])
 
 
-def trace_workers(args, entry, mode: str, runtime: str, scratch: str) -> tuple:
-    """Runs the benchmark's 2 worker threads under the plugin: (argv, program, result,
-    regions); UserError when it cannot be built, run or read."""
+def benchmark_command(args, entry, mode: str, runtime: str, workdir: str) -> tuple:
+    """Builds the benchmark: (argv, program) of its 2-worker command; UserError when it
+    cannot be built or does not start with an ELF program."""
     if entry.build and subprocess.run(entry.build, shell=True, cwd=REPO).returncode != 0:
         raise UserError(f"building {entry.name} failed: {entry.build}")
     series = {"mode": mode, "runtime": runtime}
-    argv = thread_command(entry.command, series, args.warmup, args.duration, scratch)
+    argv = thread_command(entry.command, series, args.warmup, args.duration, workdir)
+    if args.system:
+        argv = layout_command(argv, "processes" if args.processes else "threads")
     program = program_path(argv[0])
     if not is_elf(program):
         raise UserError(
             f"{argv[0]} is not an ELF program (qemu-x86_64 traces one program: the "
             "benchmark's command must start with its binary)"
         )
+    return argv, program
+
+
+def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> tuple:
+    """Runs the benchmark's 2 worker threads under qemu-x86_64 and the plugin: (result,
+    groups); UserError when it cannot be run or read."""
     trace = Path(scratch) / "trace.bin"
     plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on"
     try:
         run = subprocess.run(
             [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
             cwd=REPO,
+            env={**os.environ, **args.env},
             capture_output=True,
             text=True,
             timeout=args.timeout,
         )
     except subprocess.TimeoutExpired:
-        raise UserError(f"{entry.name} ran past {args.timeout:g} s") from None
+        raise UserError(f"{name} ran past {args.timeout:g} s") from None
     if run.returncode != 0:
         last = (run.stderr.strip().splitlines() or ["no message"])[-1]
         raise UserError(f"{shlex.join(argv)} exited {run.returncode}: {last}")
     try:
-        return argv, program, parse_result(run.stdout), worker_regions(trace)
+        result = parse_result(run.stdout)
     except ValueError as err:
         raise UserError(str(err)) from None
+    try:
+        regions = worker_regions(trace)
+    except ValueError as err:
+        raise unread(err, result) from None
+    names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
+    return result, regions, user_groups(shared_lines(*regions), names)
 
 
-def per_operation(transfers: int, ops, warmup: float) -> float | None:
-    """Transfers per operation counted, when the regions are the counted window (no
+def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
+    """Runs the benchmark's 2 workers inside the Linux target's guest (wholestack.py):
+    (result, regions, groups) with the kernel's lines among them; UserError when it cannot
+    be run or read."""
+    kernel = wholestack.Kernel()
+    run = wholestack.GuestRun(kernel, argv, args.env, program, REPO, Path(scratch))
+    try:
+        stdout, traced = run.wait(args.timeout)
+        try:
+            result = parse_result(stdout)
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        try:
+            regions = pick_workers(traced)
+        except ValueError as err:
+            raise unread(err, result) from None
+        names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
+        namer = run.data_namer()
+        try:
+            groups = stack_groups(shared_lines(*regions), names, kernel.symbols, namer)
+        finally:
+            namer.close()
+    finally:
+        run.stop()
+    return result, regions, groups
+
+
+def unread(err: ValueError, result: dict) -> UserError:
+    """The error of a run whose regions cannot be read, saying when the harness killed
+    workers that did not end their operation by the stop (a loop never ended: no region)."""
+    harness = result.get("harness")
+    killed = harness.get("workers_killed_at_stop", 0) if isinstance(harness, dict) else 0
+    if killed:
+        return UserError(
+            f"{err}; the harness killed {killed} worker(s) in the middle of an operation "
+            "(too slow under emulation: a longer --duration, or smaller operations)"
+        )
+    return UserError(str(err))
+
+
+def per_operation(count: int, ops, warmup: float) -> float | None:
+    """A count per operation counted, when the regions are the counted window (no
     warm-up: the harness counts operations only after it, the regions hold it too)."""
-    return transfers / ops if warmup == 0 and isinstance(ops, int) and ops > 0 else None
+    return count / ops if warmup == 0 and isinstance(ops, int) and ops > 0 else None
 
 
-def print_groups(document: dict):
-    """The table of the groups, most transfers first; document as written to --json."""
-    rate = document["transfers_per_operation"]
+def totals(groups: list[dict], ops, warmup: float) -> dict:
+    """Shared lines, transfers and invalidations of the groups, with both per operation."""
+    moved = sum(sum(group["transfers"]) for group in groups)
+    invalidated = sum(sum(group["invalidations"]) for group in groups)
+    return {
+        "shared_lines": sum(group["lines"] for group in groups),
+        "transfers": moved,
+        "invalidations": invalidated,
+        "transfers_per_operation": per_operation(moved, ops, warmup),
+        "invalidations_per_operation": per_operation(invalidated, ops, warmup),
+    }
+
+
+def counts_text(counts: dict) -> str:
+    rates = (counts["transfers_per_operation"], counts["invalidations_per_operation"])
+    return f"{counts['transfers']} transfers, {counts['invalidations']} invalidations" + (
+        ", {:.3f} and {:.3f} per operation".format(*rates) if rates[0] is not None else ""
+    )
+
+
+def print_group(group: dict, system: bool):
+    moved = "{}+{}".format(*group["transfers"])
+    invalidated = "{}+{}".format(*group["invalidations"])
+    where = f"{group['space']}: " if system else ""
+    print(f"{group['lines']:6d} {moved:>18} {invalidated:>18}  {where}{group['data']}")
+    print(f"        worker 0: {' '.join(group['worker0'])}")
+    print(f"        worker 1: {' '.join(group['worker1'])}")
+
+
+def print_groups(document: dict, top: int):
+    """The table of the groups, most transfers first (then, with --system, the ones with
+    the most invalidations); document as written to --json."""
     series = " ".join(filter(None, (document[key] for key in ("benchmark", "mode", "runtime"))))
+    system = document["system"]
+    if system:
+        series += f" ({document['workers_as']}, user and kernel)"
     print(
         f"{series}: {document['shared_lines']} lines shared with a write, of "
         "{} and {} the two workers touched; ".format(*document["lines_touched"])
-        + f"{document['transfers']} transfers"
-        + (f", {rate:.3f} per operation" if rate is not None else "")
+        + counts_text(document)
         + f" ({document['operations']} operations counted in the window)"
     )
-    print(f"{'lines':>6} {'transfers (w0+w1)':>22}  data")
-    for group in document["groups"]:
-        moved = "{}+{}".format(*group["transfers"])
-        print(f"{group['lines']:6d} {moved:>22}  {group['data']}")
-        print(f"        worker 0: {' '.join(group['worker0'])}")
-        print(f"        worker 1: {' '.join(group['worker1'])}")
+    if system:
+        for space, counts in document["spaces"].items():
+            print(f"  {space}: {counts['shared_lines']} lines, {counts_text(counts)}")
+    groups = document["groups"]
+    print(f"{'lines':>6} {'transfers (w0+w1)':>18} {'invalidations':>18}  data")
+    for group in groups[:top]:
+        print_group(group, system)
+    if len(groups) > top:
+        print(f"... {len(groups) - top} more groups (--top, or --json for all)")
+    if system:
+        by_invalidations = sorted(groups, key=lambda g: -sum(g["invalidations"]))
+        print("most invalidations:")
+        for group in [g for g in by_invalidations if sum(g["invalidations"])][: min(top, 10)]:
+            print_group(group, system)
+
+
+def environment_setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
 
 
 def main() -> int:
@@ -273,6 +458,27 @@ def main() -> int:
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds (default 900)")
     parser.add_argument(
+        "--system",
+        action="store_true",
+        help="run it in the Linux target's guest: the kernel's lines beside the program's",
+    )
+    parser.add_argument(
+        "--processes",
+        action="store_true",
+        help="with --system: the workers as processes (a control) instead of threads",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        type=environment_setting,
+        default=[],
+        metavar="NAME=VALUE",
+        help="set this in the benchmark's environment (repeatable; e.g. GLIBC_TUNABLES=...)",
+    )
+    parser.add_argument(
+        "--top", type=int, default=30, help="groups printed (default 30; --json has all)"
+    )
+    parser.add_argument(
         "--catalog",
         action="append",
         type=Path,
@@ -281,6 +487,9 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the groups to this file")
     args = parser.parse_args()
+    args.env = dict(args.env)
+    if args.processes and not args.system:
+        parser.error("--processes needs --system (user mode traces one process's threads)")
 
     try:
         catalog = load_catalog(args.catalog)
@@ -290,32 +499,38 @@ def main() -> int:
         mode = pick(entry.name, "mode", entry.modes, args.mode)
         runtime = pick(entry.name, "runtime", entry.runtimes, args.runtime)
         with tempfile.TemporaryDirectory(prefix="sharing-") as scratch:
-            argv, program, result, regions = trace_workers(args, entry, mode, runtime, scratch)
-        bias, objects = harness_names(result, program)
+            workdir = wholestack.GUEST_WORKDIR if args.system else scratch
+            argv, program = benchmark_command(args, entry, mode, runtime, workdir)
+            if args.system:
+                result, regions, groups = trace_system(args, argv, program, scratch)
+            else:
+                result, regions, groups = trace_workers(args, entry.name, argv, program, scratch)
     except UserError as err:
         print(f"sharing: error: {err}", file=sys.stderr)
         return 2
-    pairs = shared_lines(*regions)
-    groups = named_groups(pairs, ProgramSymbols(program, []), bias, objects)
     ops = result.get("extra", {}).get("ops")
-    transfers = sum(sum(group["transfers"]) for group in groups)
+    spaces = {
+        space: totals([g for g in groups if g["space"] == space], ops, args.warmup)
+        for space in ("user", "kernel")
+    }
     document = {
         "benchmark": entry.name,
         "mode": mode,
         "runtime": runtime,
         "command": shlex.join(argv),
+        "system": args.system,
+        "workers_as": "processes" if args.processes else "threads",
         "lines_touched": [len(r.lines) for r in regions],
-        "shared_lines": len(pairs),
         "operations": ops,
         "warmup_s": args.warmup,
-        "transfers": transfers,
-        "transfers_per_operation": per_operation(transfers, ops, args.warmup),
+        **totals(groups, ops, args.warmup),
+        "spaces": spaces,
         "groups": groups,
     }
     # The file first: a reader of the table that leaves early (`| head`) loses nothing.
     if args.json:
         args.json.write_text(json.dumps(document, indent=1))
-    return run_printing(lambda: print_groups(document))
+    return run_printing(lambda: print_groups(document, args.top))
 
 
 if __name__ == "__main__":

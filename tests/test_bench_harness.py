@@ -28,6 +28,9 @@ CASES = [
     ("procbench", "fork-exit"),
     ("procbench", "fork-exec"),
     ("procbench", "fork-sh"),
+    ("sockbench", "dgram-shared"),
+    ("sockbench", "dgram"),
+    ("sockbench", "stream"),
 ]
 
 # A benchmark written only against harness.h, as another family would: it exercises

@@ -79,6 +79,34 @@ def test_a_line_passed_between_the_workers_moves_once_per_operation(tmp_path):
     assert passes["shared_lines"] == 1
     # (the regions also hold the few passes between the counted window and the stop)
     assert 0.95 <= passes["transfers_per_operation"] <= 1.1, passes
+    assert 0.95 <= passes["invalidations_per_operation"] <= 1.1, passes
+
+
+def test_writes_to_a_line_the_other_worker_only_reads_are_invalidations(tmp_path):
+    """empty's publish-line: worker 0 stores to a line worker 1 only loads. Each store
+    finds the line held by both (no data moves: an invalidation, worker 0's); each load
+    after a store brings the line over (a transfer, worker 1's)."""
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "publish.toml").write_text(
+        '[[benchmark]]\nname = "publish"\nbuild = "make -s -C native/benchmarks bin/empty"\n'
+        'command = "native/benchmarks/bin/empty --threads --workers {cores} --warmup {warmup}'
+        ' --duration {duration} --mode publish-line"\n'
+    )
+    out = tmp_path / "publish.json"
+    run = sharing("publish", "--catalog", str(catalog), "--duration", "0.2", "--json", str(out))
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(out.read_text())
+    [line] = document["groups"]
+    assert line["worker0"] == ["publish_line:W"] and line["worker1"] == ["publish_line:R"]
+    writer, reader = line["invalidations"][0], line["transfers"][1]
+    assert writer > 0 and line["invalidations"][1] == 0
+    # (the writer's first store moves the line when the reader loaded it first)
+    assert line["transfers"][0] <= 1
+    # every load that brings the line over is followed by at most one invalidating store
+    assert abs(writer - reader) <= 1
+    assert document["invalidations"] == writer
+    assert f"{document['invalidations']} invalidations" in run.stdout
 
 
 def test_a_reader_that_leaves_early_loses_nothing(tmp_path):

@@ -76,7 +76,7 @@ def test_unordered_socket_receivers_steal():
 def test_conformance_with_the_reference(seed):
     line = assert_clean(sv6_check("release", "conformance", "--ops", "100000", "--seed", seed))
     per_operation = counts(line)[2:]
-    assert len(per_operation) == 18 and min(per_operation) > 1000, line
+    assert len(per_operation) == 22 and min(per_operation) > 1000, line
 
 
 @pytest.mark.parametrize("variant", ["tsan", "asan"])
@@ -133,6 +133,8 @@ def run_benchmark(benchmark: str, *args: str) -> dict:
         ("openbench", "anyfd"),
         ("mailbench", "regular"),
         ("mailbench", "commutative"),
+        ("sockbench", "ordered"),
+        ("sockbench", "unordered"),
     ],
 )
 def test_benchmarks_run_on_the_harness(benchmark, mode):
@@ -151,6 +153,7 @@ def test_benchmarks_run_on_the_harness(benchmark, mode):
         ("openbench", "anyfd", []),
         ("statbench", "fstatx", ["--param", "layout=mixed"]),
         ("mailbench", "commutative", []),
+        ("sockbench", "unordered", []),
     ],
 )
 def test_controls_run_each_worker_as_a_process_of_its_own(benchmark, mode, params):

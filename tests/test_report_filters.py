@@ -128,3 +128,24 @@ def test_records_without_views_give_no_share_rather_than_a_wrong_one(tmp_path):
     assert all(s["share"] is None for s in summary["granularity_shares"].values())
     # Runs that predate the switches applied both filters.
     assert all(f["on"] for f in summary["filters"])
+
+
+def test_title_says_how_much_was_named_and_what_the_kernel_did_not_allow(tmp_path):
+    views = {"bytes": False, "stable": False, "line": False}
+    counts = {"unrepeated": 0, "tick_work": 0}
+    records = [
+        _record("t1", [dict(TRUE, data="files_struct.file_lock"), TRUE], [], views, counts),
+        _record("t2", [dict(STATIC_FALSE, data="jiffies")], [], views, counts),
+    ]
+    missing = "no BTF (CONFIG_DEBUG_INFO_BTF): heap data unnamed, symbols without fields"
+    _write_run(tmp_path / "a", {"naming": {"btf": False, "missing": missing}}, records)
+    summary = make_report(tmp_path / "a")
+    assert summary["naming"] == f"data named: 2 of 3 conflicting lines ({missing})"
+    assert summary["naming"] in (tmp_path / "a" / "report" / "bottlenecks.txt").read_text()
+    assert (
+        "data named: 2 of 3 conflicting lines"
+        in (tmp_path / "a" / "report" / "index.html").read_text()
+    )
+    # Results from before the header said it: the count alone.
+    _write_run(tmp_path / "b", {}, records)
+    assert make_report(tmp_path / "b")["naming"] == "data named: 2 of 3 conflicting lines"

@@ -84,10 +84,22 @@ def test_file_of_another_kind(run_dir, capsys):
     assert "not a scalecheck-results file" in report_error(run_dir, capsys)
 
 
-def test_malformed_line_is_named_by_file_and_line(run_dir, capsys):
-    rewrite_line(run_dir / "trace" / "results.jsonl", 4, lambda text: text[:40])
-    err = report_error(run_dir, capsys)
-    assert "results.jsonl:4: malformed JSON line" in err
+def test_damaged_lines_are_skipped_and_named(run_dir, capsys):
+    """A torn line in the middle and a record without id: the report skips both, says
+    which lines in one note, and counts their tests as not run."""
+    results = run_dir / "trace" / "results.jsonl"
+    whole = load_run(run_dir)
+    torn_id = json.loads(results.read_text().splitlines()[3])["id"]
+    rewrite_line(results, 4, lambda text: text[:40])
+    rewrite_line(results, 2, lambda text: json.dumps({"status": "ok"}))
+    capsys.readouterr()
+    assert main(["report", str(run_dir), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "2 damaged lines (2, 4) skipped" in err, err
+    summary = json.loads(out)
+    assert summary["damaged_result_lines"] == [2, 4]
+    run = load_run(run_dir)
+    assert torn_id not in run.results and len(run.results) == len(whole.results) - 2
 
 
 def test_unknown_status(run_dir, capsys):
@@ -152,3 +164,29 @@ def test_a_result_for_another_version_of_its_test_is_refused(run_dir, capsys):
     rewrite_line(results, 2, with_field(test_hash=content_hash(tests[1])))
     err = report_error(run_dir, capsys)
     assert "results.jsonl:2: the result of 'open-open/p1/t1' is for another test" in err
+
+
+def _with_header(run_dir: Path, **fields) -> Path:
+    results = run_dir / "trace" / "results.jsonl"
+    rewrite_line(results, 1, with_field(**fields))
+    return run_dir
+
+
+def test_diff_across_granularities_is_refused_naming_them(run_dir, tmp_path, capsys):
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other)
+    _with_header(run_dir, granularity="stable")
+    _with_header(other, granularity="line", repeats=3)
+    assert main(["report", str(run_dir), "--diff", str(other), "--fail-on-new"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert 'granularity "line" there, "stable" here; repeats 3 there, 2 here' in err
+
+
+def test_diff_across_targets_says_so(run_dir, tmp_path, capsys):
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other)
+    _with_header(run_dir, target="lib:sharded")
+    _with_header(other, target="lib:shared")
+    assert main(["report", str(run_dir), "--diff", str(other)]) == 0
+    assert '(target "lib:shared" there, "lib:sharded" here)' in capsys.readouterr().out

@@ -61,8 +61,36 @@ def test_ratios_pair_each_run_with_the_machine_of_that_run(tmp_path):
     assert abs(anyfd["median_of_machine"] - (0.95 + 1.0) / 2) < 1e-9
     # only run 1 has the control's ratio (2.0) beside the series' (1.9)
     assert abs(anyfd["median_of_control"] - 0.95) < 1e-9
+    assert anyfd["of_control_per_run"] == {"1": 0.95}
     control = rows[("sv6-openbench-private", "anyfd")]
     assert not control["commutative"] and control["median_of_control"] is None
+    assert control["of_control_per_run"] is None
+
+
+def headline_row(bench, mode, of_control):
+    median = sorted(of_control)[len(of_control) // 2] if of_control else None
+    per_run = {str(run): value for run, value in enumerate(of_control, 1)}
+    return {
+        "benchmark": bench,
+        "mode": mode,
+        "median_of_control": median,
+        "of_control_per_run": per_run,
+    }
+
+
+def test_the_headline_is_each_commutative_series_over_its_control():
+    rows = [
+        headline_row("sv6-statbench-mixed", "fstatx", [0.98, 0.97, 0.99]),
+        headline_row("sv6-openbench", "anyfd", [0.99, 0.96, 0.97]),
+        headline_row("sv6-mailbench", "commutative", [0.97, 0.99, 0.98]),
+    ]
+    met, lines = sv6_scaling.headline(rows, 0.97)
+    assert met and len(lines) == 3
+    assert lines[1].split()[2:] == ["0.990", "0.960", "0.970", "0.970"]
+    # one series' median below the bar, or a series with no run beside its control
+    assert not sv6_scaling.headline(rows, 0.975)[0]
+    met, lines = sv6_scaling.headline(rows[:2], 0.97)
+    assert not met and "no run beside its control (sv6-mailbench-private commutative)" in lines[2]
 
 
 def test_a_short_sweep_reports_every_series(tmp_path):
@@ -96,8 +124,13 @@ def test_a_short_sweep_reports_every_series(tmp_path):
         assert (row["median_of_control"] is not None) == (key in sv6_scaling.COMMUTATIVE)
     transfers = document["line_transfer_ns"]
     assert len(transfers["runs"]) == 1 and transfers["median"] > 0
-    met = all(series[s]["median"] >= document["bar"] for s in sv6_scaling.COMMUTATIVE)
+    met = all(
+        series[s]["median_of_control"] >= document["control_bar"] for s in sv6_scaling.COMMUTATIVE
+    )
     assert document["met"] == met and run.returncode == (0 if met else 1)
+    assert "commutative series over its control" in run.stdout
+    absolute = all(series[s]["median"] >= document["bar"] for s in sv6_scaling.COMMUTATIVE)
+    assert document["absolute_met"] == absolute
     # the ratios' figure and each benchmark's throughput per core, as PNG and SVG
     benchmarks = {benchmark for benchmark, _ in series} | {sv6_scaling.LINE_TRANSFER}
     expected = {tmp_path / f"scaling.{s}" for s in ("png", "svg")} | {

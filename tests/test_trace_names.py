@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.trace import outcome
-from scalecheck.trace.linux import datanames, type_tables
+from scalecheck.trace.linux import datanames, kernel_layout, type_tables
 from scalecheck.trace.linux.btf import Types
 from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
 from scalecheck.trace.linux.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
@@ -54,7 +54,7 @@ def test_btf_reader_finds_structs_offsets_vars_and_enums(types):
     assert types.offset_of("page", "compound_head") == 8
     assert types.offset_of("page", "mapping") == 24
     assert types.offset_of("slab", "slab_cache") == 24
-    assert types.enum_value("PG_slab") == 9
+    assert types.enum("pageflags")["PG_slab"] == 9
     assert types.var_type("runqueues") == types.struct("rq")
     assert types.size(types.struct("page")) == 64
     # `void *mapping` points to type 0, void.
@@ -400,3 +400,138 @@ def test_conflict_bytes_are_the_shared_bytes_or_else_the_written_ones():
     assert outcome.conflict_bytes(a, b) == 0xF0  # B read what A wrote
     c = Line(0, 0, read_mask=0, write_mask=0xF00)
     assert outcome.conflict_bytes(a, c) == 0xFF0  # false sharing: what either wrote
+
+
+# ---- layouts of real kernels: Debian 12's 6.1 and 6.12 ----
+
+# tests/data/layout-SERIES.c: the offsets naming reads, dumped from each kernel's BTF by
+# tests/data/dump_kernel_layouts.py. What each kernel's BTF says, written out here:
+KERNEL_LAYOUTS = {
+    # Up to 6.9 a slab's head page has bit PG_slab (9) of page.flags set.
+    "6.1": kernel_layout.Layout(
+        page_size=64,
+        compound_head=8,
+        mapping=24,
+        slab_cache=24,
+        cache_name=96,
+        cache_size=24,
+        cache_object_size=28,
+        cache_red_left_pad=88,
+        slab_mark=kernel_layout.SlabMark(offset=0, size=8, mask=1 << 9, value=1 << 9),
+    ),
+    # From 6.12 the top byte of page.page_type is the page's type: PGTY_slab (0xf5);
+    # struct slab lost its list_head before slab_cache.
+    "6.12": kernel_layout.Layout(
+        page_size=64,
+        compound_head=8,
+        mapping=24,
+        slab_cache=8,
+        cache_name=96,
+        cache_size=24,
+        cache_object_size=28,
+        cache_red_left_pad=88,
+        slab_mark=kernel_layout.SlabMark(offset=48, size=4, mask=0xFF << 24, value=0xF5 << 24),
+    ),
+}
+# PREEMPT_RT: the same page and slab layouts, but spinlock_t is an rt_mutex (32 bytes, not
+# 4), so the structs holding one have other offsets: files_struct.next_fd moves from 132 to 160.
+KERNEL_LAYOUTS["6.12-rt"] = KERNEL_LAYOUTS["6.12"]
+NEXT_FD = {"6.1": 132, "6.12": 132, "6.12-rt": 160}
+
+
+@pytest.fixture(scope="module", params=sorted(KERNEL_LAYOUTS))
+def kernel_types(request, tmp_path_factory) -> tuple[str, Types]:
+    series = request.param
+    out = tmp_path_factory.mktemp(f"btf-{series}")
+    obj, blob = out / "layout.o", out / "layout.btf"
+    source = SOURCE.parent / f"layout-{series}.c"
+    subprocess.run(["gcc", "-g", "-c", str(source), "-o", str(obj)], check=True)
+    subprocess.run(["pahole", f"--btf_encode_detached={blob}", str(obj)], check=True)
+    return series, Types.from_file(blob)
+
+
+@needs_tools
+def test_each_kernels_layout_is_read_from_its_btf(kernel_types):
+    series, types = kernel_types
+    assert kernel_layout.Layout.of(types) == KERNEL_LAYOUTS[series]
+    assert types.offset_of("files_struct", "file_lock") == 128
+    assert types.offset_of("files_struct", "next_fd") == NEXT_FD[series]
+
+
+@needs_tools
+def test_heap_lines_named_on_each_kernel_as_it_marks_its_slabs(kernel_types):
+    """A files_cache slab marked the way this kernel marks slabs (and nothing else: 6.12's
+    page.flags has no slab bit, 6.1's page_type is unused) is recognised; a page whose
+    mark says something else is not a slab."""
+    series, types = kernel_types
+    mem = FakeKernelMemory()
+    head = _page(SLAB_FRAME)
+    if series == "6.1":
+        mem.write(head, struct.pack("<Q", 1 << 9))
+    else:
+        mem.write(head + 48, struct.pack("<I", 0xF5 << 24))
+        mem.write(_page(0x500) + 48, struct.pack("<I", 0xF0 << 24))  # PGTY_buddy
+    mem.write(head + types.offset_of("slab", "slab_cache"), struct.pack("<Q", CACHE))
+    mem.write(CACHE + types.offset_of("kmem_cache", "size"), struct.pack("<II", 768, 704))
+    mem.write(CACHE + types.offset_of("kmem_cache", "name"), struct.pack("<Q", CACHE + 0x2100))
+    mem.write(CACHE + 0x2100, b"files_cache\0")
+    namer = _namer(types, mem)
+    line = (SLAB_FRAME << 12) + 768 + 128  # object 1's file_lock and next_fd
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(0, 4)) == "files_struct.file_lock"
+    # The 8 bytes from file_lock: the lock and next_fd, or on PREEMPT_RT the lock alone.
+    both = (
+        "files_struct.{file_lock,next_fd}" if NEXT_FD[series] == 132 else "files_struct.file_lock"
+    )
+    assert namer.name("heap", DIRECT_MAP[0] + line, line, _mask(0, 8)) == both
+    assert namer.name("heap", DIRECT_MAP[0] + (0x500 << 12), 0x500 << 12, 0xFF) == "page"
+
+
+def test_slab_mark_of_each_scheme_from_btf_enums():
+    """How a slab page is marked, from the enums BTF holds: PG_slab of enum pageflags (to
+    6.9), PG_slab of enum pagetype with PAGE_TYPE_BASE (6.10, 6.11: a type clears its bit
+    in a page_type that starts all ones; BTF stores 0x80000000 signed), PGTY_slab (6.12+);
+    none of them: no layout, heap data stays unnamed."""
+    u32 = {"id": 1, "kind": "INT", "name": "unsigned int", "size": 4}
+    u64 = {"id": 2, "kind": "INT", "name": "unsigned long", "size": 8}
+    page = {
+        "id": 3,
+        "kind": "STRUCT",
+        "name": "page",
+        "size": 64,
+        "members": [
+            {"name": "flags", "type_id": 2, "bits_offset": 0},
+            {"name": "page_type", "type_id": 1, "bits_offset": 48 * 8},
+        ],
+    }
+
+    def mark(enum_name, values):
+        enum = {
+            "id": 4,
+            "kind": "ENUM",
+            "name": enum_name,
+            "size": 4,
+            "values": [{"name": k, "val": v} for k, v in values.items()],
+        }
+        return kernel_layout.SlabMark.of(Types([u32, u64, page, enum]))
+
+    assert mark("pageflags", {"PG_slab": 7}) == kernel_layout.SlabMark(0, 8, 1 << 7, 1 << 7)
+    middle = mark("pagetype", {"PAGE_TYPE_BASE": -0x80000000, "PG_slab": 0x02000000})
+    assert middle == kernel_layout.SlabMark(48, 4, 0x82000000, 0x80000000)
+    assert middle.matches(0xFFFFFFFF & ~0x02000000) and not middle.matches(0xFFFFFFFF)
+    assert mark("pagetype", {"PGTY_slab": 0xF5}) == kernel_layout.SlabMark(
+        48, 4, 0xFF << 24, 0xF5 << 24
+    )
+    assert mark("pagetype", {"PGTY_buddy": 0xF0}) is None
+    assert mark("other", {"PG_slab": 9}) is None
+
+
+@needs_tools
+def test_naming_support_says_what_a_kernel_lacks(kernel_types):
+    _, types = kernel_types
+    full = kernel_layout.naming_support(types, _symbols())
+    assert full == {"btf": True, "slabs": True, "percpu": True, "missing": ""}
+    bare = kernel_layout.naming_support(None, KernelSymbols("", {}))
+    assert not bare["btf"] and not bare["slabs"] and not bare["percpu"]
+    assert bare["missing"].startswith("no BTF") and "per-cpu" in bare["missing"]
+    # BTF without a slab layout naming knows (here: none at all).
+    assert kernel_layout.naming_support(Types([]), _symbols())["missing"].startswith("BTF lacks")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from scalecheck.binding import linux_posix
 from scalecheck.errors import UserError
 from scalecheck.trace import counting, outcome, regions, testcase
 from scalecheck.trace.linux import guest_render, initramfs
@@ -44,12 +45,15 @@ def test_shipped_test_files_render_for_the_driver():
             assert text.count("\nC ") == 2
 
 
-def test_all_posix_ops_are_covered_by_the_ops_batch():
-    _, tests = testcase.read_tests(DATA / "trace_ops.jsonl")
-    used = {op for t in tests for op in t.pair}
+def test_all_posix_ops_are_covered_by_the_ops_batches():
+    """The paper's 18 in trace_ops.jsonl, the rest Linux runs in trace_variants.jsonl."""
+    used = set()
+    for name in ("trace_ops.jsonl", "trace_variants.jsonl"):
+        _, tests = testcase.read_tests(DATA / name)
+        used |= {op for t in tests for op in t.pair}
     posix_ops = {op for op in guest_render.OP_ARGS if not op.startswith("_")}
-    assert len(posix_ops) == 18
-    assert used == posix_ops
+    assert len(posix_ops) == 24
+    assert used == posix_ops - set(linux_posix.UNSUPPORTED_OPS)
 
 
 @pytest.mark.parametrize(
@@ -94,11 +98,19 @@ def test_run_help():
 def test_unsupported_setups_are_reported_per_test():
     base = json.loads(CALIBRATION.read_text().splitlines()[1])
     too_many = dict(base, setup=dict(base["setup"], inodes=[{"nlink": 1, "data": []}] * 40))
-    bad_op = dict(base, calls=[{"op": "fork", "proc": 0, "args": {}}, base["calls"][1]])
+    bad_op = dict(base, calls=[{"op": "frobnicate", "proc": 0, "args": {}}, base["calls"][1]])
+    exec_op = dict(base, calls=[{"op": "exec", "proc": 0, "args": {}}, base["calls"][1]])
     bad_name = dict(
         base, calls=[{"op": "stat", "proc": 0, "args": {"pn": "a/b"}}, base["calls"][1]]
     )
-    for raw, why in ((too_many, "inodes"), (bad_op, "unknown op"), (bad_name, "plain file name")):
+    full_socket = dict(base, setup=dict(base["setup"], sockets=[{"data": [65, 66, 67]}]))
+    for raw, why in (
+        (too_many, "inodes"),
+        (bad_op, "unknown op"),
+        (exec_op, "replace the guest driver"),
+        (bad_name, "plain file name"),
+        (full_socket, "more than it can"),
+    ):
         with pytest.raises(testcase.UnsupportedTest, match=why):
             guest_render.render(testcase.Test("x", ["open", "open"], raw), 0)
 
@@ -110,9 +122,10 @@ def test_result_matching_with_wildcards():
     assert not testcase.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
 
 
-def _region_bytes(vcpu, tag, lines, transfers=None):
+def _region_bytes(vcpu, tag, lines, transfers=None, invalidations=None):
     """A region record in the plugin's output format (a fake plugin output for the parser);
-    transfers: each line's count, as the plugin writes them with transfers=on."""
+    transfers, invalidations: each line's counts, as the plugin writes them with
+    transfers=on (invalidations 0 when not given)."""
     flags = regions.FLAG_TRANSFERS if transfers else 0
     out = struct.pack("<IIII QQ II", regions.REGION_MAGIC, vcpu, tag, flags, 10, 0, 0, len(lines))
     for i, (paddr, sites) in enumerate(lines):
@@ -121,7 +134,7 @@ def _region_bytes(vcpu, tag, lines, transfers=None):
             rmask, wmask = rmask | r, wmask | w
         out += struct.pack("<QQQQI", paddr, 0xFFFF888000000000 + paddr, rmask, wmask, len(sites))
         if transfers:
-            out += struct.pack("<I", transfers[i])
+            out += struct.pack("<II", transfers[i], invalidations[i] if invalidations else 0)
         for site in sites:
             out += struct.pack("<QQQ", *site)
     return out
@@ -151,9 +164,9 @@ def test_region_reader_follows_a_growing_file(tmp_path):
 def test_region_reader_reads_each_lines_transfers_when_counted(tmp_path):
     path = tmp_path / "trace.bin"
     lines = [(0x1000, [(0x401000, 1, 0)]), (0x2000, [(0x401010, 0, 0xF0), (0x401020, 1, 0)])]
-    counted = _region_bytes(0, 0, lines, transfers=[7, 0])
-    # cut inside the second line's transfer count: not handed out until it is whole
-    cut = counted.index(struct.pack("<QQ", 0x2000, 0xFFFF888000000000 + 0x2000)) + 36 + 2
+    counted = _region_bytes(0, 0, lines, transfers=[7, 0], invalidations=[0, 5])
+    # cut inside the second line's invalidation count: not handed out until it is whole
+    cut = counted.index(struct.pack("<QQ", 0x2000, 0xFFFF888000000000 + 0x2000)) + 36 + 6
     path.write_bytes(regions.FILE_MAGIC + counted[:cut])
     reader = regions.RegionReader(path)
     assert reader.read_new() == []
@@ -161,18 +174,21 @@ def test_region_reader_reads_each_lines_transfers_when_counted(tmp_path):
         f.write(counted[cut:] + _region_bytes(1, 1, lines))
     first, second = reader.read_new()
     assert [line.transfers for line in first.lines.values()] == [7, 0]
+    assert [line.invalidations for line in first.lines.values()] == [0, 5]
     assert first.lines[0x2000].sites == [
         regions.Site(0x401010, 0, 0xF0),
         regions.Site(0x401020, 1, 0),
     ]
     assert [line.transfers for line in second.lines.values()] == [None, None]
+    assert [line.invalidations for line in second.lines.values()] == [None, None]
 
 
 def test_region_reader_rejects_another_format(tmp_path):
     path = tmp_path / "trace.bin"
-    path.write_bytes(b"SCTRACE1" + b"\0" * 64)
-    with pytest.raises(regions.TraceFormatError, match="not a scalecheck trace"):
-        regions.RegionReader(path).read_new()
+    for older in (b"SCTRACE1", b"SCTRACE2"):
+        path.write_bytes(older + b"\0" * 64)
+        with pytest.raises(regions.TraceFormatError, match="not a scalecheck trace"):
+            regions.RegionReader(path).read_new()
 
 
 def _line(vaddr, *sites):
@@ -421,11 +437,13 @@ def test_symbols_name_pcs_and_classify_data():
 def test_cpio_archive_layout(tmp_path):
     driver = tmp_path / "driver"
     driver.write_bytes(b"\x7fELF-not-really")
+    (tmp_path / "exit0").write_bytes(b"\x7fELF-the-spawned-program")
     base = initramfs.build_base(driver, tmp_path / "base.cpio")
     boot = initramfs.build_boot_image(base, "S repeats=2\n", tmp_path / "boot.cpio")
     data = boot.read_bytes()
     assert data.startswith(b"070701")
     assert b"init\0" in data and b"batch.txt\0" in data and b"dev/console\0" in data
+    assert b"bin/exit0\0" in data
     base_bytes = base.read_bytes()
     assert len(base_bytes) % 4 == 0 and data.startswith(base_bytes)
     # The second archive holds the batch alone and ends with its own trailer.

@@ -4,7 +4,10 @@
  * contrast that shows what the per-worker counter slots avoid.  Mode "pass-line" passes
  * that line from worker to worker in turn: each counted operation moves it once from the
  * last worker's cache to the next one's, so at 2 workers the time per operation is what
- * one transfer of a line between their CPUs costs (catalog entry line-transfer).
+ * one transfer of a line between their CPUs costs (catalog entry line-transfer).  Mode
+ * "publish-line" has worker 0 store to that line at every operation while the others
+ * only load it: the writer holds the line beside the readers, so its stores move no data
+ * but invalidate their copies (the tracer's invalidations, bench/sharing.py).
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -51,8 +54,20 @@ static void pass_line(struct hc_worker *w)
     }
 }
 
-static const char *const modes[] = {"own-line", "shared-line", "pass-line", NULL};
-static void (*const loops[])(struct hc_worker *) = {own_line, shared_line, pass_line};
+static void publish_line(struct hc_worker *w)
+{
+    while (hc_running(w)) {
+        if (w->index == 0)
+            __atomic_store_n(shared_word, w->slot->ops, __ATOMIC_RELAXED);
+        else
+            (void)__atomic_load_n(shared_word, __ATOMIC_RELAXED);
+        hc_count(w);
+    }
+}
+
+static const char *const modes[] = {"own-line", "shared-line", "pass-line", "publish-line", NULL};
+static void (*const loops[])(struct hc_worker *) = {own_line, shared_line, pass_line,
+                                                     publish_line};
 
 static void worker(struct hc_worker *w)
 {

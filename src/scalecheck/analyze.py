@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from scalecheck import __version__
+from scalecheck import __version__, argtypes, rundir_lock, variants
 from scalecheck.analysisfile import (
     ANALYSIS_FORMAT,
     ANALYSIS_VERSION,
@@ -28,6 +28,12 @@ from scalecheck.output import stdout_console
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
+
+# Seconds model code may run on one path (solver queries aside): the shipped models' paths
+# take milliseconds.
+DEFAULT_MODEL_TIMEOUT = 5.0
+# Model errors whose reasons are printed; the rest are counted (all are in summary.json).
+SHOWN_MODEL_ERRORS = 5
 
 
 def register(subparsers):
@@ -43,20 +49,30 @@ def register(subparsers):
         help="a shipped model (posix, rename, counter) or a path to a .py file "
         "(path.py:ClassName if it defines several)",
     )
-    parser.add_argument("--ops", help="comma-separated operations to analyse (default: all)")
+    parser.add_argument(
+        "--ops", type=argtypes.op_list, help="comma-separated operations to analyse (default: all)"
+    )
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=argtypes.count,
         default=os.cpu_count(),
         help="pairs analysed in parallel (default: all cores)",
     )
     parser.add_argument(
         "--solver-timeout",
-        type=int,
+        type=argtypes.whole_seconds,
         default=60,
         metavar="SECONDS",
         help="per solver query; a query that times out counts as unknown (default: 60)",
+    )
+    parser.add_argument(
+        "--model-timeout",
+        type=argtypes.seconds,
+        default=DEFAULT_MODEL_TIMEOUT,
+        metavar="SECONDS",
+        help="model code may run this long per path, solver queries aside; a path that runs "
+        f"longer is a model error (default: {DEFAULT_MODEL_TIMEOUT:g})",
     )
     parser.add_argument(
         "--conditions",
@@ -74,12 +90,19 @@ def run(args) -> int:
     model_cls = load_model(args.model)
     ops = select_ops(model_cls, args.ops)
     summary = analyze_model(
-        args.model, ops, args.out, jobs=args.jobs, solver_timeout_ms=args.solver_timeout * 1000
+        args.model,
+        ops,
+        args.out,
+        jobs=args.jobs,
+        solver_timeout_ms=args.solver_timeout * 1000,
+        model_timeout=args.model_timeout,
     )
     if args.json:
         print(json.dumps(summary, indent=1))
+        print_model_errors(summary)
     else:
         print_summary(summary)
+        variants.print_variants(summary["variants"])
     if args.path_conditions:
         print_path_conditions(args.out, summary)
     if args.conditions:
@@ -101,6 +124,7 @@ def select_ops(model_cls, ops_text: str | None) -> list[str]:
     return ops
 
 
+@rundir_lock.holding("out", create=True)
 def analyze_model(
     model_spec: str,
     ops: list[str],
@@ -108,8 +132,10 @@ def analyze_model(
     jobs: int | None = None,
     solver_timeout_ms: int = 60_000,
     quiet: bool = False,
+    model_timeout: float = DEFAULT_MODEL_TIMEOUT,
 ) -> dict:
     model_cls = load_model(model_spec)
+    check_results(model_cls, ops, model_timeout)
     fingerprint = model_fingerprint(model_cls)
     prepare_output(out)
     meta = {
@@ -127,15 +153,31 @@ def analyze_model(
     todo = [pair for pair in pairs if not pair_is_current(out, pair, fingerprint)]
     with stage_progress("analyze", quiet) as progress:
         task = progress.add_task("", total=len(pairs), completed=len(pairs) - len(todo))
-        work = [(meta["model"], a, b, solver_timeout_ms) for a, b in todo]
+        work = [(meta["model"], a, b, solver_timeout_ms, model_timeout) for a, b in todo]
         for result in map_unordered(_analyze_one, work, jobs):
             result["fingerprint"] = fingerprint
             a, b = result["pair"]
             write_json_atomically(pair_file(out, a, b), result)
             progress.update(task, advance=1, description=f"{a} || {b} ({result['seconds']:.1f}s)")
     summary = summarize(out, ops)
+    summary["variants"] = [
+        variants.compare(model_cls, variant, solver_timeout_ms)
+        for variant in variants.applicable(model_cls, ops)
+    ]
     write_json_atomically(out / "analysis" / "summary.json", summary)
     return summary
+
+
+def check_results(model_cls, ops: list[str], model_timeout: float) -> None:
+    """Refuses, in one line, an operation that returns something else than a result on
+    the first path it takes (a non-result on a later path is a model error there)."""
+    from scalecheck.engine.commute import first_path_result
+    from scalecheck.model.op_results import is_result, not_a_result
+
+    for op in ops:
+        outcome = first_path_result(model_cls, op, model_timeout)
+        if outcome is not None and not isinstance(outcome, Exception) and not is_result(outcome):
+            raise UserError(f"model {model_cls.__name__}: {not_a_result(op, outcome)}")
 
 
 def prepare_output(out: Path):
@@ -164,8 +206,8 @@ def _condition_row(conditions: dict) -> dict:
 def _analyze_one(job):
     from scalecheck.engine.commute import analyze_pair
 
-    model_spec, a, b, solver_timeout_ms = job
-    return analyze_pair(load_model(model_spec), a, b, solver_timeout_ms)
+    model_spec, a, b, solver_timeout_ms, model_timeout = job
+    return analyze_pair(load_model(model_spec), a, b, solver_timeout_ms, model_timeout)
 
 
 def summarize(out: Path, ops: list[str]) -> dict:
@@ -186,6 +228,7 @@ def summarize(out: Path, ops: list[str]) -> dict:
         "seconds": 0.0,
         "unsimplified_pairs": [],
     }
+    model_errors = []
     for a, b in all_pairs(ops):
         data = read_json(pair_file(out, a, b))
         paths = data["paths"]
@@ -202,6 +245,11 @@ def summarize(out: Path, ops: list[str]) -> dict:
             "conditions": _condition_row(data["conditions"]),
         }
         pairs.append(row)
+        model_errors += [
+            {"pair": [a, b], "path": p["path"], "error": p["error"]}
+            for p in paths
+            if p["commutes"] is None
+        ]
         for key in totals:
             totals[key] += row[key] if key != "pairs" else 1
         for verdict in VERDICTS:
@@ -212,7 +260,13 @@ def summarize(out: Path, ops: list[str]) -> dict:
             conditions["unsimplified_pairs"].append(f"{a} || {b}")
     totals["seconds"] = round(totals["seconds"], 2)
     conditions["seconds"] = round(conditions["seconds"], 2)
-    return {"ops": ops, "totals": totals, "conditions": conditions, "pairs": pairs}
+    return {
+        "ops": ops,
+        "totals": totals,
+        "conditions": conditions,
+        "pairs": pairs,
+        "model_errors": model_errors,
+    }
 
 
 def print_summary(summary: dict):
@@ -237,6 +291,21 @@ def print_summary(summary: dict):
         f"{t['noncommutative_paths']} not, {t['error_paths']} model errors, "
         f"{t['unknown_paths']} unknown; {t['seconds']:.0f} s of analysis"
     )
+    print_model_errors(summary)
+
+
+def print_model_errors(summary: dict):
+    """Why paths ended in a model error, on stderr: the first few, then a count."""
+    errors = summary.get("model_errors", [])
+    for error in errors[:SHOWN_MODEL_ERRORS]:
+        a, b = error["pair"]
+        print(f"model error: {a} || {b} path {error['path']}: {error['error']}", file=sys.stderr)
+    if len(errors) > SHOWN_MODEL_ERRORS:
+        print(
+            f"... and {len(errors) - SHOWN_MODEL_ERRORS} more model errors "
+            "(every one in analysis/summary.json)",
+            file=sys.stderr,
+        )
 
 
 def print_path_conditions(out: Path, summary: dict):

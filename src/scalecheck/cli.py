@@ -13,14 +13,16 @@ from pathlib import Path
 from scalecheck import __version__
 from scalecheck.errors import UserError, stop_requested
 from scalecheck.output import run_printing
-from scalecheck.storage import NO_SPACE, no_space
+from scalecheck.storage import NO_SPACE, no_space, os_error
 
 # Pipeline order: model -> analyze -> testgen -> run/trace -> report; then the benchmarks.
 STAGE_MODULES = [
     "scalecheck.analyze",
     "scalecheck.testgen",
+    "scalecheck.kernels",
     "scalecheck.run",
     "scalecheck.report.report_cli",
+    "scalecheck.report.side_by_side",
     "scalecheck.pipeline",
     "scalecheck.benchsuite.bench_cli",
 ]
@@ -60,11 +62,9 @@ def main(argv=None) -> int:
         print(f"scalecheck: error: {err}", file=sys.stderr)
         return err.exit_code
     except OSError as err:
-        if err.errno not in NO_SPACE:
-            raise
-        # A write that no stage caught itself: name its file, else the command's directory.
+        # A file no stage caught the error of: name it, else the command's directory.
         where = err.filename or getattr(args, "out", None) or getattr(args, "dir", None) or "."
-        failed = no_space(Path(where))
+        failed = no_space(Path(where)) if err.errno in NO_SPACE else os_error(err, where)
         print(f"scalecheck: error: {failed}", file=sys.stderr)
         return failed.exit_code
     except KeyboardInterrupt:

@@ -11,10 +11,17 @@ from pathlib import Path
 
 from rich.console import Console
 
-from scalecheck.analyze import analyze_model, print_summary, select_ops
+from scalecheck import argtypes, rundir_lock
+from scalecheck.analyze import (
+    DEFAULT_MODEL_TIMEOUT,
+    analyze_model,
+    print_summary,
+    select_ops,
+)
+from scalecheck.binding.linux_posix import UNSUPPORTED_OPS
 from scalecheck.models.loading import load_model
 from scalecheck.run import add_trace_options, run_from_args
-from scalecheck.testgen import DEFAULT_CAP, generate_tests
+from scalecheck.testgen import DEFAULT_CAP, current_tests, generate_tests
 from scalecheck.trace.loop import (
     EXIT_NOT_CONFORMING,
     conformance_line,
@@ -46,9 +53,15 @@ def register(subparsers):
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
-        "--ops", help=f"comma-separated operations (default for posix: {DEFAULT_OPS})"
+        "--ops",
+        type=argtypes.op_list,
+        help=f"comma-separated operations (default for posix: {DEFAULT_OPS})",
     )
-    scope.add_argument("--full", action="store_true", help="every operation of the model")
+    scope.add_argument(
+        "--full",
+        action="store_true",
+        help="every operation of the model (of posix: every one the targets run, all but exec)",
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -56,13 +69,26 @@ def register(subparsers):
         help="output directory (default: out/pipeline)",
     )
     parser.add_argument(
-        "--cap", type=int, default=DEFAULT_CAP, help="tests per commutative path at most"
+        "--cap", type=argtypes.count, default=DEFAULT_CAP, help="tests per commutative path at most"
+    )
+    parser.add_argument(
+        "--model-timeout",
+        type=argtypes.seconds,
+        default=DEFAULT_MODEL_TIMEOUT,
+        metavar="SECONDS",
+        help=f"model code may run this long per path (default: {DEFAULT_MODEL_TIMEOUT:g})",
     )
     add_trace_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    # Held from the first stage to the last: no other command slips in between.
+    with rundir_lock.locked(args.out, create=True):
+        return run_stages(args)
+
+
+def run_stages(args) -> int:
     from scalecheck.report.build import make_report
 
     console = Console(stderr=True)
@@ -72,13 +98,29 @@ def run(args) -> int:
     model_cls = load_model(args.model)
     ops_text = None if args.full else args.ops or (DEFAULT_OPS if args.model == "posix" else None)
     ops = select_ops(model_cls, ops_text)
+    if args.full and args.model == "posix":
+        # exec replaces the caller's program: neither Linux's driver nor libsv6 runs it.
+        ops = [op for op in ops if op not in UNSUPPORTED_OPS]
+        console.print(
+            f"--full: {', '.join(UNSUPPORTED_OPS)} left out ({', '.join(UNSUPPORTED_OPS.values())})"
+        )
 
     console.rule(f"1/4 analyze: {len(ops)} operations of {args.model}")
-    analysis = analyze_model(args.model, ops, args.out, jobs=args.jobs)
+    analysis = analyze_model(
+        args.model, ops, args.out, jobs=args.jobs, model_timeout=args.model_timeout
+    )
     print_summary(analysis)
     console.rule("2/4 testgen")
-    generated = generate_tests(args.out, cap=args.cap, jobs=args.jobs)
-    console.print(f"{generated['totals']['tests']} tests written to {args.out / 'tests.jsonl'}")
+    generated = current_tests(args.out, args.cap)
+    if generated is None:
+        generated = generate_tests(args.out, cap=args.cap, jobs=args.jobs)
+        console.print(f"{generated['totals']['tests']} tests written to {args.out / 'tests.jsonl'}")
+    else:
+        console.print(
+            f"{args.out / 'tests.jsonl'} is current (same analysis, cap and generator): "
+            f"its {generated['totals']['tests']} tests kept",
+            soft_wrap=True,
+        )
     console.rule(
         "3/4 run on Linux under QEMU"
         if args.target == "linux"

@@ -12,6 +12,7 @@ import functools
 import json
 from pathlib import Path
 
+from scalecheck import argtypes, kernels
 from scalecheck.errors import UserError
 from scalecheck.trace import counting, loop
 from scalecheck.trace.linux import vm
@@ -38,7 +39,11 @@ def register(subparsers):
     p.add_argument(
         "dir", type=Path, help="directory holding tests.jsonl (from `scalecheck testgen`)"
     )
-    p.add_argument("--ops", help="comma-separated ops: trace only tests whose calls all use them")
+    p.add_argument(
+        "--ops",
+        type=argtypes.op_list,
+        help="comma-separated ops: trace only tests whose calls all use them",
+    )
     add_trace_options(p)
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.set_defaults(func=_cli)
@@ -53,9 +58,7 @@ def add_trace_options(p) -> None:
         "described by the manifest at PATH, or a shipped library by name: "
         f"{', '.join(sorted(NAMED_LIBRARIES))} (docs/usertarget.md)",
     )
-    p.add_argument(
-        "--kernel", type=Path, help="Linux: kernel image (default: newest /boot/vmlinuz-*)"
-    )
+    kernels.add_kernel_option(p, "newest /boot/vmlinuz-*")
     p.add_argument(
         "--vmlinux", type=Path, help="Linux: debug vmlinux of that kernel, for file:line names"
     )
@@ -63,16 +66,16 @@ def add_trace_options(p) -> None:
     p.add_argument(
         "--jobs",
         "-j",
-        type=int,
+        type=argtypes.count,
         help="VMs or test programs run in parallel (default: one per host core)",
     )
     p.add_argument(
         "--repeats",
-        type=int,
+        type=argtypes.count,
         default=2,
         help="runs per test; a conflict counts only if every run shows it (default 2)",
     )
-    p.add_argument("--limit", type=int, help="trace only the first N matching tests")
+    p.add_argument("--limit", type=argtypes.limit, help="trace only the first N matching tests")
     p.add_argument(
         "--fs",
         default="tmpfs",
@@ -81,11 +84,14 @@ def add_trace_options(p) -> None:
     )
     add_conflict_options(p)
     p.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds one call may take (default 5)"
+        "--timeout",
+        type=argtypes.seconds,
+        default=5.0,
+        help="seconds one call may take (default 5)",
     )
     p.add_argument(
         "--batch",
-        type=int,
+        type=argtypes.count,
         default=BATCH,
         help=f"Linux: tests per boot, at most (default {BATCH}; the tests are cut into equal "
         "batches, a multiple of the VMs' count)",

@@ -43,6 +43,34 @@ def no_space(path: Path, needed: int | None = None) -> UserError:
     )
 
 
+# What to do about each OS error a user can fix, said after the file's name.
+_REMEDY = {
+    errno.EROFS: "the file system is read-only: give a directory on a writable one",
+    errno.EACCES: "permission denied: give a directory you may write, or change its permissions",
+    errno.EPERM: "operation not permitted: give a directory you may write",
+    errno.ENOTDIR: "a part of this path is a file, not a directory",
+    errno.EISDIR: "a directory where a file is needed",
+    errno.ENOENT: "no such file or directory",
+}
+
+
+def os_error(err: OSError, where) -> UserError:
+    """The one line for an OS error while reading or writing ``where`` (a file or the
+    command's directory): a read-only or foreign directory, or a file where a directory
+    belongs, is bad input."""
+    path = Path(err.filename or where)
+    if err.errno in (errno.EEXIST, errno.ENOTDIR):
+        for part in reversed([path, *path.parents]):
+            if part.exists() and not part.is_dir():
+                return UserError(f"{part} is a file where a directory is needed: move it away")
+    also = f" (and {err.filename2})" if err.filename2 else ""
+    return UserError(f"{path}{also}: {os_reason(err)}")
+
+
+def os_reason(err: OSError) -> str:
+    return (err.errno is not None and _REMEDY.get(err.errno)) or err.strerror or str(err)
+
+
 def require_space(path: Path, needed: int) -> None:
     """Stops before work that needs about ``needed`` bytes under ``path`` and would not
     find them."""
@@ -74,3 +102,22 @@ def write_text_atomically(path: Path, text: str) -> None:
 def read_json(path: Path):
     with open(path) as handle:
         return json.load(handle)
+
+
+# Lines of an append-only JSON-lines store (results) that are not a record: torn by a
+# crash or a full disk, or edited by hand. Readers skip them and say so.
+def parse_record(line: str) -> dict | None:
+    """The record of a line of the store, or None for a damaged line: not JSON (torn by a
+    crash or a full disk, or edited), not an object, or without a test id."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("id"), str) else None
+
+
+def damaged_note(damaged: list) -> str:
+    """How many lines are damaged and which, for a one-line note."""
+    numbers = [number for number, _ in damaged]
+    shown = ", ".join(map(str, numbers[:10])) + (" ..." if len(numbers) > 10 else "")
+    return f"{len(numbers)} damaged line{'s' if len(numbers) > 1 else ''} ({shown})"

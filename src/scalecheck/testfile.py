@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.storage import write_text_atomically
+from scalecheck.storage import parse_record, write_text_atomically
 
 TESTS_FORMAT = "scalecheck-tests"
 TESTS_VERSION = 1
@@ -36,8 +36,16 @@ def write_tests(path: Path, header: dict, tests: list[dict]) -> None:
     write_text_atomically(path, "\n".join(lines) + "\n")
 
 
-def read_jsonl(path: Path, expected_format: str, expected_version: int, hint: str = ""):
-    """(header, [(where, object)]) of a versioned JSON-lines file, or a one-line UserError."""
+def read_jsonl(
+    path: Path,
+    expected_format: str,
+    expected_version: int,
+    hint: str = "",
+    damaged: list | None = None,
+):
+    """(header, [(where, object)]) of a versioned JSON-lines file, or a one-line UserError.
+    ``damaged``: lines that are not a record with an id are added there as (line number,
+    text) instead of stopping (an append-only store, which a crash may have torn)."""
     if not path.is_file():
         raise UserError(f"{path}: not found{'; ' + hint if hint else ''}")
     try:
@@ -54,11 +62,15 @@ def read_jsonl(path: Path, expected_format: str, expected_version: int, hint: st
             f"{path}:1: {expected_format} version {header.get('version')!r}; this scalecheck "
             f"reads version {expected_version}"
         )
-    return header, [
-        (f"{path}:{number}", _json_object(path, number, text))
-        for number, text in enumerate(lines[1:], start=2)
-        if text.strip()
-    ]
+    entries = []
+    for number, text in enumerate(lines[1:], start=2):
+        if not text.strip():
+            continue
+        if damaged is not None and parse_record(text) is None:
+            damaged.append((number, text))
+            continue
+        entries.append((f"{path}:{number}", _json_object(path, number, text)))
+    return header, entries
 
 
 def read_tests(path: Path) -> tuple[dict, list[dict]]:
@@ -74,6 +86,9 @@ def read_tests(path: Path) -> tuple[dict, list[dict]]:
             or "setup" not in test
         ):
             raise UserError(f'{where}: a test needs "id", "setup" and "calls"')
+        for call in test["calls"]:
+            if not isinstance(call, dict) or not isinstance(call.get("op"), str):
+                raise UserError(f'{where}: every call must be an object with an "op", got {call!r}')
         if test["id"] in seen:
             raise UserError(f"{where}: test id {test['id']!r} appears twice")
         seen.add(test["id"])

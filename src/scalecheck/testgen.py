@@ -13,6 +13,8 @@ Reads ``DIR/analysis/`` and writes ``DIR/tests.jsonl`` (docs/format-tests.md) an
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import os
 from collections import defaultdict
@@ -24,7 +26,7 @@ import z3
 from rich.table import Table
 from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
 
-from scalecheck import __version__, binding
+from scalecheck import __version__, argtypes, binding, rundir_lock, testfile
 from scalecheck.analysisfile import all_pairs, pair_file, pair_is_current, read_analysis_meta
 from scalecheck.engine.commute import OBSERVED
 from scalecheck.errors import UserError
@@ -33,9 +35,11 @@ from scalecheck.output import stdout_console
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
-from scalecheck.testfile import write_tests
+from scalecheck.testfile import file_hash, write_tests
 
 DEFAULT_CAP = 8
+# testgen.json: the hash of the tests file it describes.
+TESTS_HASH = "tests_sha256"
 
 
 def register(subparsers):
@@ -48,12 +52,12 @@ def register(subparsers):
     parser.add_argument("dir", type=Path, help="the directory given to `scalecheck analyze --out`")
     parser.add_argument(
         "--cap",
-        type=int,
+        type=argtypes.count,
         default=DEFAULT_CAP,
         help=f"tests per path at most (default {DEFAULT_CAP})",
     )
     parser.add_argument(
-        "--jobs", type=int, default=os.cpu_count(), help="pairs processed in parallel"
+        "--jobs", type=argtypes.count, default=os.cpu_count(), help="pairs processed in parallel"
     )
     parser.add_argument("--json", action="store_true", help="print the per-pair counts as JSON")
     parser.set_defaults(func=run)
@@ -68,6 +72,7 @@ def run(args) -> int:
     return 1 if summary["totals"]["unknown_paths"] or summary["totals"]["failed_paths"] else 0
 
 
+@rundir_lock.holding("out")
 def generate_tests(
     out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, quiet: bool = False
 ) -> dict:
@@ -122,8 +127,51 @@ def generate_tests(
             "unrealizable_paths",
         )
     }
-    summary = {"cap": cap, "totals": totals, "pairs": rows}
+    summary = {
+        "cap": cap,
+        # What the tests were made from and what they are: `pipeline` reuses a tests
+        # file whose analysis, cap and generator are those of now (current_tests).
+        "made_from": _made_from(out, meta, cap),
+        TESTS_HASH: file_hash(out / "tests.jsonl"),
+        "totals": totals,
+        "pairs": rows,
+    }
     write_json_atomically(out / "testgen.json", summary)
+    return summary
+
+
+def _made_from(out: Path, meta: dict, cap: int) -> dict:
+    """The analysis (its pairs' files, byte for byte), the cap and the code that turn
+    into a tests file: the same inputs give the same file (tests do not depend on --jobs
+    or on the order workers finish)."""
+    analysis = hashlib.sha256()
+    for a, b in all_pairs(meta["ops"]):
+        analysis.update(pair_file(out, a, b).read_bytes())
+    generator = hashlib.sha256(__version__.encode())
+    binding_sources = sorted(Path(inspect.getfile(binding)).parent.glob("*.py"))
+    for source in (Path(__file__), Path(inspect.getfile(testfile)), *binding_sources):
+        generator.update(source.read_bytes())
+    return {
+        "fingerprint": meta["fingerprint"],
+        "ops": meta["ops"],
+        "analysis_sha256": analysis.hexdigest()[:16],
+        "cap": cap,
+        "generator_sha256": generator.hexdigest()[:16],
+    }
+
+
+def current_tests(out: Path, cap: int) -> dict | None:
+    """The summary of ``out``'s tests file when it is what testgen would write now (same
+    analysis, cap and generator, and the file untouched since), else None."""
+    try:
+        summary = read_json(out / "testgen.json")
+        meta = read_analysis_meta(out)
+        if summary.get("made_from") != _made_from(out, meta, cap):
+            return None
+        if summary.get(TESTS_HASH) != file_hash(out / "tests.jsonl"):
+            return None
+    except (OSError, ValueError, KeyError, UserError):
+        return None
     return summary
 
 
@@ -141,12 +189,16 @@ def _pair_tests(job: tuple) -> tuple:
         "unrealizable_paths": 0,
         "failures": [],
     }
+    # A Z3 context of the pair's own: the solutions Z3 finds depend on what its context
+    # saw before, so a context shared with the pairs a worker did earlier would make the
+    # tests depend on which worker got the pair (--jobs, finishing order).
+    context = z3.Context()
     for path in analysis["paths"]:
         if not path["commutes"] or path["unknown"]:
             continue
         counts["commutative_paths"] += 1
         try:
-            path_tests, outcome = _path_tests(model_cls, (a, b), path, cap)
+            path_tests, outcome = _path_tests(model_cls, (a, b), path, cap, context)
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
             counts["failures"].append(
@@ -162,16 +214,16 @@ def _pair_tests(job: tuple) -> tuple:
     return (a, b), tests, counts
 
 
-def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
+def _path_tests(model_cls, ops, path, cap, context: z3.Context) -> tuple[list, str]:
     """Tests for one path, and how enumeration ended: complete, capped_paths,
     unknown_paths, or unrealizable_paths (no buildable initial state)."""
-    solver = z3.Solver()
+    solver = z3.Solver(ctx=context)
     solver.set("timeout", 60_000)
     solver.from_string(path["smt2"])
     terms = ObservedTerms(solver)
     observations = path["observations"]
     kinds = observations["kinds"]
-    pattern = IsomorphismPattern(observations, kinds, terms)
+    pattern = IsomorphismPattern(observations, kinds, terms, context)
     tests: list[dict] = []
     while len(tests) < cap:
         answer = solver.check()
@@ -269,10 +321,11 @@ class IsomorphismPattern:
     """The features whose values define a test's isomorphism class (see the module doc),
     and the clause that excludes a class once it has a test."""
 
-    def __init__(self, observations, kinds, terms):
+    def __init__(self, observations, kinds, terms, context: z3.Context):
         self.terms = terms
+        self.context = context
         self.equalities, self.valued = _pattern_features(observations, kinds)
-        self._literals = {}
+        self._literals: dict = {}
 
     def exclude(self, values) -> z3.BoolRef:
         """A clause true exactly outside the class of ``values``."""
@@ -282,7 +335,7 @@ class IsomorphismPattern:
         ]
         literals += [self._value_differs(i, values[i]) for i in self.valued]
         if not literals:
-            return z3.BoolVal(False)
+            return z3.BoolVal(False, self.context)
         # Z3's Python Or() re-checks every argument's sort: the C call is much cheaper.
         context = literals[0].ctx
         array = (z3.Ast * len(literals))(*[literal.as_ast() for literal in literals])
@@ -290,7 +343,7 @@ class IsomorphismPattern:
 
     def _equality_differs(self, i, j, now_equal):
         if (i, j) not in self._literals:  # built once per path, reused by every test
-            right = z3.IntVal(0) if j is None else self.terms[j]
+            right = z3.IntVal(0, self.context) if j is None else self.terms[j]
             self._literals[i, j] = (self.terms[i] != right, self.terms[i] == right)
         return self._literals[i, j][0 if now_equal else 1]
 

@@ -219,7 +219,7 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 	if (build_files_and_pipes(t, why, sizeof why) < 0) {
 		if (report)
 			out("X %ld %d %s\n", t->index, rep, why);
-		close_pipes(t);
+		close_shared_fds(t);
 		return;
 	}
 	pid_t pids[2] = {0, 0};
@@ -241,7 +241,7 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 		if (report)
 			out("X %ld %d %s\n", t->index, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
 		kill_and_reap(pids, 2);
-		close_pipes(t);
+		close_shared_fds(t);
 		return;
 	}
 	/* Inodes with no name stay alive only through the fds and mappings just made. */
@@ -258,7 +258,7 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 		if (report)
 			out("H %ld %d %s\n", t->index, rep, ctl->done[0] ? "call B did not return" : "call A did not return");
 		kill_and_reap(pids, 2);
-		close_pipes(t);
+		close_shared_fds(t);
 		return;
 	}
 	if (report)
@@ -267,5 +267,5 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 	for (int i = 0; i < 2; i++)
 		if (pids[i] > 0)
 			waitpid(pids[i], NULL, 0);
-	close_pipes(t);
+	close_shared_fds(t);
 }

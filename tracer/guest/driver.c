@@ -125,6 +125,7 @@ int main(int argc, char **argv)
 	struct settings settings = {.repeats = 2, .timeout_ms = 5000, .fs_type = "tmpfs"};
 	parse_settings(strsep(&cursor, "\n"), &settings);
 	mount_filesystems(settings.fs_type);
+	limit_socket_queues();
 	int devnull = open("/dev/null", O_RDWR);
 	if (devnull < 0 || dup2(devnull, DEVNULL_FD) < 0)
 		fatal("open /dev/null");

@@ -3,7 +3,7 @@
  *
  *   driver.c  main: the guest's file systems, memory layout, output, the batch loop
  *   parse.c   the batch's line-based rendering of tests (docs/tracer.md)
- *   setup.c   building a test's files, pipes, fd tables and mappings
+ *   setup.c   building a test's files, pipes, sockets, fd tables and mappings
  *   coord.c   coordination: the test processes, the hand-offs between the two calls
  *   ops.c     one function per operation, found through a dispatch table
  *   facts.c   kernel facts for naming: symbols and per-cpu area offsets
@@ -22,6 +22,9 @@
 #define RESULT_LEN 160
 /* Every fd below SC_FD_BASE is a copy of this one, on /dev/null (see build_process). */
 #define DEVNULL_FD 991
+/* Model socket i is, in every test process, a receiving AF_UNIX datagram socket at fd
+ * SOCK_FD_BASE + 2i and the process's own sender connected to it at SOCK_FD_BASE + 2i + 1. */
+#define SOCK_FD_BASE 900
 
 struct participant;
 struct call_spec;
@@ -33,17 +36,19 @@ struct inode_spec { int nlink, nunits; unsigned char data[SC_MAX_UNITS]; };
 struct pipe_spec { int nbytes; unsigned char data[SC_MAX_UNITS]; };
 struct fd_spec { int proc, fd, is_pipe, inode, off, pipe, write_end; };
 struct map_spec { int proc, anon, writable, data, inode, off; unsigned long va; };
+struct sock_spec { int nmsgs; unsigned char data[SC_SOCK_CAPACITY]; };
 struct call_spec { int proc, ntok; op_fn *run; char tok[MAX_TOKENS][TOKEN_LEN]; };
 
 struct test {
 	long index;
-	int nnames, ninodes, npipes, nfds, nmaps, ncalls;
+	int nnames, ninodes, npipes, nfds, nmaps, nsocks, ncalls;
 	char names[SC_MAX_NAMES][TOKEN_LEN];
 	int name_inode[SC_MAX_NAMES];
 	struct inode_spec inodes[SC_MAX_INODES];
 	struct pipe_spec pipes[SC_MAX_PIPES];
 	struct fd_spec fds[SC_MAX_FDS];
 	struct map_spec maps[SC_MAX_MAPS];
+	struct sock_spec socks[SC_MAX_SOCKETS];
 	struct call_spec calls[2];
 };
 
@@ -80,7 +85,8 @@ int parse_test(char **cursor, struct test *t, const char **why);
 void inode_path(const struct test *t, int inode, char *path, size_t len);
 void clean_test_dir(void);
 int build_files_and_pipes(const struct test *t, char *why, size_t whylen);
-void close_pipes(const struct test *t);
+void close_shared_fds(const struct test *t);
+void limit_socket_queues(void);
 int build_process(const struct test *t, int proc, char *why, size_t whylen);
 
 /* coord.c */

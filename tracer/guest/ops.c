@@ -1,17 +1,22 @@
-/* The operations: one function per op of the POSIX model (and two diagnostic ops), found
+/* The operations: one function per op of the POSIX model that Linux runs (all but exec,
+ * which would replace the driver; and two diagnostic ops), found
  * by name through OPS, as a kernel dispatches system calls through its table. Each runs
  * its call between the start and end markers, touching nothing but the call's own work
  * inside them, and writes the result as the test file's JSON (docs/format-tests.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "driver.h"
@@ -306,6 +311,105 @@ static void op_memwrite(struct participant *p, const struct call_spec *c, char *
 	memory_access(c, 1, res, len);
 }
 
+/* The driver's own receiver of model socket i and the calling process's sender to it. */
+#define RECEIVER_FD(i) (SOCK_FD_BASE + 2 * (i))
+#define SENDER_FD(i) (SOCK_FD_BASE + 2 * (i) + 1)
+
+static void op_sendto(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int sock = NUM(0);
+	long r;
+	int err;
+	p->data[0] = NUM(1);
+	/* The sender is connected to the socket: no address lookup, just the send. */
+	TRACED(sendto(SENDER_FD(sock), p->data, 1, MSG_DONTWAIT, NULL, 0));
+	result(res, len, r, err);
+}
+
+static void op_recvfrom(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int sock = NUM(0);
+	long r;
+	int err;
+	TRACED(recvfrom(RECEIVER_FD(sock), p->data, 1, MSG_DONTWAIT, NULL, NULL));
+	read_result(p, res, len, r, err);
+}
+
+/* A child made inside a region must not run before the region ends: its first steps
+ * (returning from fork, exiting) would count as the call's work, on whichever CPU it ran.
+ * A real-time caller is not preempted by it; SCHED_RESET_ON_FORK gives the child the
+ * normal policy, and it inherits the caller's CPU, so it runs only once the caller
+ * sleeps, in waitpid after the region. */
+static void hold_children_back(int on)
+{
+	struct sched_param param = {.sched_priority = on ? 1 : 0};
+	if (sched_setscheduler(0, on ? SCHED_FIFO | SCHED_RESET_ON_FORK : SCHED_OTHER, &param) < 0)
+		fatal("sched_setscheduler (holding a child back)");
+}
+
+static void reap(pid_t child)
+{
+	if (child > 0 && waitpid(child, NULL, 0) != child)
+		fatal("waitpid (reaping a child of the call)");
+}
+
+static void op_fork(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	pid_t child;
+	int err;
+	(void)p, (void)c;
+	hold_children_back(1);
+	SC_MARK_START();
+	child = fork();
+	if (child == 0)
+		_exit(0); /* the child never reaches the end marker */
+	err = errno;
+	SC_MARK_END();
+	reap(child);
+	hold_children_back(0);
+	result(res, len, child, err);
+}
+
+/* glibc's posix_spawn (clone(CLONE_VM | CLONE_VFORK) and execve in the child, the caller
+ * waiting until the exec): the file action makes the caller's fd the child's fd 0, the
+ * program is /bin/exit0. The exec is part of the call; the program's run is not. */
+static void op_posix_spawn(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	static char *const argv[] = {"exit0", NULL}, *const envp[] = {NULL};
+	posix_spawn_file_actions_t actions;
+	pid_t child = -1;
+	long r;
+	int err;
+	(void)p;
+	if (posix_spawn_file_actions_init(&actions) != 0 || posix_spawn_file_actions_adddup2(&actions, NUM(0), 0) != 0)
+		fatal("posix_spawn_file_actions");
+	hold_children_back(1);
+	TRACED(posix_spawn(&child, "/bin/exit0", &actions, NULL, argv, envp));
+	reap(r == 0 ? child : -1);
+	hold_children_back(0);
+	posix_spawn_file_actions_destroy(&actions);
+	/* posix_spawn returns the error number itself. */
+	result(res, len, r == 0 ? child : -1, r == 0 ? err : (int)r);
+}
+
+static void op_fstatx(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	int fd = NUM(0), nlink = NUM(1);
+	unsigned int mask = STATX_INO | STATX_SIZE | (nlink ? STATX_NLINK : 0);
+	struct statx *stx = (struct statx *)p->st;
+	long r;
+	int err;
+	TRACED(statx(fd, "", AT_EMPTY_PATH, mask, stx));
+	if (r != 0)
+		result(res, len, r, err);
+	else if (nlink)
+		snprintf(res, len, "{\"ret\":0,\"ino\":%llu,\"nlink\":%u,\"size\":%lld}",
+			 (unsigned long long)stx->stx_ino, stx->stx_nlink, (long long)(stx->stx_size / SC_UNIT));
+	else
+		snprintf(res, len, "{\"ret\":0,\"ino\":%llu,\"size\":%lld}",
+			 (unsigned long long)stx->stx_ino, (long long)(stx->stx_size / SC_UNIT));
+}
+
 /* Diagnostic op: a call that never returns, to exercise the timeout path. */
 static void op_hang(struct participant *p, const struct call_spec *c, char *res, size_t len)
 {
@@ -337,6 +441,8 @@ static const struct {
 	{"read", op_read},       {"write", op_write},       {"pread", op_pread},
 	{"pwrite", op_pwrite},   {"mmap", op_mmap},         {"munmap", op_munmap},
 	{"mprotect", op_mprotect}, {"memread", op_memread}, {"memwrite", op_memwrite},
+	{"fstatx", op_fstatx},   {"sendto", op_sendto},     {"recvfrom", op_recvfrom},
+	{"fork", op_fork},       {"posix_spawn", op_posix_spawn},
 	{"_hang", op_hang},      {"_panic", op_panic},
 };
 

@@ -99,6 +99,13 @@ int parse_test(char **cursor, struct test *t, const char **why)
 			} else {
 				*why = "malformed file mapping";
 			}
+		} else if (kind == 'Q' && n >= 3 && t->nsocks < SC_MAX_SOCKETS) {
+			struct sock_spec *q = &t->socks[t->nsocks++];
+			q->nmsgs = atoi(tok[2]);
+			if (q->nmsgs > SC_SOCK_CAPACITY || n != 3 + q->nmsgs)
+				*why = "socket queue beyond its capacity";
+			for (int i = 0; i < q->nmsgs && !*why; i++)
+				q->data[i] = atoi(tok[3 + i]);
 		} else if (kind == 'C' && n >= 4 && t->ncalls < 2) {
 			struct call_spec *c = &t->calls[t->ncalls++];
 			c->proc = atoi(tok[2]);

@@ -1,13 +1,16 @@
-/* Building a test's setup state: the shared files and pipes (by the coordinator, on a
- * fresh test directory) and each test process's fd table and mappings. */
+/* Building a test's setup state: the shared files, pipes and datagram sockets (by the
+ * coordinator, on a fresh test directory) and each test process's fd table and mappings. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,8 +19,58 @@
 /* Where fds are parked while a process's fd table is being rebuilt. */
 #define PARK_FD 600
 #define PIPE_FD_BASE 800
+#define RECEIVER_FD_BASE 850
 
 static int pipe_ends[SC_MAX_PIPES][2];
+static int receivers[SC_MAX_SOCKETS], message_senders[SC_MAX_SOCKETS][SC_SOCK_CAPACITY];
+
+/* Model socket i's address: an abstract AF_UNIX name, "\0scq<i>". */
+static socklen_t socket_address(int i, struct sockaddr_un *addr)
+{
+	memset(addr, 0, sizeof *addr);
+	addr->sun_family = AF_UNIX;
+	int n = snprintf(addr->sun_path + 1, sizeof addr->sun_path - 1, "scq%d", i);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + n;
+}
+
+void limit_socket_queues(void)
+{
+	char value[16];
+	int n = snprintf(value, sizeof value, "%d\n", SC_SOCK_CAPACITY - 1);
+	int fd = open("/proc/sys/net/unix/max_dgram_qlen", O_WRONLY);
+	if (fd < 0 || write(fd, value, n) != n)
+		fatal("set net.unix.max_dgram_qlen");
+	close(fd);
+}
+
+/* A receiving socket per model socket, holding the queued messages. Each message comes
+ * from a sender of its own, kept open until the repeat ends: a queued message keeps its
+ * sender's socket charged until it is received, so two receives of messages of one
+ * sender would share that socket's counters, and a receive of a closed sender's last
+ * message would destroy the socket (global socket counters), none of it the model's. */
+static int build_sockets(const struct test *t, char *why, size_t whylen)
+{
+	for (int i = 0; i < t->nsocks; i++) {
+		struct sockaddr_un addr;
+		socklen_t addrlen = socket_address(i, &addr);
+		int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&addr, addrlen) < 0) {
+			snprintf(why, whylen, "socket %d: %s", i, strerror(errno));
+			return -1;
+		}
+		receivers[i] = fcntl(fd, F_DUPFD, RECEIVER_FD_BASE);
+		close(fd);
+		for (int m = 0; m < t->socks[i].nmsgs; m++) {
+			int sender = socket(AF_UNIX, SOCK_DGRAM, 0);
+			message_senders[i][m] = sender;
+			if (sender < 0 || sendto(sender, &t->socks[i].data[m], 1, 0, (struct sockaddr *)&addr, addrlen) != 1) {
+				snprintf(why, whylen, "queue on socket %d: %s", i, strerror(errno));
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
 
 /* A path by which an inode can be opened while the test is being set up. */
 void inode_path(const struct test *t, int inode, char *path, size_t len)
@@ -135,20 +188,38 @@ int build_files_and_pipes(const struct test *t, char *why, size_t whylen)
 			return -1;
 		}
 	}
-	return 0;
+	return build_sockets(t, why, whylen);
 }
 
-void close_pipes(const struct test *t)
+void close_shared_fds(const struct test *t)
 {
 	for (int p = 0; p < t->npipes; p++)
 		for (int e = 0; e < 2; e++)
 			close(pipe_ends[p][e]);
+	for (int i = 0; i < t->nsocks; i++) {
+		close(receivers[i]);
+		for (int m = 0; m < t->socks[i].nmsgs; m++)
+			close(message_senders[i][m]);
+	}
+}
+
+/* Model socket i in a test process: the receiver and a sender of the process's own,
+ * connected to it, each given to the caller to place at its fd. */
+static int socket_fds(int i, int *receiver, int *sender)
+{
+	struct sockaddr_un addr;
+	socklen_t addrlen = socket_address(i, &addr);
+	*receiver = dup(receivers[i]);
+	*sender = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	if (*receiver < 0 || *sender < 0)
+		return -1;
+	return connect(*sender, (struct sockaddr *)&addr, addrlen);
 }
 
 /* In a test process: rebuilds its fd table and mappings exactly as the model says. */
 int build_process(const struct test *t, int proc, char *why, size_t whylen)
 {
-	int parked = 0, targets[SC_MAX_FDS];
+	int parked = 0, targets[SC_MAX_FDS + 2 * SC_MAX_SOCKETS];
 	char path[TOKEN_LEN];
 	for (int i = 0; i < t->nmaps; i++) {
 		const struct map_spec *m = &t->maps[i];
@@ -195,6 +266,21 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen)
 		}
 		close(src);
 		targets[parked++] = f->fd;
+	}
+	for (int i = 0; i < t->nsocks; i++) {
+		int ends[2];
+		if (socket_fds(i, &ends[0], &ends[1]) < 0) {
+			snprintf(why, whylen, "proc %d socket %d: %s", proc, i, strerror(errno));
+			return -1;
+		}
+		for (int e = 0; e < 2; e++) {
+			if (dup2(ends[e], PARK_FD + parked) < 0) {
+				snprintf(why, whylen, "proc %d socket %d: %s", proc, i, strerror(errno));
+				return -1;
+			}
+			close(ends[e]);
+			targets[parked++] = SOCK_FD_BASE + 2 * i + e;
+		}
 	}
 	/* Every fd below fd_base is held on /dev/null, so lowest-fd choices match the model. */
 	for (int fd = 0; fd < SC_FD_BASE; fd++)

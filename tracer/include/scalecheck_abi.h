@@ -20,6 +20,10 @@
 #define SC_ANYFD_BASE 64
 #define SC_MAP_BASE 0x100000000
 #define SC_UNIT 4096
+/* A datagram socket's queue holds SC_SOCK_CAPACITY messages (the model's SOCK_CAPACITY):
+ * the driver sets Linux's net.unix.max_dgram_qlen to one less, as a queue is full when it
+ * holds more than that. */
+#define SC_SOCK_CAPACITY 2
 
 /* The guest driver's table sizes: a test beyond them is reported as an error by the host. */
 #define SC_MAX_NAMES 16
@@ -28,5 +32,6 @@
 #define SC_MAX_PIPES 8
 #define SC_MAX_FDS 32
 #define SC_MAX_MAPS 16
+#define SC_MAX_SOCKETS 4
 
 #endif

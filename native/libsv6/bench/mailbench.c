@@ -19,6 +19,7 @@
  * fork, so it delivers only its own messages: the control of the same code
  * sharing no memory (catalog: sv6-mailbench-private).
  */
+#include "arena.h"
 #include "harness.h"
 #include "sv6/core.h"
 #include "sv6/fdtable.h"
@@ -44,6 +45,7 @@ struct mail_run {
 
 static void process_setup(struct hc_run *run)
 {
+    arena_keep_freed();
     struct mail_run *s = calloc(1, sizeof *s);
     if (!s)
         hc_fail("out of memory");
@@ -183,6 +185,7 @@ const struct hc_benchmark hc_benchmark = {
     .modes = modes,
     .kind = HC_THREADS_OR_PROCESSES,
     .process_setup = process_setup,
+    .worker_setup = arena_reserve,
     .worker = worker,
     .process_teardown = process_teardown,
 };

@@ -8,6 +8,7 @@
  * workers share no memory at all: the control that shows what two workers can
  * reach on the machine itself (catalog: sv6-openbench-private).
  */
+#include "arena.h"
 #include "harness.h"
 #include "sv6/core.h"
 #include "sv6/sv6.h"
@@ -26,6 +27,7 @@ struct open_run {
 
 static void process_setup(struct hc_run *run)
 {
+    arena_keep_freed();
     struct open_run *s = calloc(1, sizeof *s);
     if (!s)
         hc_fail("out of memory");
@@ -70,6 +72,7 @@ const struct hc_benchmark hc_benchmark = {
     .modes = modes,
     .kind = HC_THREADS_OR_PROCESSES,
     .process_setup = process_setup,
+    .worker_setup = arena_reserve,
     .worker = worker,
     .process_teardown = process_teardown,
 };

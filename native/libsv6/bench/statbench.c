@@ -13,6 +13,7 @@
  * unlink of its own name), so that one worker is a baseline for two on a machine with
  * too few cores to give the split layout a one-worker point.
  */
+#include "arena.h"
 #include "harness.h"
 #include "sv6/core.h"
 #include "sv6/sv6.h"
@@ -33,6 +34,7 @@ struct stat_run {
 
 static void process_setup(struct hc_run *run)
 {
+    arena_keep_freed();
     struct stat_run *s = calloc(1, sizeof *s);
     if (!s)
         hc_fail("out of memory");
@@ -109,6 +111,7 @@ const struct hc_benchmark hc_benchmark = {
     .kind = HC_THREADS_OR_PROCESSES,
     .extra_sums = extra_sums,
     .process_setup = process_setup,
+    .worker_setup = arena_reserve,
     .worker = worker,
     .report = report,
     .process_teardown = process_teardown,

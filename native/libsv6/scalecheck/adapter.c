@@ -1,6 +1,8 @@
 /*
  * scalecheck adapter for libsv6 (tracer/user/scalecheck_adapter.h): builds a POSIX test's
- * setup in a fresh libsv6 world and performs the model's 18 operations.
+ * setup in a fresh libsv6 world and performs the model's operations: the paper's 18 and
+ * sendto, recvfrom (libsv6's sockets, ordered or unordered), fork, posix_spawn (both
+ * sv6_spawn) and fstatx. exec has no libsv6 counterpart.
  *
  * The tests are written in Linux's terms (src/scalecheck/binding/linux_posix.py) and the
  * adapter keeps them: fds are installed at the numbers the setup gives (those below
@@ -24,12 +26,22 @@
 /* An fd no test uses, below the end of the POSIX partition: a file is mapped through it. */
 #define SCRATCH_FD 1000
 #define KEY_LEN 32
+/* Model socket i is the fd SOCKET_FD_BASE + i in both processes. */
+#define SOCKET_FD_BASE 900
+#define SOCKET_CAPACITY 2 /* the model's SOCK_CAPACITY */
 
 /* Read by both calls, written only by setup and teardown: on lines of its own. */
 static struct {
 	struct sv6_world *world;
 	struct sv6_proc *procs[NPROCS];
 } __attribute__((aligned(64))) state;
+
+/* The processes fork and posix_spawn make, one slot per call (on a line of its own),
+ * destroyed at teardown, after the calls. */
+static struct {
+	struct sv6_proc *proc;
+} __attribute__((aligned(64))) children[2];
+static __thread int call_side;
 
 static const struct {
 	int code;
@@ -216,6 +228,61 @@ static void call_memwrite(const struct sc_call *call, struct sc_result *result)
 	ok_or_error(result, sv6_memwrite(proc_of(call), (uint64_t)sc_arg_int(call, "va"), unit, UNIT));
 }
 
+static void call_fstatx(const struct sc_call *call, struct sc_result *result)
+{
+	struct sv6_stat st;
+	unsigned mask = SV6_STATX_INO | SV6_STATX_SIZE | (sc_arg_int(call, "nlink") ? SV6_STATX_NLINK : 0);
+	int ret = sv6_fstatx(proc_of(call), (int)sc_arg_int(call, "fd"), mask, &st);
+	if (failed(result, ret))
+		return;
+	sc_ok(result, 0);
+	sc_result_field(result, "ino", (long)st.ino);
+	if (mask & SV6_STATX_NLINK)
+		sc_result_field(result, "nlink", (long)st.nlink);
+	sc_result_field(result, "size", (long)((st.size + UNIT - 1) / UNIT));
+}
+
+static void call_sendto(const struct sc_call *call, struct sc_result *result)
+{
+	unsigned char byte = (unsigned char)sc_arg_int(call, "byte");
+	ok_or_error(result, sv6_send(proc_of(call), SOCKET_FD_BASE + (int)sc_arg_int(call, "sock"), &byte, 1));
+}
+
+static void call_recvfrom(const struct sc_call *call, struct sc_result *result)
+{
+	unsigned char byte;
+	ssize_t ret = sv6_recv(proc_of(call), SOCKET_FD_BASE + (int)sc_arg_int(call, "sock"), &byte, 1);
+	if (failed(result, ret))
+		return;
+	sc_ok(result, 1);
+	sc_result_field(result, "data", byte);
+}
+
+/* The child's pid: its slot, as libsv6 has no pids (tests never check it). */
+static void spawned(struct sc_result *result, int ret, struct sv6_proc *child)
+{
+	if (failed(result, ret))
+		return;
+	children[call_side].proc = child;
+	sc_ok(result, call_side + 1);
+}
+
+static void call_fork(const struct sc_call *call, struct sc_result *result)
+{
+	struct sv6_proc *child = NULL;
+	int ret = sv6_spawn(proc_of(call), NULL, SV6_SPAWN_ALL, &child);
+	spawned(result, ret, child);
+}
+
+/* The file action: the caller's fd becomes the child's fd 0. */
+static void call_posix_spawn(const struct sc_call *call, struct sc_result *result)
+{
+	const struct sv6_spawn_fd action = {.parent_fd = (int)sc_arg_int(call, "fd"), .child_fd = 0};
+	struct sv6_proc *child = NULL;
+	int ret = sv6_spawn(proc_of(call), &action, 1, &child);
+	spawned(result, ret, child);
+}
+
 const struct sc_op SC_OPS[] = {
 	{"open", 5, call_open},     {"link", 2, call_link},       {"unlink", 1, call_unlink},
 	{"rename", 2, call_rename}, {"stat", 1, call_stat},       {"fstat", 1, call_fstat},
@@ -223,6 +290,8 @@ const struct sc_op SC_OPS[] = {
 	{"read", 1, call_read},     {"write", 2, call_write},     {"pread", 2, call_pread},
 	{"pwrite", 3, call_pwrite}, {"mmap", 6, call_mmap},       {"munmap", 1, call_munmap},
 	{"mprotect", 2, call_mprotect}, {"memread", 1, call_memread}, {"memwrite", 2, call_memwrite},
+	{"fstatx", 2, call_fstatx}, {"sendto", 2, call_sendto}, {"recvfrom", 1, call_recvfrom},
+	{"fork", 0, call_fork},     {"posix_spawn", 1, call_posix_spawn},
 	{0, 0, 0},
 };
 
@@ -423,6 +492,39 @@ static int build_map(struct builder *b, struct sv6_proc *proc, const char *at, c
 	return 0;
 }
 
+/* Each model socket, in both processes at SOCKET_FD_BASE + i, with its queued messages.
+ * An unordered socket's messages are sent from the calls' cores (1 and 2 in turn), as
+ * processes there would have: where a message waits is the implementation's choice. */
+static int build_sockets(struct builder *b)
+{
+	char key[KEY_LEN], path[96];
+	for (int i = 0; sc_state_key(b->setup, "sockets", i, key, sizeof key); i++) {
+		int unordered = (int)value_at(b, "sockets.%s.%s", key, "unordered", 0);
+		int fd = sv6_socket(b->proc, unordered, 0);
+		if (fd < 0 || sv6_socket_capacity(b->proc, fd, SOCKET_CAPACITY) < 0)
+			return fail(b, "creating", "a socket", fd);
+		snprintf(path, sizeof path, "sockets.%s.data", key);
+		char m_key[KEY_LEN];
+		for (int m = 0; sc_state_key(b->setup, path, m, m_key, sizeof m_key); m++) {
+			char at[128];
+			snprintf(at, sizeof at, "%s.%s", path, m_key);
+			unsigned char byte = (unsigned char)sc_state_get(b->setup, at, 0);
+			sv6_core_set(unordered ? 1 + (unsigned)m % 2 : 0);
+			ssize_t sent = sv6_send(b->proc, fd, &byte, 1);
+			sv6_core_set(0);
+			if (sent != 1)
+				return fail(b, "queueing on", "a socket", (long)sent);
+		}
+		for (int p = 0; p < NPROCS; p++) {
+			int ret = sv6_fd_install(state.procs[p], SOCKET_FD_BASE + i, b->proc, fd);
+			if (ret < 0)
+				return fail(b, "installing", "a socket", ret);
+		}
+		sv6_close(b->proc, fd);
+	}
+	return 0;
+}
+
 /* The fds below fd_base, taken as a Linux process's standard fds are. */
 static int reserve_low_fds(struct builder *b, struct sv6_proc *proc, long fd_base, int placeholder)
 {
@@ -450,6 +552,8 @@ int sc_setup(const struct sc_state *setup, char *why, size_t whylen)
 		ret = build_inodes(&b);
 	if (ret == 0)
 		ret = build_pipes(&b);
+	if (ret == 0)
+		ret = build_sockets(&b);
 	for (int p = 0; p < NPROCS && ret == 0; p++)
 		ret = each_entry(&b, p, "fds", state.procs[p], build_fd);
 	for (int p = 0; p < NPROCS && ret == 0; p++)
@@ -471,6 +575,11 @@ int sc_setup(const struct sc_state *setup, char *why, size_t whylen)
 
 void sc_teardown(void)
 {
+	for (int side = 0; side < 2; side++) {
+		if (children[side].proc)
+			sv6_proc_destroy(children[side].proc);
+		children[side].proc = NULL;
+	}
 	for (int p = 0; p < NPROCS; p++)
 		sv6_proc_destroy(state.procs[p]);
 	sv6_world_destroy(state.world);
@@ -481,4 +590,5 @@ void sc_thread_init(int side)
 {
 	/* Core 0 is the setup's (the harness's main thread). */
 	sv6_core_set((unsigned)side + 1);
+	call_side = side;
 }

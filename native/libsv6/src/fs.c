@@ -866,6 +866,17 @@ int sv6_socket(struct sv6_proc *p, bool unordered, int flags)
     return sv6_install(p, f, flags & SV6_O_ANYFD);
 }
 
+int sv6_socket_capacity(struct sv6_proc *p, int fd, size_t capacity)
+{
+    ebr_enter();
+    struct sv6_file *f = sv6_file_at(p, fd);
+    int result = !f ? -EBADF : f->kind != FILE_SOCKET ? -ENOTSOCK : 0;
+    if (result == 0)
+        usock_set_capacity(f->sock, capacity);
+    ebr_exit();
+    return result;
+}
+
 static ssize_t socket_call(struct sv6_proc *p, int fd, void *buf, size_t n, bool send)
 {
     ebr_enter();

@@ -16,6 +16,7 @@ struct usock_msg {
 void usock_init(struct usock *s, bool ordered)
 {
     s->ordered = ordered;
+    s->capacity = 0;
     for (unsigned c = 0; c < SV6_NCORES; c++) {
         sv6_lock_init(&s->queues[c].lock);
         atomic_init(&s->queues[c].length, 0);
@@ -36,6 +37,22 @@ void usock_destroy(struct usock *s)
     }
 }
 
+void usock_set_capacity(struct usock *s, size_t capacity)
+{
+    s->capacity = capacity;
+}
+
+/* Whether the queues hold the socket's capacity (an ordered socket has one queue). */
+static bool full(struct usock *s)
+{
+    if (!s->capacity)
+        return false;
+    size_t held = 0;
+    for (unsigned c = 0; c < (s->ordered ? 1u : SV6_NCORES); c++)
+        held += atomic_load(&s->queues[c].length);
+    return held >= s->capacity;
+}
+
 static unsigned home_queue(const struct usock *s)
 {
     return s->ordered ? 0 : sv6_core();
@@ -45,6 +62,8 @@ ssize_t usock_send(struct usock *s, const void *buf, size_t n)
 {
     if (n > USOCK_MAX_DATAGRAM)
         return -EMSGSIZE;
+    if (full(s))
+        return -EAGAIN;
     struct usock_msg *m = sv6_alloc_lines(sizeof *m + n);
     m->next = NULL;
     m->length = n;

@@ -184,6 +184,29 @@ int sv6_fd_install(struct sv6_proc *dst, int dst_fd, struct sv6_proc *src, int s
     return copy.result;
 }
 
+/* posix_spawn's copy of one named fd, without its partition's lock (which every spawn
+ * and close of an fd of that partition would otherwise share): the reference is taken,
+ * then the slot is read again.  Still holding the file there, the slot's reference
+ * counted all along (a file whose count reached zero cannot be put back: only a holder
+ * may make a new reference), so the new one is safe; gone, it is dropped and the copy
+ * fails as after the close.  The EBR section keeps the file's memory meanwhile. */
+static int copy_fd_unlocked(struct sv6_proc *parent, int fd, struct sv6_proc *child,
+                            int child_fd)
+{
+    int result = -EBADF;
+    ebr_enter();
+    struct sv6_file *f = fdtable_get(&parent->fds, fd);
+    if (f) {
+        refcache_inc(&child->world->rc, &f->ref);
+        if (fdtable_get(&parent->fds, fd) == f && fdtable_install(&child->fds, child_fd, f) == 0)
+            result = 0;
+        else
+            refcache_dec(&child->world->rc, &f->ref);
+    }
+    ebr_exit();
+    return result;
+}
+
 int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,
               struct sv6_proc **child)
 {
@@ -193,11 +216,8 @@ int sv6_spawn(struct sv6_proc *parent, const struct sv6_spawn_fd *fds, size_t n,
         fdtable_each(&parent->fds, copy_to_child, &copy);
         sv6_vm_copy(parent, c);
     } else {
-        for (size_t i = 0; i < n && copy.result == 0; i++) {
-            copy.child_fd = fds[i].child_fd;
-            if (fdtable_visit(&parent->fds, fds[i].parent_fd, copy_to_child, &copy) != 0)
-                copy.result = -EBADF;
-        }
+        for (size_t i = 0; i < n && copy.result == 0; i++)
+            copy.result = copy_fd_unlocked(parent, fds[i].parent_fd, c, fds[i].child_fd);
     }
     if (copy.result != 0) {
         sv6_proc_destroy(c);

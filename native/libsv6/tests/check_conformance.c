@@ -1,7 +1,9 @@
 /*
- * check_conformance.c - random sequences of the 18 operations on libsv6 and on
- * a sequential reference of the POSIX model's semantics
- * (src/scalecheck/models/posix.py), compared call by call.
+ * check_conformance.c - random sequences of the POSIX model's operations on
+ * libsv6 and on a sequential reference of their semantics
+ * (src/scalecheck/models/posix.py), compared call by call: the paper's 18,
+ * datagram sockets (an ordered and an unordered one, each of capacity
+ * SOCK_CAPACITY), fork and posix_spawn (fstatx runs as half of fstat's calls).
  *
  * The reference counts file data in units, as the model does; libsv6 is driven
  * the way a driver maps a unit: one page per unit for files and mappings, one
@@ -18,7 +20,7 @@
 
 #define PAGE SV6_PAGE_SIZE
 enum { NAMES = 4, MAX_INODES = 4096, MAX_UNITS = 16, MAX_FDS = 64, MAX_MAPS = 64,
-       NPAGES = 4, MAX_PIPE = 64 };
+       NPAGES = 4, MAX_PIPE = 64, SOCK_CAPACITY = 2, NSOCKS = 2, SOCK_FD = 900, NOPS = 22 };
 static const uint64_t MAP_BASE = 1ull << 32;
 
 struct ref_inode {
@@ -55,8 +57,16 @@ struct ref_proc {
     struct ref_map maps[MAX_MAPS];
 };
 
+/* A socket's queued messages, oldest first (an unordered one may give any). */
+struct ref_sock {
+    bool unordered;
+    unsigned char data[SOCK_CAPACITY];
+    int length;
+};
+
 struct reference {
     int names[NAMES]; /* inode index or -1 */
+    struct ref_sock socks[NSOCKS];
     struct ref_inode inodes[MAX_INODES];
     int ninodes;
     struct ref_pipe pipes[MAX_INODES];
@@ -70,7 +80,7 @@ struct run {
     struct sv6_proc *procs[2];
     uint64_t rng;
     unsigned long step;
-    unsigned long counts[20];
+    unsigned long counts[NOPS];
     unsigned char page[PAGE];
 };
 
@@ -499,10 +509,60 @@ static void op_memaccess(struct run *r, int pid, bool write)
         AGREE(r, unit_value(r, r->page) == in->data[m->off], "memread of a file");
 }
 
+static void op_sendto(struct run *r, int pid)
+{
+    int k = (int)check_below(&r->rng, NSOCKS);
+    struct ref_sock *q = &r->ref.socks[k];
+    unsigned char byte = (unsigned char)(0x41 + check_below(&r->rng, 4));
+    ssize_t result = sv6_send(r->procs[pid], SOCK_FD + k, &byte, 1);
+    if (q->length == SOCK_CAPACITY) {
+        AGREE(r, result == -EAGAIN, "send to a full socket: %zd", result);
+        return;
+    }
+    AGREE(r, result == 1, "send: %zd", result);
+    q->data[q->length++] = byte;
+}
+
+static void op_recvfrom(struct run *r, int pid)
+{
+    int k = (int)check_below(&r->rng, NSOCKS);
+    struct ref_sock *q = &r->ref.socks[k];
+    unsigned char byte = 0;
+    ssize_t result = sv6_recv(r->procs[pid], SOCK_FD + k, &byte, 1);
+    if (q->length == 0) {
+        AGREE(r, result == -EAGAIN, "receive from an empty socket: %zd", result);
+        return;
+    }
+    AGREE(r, result == 1, "receive: %zd", result);
+    /* Ordered: the oldest; unordered: any queued message (the implementation's choice). */
+    int found = -1;
+    for (int i = 0; i < (q->unordered ? q->length : 1) && found < 0; i++)
+        if (q->data[i] == byte)
+            found = i;
+    AGREE(r, found >= 0, "received %#x, which the socket did not hold there", byte);
+    memmove(&q->data[found], &q->data[found + 1], (size_t)(q->length - found - 1));
+    q->length--;
+}
+
+/* fork (every fd) or posix_spawn (one fd as the child's 0): the caller is unchanged. */
+static void op_spawn(struct run *r, int pid, bool all)
+{
+    int fd = pick_fd(r, &r->ref.procs[pid]);
+    const struct sv6_spawn_fd action = {.parent_fd = fd, .child_fd = 0};
+    struct sv6_proc *child = NULL;
+    int result = sv6_spawn(r->procs[pid], &action, all ? SV6_SPAWN_ALL : 1, &child);
+    if (!all && !ref_fd(&r->ref.procs[pid], fd)) {
+        AGREE(r, result == -EBADF && !child, "posix_spawn of a free fd: %d", result);
+        return;
+    }
+    AGREE(r, result == 0 && child, "%s: %d", all ? "fork" : "posix_spawn", result);
+    sv6_proc_destroy(child);
+}
+
 static void step(struct run *r)
 {
     int pid = (int)check_below(&r->rng, 2);
-    unsigned op = check_below(&r->rng, 18);
+    unsigned op = check_below(&r->rng, NOPS);
     r->counts[op]++;
     switch (op) {
     case 0: op_open(r, pid); break;
@@ -522,7 +582,11 @@ static void step(struct run *r)
     case 14: op_munmap(r, pid); break;
     case 15: op_mprotect(r, pid); break;
     case 16: op_memaccess(r, pid, false); break;
-    default: op_memaccess(r, pid, true); break;
+    case 17: op_memaccess(r, pid, true); break;
+    case 18: op_sendto(r, pid); break;
+    case 19: op_recvfrom(r, pid); break;
+    case 20: op_spawn(r, pid, true); break;
+    default: op_spawn(r, pid, false); break;
     }
 }
 
@@ -546,6 +610,15 @@ int check_conformance(const struct check_args *args)
         r->world = sv6_world_create(args->seed % 2 ? SV6_WORLD_SHARED_NLINK : 0);
         r->procs[0] = sv6_proc_create(r->world);
         r->procs[1] = sv6_proc_create(r->world);
+        for (int k = 0; k < NSOCKS; k++) {
+            r->ref.socks[k].unordered = k == 1;
+            int fd = sv6_socket(r->procs[0], k == 1, 0);
+            CHECK(fd >= 0 && sv6_socket_capacity(r->procs[0], fd, SOCK_CAPACITY) == 0, "socket");
+            CHECK(sv6_fd_install(r->procs[0], SOCK_FD + k, r->procs[0], fd) == 0 &&
+                      sv6_fd_install(r->procs[1], SOCK_FD + k, r->procs[0], fd) == 0,
+                  "installing a socket");
+            sv6_close(r->procs[0], fd);
+        }
         for (unsigned i = 0; i < SEQUENCE && done < args->ops; i++, done++) {
             r->step = done;
             step(r);
@@ -557,7 +630,7 @@ int check_conformance(const struct check_args *args)
         sv6_world_destroy(r->world);
     }
     printf("ok, %lu operations in %lu sequences agree with the reference (", args->ops, sequences);
-    for (int op = 0; op < 18; op++)
+    for (int op = 0; op < NOPS; op++)
         printf("%s%lu", op ? " " : "", r->counts[op]);
     printf(" per operation)\n");
     free(r);

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scalecheck import sources
+from scalecheck import argtypes, sources
 from scalecheck.benchsuite.bench_results import (
     SPREAD_BAR_PCT,
     ResultsDir,
@@ -316,19 +316,25 @@ def register(subparsers) -> None:
     run.add_argument(
         "--cores", help="core counts, e.g. 1,2,4 or 1-4 (default: 1 to all usable CPUs)"
     )
-    run.add_argument("--runs", type=int, default=3, help="runs per cell (default 3)")
+    run.add_argument("--runs", type=argtypes.count, default=3, help="runs per cell (default 3)")
     run.add_argument(
-        "--warmup", type=float, default=1.0, help="warm-up seconds per run (default 1)"
+        "--warmup",
+        type=argtypes.non_negative_seconds,
+        default=1.0,
+        help="warm-up seconds per run (default 1)",
     )
     run.add_argument(
-        "--duration", type=float, default=5.0, help="measured seconds per run (default 5)"
+        "--duration",
+        type=argtypes.seconds,
+        default=5.0,
+        help="measured seconds per run (default 5)",
     )
     run.add_argument(
         "--out", required=True, metavar="DIR", help="results directory (created or resumed)"
     )
     run.add_argument(
         "--slack",
-        type=float,
+        type=argtypes.non_negative_seconds,
         default=120.0,
         help="seconds a run may take beyond warm-up + duration before it is killed (default 120)",
     )

@@ -3,20 +3,32 @@ guest driver (tracer/guest/ops.c) and how a concrete test is written in Linux's 
 
 Model fd k is real fd FD_BASE + k, model page k is mapped at MAP_BASE + k * UNIT, file
 data is counted in UNIT-byte units, file names are "f<label>" and byte labels 'A', 'B',
-... (constants in tracer/include/scalecheck_abi.h). The driver's own diagnostic ops:
+... (constants in tracer/include/scalecheck_abi.h). Model sockets are numbered in the
+test (setup "sockets"); each is a non-blocking AF_UNIX datagram socket whose queue holds
+SOCK_CAPACITY messages. Linux's queue is ordered: an unordered socket's receive results
+are the implementation's choice ("*"), so its tests accept Linux's order. ``exec`` is
+the one operation Linux does not run: it would replace the driver. The driver's own
+diagnostic ops:
 ``_hang`` never returns and ``_panic`` crashes the guest kernel, to exercise the runner's
 recovery on a real VM.
 """
 
 from scalecheck.binding import abi
 from scalecheck.binding.generic import Binding
-from scalecheck.models.posix import ZERO, Byte, Fd, Page, Posix
+from scalecheck.models.posix import SOCK_CAPACITY, ZERO, Byte, Fd, Page, Posix, SockId
 from scalecheck.models.rename import Filename
+
+if abi.value("SOCK_CAPACITY") != SOCK_CAPACITY:
+    raise RuntimeError("the model's SOCK_CAPACITY differs from the driver's SC_SOCK_CAPACITY")
+
+# Operations of the model the driver cannot run, and why (a test of one is an error).
+UNSUPPORTED_OPS = {"exec": "exec would replace the guest driver; Linux runs no exec test"}
 
 
 def describe_test(ops, snapshot, args, results, label):
     """The test file's setup, calls and results (docs/format-tests.md)."""
     inode_index, pipe_index = {}, {}
+    socket_index = {sock: number for number, sock in enumerate(sorted(snapshot.get("sockets", {})))}
 
     def inode(label_):
         return inode_index.setdefault(label_, len(inode_index))
@@ -78,14 +90,27 @@ def describe_test(ops, snapshot, args, results, label):
             if known
             else {"data": []}
         )
+    sockets = [
+        {
+            "unordered": known["unordered"],
+            "data": [
+                _byte(known[f"data[{i}]"]) for i in range(SOCK_CAPACITY) if known[f"queued[{i}]"]
+            ],
+        }
+        for _, known in sorted(snapshot.get("sockets", {}).items())
+    ]
     setup = {"files": files, "inodes": inodes, "pipes": pipes, "procs": procs}
+    if sockets:
+        setup["sockets"] = sockets
 
     calls = []
     for number, (op, call_args) in enumerate(zip(ops, args, strict=True)):
         types = Posix.operations()[op].argument_types
         proc = call_args.get("pid", number)
         described = {
-            name: _describe_argument(types[name], value)
+            name: socket_index[value]
+            if types[name] is SockId
+            else _describe_argument(types[name], value)
             for name, value in call_args.items()
             if name != "pid"
         }

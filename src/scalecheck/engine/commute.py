@@ -35,7 +35,7 @@ from scalecheck.engine.types import (
     Unbound,
     as_expr,
 )
-from scalecheck.model.op_results import Chosen
+from scalecheck.model.op_results import Chosen, is_result, not_a_result
 
 # ---------------------------------------------------------------- model state handling
 
@@ -166,10 +166,17 @@ class PathRecord:
     observations: dict = field(default_factory=dict)
 
 
-def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_000) -> dict:
-    """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data."""
+def analyze_pair(
+    model_cls,
+    op_a: str,
+    op_b: str,
+    solver_timeout_ms: int = 60_000,
+    model_timeout: float | None = None,
+) -> dict:
+    """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data.
+    ``model_timeout``: seconds model code may run per path (explore.explore)."""
     started, started_cpu = time.monotonic(), time.process_time()
-    records, regions, stats = explore_pair(model_cls, op_a, op_b, solver_timeout_ms)
+    records, regions, stats = explore_pair(model_cls, op_a, op_b, solver_timeout_ms, model_timeout)
     conditions = pair_conditions(regions, symmetric=op_a == op_b)
     return {
         "pair": [op_a, op_b],
@@ -182,7 +189,13 @@ def analyze_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
     }
 
 
-def explore_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_000):
+def explore_pair(
+    model_cls,
+    op_a: str,
+    op_b: str,
+    solver_timeout_ms: int = 60_000,
+    model_timeout: float | None = None,
+):
     """Every path of ``op_a || op_b``: its record, its region (for the pair's condition),
     and the exploration's solver statistics."""
     operations = model_cls.operations()
@@ -204,7 +217,9 @@ def explore_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
             path.start_order()
             for call in order:
                 path.call = call
-                results[order, call] = getattr(state, ops[call])(**args[call])
+                results[order, call] = result = getattr(state, ops[call])(**args[call])
+                if not is_result(result):
+                    raise explore.ModelError(not_a_result(ops[call], result))
             path.call = ""
             states[order] = state
         # One branch per component, so a path's condition names only what decides it.
@@ -217,7 +232,9 @@ def explore_pair(model_cls, op_a: str, op_b: str, solver_timeout_ms: int = 60_00
         return base, args, results, commutes
 
     stats = explore.Stats()
-    for number, (path, outcome) in enumerate(explore.explore(program, solver_timeout_ms, stats)):
+    for number, (path, outcome) in enumerate(
+        explore.explore(program, solver_timeout_ms, stats, model_timeout)
+    ):
         condition = z3.And(path.decisions) if path.decisions else z3.BoolVal(True)
         if isinstance(outcome, Exception):
             regions.append(Region(path.decisions, path.assumptions, None))
@@ -429,3 +446,25 @@ def _smtlib(constraints: list, last: z3.BoolRef) -> str:
         (z3.Ast * len(asts))(*asts),
         last.as_ast(),
     )
+
+
+# ---------------------------------------------------------------- checks before analysis
+
+
+def first_path_result(model_cls, op: str, model_timeout: float | None = None):
+    """What ``op`` returns on the first path it takes alone from the initial state (or
+    the exception it raises there): a cheap look for an operation that does not return
+    a result, before pairs are analysed."""
+    argument_types = model_cls.operations()[op].argument_types
+
+    def program(path):
+        base = instantiate(model_cls, path)
+        args = {
+            name: _argument(f"A.{name}", symtype, path) for name, symtype in argument_types.items()
+        }
+        path.call = "A"
+        return getattr(base, op)(**args)
+
+    for _, outcome in explore.explore(program, model_timeout=model_timeout):
+        return outcome
+    return None

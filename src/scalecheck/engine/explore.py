@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import z3
 
+from scalecheck.engine import timelimit
+
 # Values of an allocatable uninterpreted type that exist in the initial state lie below
 # this bound; values the implementation allocates during a call lie at or above it, so
 # "a fresh inode number" needs no quantifier to be unused.
@@ -157,7 +159,8 @@ class Path:
         self.stats.solver_checks += 1
         self.solver.push()
         _assert(self.solver, cond)
-        answer = self.solver.check()
+        with timelimit.paused():
+            answer = self.solver.check()
         if answer == z3.sat:
             self._models[cond.get_id()] = self.solver.model()
             self._kept_alive.append(cond)
@@ -335,8 +338,15 @@ def symbolic_python():
         del z3.ArithRef.__index__
 
 
-def explore(program, solver_timeout_ms: int = 60_000, stats: Stats | None = None):
+def explore(
+    program,
+    solver_timeout_ms: int = 60_000,
+    stats: Stats | None = None,
+    model_timeout: float | None = None,
+):
     """Run ``program(path)`` on every feasible path; yield ``(path, outcome_or_exception)``.
+    Model code that runs longer than ``model_timeout`` seconds on a path (solver time
+    aside) ends the path with a ModelTimeLimit exception.
 
     ``program`` must be deterministic given the branch outcomes: a path is replayed
     from the start, and a replay that meets other branches ends in a ModelError.
@@ -355,8 +365,9 @@ def explore(program, solver_timeout_ms: int = 60_000, stats: Stats | None = None
             solver.push()
             _current = path
             try:
-                outcome = program(path)
-                path.finish()
+                with timelimit.limit(model_timeout):
+                    outcome = program(path)
+                    path.finish()
             except Infeasible:
                 continue
             except Exception as error:  # a model bug or bound on this path: reported, not dropped

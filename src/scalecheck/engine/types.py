@@ -263,6 +263,13 @@ class ArrayValue:
             result = z3.If(index == i, self.items[i], result)
         return result
 
+    def any_index(self, where):
+        """An index the implementation chooses among those where ``where(item)`` holds
+        (which queued message an unordered socket delivers, which free slot it fills)."""
+        index = explore.current().choose(Int(), "index", within=range(self.type.size))
+        explore.current().assume(where(self[index]))
+        return index
+
     def __setitem__(self, index, value):
         self._check_index(index)
         value = as_expr(value, self.type.elem)
@@ -286,6 +293,11 @@ class MapType:
     def any(self):
         return Unbound(self)
 
+    def empty(self, name: str) -> MapValue:
+        """A map created empty during a call (a spawned process's fd table): no key is
+        present and nothing is read of the initial state."""
+        return MapValue(self, name, empty=True)
+
 
 class Map(MapType):
     pass
@@ -296,13 +308,16 @@ class Dict(MapType):
 
 
 class MapValue:
-    def __init__(self, symtype: MapType, name: str):
+    def __init__(self, symtype: MapType, name: str, empty: bool = False):
         self.type = symtype
         self.name = name
+        self.empty = empty  # created empty: no base of the initial state behind it
         self.log: list[tuple] = []  # (key, present, leaves), newest last
 
     def copy(self) -> MapValue:
-        twin = MapValue(self.type, self.name)
+        """A snapshot: later writes to either map do not show in the other (fork's copy of
+        a process's fd table), while both still read the same initial state."""
+        twin = MapValue(self.type, self.name, self.empty)
         twin.log = list(self.log)
         return twin
 
@@ -321,6 +336,8 @@ class MapValue:
             if not (z3.is_int_value(logged_key) and z3.is_int_value(key)):
                 undecided.append((logged_key, logged_present, logged_leaves))
         else:
+            if self.empty and base is None:
+                base = self._absent()
             present, leaves = base or explore.current().read_base(self, key)
         for logged_key, logged_present, logged_leaves in reversed(undecided):
             hit = logged_key == key
@@ -357,6 +374,21 @@ class MapValue:
         if key not in self:
             raise explore.ModelError(f"del {self.name}[key] of an absent key")
         self.log.append((key, z3.BoolVal(False), self.lookup(key)[1]))
+
+    def discard_where(self, condition):
+        """Remove every entry whose value meets ``condition(value)`` without a branch per
+        key: exec closes the close-on-exec fds and drops every mapping at once."""
+        for key in self._allocatable_keys():
+            above = key not in self._domain_keys()  # absent initially, like _is_free's
+            present, leaves = self.lookup(key, base=self._absent() if above else None)
+            if z3.is_false(present):
+                continue
+            value = self.type.value.build(iter(leaves))
+            self.log.append((z3.IntVal(key), z3.And(present, z3.Not(condition(value))), leaves))
+
+    def _absent(self) -> tuple:
+        """(present, leaves) of a key no initial state holds."""
+        return z3.BoolVal(False), [_default(leaf.sort) for _, leaf in self.type.value.leaves()]
 
     # -- implementation-chosen keys (file descriptors, addresses) --
     def _domain_keys(self):
@@ -416,6 +448,12 @@ class MapValue:
 
     def written_keys(self) -> list:
         return [key for key, _, _ in self.log]
+
+
+def _default(sort) -> z3.ExprRef:
+    """A leaf of an absent entry (never compared: an absent entry's leaves are not part of
+    the state)."""
+    return z3.BoolVal(False) if sort == z3.BoolSort() else z3.IntVal(0)
 
 
 def as_expr(value, symtype: ScalarType):

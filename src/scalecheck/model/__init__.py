@@ -19,6 +19,9 @@ are asked for where they are chosen: ``Inum.fresh()`` (an unused inode number),
 with every key of the domain in use they take a key above it (docs/analyzer.md).
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from z3 import And, If, Implies, Not, Or
 
 from scalecheck.engine.types import Array, Bool, Dict, Enum, Int, Key, Map, Struct, Uninterpreted
@@ -41,11 +44,29 @@ __all__ = [
     "Or",
     "Struct",
     "Uninterpreted",
+    "Variant",
     "error",
     "fault",
     "ok",
     "operation",
 ]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A POSIX call's pair beside the same pair with its commutative variant, which the
+    analyzer prints side by side (docs/analyzer.md). Each side is a pair of operations
+    and, optionally, the inputs it is restricted to: ``when(inputs)`` gives a constraint
+    over the pair's arguments (``inputs.arg("A", "nlink")``) and initial state
+    (``inputs.initial("sockets", "unordered", key)``), ``when_text`` says it in words."""
+
+    title: str
+    posix: tuple[str, str]
+    variant: tuple[str, str]
+    posix_when: Callable | None = None
+    posix_when_text: str = ""
+    variant_when: Callable | None = None
+    variant_when_text: str = ""
 
 
 class Model:
@@ -56,6 +77,9 @@ class Model:
     state buildable on a real system. How a test is written for a target (fd numbers,
     addresses) is the target's binding, not the model's (scalecheck.binding).
     """
+
+    # Commutative variants to compare with the calls they replace (``Variant``).
+    variants: tuple = ()
 
     def setup_constraints(self, reads) -> list:
         return []

@@ -19,3 +19,18 @@ def error(errno: str) -> dict:
 
 def fault(signal: str) -> dict:
     return {"signal": signal}
+
+
+RESULT_KEYS = ("ret", "errno", "signal")
+
+
+def is_result(value) -> bool:
+    """Whether an operation returned what ok(), error() or fault() make."""
+    return isinstance(value, dict) and sum(key in value for key in RESULT_KEYS) == 1
+
+
+def not_a_result(operation: str, value) -> str:
+    return (
+        f"operation {operation} returned {value!r}, not a result: "
+        "return ok(...), error(...) or fault(...)"
+    )

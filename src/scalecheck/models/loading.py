@@ -16,6 +16,7 @@ import scalecheck.engine
 import scalecheck.model
 import scalecheck.models
 from scalecheck import __version__
+from scalecheck.engine.types import ScalarType
 from scalecheck.errors import UserError
 from scalecheck.model import Model
 from scalecheck.models import SHIPPED
@@ -72,7 +73,27 @@ def load_model(spec: str):
         )
     if not models[0].operations():
         raise UserError(f"model {models[0].__name__} in {path} declares no @operation")
+    check_argument_types(models[0])
     return models[0]
+
+
+def check_argument_types(model_cls) -> None:
+    """Every argument of every operation has a type the engine makes symbolic values of
+    (docs/analyzer.md); one line naming the first that has not."""
+    for name, operation in model_cls.operations().items():
+        for argument, symtype in operation.argument_types.items():
+            if isinstance(symtype, ScalarType):
+                continue
+            where = f"model {model_cls.__name__}: operation {name}, argument {argument}"
+            if isinstance(symtype, type) and issubclass(symtype, ScalarType):
+                raise UserError(
+                    f"{where}: give an instance, {symtype.__name__}(...), not the class"
+                )
+            shown = symtype.__name__ if isinstance(symtype, type) else repr(symtype)
+            raise UserError(
+                f"{where}: type {shown} is not supported; an argument is a Bool(), Int(), "
+                "Uninterpreted(), Key() or Enum() (docs/analyzer.md)"
+            )
 
 
 def model_fingerprint(model_cls) -> str:

@@ -3,11 +3,12 @@
 import json
 from pathlib import Path
 
-from scalecheck import __version__
+from scalecheck import __version__, rundir_lock
 from scalecheck.report.diff import diff_runs, format_diff_text
 from scalecheck.report.filters import (
     filter_effects,
     granularity_shares,
+    naming_coverage,
     security_modules,
     views_line,
 )
@@ -29,6 +30,7 @@ SUMMARY_VERSION = 1
 TOP_SITES = 50
 
 
+@rundir_lock.holding("out_dir")
 def make_report(out_dir, other_dir=None) -> dict:
     """Writes the report of run directory ``out_dir`` into ``out_dir/report/`` and returns
     the summary (the content of summary.json). With ``other_dir``, the summary gets a
@@ -45,6 +47,7 @@ def make_report(out_dir, other_dir=None) -> dict:
     shares = granularity_shares(run)
     filters = filter_effects(run)
     lsm = security_modules(run)
+    naming = naming_coverage(run)
     top_sites = [site.as_json(rank) for rank, site in enumerate(sites[:TOP_SITES], start=1)]
     diff = diff_runs(run, other) if other is not None else None
     mismatched = mismatches(run)
@@ -61,6 +64,7 @@ def make_report(out_dir, other_dir=None) -> dict:
         "granularity_shares": shares,
         "filters": filters,
         "security_modules": lsm,
+        "naming": naming,
         "totals": {
             **totals.as_json(),
             "not_run_by_status": dict(sorted(not_run_by_status.items())),
@@ -70,13 +74,14 @@ def make_report(out_dir, other_dir=None) -> dict:
         "bottleneck_sites": len(sites),
         "top_sites": top_sites,
         "mismatches": mismatched,
+        "damaged_result_lines": run.damaged_lines,
     }
     if diff is not None:
         summary["diff"] = diff
 
     what = (
         f"model {run.model} on {run.kernel_name} ({summary['granularity']} conflicts, "
-        f"security modules: {lsm})"
+        f"security modules: {lsm}; {naming})"
     )
     title = f"{what}: {line}\n{views_line(shares)}"
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)

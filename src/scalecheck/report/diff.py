@@ -3,6 +3,7 @@ their content: test ids are positional, so two test files give one id to differe
 Only the tests both runs have are compared."""
 
 import dataclasses
+import json
 from collections import Counter
 
 from scalecheck.errors import UserError
@@ -20,6 +21,36 @@ from scalecheck.report.tables import SITE_HEADERS, format_table, site_rows
 from scalecheck.testfile import content_hash
 
 LISTED_IDS_IN_TEXT = 50
+# Results-header fields that decide what counts as a conflict: two runs that differ in one
+# would show "new conflicts" that are only another way of counting. None stands for a run
+# made before the field existed (whose granularity was "line").
+COUNTING_SETTINGS = {"granularity": "line", "filters": None, "repeats": None}
+
+
+def _settings_text(name: str, other: Run, run: Run, default) -> str:
+    there = other.results_header.get(name, default)
+    here = run.results_header.get(name, default)
+    return f"{name} {json.dumps(there)} there, {json.dumps(here)} here"
+
+
+def check_comparable(run: Run, other: Run) -> list[str]:
+    """Refuses two runs that counted conflicts differently, naming how; returns the other
+    differences worth saying beside the comparison (the target: two implementations of one
+    interface are what a diff is for, like two kernels)."""
+    differ = [
+        _settings_text(name, other, run, default)
+        for name, default in COUNTING_SETTINGS.items()
+        if run.results_header.get(name, default) != other.results_header.get(name, default)
+    ]
+    if differ:
+        raise UserError(
+            f"cannot compare {run.directory} with {other.directory}: they counted conflicts "
+            f"differently ({'; '.join(differ)}); compare runs made with the same "
+            "--granularity, filter options and --repeats"
+        )
+    if run.results_header.get("target") != other.results_header.get("target"):
+        return [_settings_text("target", other, run, None)]
+    return []
 
 
 def diff_runs(run: Run, other: Run) -> dict:
@@ -29,6 +60,7 @@ def diff_runs(run: Run, other: Run) -> dict:
             f"cannot compare {run.directory} (model {run.model}) with "
             f"{other.directory} (model {other.model})"
         )
+    differences = check_comparable(run, other)
     here_tests, other_tests = _content_keys(run), _content_keys(other)
     common = here_tests.keys() & other_tests.keys()
     new_conflicts, fixed, no_longer_run = [], [], []
@@ -55,6 +87,7 @@ def diff_runs(run: Run, other: Run) -> dict:
         "other": str(other.directory),
         "other_kernel": other.kernel_name,
         "kernel": run.kernel_name,
+        "differences": differences,
         "compared_tests": len(common),
         "only_here": len(here_tests) - len(common),
         "only_in_other": len(other_tests) - len(common),
@@ -122,6 +155,7 @@ def diff_line(diff: dict) -> str:
         f"{len(diff['no_longer_run'])} no longer run, "
         f"{len(diff['pair_changes'])} pairs changed, "
         f"{len(diff['new_sites'])} new bottleneck sites"
+        + "".join(f" ({difference})" for difference in diff.get("differences", []))
     )
 
 

@@ -91,6 +91,21 @@ def security_modules(run: Run) -> str:
     return run.results_header.get("lsm", "minor")
 
 
+def naming_coverage(run: Run) -> str:
+    """How many conflicting lines carry a data name, and what the kernel did not allow
+    naming (the results header's `naming`, absent in older results)."""
+    conflicts = [
+        c
+        for r in run.results.values()
+        if r.get("status") in ("ok", "mismatch")
+        for c in r.get("conflicts", [])
+    ]
+    named = sum(1 for c in conflicts if c.get("data"))
+    text = f"data named: {named} of {len(conflicts)} conflicting lines"
+    missing = (run.results_header.get("naming") or {}).get("missing")
+    return f"{text} ({missing})" if missing else text
+
+
 def views_line(shares: dict) -> str:
     parts = [
         f"{g} {s['share'] * 100:.1f}%" if s["share"] is not None else f"{g} -"

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from scalecheck.analysisfile import read_pair
+from scalecheck.report.filters import naming_coverage
 from scalecheck.report.heatmap import NOT_RUN_COLOR, label_color, share_color, triangle_cells
 from scalecheck.report.load import Run
 from scalecheck.report.stats import (
@@ -187,6 +188,7 @@ def write_index(
         "</head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p class='summary'>{escape(summary_line)}</p>",
+        f"<p>{escape(naming_coverage(run))}</p>",
         _totals_table(totals, not_run_by_status),
         _filters_section(shares, filters, lsm, run.results_header.get("granularity", "line")),
         "<p class='legend'>Files next to this page: <a href='heatmap.svg'>heatmap.svg</a>, "

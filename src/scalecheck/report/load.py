@@ -4,11 +4,13 @@ The report reads nothing else, so every check of those two files lives here: a b
 stops the report with a one-line ``UserError`` naming the file and line.
 """
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from scalecheck.errors import UserError
+from scalecheck.storage import damaged_note
 from scalecheck.testfile import content_hash, read_jsonl, read_tests
 
 RESULTS_FORMAT = "scalecheck-results"
@@ -29,6 +31,7 @@ class Run:
     tests: list[dict]
     results: dict[str, dict]  # test id -> its line of results.jsonl
     results_header: dict
+    damaged_lines: list[int] = field(default_factory=list)  # lines of results.jsonl skipped
 
     @property
     def kernel_name(self) -> str:
@@ -66,7 +69,16 @@ def load_run(directory) -> Run:
     if not tests:
         raise UserError(f"{tests_path}: no tests after the header, nothing to report")
 
-    results_header, result_lines = read_jsonl(results_path, RESULTS_FORMAT, KNOWN_VERSION)
+    damaged: list = []
+    results_header, result_lines = read_jsonl(
+        results_path, RESULTS_FORMAT, KNOWN_VERSION, damaged=damaged
+    )
+    if damaged:
+        print(
+            f"scalecheck: note: {results_path}: {damaged_note(damaged)} skipped, their tests "
+            "count as not run; `scalecheck run` sets them aside and traces those tests again",
+            file=sys.stderr,
+        )
     results = {}
     for where, result in result_lines:
         _check_result(result, where)
@@ -91,6 +103,7 @@ def load_run(directory) -> Run:
         tests=tests,
         results=results,
         results_header=results_header,
+        damaged_lines=[number for number, _ in damaged],
     )
 
 

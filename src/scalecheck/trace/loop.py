@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from scalecheck import rundir_lock
 from scalecheck.errors import UserError
 from scalecheck.testfile import content_hash, file_hash
 from scalecheck.trace import testcase, tracer_build
@@ -67,6 +68,7 @@ def select_tests(tests, limit, ops, known_ops):
     return tests[:limit] if limit is not None else tests
 
 
+@rundir_lock.holding("out_dir")
 def run_tests(
     out_dir: Path,
     open_target: Callable[[dict], TargetRun],

@@ -1,12 +1,12 @@
 """Reads the QEMU plugin's binary output and finds the cache lines two regions conflict on.
 
-File layout (little-endian; see docs/tracer.md): the 8-byte magic ``SCTRACE2``, then one
+File layout (little-endian; see docs/tracer.md): the 8-byte magic ``SCTRACE3``, then one
 record per traced region::
 
     u32 'REGN', u32 vcpu, u32 tag, u32 flags, u64 accesses, u64 dropped_in_interrupts,
     u32 interrupts, u32 nlines, then nlines x
         (u64 paddr_line, u64 vaddr_line, u64 read_mask, u64 write_mask, u32 nsites,
-         [u32 transfers, when flags has FLAG_TRANSFERS],
+         [u32 transfers, u32 invalidations, when flags has FLAG_TRANSFERS],
          nsites x (u64 pc, u64 read_mask, u64 write_mask))
 
 A site with PC 0 stands for the PCs beyond the plugin's per-line limit.
@@ -20,17 +20,17 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FILE_MAGIC = b"SCTRACE2"
+FILE_MAGIC = b"SCTRACE3"
 REGION_MAGIC = 0x4E474552
 FLAG_CTXSWITCH = 1
 FLAG_RESTARTED = 2
 FLAG_PCS_TRUNCATED = 4
-FLAG_TRANSFERS = 8  # the plugin ran with transfers=on
+FLAG_TRANSFERS = 8  # the plugin ran with transfers=on: lines carry both counts
 
 _HEAD = struct.Struct("<IIII QQ II")
 _LINE = struct.Struct("<QQQQI")
 _SITE = struct.Struct("<QQQ")
-_TRANSFERS = struct.Struct("<I")
+_COUNTS = struct.Struct("<II")
 
 
 @functools.cache
@@ -60,6 +60,7 @@ class Line:
     __slots__ = (
         "_site_bytes",
         "_sites",
+        "invalidations",
         "paddr",
         "read_mask",
         "transfers",
@@ -76,6 +77,7 @@ class Line:
         sites: list | None = None,
         site_bytes: bytes = b"",
         transfers: int | None = None,
+        invalidations: int | None = None,
     ):
         self.paddr, self.vaddr, self.read_mask, self.write_mask = (
             paddr,
@@ -87,6 +89,9 @@ class Line:
         # This region's accesses that had to bring the line from another vCPU's cache
         # (None: the plugin did not count them).
         self.transfers = transfers
+        # This region's writes to the line while it held it beside another vCPU: no data
+        # moved, the other copies were invalidated (None: not counted).
+        self.invalidations = invalidations
 
     @property
     def sites(self) -> list:
@@ -182,17 +187,23 @@ def _parse_region(buf: bytes, pos: int):
             return None
         paddr, vaddr, rmask, wmask, nsites = _LINE.unpack_from(buf, pos)
         pos += _LINE.size
-        transfers = None
+        transfers = invalidations = None
         if flags & FLAG_TRANSFERS:
-            if len(buf) - pos < _TRANSFERS.size:
+            if len(buf) - pos < _COUNTS.size:
                 return None
-            (transfers,) = _TRANSFERS.unpack_from(buf, pos)
-            pos += _TRANSFERS.size
+            transfers, invalidations = _COUNTS.unpack_from(buf, pos)
+            pos += _COUNTS.size
         if len(buf) - pos < nsites * _SITE.size:
             return None
         end = pos + nsites * _SITE.size
         region.lines[paddr] = Line(
-            paddr, vaddr, rmask, wmask, site_bytes=buf[pos:end], transfers=transfers
+            paddr,
+            vaddr,
+            rmask,
+            wmask,
+            site_bytes=buf[pos:end],
+            transfers=transfers,
+            invalidations=invalidations,
         )
         pos = end
     return region, pos

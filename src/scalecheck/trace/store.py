@@ -9,11 +9,18 @@ positional, so a new ``testgen`` may give an id to another test.
 import contextlib
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.storage import NO_SPACE, no_space, write_text_atomically
+from scalecheck.storage import (
+    NO_SPACE,
+    damaged_note,
+    no_space,
+    parse_record,
+    write_text_atomically,
+)
 
 RESULTS_FORMAT = "scalecheck-results"
 RESULTS_VERSION = 1
@@ -40,6 +47,18 @@ def _difference(old, new) -> str:
         added = [w for w in new.split() if w not in old.split()]
         return f"without {' '.join(gone) or 'nothing'}, with {' '.join(added) or 'nothing'} now"
     return f"{json.dumps(old)} there, {json.dumps(new)} now"
+
+
+def parse_header(line: str) -> dict | None:
+    try:
+        header = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def damaged_path(path: Path) -> Path:
+    return path.with_name("damaged.jsonl")
 
 
 def _lines(header: dict, records) -> str:
@@ -117,19 +136,12 @@ class ResultsStore:
         log(f"{what}: kept as {kept}, running them again")
 
     def _load(self, header: dict) -> dict:
-        raw = self.path.read_bytes()
-        # A line cut short by a crash mid-write is dropped; its test runs again.
-        if not raw.endswith(b"\n"):
-            raw = raw[: raw.rfind(b"\n") + 1]
-            with open(self.path, "r+b") as f:
-                f.truncate(len(raw))
-        lines = raw.decode("utf-8").splitlines()
-        try:
-            old = json.loads(lines[0])
-        except (json.JSONDecodeError, IndexError):
-            raise UserError(
-                f"{self.path} is not a results file; move it away to start afresh"
-            ) from None
+        lines = self.path.read_bytes().decode("utf-8", errors="replace").split("\n")
+        # A last line without its newline was cut short by a crash or a full disk.
+        torn = lines.pop() if len(lines) > 1 else ""
+        old = parse_header(lines[0])
+        if old is None:
+            raise UserError(f"{self.path} is not a results file; move it away to start afresh")
         if old.get("format") != RESULTS_FORMAT or old.get("version") != RESULTS_VERSION:
             raise UserError(
                 f"{self.path}: results format {old.get('format')!r} version "
@@ -143,10 +155,34 @@ class ResultsStore:
                     f"({_difference(old.get(key), header.get(key))})",
                     old.get("started", "old"),
                 )
-        for line in lines[1:]:
-            record = json.loads(line)
-            self.finished[record["id"]] = record
+        damaged = []
+        for number, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            record = parse_record(line)
+            if record is None:
+                damaged.append((number, line))
+            else:
+                self.finished[record["id"]] = record
+        if torn:
+            damaged.append((len(lines) + 1, torn))
+        if damaged:
+            self._set_aside_damaged(old, damaged)
         return old
+
+    def _set_aside_damaged(self, header: dict, damaged: list) -> None:
+        """Lines that are not a record (a torn write, bad JSON, no id) go to
+        ``damaged.jsonl`` beside it (added to what earlier repairs put there), the store is
+        rewritten without them, and their tests, now without a record, run again."""
+        side = damaged_path(self.path)
+        kept = side.read_text(encoding="utf-8", errors="replace") if side.exists() else ""
+        write_text_atomically(side, kept + "".join(line + "\n" for _, line in damaged))
+        write_text_atomically(self.path, _lines(header, self.finished.values()))
+        print(
+            f"scalecheck: note: {self.path}: {damaged_note(damaged)}, moved to {side}; "
+            "their tests run again",
+            file=sys.stderr,
+        )
 
     def append(self, record: dict):
         with self._lock:

@@ -28,8 +28,28 @@ def run_step(cmd, what):
             f"cannot build the {what}: {cmd[0]} not found (run scripts/setup.sh)"
         ) from None
     except subprocess.CalledProcessError as err:
-        last = (err.stderr or err.stdout or "").strip().splitlines()[-1:] or ["(no output)"]
-        raise UserError(f"building the {what} failed: {last[0]}") from None
+        raise UserError(
+            f"building the {what} failed: {_diagnostics(err.stderr or err.stdout)}"
+        ) from None
+
+
+# Compiler diagnostics shown at most under a failed build's line.
+SHOWN_DIAGNOSTICS = 10
+
+
+def _diagnostics(output: str | None) -> str:
+    """What a failed build said: its compiler diagnostics (``file:line: error: ...``, and
+    the warnings -Werror made fatal, which the closing ``cc1: all warnings being treated
+    as errors`` does not repeat), the first on the line, the rest under it; else its last
+    line."""
+    lines = (output or "").strip().splitlines()
+    found = [line for line in lines if ": error: " in line or ": warning: " in line]
+    if not found:
+        return lines[-1] if lines else "(no output)"
+    more = [f"  {line}" for line in found[1 : 1 + SHOWN_DIAGNOSTICS]]
+    if len(found) > 1 + SHOWN_DIAGNOSTICS:
+        more.append(f"  ... and {len(found) - 1 - SHOWN_DIAGNOSTICS} more")
+    return "\n".join([found[0], *more])
 
 
 def _cargo() -> str:

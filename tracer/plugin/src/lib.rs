@@ -16,12 +16,18 @@
 //! vCPU that a coherent cache with room for every line would have had to bring from
 //! another vCPU (a read of a line another vCPU wrote last, a write to a line that other
 //! vCPUs hold and this one does not), in the order the traced accesses of all vCPUs reach
-//! the plugin.
+//! the plugin; and apart from them its invalidations: the writes to a line this vCPU
+//! already holds while other vCPUs hold it too, which move no data but take the line from
+//! the others' caches (their next access is then a transfer).
+//!
+//! In system mode only kernel code's accesses are recorded, unless `user=on`: then the
+//! accesses of user code between the markers are recorded too (a program's threads traced
+//! in user space and in the kernel together; lines are physical either way).
 //!
 //! Plugin arguments: `out=PATH` (binary output), `entries=PATH` (optional: kernel entry
 //! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 32;
 //! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
-//! `transfers=on`.
+//! `transfers=on`, `user=on`.
 
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -46,12 +52,12 @@ const MAX_VCPUS: usize = 64;
 /// Deeper than any real nesting of interrupts/exceptions: the stack must have lost track.
 const MAX_ENTRY_DEPTH: usize = 32;
 
-const FILE_MAGIC: &[u8; 8] = b"SCTRACE2";
+const FILE_MAGIC: &[u8; 8] = b"SCTRACE3";
 const REGION_MAGIC: u32 = 0x4e47_4552; // "REGN"
 const FLAG_CTXSWITCH: u32 = 1;
 const FLAG_RESTARTED: u32 = 2;
 const FLAG_PCS_TRUNCATED: u32 = 4;
-/// Each line record carries its transfer count (`transfers=on`).
+/// Each line record carries its transfer and invalidation counts (`transfers=on`).
 const FLAG_TRANSFERS: u32 = 8;
 /// The lines' holders are kept in this many maps, each under its own lock, so that vCPUs
 /// touching different lines seldom wait for each other.
@@ -75,6 +81,7 @@ struct LineInfo {
     /// In first-seen order; a last entry with PC 0 holds the PCs beyond the limit.
     sites: Vec<SiteAccess>,
     transfers: u32,
+    invalidations: u32,
 }
 
 /// Which vCPUs' caches hold a line, as a coherent cache with room for every line sees it.
@@ -85,21 +92,38 @@ struct Holders {
     modified: bool,
 }
 
+/// What one access cost the coherent cache.
+#[derive(PartialEq, Debug)]
+enum Coherence {
+    /// Served from this vCPU's own copy, or the first access of any vCPU.
+    Local,
+    /// The line came from another vCPU: a read of a line another vCPU wrote last, a write
+    /// to a line other vCPUs hold and this one does not.
+    Transfer,
+    /// A write to a line this vCPU holds beside others: no data moves, the other copies go.
+    Invalidation,
+}
+
 impl Holders {
-    /// One access by `vcpu`; true when the line had to come from another vCPU: a read of a
-    /// line another vCPU wrote last, a write to a line other vCPUs hold and this one does
-    /// not (a write to a line it shares only invalidates the other copies).
-    fn access(&mut self, vcpu: u32, store: bool) -> bool {
+    /// One access by `vcpu`.
+    fn access(&mut self, vcpu: u32, store: bool) -> Coherence {
         let me = 1u64 << vcpu;
-        let moved = self.vcpus & me == 0 && if store { self.vcpus != 0 } else { self.modified };
+        let held = self.vcpus & me != 0;
+        let others = self.vcpus & !me != 0;
+        let cost = match (store, held) {
+            (true, false) if others => Coherence::Transfer,
+            (true, true) if others => Coherence::Invalidation,
+            (false, false) if self.modified => Coherence::Transfer,
+            _ => Coherence::Local,
+        };
         if store {
             self.vcpus = me;
             self.modified = true;
         } else {
             self.vcpus |= me;
-            self.modified &= !moved;
+            self.modified &= cost != Coherence::Transfer;
         }
-        moved
+        cost
     }
 }
 
@@ -137,6 +161,8 @@ struct Tracer {
     switch_entries: Vec<u64>,
     max_pcs: usize,
     user_mode: bool,
+    /// System mode with `user=on`: user code's accesses are recorded too.
+    user_code: bool,
     /// With `transfers=on`: every traced line's holders, sharded by line.
     holders: Option<Vec<Mutex<HashMap<u64, Holders>>>>,
 }
@@ -272,8 +298,12 @@ impl Tracer {
             if let Some(shards) = &self.holders {
                 // Taken under this vCPU's lock, never the other way round.
                 let shard = &shards[(line / LINE) as usize % HOLDER_SHARDS];
-                if shard.lock().unwrap().entry(line).or_default().access(index, store) {
-                    entry.transfers = entry.transfers.saturating_add(1);
+                match shard.lock().unwrap().entry(line).or_default().access(index, store) {
+                    Coherence::Transfer => entry.transfers = entry.transfers.saturating_add(1),
+                    Coherence::Invalidation => {
+                        entry.invalidations = entry.invalidations.saturating_add(1)
+                    }
+                    Coherence::Local => {}
                 }
             }
             start = part_end;
@@ -298,6 +328,7 @@ impl Tracer {
             buf.extend_from_slice(&(info.sites.len() as u32).to_le_bytes());
             if region.flags & FLAG_TRANSFERS != 0 {
                 buf.extend_from_slice(&info.transfers.to_le_bytes());
+                buf.extend_from_slice(&info.invalidations.to_le_bytes());
             }
             for site in &info.sites {
                 for v in [site.pc, site.read_mask, site.write_mask] {
@@ -374,6 +405,7 @@ impl Register for ConflictTracer {
             switch_entries,
             max_pcs,
             user_mode: string_arg(args, "mode").as_deref() == Some("user"),
+            user_code: matches!(args.parsed.get("user"), Some(Value::Bool(true))),
             // QEMU parses on/off, yes/no, true/false as booleans.
             holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
                 .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(HashMap::new())).collect()),
@@ -401,7 +433,7 @@ impl HasCallbacks for ConflictTracer {
                     continue;
                 }
             }
-            if user_code && !t.user_mode {
+            if user_code && !t.user_mode && !t.user_code {
                 continue;
             }
             if !user_code {

@@ -109,6 +109,8 @@ ssize_t sv6_pwrite(struct sv6_proc *p, int fd, const void *buf, size_t n, off_t 
 
 /* Datagram sockets (read and write on their fds send and receive too). */
 int sv6_socket(struct sv6_proc *p, bool unordered, int flags);
+/* Bounds the socket at fd to capacity queued datagrams (see usock.h): 0 or -EBADF. */
+int sv6_socket_capacity(struct sv6_proc *p, int fd, size_t capacity);
 ssize_t sv6_send(struct sv6_proc *p, int fd, const void *buf, size_t n);
 ssize_t sv6_recv(struct sv6_proc *p, int fd, void *buf, size_t n);
 

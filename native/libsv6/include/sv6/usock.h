@@ -10,7 +10,11 @@
  * queue's lock and length sit on their own line; the length lets a stealer skip
  * empty queues without touching their locks.
  *
- * Receive never blocks: -EAGAIN when every queue is empty.
+ * Receive never blocks: -EAGAIN when every queue is empty.  A socket may be
+ * given a capacity (the datagrams it holds at most; 0, the default, is none):
+ * send then fails with -EAGAIN when the queues hold that many.  Checking it
+ * reads every queue's length line, so bounded sends to an unordered socket
+ * share lines with the other cores' sends and receives (docs/libsv6.md).
  */
 #ifndef SV6_USOCK_H
 #define SV6_USOCK_H
@@ -35,14 +39,16 @@ struct usock_queue {
 
 struct usock {
     bool ordered;
+    size_t capacity; /* 0: unbounded */
     struct usock_queue queues[SV6_NCORES]; /* ordered: only queues[0] */
     SV6_ALIGNED _Atomic unsigned long steals; /* datagrams taken from another core */
 };
 
 void usock_init(struct usock *s, bool ordered);
 void usock_destroy(struct usock *s); /* frees datagrams never received */
+void usock_set_capacity(struct usock *s, size_t capacity);
 
-/* n bytes as one datagram: n, or -EMSGSIZE. */
+/* n bytes as one datagram: n, -EMSGSIZE, or -EAGAIN when the socket is full. */
 ssize_t usock_send(struct usock *s, const void *buf, size_t n);
 /* One datagram, truncated to n bytes: its length, or -EAGAIN. */
 ssize_t usock_recv(struct usock *s, void *buf, size_t n);

@@ -47,22 +47,22 @@ def _named(name: str) -> bool:
 
 
 class Types:
-    """Structs, unions, per-cpu variables and enum values of one BTF."""
+    """Structs, unions, per-cpu variables and named enums of one BTF."""
 
     def __init__(self, types: list[dict]):
         self._by_id = {t["id"]: t for t in types}
         self._aggregates: dict[str, int] = {}
         self._vars: dict[str, int] = {}
-        self._enum_values: dict[str, int] = {}
+        self._enums: dict[str, dict[str, int]] = {}
         self._pointers: dict[int, list[tuple[str, int, int]]] = {}
         for t in types:
             if t["kind"] in AGGREGATES and _named(t["name"]):
                 self._aggregates.setdefault(t["name"], t["id"])
             elif t["kind"] == "VAR":
                 self._vars.setdefault(t["name"], t["type_id"])
-            elif t["kind"] in ("ENUM", "ENUM64"):
-                for value in t.get("values", []):
-                    self._enum_values.setdefault(value["name"], value["val"])
+            elif t["kind"] in ("ENUM", "ENUM64") and _named(t["name"]):
+                values = {v["name"]: v["val"] for v in t.get("values", [])}
+                self._enums.setdefault(t["name"], values)
 
     @classmethod
     def from_file(cls, btf_file: Path) -> "Types":
@@ -76,8 +76,10 @@ class Types:
         """The type id of a variable BTF describes (per-cpu variables in vmlinux BTF)."""
         return self._vars.get(name)
 
-    def enum_value(self, name: str) -> int | None:
-        return self._enum_values.get(name)
+    def enum(self, name: str) -> dict[str, int]:
+        """The values of a named enum (empty if BTF has no such enum): the same value name
+        can move from one enum to another between kernel releases (PG_slab did)."""
+        return self._enums.get(name, {})
 
     def resolve(self, type_id: int) -> dict:
         t = self._by_id.get(type_id, VOID)

@@ -22,9 +22,9 @@ import bisect
 import struct
 import time
 from dataclasses import dataclass
-from typing import cast
 
 from scalecheck.trace.linux.btf import AGGREGATES, Types
+from scalecheck.trace.linux.kernel_layout import Layout
 from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, VMALLOC, VMEMMAP
 from scalecheck.trace.linux.kernelmem import PAGE_SHIFT, KernelMemory
 from scalecheck.trace.linux.type_tables import TypeTables
@@ -60,46 +60,6 @@ class SlabCache:
     label: str  # the struct's name, or the cache's when the type is not known
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Offsets of the fields of struct page, struct slab and struct kmem_cache that
-    naming reads, from the kernel's BTF."""
-
-    page_size: int
-    page_flags: int
-    compound_head: int
-    mapping: int
-    slab_cache: int
-    cache_name: int
-    cache_size: int
-    cache_object_size: int
-    cache_red_left_pad: int | None  # only with CONFIG_SLUB_DEBUG
-    pg_slab: int  # bit of page.flags
-
-    @classmethod
-    def of(cls, types: Types) -> "Layout | None":
-        """None when the BTF lacks one of them (a kernel whose slabs this does not know)."""
-        off = types.offset_of
-        page = types.struct("page")
-        slab_cache = off("slab", "slab_cache")
-        found = {
-            "page_size": types.size(page) if page is not None else None,
-            "page_flags": off("page", "flags"),
-            "compound_head": off("page", "compound_head"),
-            "mapping": off("page", "mapping"),
-            "slab_cache": off("page", "slab_cache") if slab_cache is None else slab_cache,
-            "cache_name": off("kmem_cache", "name"),
-            "cache_size": off("kmem_cache", "size"),
-            "cache_object_size": off("kmem_cache", "object_size"),
-            "pg_slab": types.enum_value("PG_slab"),
-        }
-        if None in found.values():
-            return None
-        return cls(
-            cache_red_left_pad=off("kmem_cache", "red_left_pad"), **cast(dict[str, int], found)
-        )
-
-
 class DataNamer:
     """Names conflicting lines of one boot. ``types`` None (a kernel without BTF) leaves
     symbol names only; ``kernel`` None (no guest memory) leaves heap data unnamed."""
@@ -118,6 +78,7 @@ class DataNamer:
         )
         self.kernel = kernel
         self.lines, self.seconds = 0, 0.0  # what naming cost in this boot
+        self.named = 0  # of those lines, how many got a name
 
     def close(self):
         if self.kernel:
@@ -162,6 +123,7 @@ class DataNamer:
                     )
                 )
         self.lines += len(lines)
+        self.named += sum(1 for name in names if name)
         self.seconds += time.perf_counter() - started
         return names
 
@@ -247,8 +209,9 @@ class _Slabs:
 
     def _slab_cache(self, head: int) -> SlabCache | None:
         """The cache of the slab whose head struct page is ``head`` (None: not a slab)."""
-        flags = self.kernel.u64(head + self.layout.page_flags)
-        if flags is None or not flags >> self.layout.pg_slab & 1:
+        mark = self.layout.slab_mark
+        raw = self.kernel.read(head + mark.offset, mark.size)
+        if raw is None or not mark.matches(int.from_bytes(raw, "little")):
             return None
         address = self.kernel.u64(head + self.layout.slab_cache)
         if address is None:

@@ -18,6 +18,7 @@ def ensure_built() -> dict:
     guest = guest_dir()
     driver, base_image = guest / "build" / "driver", guest / "build" / "base.cpio"
     run_step(["make", "-s", "-C", str(guest)], "guest driver")
-    if not base_image.exists() or base_image.stat().st_mtime < driver.stat().st_mtime:
+    newest = max(driver.stat().st_mtime, (driver.parent / "exit0").stat().st_mtime)
+    if not base_image.exists() or base_image.stat().st_mtime < newest:
         initramfs.build_base(driver, base_image)
     return {"plugin": plugin, "driver": driver, "base_image": base_image}

@@ -20,7 +20,7 @@ NAME_ARGS = {
 # The driver's fixed table sizes (tracer/include/scalecheck_abi.h).
 LIMITS = {
     kind: abi.value(f"MAX_{kind.upper()}")
-    for kind in ("names", "inodes", "units", "pipes", "fds", "maps")
+    for kind in ("names", "inodes", "units", "pipes", "fds", "maps", "sockets")
 }
 
 
@@ -108,6 +108,11 @@ def render(test: Test, index: int) -> str:
                 )
     if nfds > LIMITS["fds"] or nmaps > LIMITS["maps"]:
         raise UnsupportedTest("setup has more fds or mappings than the driver handles")
+    for i, sock in enumerate(_limit(setup.get("sockets", []), "sockets")):
+        data = [_int(b, f"socket {i} data") & 0xFF for b in sock.get("data", [])]
+        if len(data) > abi.value("SOCK_CAPACITY"):
+            raise UnsupportedTest(f"socket {i} holds {len(data)} messages, more than it can")
+        lines.append(" ".join(map(str, ["Q", i, len(data), *data])))
     calls = raw["calls"]
     if len(calls) != 2:
         raise UnsupportedTest(f"a test needs exactly two calls, this one has {len(calls)}")
@@ -115,6 +120,8 @@ def render(test: Test, index: int) -> str:
         op = call.get("op")
         if op not in OP_ARGS:
             raise UnsupportedTest(f"call {'AB'[side]}: unknown op {op!r}")
+        if op in linux_posix.UNSUPPORTED_OPS:
+            raise UnsupportedTest(f"call {'AB'[side]}: {linux_posix.UNSUPPORTED_OPS[op]}")
         args = call.get("args", {})
         proc = _int(call.get("proc", side), "proc")
         if proc not in (0, 1):

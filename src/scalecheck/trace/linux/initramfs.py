@@ -49,13 +49,15 @@ class CpioWriter:
 
 
 def build_base(driver: Path, out: Path) -> Path:
-    """The driver as /init, /dev/console for the kernel's first open, busybox as /bin/sh."""
+    """The driver as /init, /dev/console for the kernel's first open, busybox as /bin/sh,
+    and /bin/exit0 (built beside the driver), the program the driver's posix_spawn runs."""
     tmp = out.with_suffix(".tmp")
     cpio = CpioWriter(tmp)
     for d in ("dev", "proc", "bin", "t"):
         cpio.directory(d)
     cpio.char_device("dev/console", 5, 1)
     cpio.file("init", driver.read_bytes(), executable=True)
+    cpio.file("bin/exit0", (driver.parent / "exit0").read_bytes(), executable=True)
     if BUSYBOX.exists():
         cpio.file("bin/busybox", BUSYBOX.read_bytes(), executable=True)
         cpio.symlink("bin/sh", "busybox")

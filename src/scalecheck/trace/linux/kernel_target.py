@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalecheck import kernels
 from scalecheck.errors import UserError
-from scalecheck.trace.linux import facts, guest_render, type_tables, vm
+from scalecheck.trace.linux import facts, guest_render, kernel_layout, type_tables, vm
 from scalecheck.trace.linux.guest_build import ensure_built
 from scalecheck.trace.linux.kernel_symbols import KernelSymbols
 from scalecheck.trace.linux.vm_worker import BATCH, RunConfig, VmSettings, VmWorker
@@ -95,7 +96,7 @@ class LinuxRun:
                 f"tests of model {tests_header.get('model')!r} have no Linux mapping; "
                 "`scalecheck run --target linux` runs posix-model tests"
             )
-        image = vm.check_kernel(Path(kernel)) if kernel else vm.default_kernel()
+        image = vm.check_kernel(kernels.resolve(kernel)) if kernel else vm.default_kernel()
         if vmlinux and not Path(vmlinux).is_file():
             raise UserError(f"--vmlinux {vmlinux} does not exist")
         vm.qemu_binary()
@@ -117,6 +118,7 @@ class LinuxRun:
         header = {
             "target": "linux",
             "kernel": self._kernel(config.release),
+            "naming": kernel_layout.naming_support(config.types, config.symbols),
             "lsm": self.lsm,
             "fs": self.settings.fs,
         }
@@ -127,7 +129,9 @@ class LinuxRun:
             # Host time spent naming conflicting data (datanames.py), over this machine's VMs.
             "naming": {
                 "lines": prepared.named_lines,
+                "named": prepared.lines_with_names,
                 "seconds": round(prepared.naming_seconds, 3),
+                "support": kernel_layout.naming_support(prepared.types, prepared.symbols),
             },
             "kernel": self._kernel(prepared.release),
         }

@@ -64,6 +64,8 @@ def default_kernel() -> Path:
 
 
 def check_kernel(path: Path) -> Path:
+    if path.is_dir():
+        raise UserError(f"kernel image {path} is a directory: give the image file in it")
     if not path.is_file():
         raise UserError(f"kernel image {path} does not exist")
     if not os.access(path, os.R_OK):
@@ -95,6 +97,7 @@ class GuestSession:
         plugin: Path | None,
         entries: Path | None,
         ram_file: bool = False,
+        plugin_options: str = "",
     ):
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -156,6 +159,8 @@ class GuestSession:
             plugin_arg = f"{plugin},out={self.trace_path}"
             if entries:
                 plugin_arg += f",entries={entries}"
+            if plugin_options:  # "transfers=on,user=on" (tracer/plugin/src/lib.rs)
+                plugin_arg += f",{plugin_options}"
             cmd += ["-plugin", plugin_arg]
         self.command = cmd
         self.started = time.monotonic()

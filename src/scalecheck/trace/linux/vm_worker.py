@@ -72,6 +72,7 @@ class RunConfig:
     on_record: Callable[[dict], None] = lambda record: None
     # What naming cost, over the VMs of this machine (added under the lock).
     named_lines: int = 0
+    lines_with_names: int = 0  # of named_lines, those that got a name
     naming_seconds: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -230,6 +231,7 @@ class VmWorker:
             if self.namer:
                 with self.config.lock:
                     self.config.named_lines += self.namer.lines
+                    self.config.lines_with_names += self.namer.named
                     self.config.naming_seconds += self.namer.seconds
                 self.namer.close()
             session.stop()

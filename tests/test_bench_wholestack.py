@@ -1,0 +1,89 @@
+"""bench/sharing.py --system: a benchmark's two workers traced in the Linux target's guest,
+user space and kernel together (real QEMU, real kernel, the tracer plugin with user=on)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import wholestack  # noqa: E402
+
+
+def system_sharing(tmp_path: Path, benchmark: str, *args: str) -> dict:
+    out = tmp_path / f"{benchmark}.json"
+    script = str(REPO / "bench" / "sharing.py")
+    run = subprocess.run(
+        [sys.executable, script, benchmark, "--system", *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(out.read_text())
+    assert document["system"] and "(threads, user and kernel)" in run.stdout
+    for space in ("user", "kernel"):
+        groups = [g for g in document["groups"] if g["space"] == space]
+        counts = document["spaces"][space]
+        assert counts["transfers"] == sum(sum(g["transfers"]) for g in groups)
+        assert counts["invalidations"] == sum(sum(g["invalidations"]) for g in groups)
+    return document
+
+
+def test_the_passed_line_moves_once_per_operation_in_user_space(tmp_path):
+    """line-transfer in the guest: its user line moves once per pass and is invalidated
+    once per pass, as under qemu-x86_64; the kernel's lines (the first faults on the
+    shared mapping) move a few times in the whole run."""
+    document = system_sharing(tmp_path, "line-transfer", "--duration", "0.5")
+    ops = document["operations"]
+    line = next(g for g in document["groups"] if g["space"] == "user")
+    assert "pass_line:W" in line["worker0"] and "pass_line:W" in line["worker1"]
+    # (the regions also hold the few passes between the counted window and the stop)
+    assert 0.95 <= sum(line["transfers"]) / ops <= 1.1, (line, ops)
+    assert 0.95 <= sum(line["invalidations"]) / ops <= 1.1, (line, ops)
+    kernel = document["spaces"]["kernel"]
+    assert kernel["transfers"] < sum(line["transfers"]) / 2, document["spaces"]
+
+
+def test_threads_that_fault_in_pages_share_their_mm_in_the_kernel(tmp_path):
+    """faultzf's workers as threads, each mapping, touching and unmapping 256 KiB: one
+    address space, so the kernel's mm_struct (mmap_lock, counters) moves between them,
+    named by its slab cache's type and fields, with the fault path's functions."""
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "faults.toml").write_text(
+        '[[benchmark]]\nname = "faults"\nbuild = "make -s -C native/benchmarks bin/faultzf"\n'
+        'command = "native/benchmarks/bin/faultzf --workers {cores} --warmup {warmup}'
+        ' --duration {duration} --dir {workdir} --param region=256K"\n'
+    )
+    document = system_sharing(tmp_path, "faults", "--catalog", str(catalog), "--duration", "0.5")
+    kernel = [g for g in document["groups"] if g["space"] == "kernel"]
+    mm = [g for g in kernel if g["data"].startswith("mm_struct.")]
+    assert mm, [g["data"] for g in kernel[:20]]
+    assert any("mmap_lock" in g["data"] for g in mm), [g["data"] for g in mm]
+    assert sum(sum(g["transfers"]) + sum(g["invalidations"]) for g in mm) > 0
+    code = {c.split(":")[0] for g in mm for c in g["worker0"] + g["worker1"]}
+    assert code & {"do_mmap", "mmap_region", "down_write_killable", "__handle_mm_fault"}, code
+    assert document["spaces"]["kernel"]["transfers"] > document["spaces"]["user"]["transfers"]
+
+
+def test_the_guest_init_runs_the_command_pinned_with_its_environment():
+    script = wholestack.init_script(
+        ["prog", "--dir", "it's"], Path("/repo"), {"GLIBC_TUNABLES": "a=1:b=2"}
+    )
+    assert "export 'GLIBC_TUNABLES=a=1:b=2'\n" in script
+    assert "taskset -c 1,2 'prog' '--dir' 'it'\\''s' >/t/out" in script
+    # the guest stays up after the command, for the host to read its memory
+    assert script.rstrip().endswith("exec $B sleep 1000000")
+
+
+def test_processes_without_system_is_refused():
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "sharing.py"), "line-transfer", "--processes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and "--processes needs --system" in run.stderr
