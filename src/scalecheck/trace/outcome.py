@@ -78,21 +78,24 @@ def conflict_bytes(la, lb) -> int:
 
 def _site_pairs(la, lb, symbols) -> tuple:
     """("true", pairs) when some code sites of A and B touched the same bytes, at least one
-    writing: the pairs of their functions. Otherwise ("false", pairs of the sites that
-    share the line only, at least one writing): false sharing."""
+    writing: the pairs of their functions, each with the bytes it made conflict. Otherwise
+    ("false", pairs of the sites that share the line only, at least one writing, each with
+    the bytes they wrote): false sharing."""
     named_a = [(function_of(_site_name(s.pc, symbols)), s) for s in la.sites]
     named_b = [(function_of(_site_name(s.pc, symbols)), s) for s in lb.sites]
-    true_pairs = {
-        (fa, fb)
-        for fa, sa in named_a
-        for fb, sb in named_b
-        if sa.write_mask & sb.touched or sb.write_mask & sa.touched
-    }
+    true_pairs: dict[tuple, int] = {}
+    false_pairs: dict[tuple, int] = {}
+    for fa, sa in named_a:
+        for fb, sb in named_b:
+            overlap = sa.write_mask & sb.touched | sb.write_mask & sa.touched
+            if overlap:
+                true_pairs[fa, fb] = true_pairs.get((fa, fb), 0) | overlap
+            elif sa.write_mask or sb.write_mask:
+                written = sa.write_mask | sb.write_mask
+                false_pairs[fa, fb] = false_pairs.get((fa, fb), 0) | written
     if true_pairs:
-        return "true", sorted(true_pairs)
-    return "false", sorted(
-        {(fa, fb) for fa, sa in named_a for fb, sb in named_b if sa.write_mask or sb.write_mask}
-    )
+        return "true", sorted(true_pairs.items())
+    return "false", sorted(false_pairs.items())
 
 
 # What counts as a conflict (`scalecheck run --granularity`):
@@ -220,7 +223,8 @@ def _shared(region_a, region_b, symbols) -> list:
                 "data_symbol": data_symbol,
                 "bytes": f"{conflict_bytes(la, lb):#x}",
                 "sharing": sharing,
-                "sites": [list(p) for p in pairs],
+                "sites": [list(p) for p, _ in pairs],
+                "site_bytes": [mask for _, mask in pairs],  # named by name_sites, then gone
                 "a": _side(la, symbols),
                 "b": _side(lb, symbols),
             }
@@ -228,21 +232,47 @@ def _shared(region_a, region_b, symbols) -> list:
     return conflicts
 
 
+def _symbol_key(conflict: dict) -> str:
+    """What names a conflict's data when the namer gave no name: the static or per-cpu
+    symbol (without the CPU), the allocation site of a library's heap block (without the
+    offset, which depends on where the block landed), else nothing (the kind alone)."""
+    symbol = conflict["data_symbol"]
+    if conflict["kind"] in ("static", "percpu"):
+        return symbol.split(" [cpu")[0]
+    return symbol.split("+")[0] if conflict["kind"] == "heap" else ""
+
+
 def signature(conflict: dict) -> frozenset:
     """What identifies a conflict across repeats and runs: one element per pair of code
     sites (functions) of A and B that touched the same bytes (or, for false sharing, the
-    same line), with the kind of data and its name when it has one (static and per-cpu
-    data). Heap addresses differ between repeats, and so do the fields of an object that
-    share a line (slab objects are not line-aligned); the pairs of functions touching the
-    same field do not."""
-    data = (
-        conflict["data_symbol"].split(" [cpu")[0]
-        if conflict["kind"] in ("static", "percpu")
-        else ""
-    )
+    same line), with the kind of data and the name of the bytes that pair made conflict
+    (``site_data``: struct.field, variable, slab cache+offset; name_sites). So two objects
+    written by the same functions are two conflicts. Heap addresses differ between
+    repeats, and so do the fields of an object that share a line (slab objects are not
+    line-aligned); the names of the fields each pair of functions touched do not."""
+    data = conflict.get("site_data") or [_symbol_key(conflict)] * len(conflict["sites"])
     return frozenset(
-        (conflict["kind"], data, conflict["sharing"], a, b) for a, b in conflict["sites"]
+        (conflict["kind"], name, conflict["sharing"], a, b)
+        for (a, b), name in zip(conflict["sites"], data, strict=True)
     )
+
+
+def name_sites(per_repeat: list, namer) -> None:
+    """Sets each conflict's ``site_data``: per pair of sites, the name of the bytes that
+    pair made conflict (``_symbol_key`` where the namer has none). Done for every repeat
+    before the repeats are compared, so that what repeats is the data, not the address."""
+    wanted: dict[tuple, str] = {}
+    for conflicts in per_repeat:
+        for c in conflicts:
+            for mask in c["site_bytes"]:
+                wanted[c["kind"], int(c["line"], 16), int(c["paddr"], 16), mask] = ""
+    lines = list(wanted)
+    if namer and lines:
+        wanted.update(zip(lines, namer.name_lines(lines), strict=True))
+    for conflicts in per_repeat:
+        for c in conflicts:
+            line = (c["kind"], int(c["line"], 16), int(c["paddr"], 16))
+            c["site_data"] = [wanted[*line, mask] or _symbol_key(c) for mask in c["site_bytes"]]
 
 
 def conflict_set(conflicts: list) -> frozenset:
@@ -278,10 +308,11 @@ def site_pairs(conflicts: list) -> list:
 
 
 def _repeated(per_repeat: list, every: bool = True) -> tuple:
-    """The conflicts cut down to the site pairs every repeat showed (``every``) or any
-    repeat showed, and each repeat's signature. A conflict is taken from the last repeat
-    that showed one of its elements: its objects were freed most recently when the record
-    is written, so naming finds them (and the pointers leading to them) still in place."""
+    """The conflicts cut down to the elements (data and site pair) every repeat showed
+    (``every``) or any repeat showed, and each repeat's signature. A conflict is taken
+    from the last repeat that showed one of its elements: its objects were freed most
+    recently when the record is written, so naming finds them (and the pointers leading
+    to them) still in place."""
     signatures = [conflict_set(conflicts) for conflicts in per_repeat]
     kept_elements = (frozenset.intersection if every else frozenset.union)(*signatures)
     kept: list = []
@@ -291,7 +322,14 @@ def _repeated(per_repeat: list, every: bool = True) -> tuple:
             elements = (signature(c) & kept_elements) - placed
             if elements:
                 placed |= elements
-                kept.append(dict(c, sites=sorted([a, b] for _, _, _, a, b in elements)))
+                ordered = sorted((a, b, data) for _, data, _, a, b in elements)
+                kept.append(
+                    {k: v for k, v in c.items() if k != "site_bytes"}
+                    | {
+                        "sites": [[a, b] for a, b, _ in ordered],
+                        "site_data": [data for _, _, data in ordered],
+                    }
+                )
     return kept, signatures
 
 
@@ -377,6 +415,7 @@ def finish(
     first_a, first_b = per_repeat[0][:2]
     # A conflict counts only if every repeat shows it (unless that filter is off).
     every = not filters.count_unrepeated
+    name_sites([c + u for _, _, c, u in per_repeat], namer)
     conflicts, signatures = _repeated([c for _, _, c, _ in per_repeat], every)
     false_sharing, _ = _repeated([u for _, _, _, u in per_repeat], every)
     repeated = frozenset.intersection(*signatures)
