@@ -222,6 +222,83 @@ def test_a_block_handed_out_twice_is_named_by_its_last_allocation(counter_tests,
     assert [c["data_symbol"] for c in inc_inc["conflicts"]] == ["counter_block:alloc(64)+0x0"]
 
 
+# A counter behind two locks, each in its own heap object (typed through its pointer),
+# both taken by the same functions in every call: two conflicts, not one per pair of
+# functions. The objects are line-aligned so that each lock has its own line.
+TWO_LOCKS = """
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "refcount.h"
+
+struct gate { pthread_mutex_t lock; long passed; } __attribute__((aligned(64)));
+struct tally { pthread_mutex_t lock; long count; } __attribute__((aligned(64)));
+
+struct gate *gate;
+struct tally *tally;
+
+void rc_init(long initial)
+{
+	gate = aligned_alloc(64, sizeof(struct gate));
+	tally = aligned_alloc(64, sizeof(struct tally));
+	pthread_mutex_init(&gate->lock, NULL);
+	pthread_mutex_init(&tally->lock, NULL);
+	gate->passed = 0;
+	tally->count = initial;
+}
+
+void rc_register_thread(int slot)
+{
+	(void)slot;
+}
+
+static long change(long by)
+{
+	pthread_mutex_lock(&gate->lock);
+	pthread_mutex_unlock(&gate->lock);
+	pthread_mutex_lock(&tally->lock);
+	long before = tally->count;
+	if (before + by >= 0)
+		tally->count = before + by;
+	pthread_mutex_unlock(&tally->lock);
+	return before;
+}
+
+void rc_inc(void)
+{
+	change(1);
+}
+
+int rc_dec(void)
+{
+	return change(-1) > 0 ? 0 : -1;
+}
+
+int rc_iszero(void)
+{
+	return change(0) == 0;
+}
+"""
+
+
+def test_two_locks_taken_by_the_same_functions_are_both_reported(counter_tests, tmp_path):
+    (tmp_path / "two_locks.c").write_text(TWO_LOCKS)
+    refcount = EXAMPLES / "refcount"
+    (tmp_path / "two_locks.toml").write_text(
+        f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["two_locks.c"]\n'
+        f'cflags = ["-O2", "-g", "-I{refcount}"]\n'
+    )
+    record = run(counter_tests, tmp_path / "two_locks.toml", jobs=1)["records"]["inc-inc/p0/t1"]
+    assert record["status"] == "ok" and not record["conflict_free"]
+    locked = {
+        c["data"]
+        for c in record["conflicts"]
+        if ["pthread_mutex_lock", "pthread_mutex_lock"] in c["sites"]
+    }
+    # (`struct tally.{lock,count}`: the count shares the lock's line.)
+    assert {name.split(".")[0] for name in locked} == {"struct gate", "struct tally"}, locked
+
+
 def test_crash_hang_and_wrong_result_are_recorded_and_the_run_goes_on(counter_tests, tmp_path):
     library = write_library(tmp_path / "faulty", "counter", FAULTY)
     result = run(counter_tests, library, timeout=1.0, jobs=1)

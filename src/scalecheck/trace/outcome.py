@@ -224,7 +224,7 @@ def _shared(region_a, region_b, symbols) -> list:
                 "bytes": f"{conflict_bytes(la, lb):#x}",
                 "sharing": sharing,
                 "sites": [list(p) for p, _ in pairs],
-                "site_bytes": [mask for _, mask in pairs],  # named by name_sites, then gone
+                "site_bytes": [mask for _, mask in pairs],  # named by name_data, then gone
                 "a": _side(la, symbols),
                 "b": _side(lb, symbols),
             }
@@ -246,7 +246,7 @@ def signature(conflict: dict) -> frozenset:
     """What identifies a conflict across repeats and runs: one element per pair of code
     sites (functions) of A and B that touched the same bytes (or, for false sharing, the
     same line), with the kind of data and the name of the bytes that pair made conflict
-    (``site_data``: struct.field, variable, slab cache+offset; name_sites). So two objects
+    (``site_data``: struct.field, variable, slab cache+offset; name_data). So two objects
     written by the same functions are two conflicts. Heap addresses differ between
     repeats, and so do the fields of an object that share a line (slab objects are not
     line-aligned); the names of the fields each pair of functions touched do not."""
@@ -257,22 +257,29 @@ def signature(conflict: dict) -> frozenset:
     )
 
 
-def name_sites(per_repeat: list, namer) -> None:
-    """Sets each conflict's ``site_data``: per pair of sites, the name of the bytes that
-    pair made conflict (``_symbol_key`` where the namer has none). Done for every repeat
-    before the repeats are compared, so that what repeats is the data, not the address."""
-    wanted: dict[tuple, str] = {}
-    for conflicts in per_repeat:
-        for c in conflicts:
-            for mask in c["site_bytes"]:
-                wanted[c["kind"], int(c["line"], 16), int(c["paddr"], 16), mask] = ""
-    lines = list(wanted)
-    if namer and lines:
-        wanted.update(zip(lines, namer.name_lines(lines), strict=True))
-    for conflicts in per_repeat:
+def name_data(per_repeat: list, namers: list) -> None:
+    """Sets each conflict's ``data`` (the name of its bytes) and ``site_data`` (per pair of
+    sites, the name of the bytes that pair made conflict; ``_symbol_key`` where the namer
+    has none). Each repeat's lines are named by that repeat's namer (datanames.DataNamer
+    for a boot, dwarfnames.DataNamer over a library's memory after that repeat; None: no
+    names), before the repeats are compared, so that what repeats is the data, not the
+    address. Repeats sharing a namer are named in one call."""
+    groups: dict[int, tuple] = {}
+    for conflicts, namer in zip(per_repeat, namers, strict=True):
+        groups.setdefault(id(namer), (namer, []))[1].extend(conflicts)
+    for namer, conflicts in groups.values():
+        names: dict[tuple, str] = {}
         for c in conflicts:
             line = (c["kind"], int(c["line"], 16), int(c["paddr"], 16))
-            c["site_data"] = [wanted[*line, mask] or _symbol_key(c) for mask in c["site_bytes"]]
+            for mask in (int(c["bytes"], 16), *c["site_bytes"]):
+                names[*line, mask] = ""
+        lines = list(names)
+        if namer and lines:
+            names.update(zip(lines, namer.name_lines(lines), strict=True))
+        for c in conflicts:
+            line = (c["kind"], int(c["line"], 16), int(c["paddr"], 16))
+            c["data"] = names[*line, int(c["bytes"], 16)]
+            c["site_data"] = [names[*line, mask] or _symbol_key(c) for mask in c["site_bytes"]]
 
 
 def conflict_set(conflicts: list) -> frozenset:
@@ -333,16 +340,6 @@ def _repeated(per_repeat: list, every: bool = True) -> tuple:
     return kept, signatures
 
 
-def name_data(conflicts: list, namer) -> None:
-    """Sets each conflict's ``data`` name (datanames.DataNamer; "" without a namer)."""
-    lines = [
-        (c["kind"], int(c["line"], 16), int(c["paddr"], 16), int(c["bytes"], 16)) for c in conflicts
-    ]
-    names = namer.name_lines(lines) if namer else [""] * len(lines)
-    for c, name in zip(conflicts, names, strict=True):
-        c["data"] = name
-
-
 def _counted_elements(elements, granularity: str) -> frozenset:
     return frozenset(e for e in elements if _counts(e[0], e[2], granularity))
 
@@ -361,9 +358,11 @@ def finish(
     granularity: str,
     filters: Filters = ALL_FILTERS_ON,
     namer=None,
+    repeat_namers: list | None = None,
 ) -> dict:
     """The record of a test whose repeats all reported (regions: tag -> Region). Conflicting
-    lines (counted or not) are named by ``namer``, once per test."""
+    lines (counted or not) are named by ``namer``, or each repeat's by its own namer
+    (``repeat_namers``), before the repeats are compared (name_data)."""
     test = progress.test
     reports = progress.repeats
     for rep, (kind, *rest) in sorted(reports.items()):
@@ -415,11 +414,10 @@ def finish(
     first_a, first_b = per_repeat[0][:2]
     # A conflict counts only if every repeat shows it (unless that filter is off).
     every = not filters.count_unrepeated
-    name_sites([c + u for _, _, c, u in per_repeat], namer)
+    name_data([c + u for _, _, c, u in per_repeat], repeat_namers or [namer] * repeats)
     conflicts, signatures = _repeated([c for _, _, c, _ in per_repeat], every)
     false_sharing, _ = _repeated([u for _, _, _, u in per_repeat], every)
     repeated = frozenset.intersection(*signatures)
-    name_data(conflicts + false_sharing, namer)
     transient = {element for s in signatures for element in s - repeated}
     # What each filter removed from the counted conflicts, whatever the run's setting.
     unrepeated_removed = _counted_elements(frozenset.union(*signatures) - repeated, granularity)
