@@ -307,6 +307,7 @@ def _diff_section(diff: dict) -> str:
     ]
     for title, key in (
         ("New conflicts (conflict-free before, conflicting now)", "new_conflicts"),
+        ("New mismatches (results the model does not allow now)", "new_mismatches"),
         ("Fixed (conflicting before, conflict-free now)", "fixed"),
         ("No longer run (ran before, not now)", "no_longer_run"),
     ):
@@ -340,6 +341,7 @@ def _changes_by_test(diff: dict | None) -> dict[str, str]:
     changes: dict[str, str] = {}
     for key, label in (
         ("new_conflicts", "new conflict"),
+        ("new_mismatches", "new mismatch"),
         ("fixed", "fixed"),
         ("no_longer_run", "no longer run"),
     ):
