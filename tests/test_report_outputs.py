@@ -302,7 +302,7 @@ def test_diff_of_two_test_files_pairs_tests_by_content_not_id(runs, tmp_path):
 def test_mismatches_are_listed_with_both_results_and_never_counted(report_a):
     directory, summary = report_a
     (listed,) = summary["mismatches"]
-    assert listed["id"] == "stat-close/p1/t1" and listed["kernel"]["b"] == {"errno": "EBADF"}
+    assert listed["id"] == "stat-close/p1/t1" and listed["got"]["b"] == {"errno": "EBADF"}
     assert set(listed["model"]) == {"ab", "ba"}
     stat_close = pair_counts(summary, "stat", "close")
     assert (stat_close["mismatch"], stat_close["conflict_free"], stat_close["conflicting"]) == (

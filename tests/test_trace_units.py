@@ -111,6 +111,32 @@ def test_result_matching_with_wildcards():
     assert not testfile.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
 
 
+def test_results_are_checked_against_every_outcome_the_choices_allow():
+    # alloc || lookup(2) of an absent id: on the path alloc takes 0 or 1, and lookup
+    # finds nothing; alloc taking 2 leaves the path (lookup's result is then another
+    # path's business); alloc taking 3 is not allowed at all.
+    raw = {
+        "expect": {
+            "ab": [{"ret": "*"}, {"errno": "ENOENT"}],
+            "ba": [{"ret": "*"}, {"errno": "ENOENT"}],
+        },
+        "outcomes": [
+            {"ab": [{"ret": v}, {"errno": "ENOENT"}], "ba": [{"ret": v}, {"errno": "ENOENT"}]}
+            for v in (0, 1)
+        ],
+        "left_path": [{"ab": [{"ret": 2}, "*"], "ba": [{"ret": 2}, "*"]}],
+    }
+    test = testfile.Test("alloc-lookup/p2/t1", ["alloc", "lookup"], raw)
+    check = testfile.check_results
+    assert check(test, {"ret": 1}, {"errno": "ENOENT"}) == ("ab", testfile.ON_PATH)
+    assert check(test, {"ret": 2}, {"ret": 7}) == ("ab", testfile.LEFT_PATH)
+    assert check(test, {"ret": 3}, {"errno": "ENOENT"}) == (None, testfile.MISMATCH)
+    assert check(test, {"ret": 0}, {"ret": 7}) == (None, testfile.MISMATCH)
+    # Without outcomes, the expectation alone.
+    plain = testfile.Test("t", ["alloc", "lookup"], {"expect": raw["expect"]})
+    assert check(plain, {"ret": 3}, {"errno": "ENOENT"}) == ("ab", testfile.ON_PATH)
+
+
 def _region_bytes(vcpu, tag, lines, transfers=None):
     """A region record in the plugin's output format (a fake plugin output for the parser);
     transfers: each line's count, as the plugin writes them with transfers=on."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.errors import UserError
+from scalecheck.report.build import make_report
 from scalecheck.trace import dwarfnames, runner, testfile, userspace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,6 +309,154 @@ def test_crash_hang_and_wrong_result_are_recorded_and_the_run_goes_on(counter_te
     assert {statuses[t] for t in statuses if t.startswith("dec-")} == {"timeout"}
     assert statuses["iszero-iszero/p0/t1"] == "mismatch"
     assert result["summary"]["crash"] == 3 and result["summary"]["timeout"] == 4
+
+
+# An id table whose spec lets the implementation pick any free id, and a library that
+# always picks the lowest: legal, yet off the path of the tests that assumed the id
+# differs from lookup's argument.
+ANY_ID_MODEL = """
+from scalecheck.model import Dict, Int, Model, error, ok, operation
+
+Id = Int(0, 3)
+Value = Int(0, 9)
+
+
+class IdTable(Model):
+    def __init__(self):
+        self.slots = Dict(Id, Value).any()
+
+    @operation(value=Value)
+    def alloc(self, value):
+        new = self.slots.any_free_key()
+        self.slots[new] = value
+        return ok(new)
+
+    @operation(id=Id)
+    def lookup(self, id):
+        if id not in self.slots:
+            return error("ENOENT")
+        return ok(self.slots[id])
+"""
+
+LOWEST_ID = """
+#include <pthread.h>
+#include <stdio.h>
+
+#include "scalecheck_adapter.h"
+
+#define IDS 5 /* the model's ids, and the one above them it takes when they are all used */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int used[IDS];
+static long values[IDS];
+
+static void call_alloc(const struct sc_call *call, struct sc_result *result)
+{
+	int id;
+	pthread_mutex_lock(&lock);
+	for (id = 0; id < IDS && used[id]; id++)
+		;
+	if (id < IDS) {
+		used[id] = 1;
+		values[id] = sc_arg_int(call, "value");
+	}
+	pthread_mutex_unlock(&lock);
+	if (id < IDS)
+		sc_ok(result, id);
+	else
+		sc_error(result, "ENOMEM");
+}
+
+static void call_lookup(const struct sc_call *call, struct sc_result *result)
+{
+	long id = sc_arg_int(call, "id");
+	pthread_mutex_lock(&lock);
+	int found = id >= 0 && id < IDS && used[id];
+	long value = found ? values[id] : 0;
+	pthread_mutex_unlock(&lock);
+	if (found)
+		sc_ok(result, value);
+	else
+		sc_error(result, "ENOENT");
+}
+
+const struct sc_op SC_OPS[] = {{"alloc", 1, call_alloc}, {"lookup", 1, call_lookup}, {0, 0, 0}};
+
+int sc_setup(const struct sc_state *state, char *why, size_t whylen)
+{
+	(void)why, (void)whylen;
+	for (int id = 0; id < IDS; id++) {
+		char path[32];
+		snprintf(path, sizeof path, "slots.%d.present", id);
+		used[id] = (int)sc_state_get(state, path, 0);
+		snprintf(path, sizeof path, "slots.%d", id);
+		values[id] = sc_state_get(state, path, 0);
+	}
+	return 0;
+}
+
+void sc_teardown(void)
+{
+}
+
+void sc_thread_init(int side)
+{
+	(void)side;
+}
+"""
+
+
+def test_a_legal_choice_off_the_path_is_left_the_path_not_a_mismatch(tmp_path):
+    (tmp_path / "any_id.py").write_text(ANY_ID_MODEL)
+    tests_dir = generate(str(tmp_path / "any_id.py"), tmp_path / "tests")
+    tests = [json.loads(line) for line in (tests_dir / "tests.jsonl").read_text().splitlines()]
+    # alloc || lookup of an absent id: the path assumed alloc picks another id.
+    off_path = [
+        t
+        for t in tests[1:]
+        if t["pair"] == ["alloc", "lookup"]
+        and t["calls"][1]["args"]["id"] == 0
+        and t["expect"]["ab"][1] == {"errno": "ENOENT"}
+    ]
+    assert off_path
+    assert all([{"ret": 0}, "*"] in [o["ab"] for o in t["left_path"]] for t in off_path)
+    library = write_library(tmp_path / "lib", str(tmp_path / "any_id.py"), LOWEST_ID)
+    result = run(tests_dir, library, jobs=1)
+    records, summary = result["records"], result["summary"]
+    for test in off_path:
+        record = records[test["id"]]
+        assert record["status"] == "left_path", record["detail"]
+        assert record["results"]["a"] == {"ret": 0}
+    # The lowest id is an id the spec allows: no result is a mismatch.
+    assert summary["mismatch"] == 0, [r["detail"] for r in records.values() if r["status"] != "ok"]
+    assert summary["left_path"] == len(off_path)
+    # Where the choice decides the other call's result, that result is checked: alloc
+    # cannot take lookup's id when the setup holds it, so lookup must find its value.
+    present = next(
+        t
+        for t in tests[1:]
+        if t["pair"] == ["alloc", "lookup"]
+        and t["setup"]["slots"][str(t["calls"][1]["args"]["id"])]["present"]
+    )
+    value = present["setup"]["slots"][str(present["calls"][1]["args"]["id"])][""]
+    assert {o["ab"][1]["ret"] for o in present["outcomes"]} == {value}
+    assert records[present["id"]]["status"] == "ok"
+    # A library's run speaks of a library: no kernel, boots or security modules.
+    report = make_report(tests_dir)
+    assert report["totals"]["left_path"] == len(off_path) and report["left_path"]
+    texts = {
+        "run summary": json.dumps(summary),
+        "run line": runner.starts_text(summary) + runner.conformance_line(summary),
+        "report summary": json.dumps(report),
+        **{
+            name: (tests_dir / "report" / name).read_text()
+            for name in ("mismatches.txt", "left-path.txt", "bottlenecks.txt", "index.html")
+        },
+    }
+    for name, text in texts.items():
+        for word in ("kernel", "boot", "security modules", "guest"):
+            assert word not in text.lower(), (name, word)
+    assert "library: A=" in texts["left-path.txt"]
 
 
 NOTHING_MODEL = """

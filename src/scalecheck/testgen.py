@@ -23,7 +23,7 @@ from typing import Any
 import z3
 from rich.table import Table
 
-from scalecheck import __version__, binding
+from scalecheck import __version__, allowed, binding
 from scalecheck.analyze import (
     ANALYSIS_FORMAT,
     ANALYSIS_VERSION,
@@ -198,6 +198,7 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms)
     read_values = _values_reader(terms)
+    assertions, entries = list(solver.assertions()), list(_all_observations(observations))
     tests: list[dict] = []
     while len(tests) < cap:
         answer = solver.check()
@@ -206,7 +207,10 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
         if answer == z3.unsat:
             return tests, "complete" if tests else "unrealizable_paths"
         values = read_values(solver.model())
-        tests.append(_concrete_test(model_cls, ops, path, observations, kinds, values))
+        outcomes = allowed.test_outcomes(
+            assertions, terms, entries, observations["results"], values
+        )
+        tests.append(_concrete_test(model_cls, ops, path, observations, kinds, values, outcomes))
         solver.add(pattern.exclude(values))
     return tests, "capped_paths" if solver.check() == z3.sat else "complete"
 
@@ -340,7 +344,7 @@ def _pattern_features(observations, kinds) -> tuple[list, list]:
     return equalities, sorted(set(valued))
 
 
-def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
+def _concrete_test(model_cls, ops, path, observations, kinds, values, outcomes=None) -> dict:
     labels = _labels(observations, kinds, values)
 
     def label(kind, raw):
@@ -368,13 +372,12 @@ def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
         {name: concrete(entry) for name, entry in observations["args"][call].items()}
         for call in "AB"
     ]
-    results = {
-        order: [_raw_result(result, values) for result in order_results]
-        for order, order_results in observations["results"].items()
-    }
+    results = allowed.fill_results(
+        observations["results"], lambda entry: "*" if entry["chosen"] else values[entry["obs"]]
+    )
     describe = binding.for_model(model_cls).describe
     setup, calls, expect = describe(list(ops), dict(snapshot), args, results, label)
-    return {
+    test = {
         "id": "",
         "pair": list(ops),
         "path": path["path"],
@@ -382,6 +385,13 @@ def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
         "calls": calls,
         "expect": expect,
     }
+    if outcomes is not None:
+        # Every outcome the model allows, choice by choice (allowed.py): on this path,
+        # and off it ("left the path").
+        on_path, left = outcomes
+        test["outcomes"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in on_path]
+        test["left_path"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in left]
+    return test
 
 
 def _labels(observations, kinds, values) -> dict:
@@ -397,16 +407,6 @@ def _labels(observations, kinds, values) -> dict:
         ordered = sorted(raws | ({0} if kinds[kind].get("zero") else set()))
         labels[kind] = {raw: number for number, raw in enumerate(ordered)}
     return labels
-
-
-def _raw_result(result, values):
-    if isinstance(result, dict) and "obs" in result:
-        return "*" if result["chosen"] else values[result["obs"]]
-    if isinstance(result, dict):
-        return {key: _raw_result(item, values) for key, item in result.items()}
-    if isinstance(result, list):
-        return [_raw_result(item, values) for item in result]
-    return result
 
 
 def print_summary(summary: dict):

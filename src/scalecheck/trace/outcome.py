@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from scalecheck.trace import abi
 from scalecheck.trace.regions import PcSet, shared_lines
 from scalecheck.trace.symbols import VMEMMAP, function_of
-from scalecheck.trace.testfile import Test, check_results
+from scalecheck.trace.testfile import LEFT_PATH, MISMATCH, Test, check_results
 
 # The repeat number the driver gives its unreported warm-up runs, and the tag layout.
 WARMUP_REP = abi.value("WARMUP_REP")
@@ -372,19 +372,19 @@ def finish(
             return base_record(test, "timeout", f"repeat {rep}: {rest[0]} (guest watchdog)")
     per_repeat, noise_switch, interrupts, dropped, tick_sites = [], False, 0, 0, 0
     tick_signatures: list = []  # per repeat: (signature without tick work, with it)
-    mismatch, results, order = "", {}, None
+    mismatch, left_path, results, order = "", "", {}, None
     for rep in range(repeats):
         _, res_a, res_b = reports[rep]
         try:
             res_a, res_b = json.loads(res_a), json.loads(res_b)
         except json.JSONDecodeError:
             return base_record(test, "error", f"repeat {rep}: unreadable result from the driver")
-        order = check_results(test, res_a, res_b)
-        if order is None and not mismatch:
-            mismatch = (
-                f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}, expected "
-                f"{json.dumps((test.raw.get('expect') or {}).get('ab'))}"
-            )
+        order, verdict = check_results(test, res_a, res_b)
+        got = f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}"
+        if verdict == MISMATCH and not mismatch:
+            mismatch = f"{got}, expected {json.dumps((test.raw.get('expect') or {}).get('ab'))}"
+        elif verdict == LEFT_PATH and not left_path:
+            left_path = f"{got}: a choice the model allows, off the path this test was made for"
         if rep == 0:
             results = {"a": res_a, "b": res_b, "expected_order": order}
         ra, rb = regions.get(tag(progress.index, rep, 0)), regions.get(tag(progress.index, rep, 1))
@@ -426,7 +426,11 @@ def finish(
         - frozenset.intersection(*(without for without, _ in tick_signatures)),
         granularity,
     )
-    record = base_record(test, "mismatch" if mismatch else "ok", mismatch)
+    record = base_record(
+        test,
+        MISMATCH if mismatch else LEFT_PATH if left_path else "ok",
+        mismatch or left_path,
+    )
     record.update(
         {
             "conflict_free": not conflicts,

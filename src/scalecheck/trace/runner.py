@@ -69,10 +69,15 @@ def exit_codes_help(also_lost: str = "") -> str:
 def register(subparsers):
     p = subparsers.add_parser(
         "run",
-        help="run generated tests on a real kernel and record conflicting cache lines",
-        description="Boot a stock Linux kernel under QEMU (TCG) with a tracing plugin, run each "
-        "test's two calls on two isolated vCPUs, and record the cache lines both calls touched "
-        "with at least one write. Results go to DIR/trace/results.jsonl; rerunning resumes.",
+        help="run generated tests on a real kernel or library and record conflicting cache lines",
+        description="Linux (--target linux, the default): boot a stock Linux kernel under QEMU "
+        "(TCG) with a tracing plugin, run each test's two calls on two isolated vCPUs, and "
+        "record the cache lines both calls touched with at least one write. A C library "
+        "(--target lib:PATH or a shipped library): run the library's test program under "
+        "qemu-x86_64 (QEMU user mode) with the same plugin, each test's two calls on two "
+        "threads, and record the library's shared lines the same way; --jobs counts programs "
+        "run in parallel, and the options marked 'Linux:' do not apply. Results go to "
+        "DIR/trace/results.jsonl; rerunning resumes.",
         epilog=exit_codes_help(),
     )
     p.add_argument(
@@ -85,11 +90,18 @@ def register(subparsers):
         "described by the manifest at PATH, or a shipped library by name: "
         f"{', '.join(sorted(userspace.NAMED_LIBRARIES))} (docs/usertarget.md)",
     )
-    p.add_argument("--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*)")
-    p.add_argument("--vmlinux", type=Path, help="debug vmlinux of that kernel, for file:line names")
-    p.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
     p.add_argument(
-        "--jobs", "-j", type=int, help="VMs run in parallel (default: one per host core)"
+        "--kernel", type=Path, help="Linux: kernel image (default: newest /boot/vmlinuz-*)"
+    )
+    p.add_argument(
+        "--vmlinux", type=Path, help="Linux: debug vmlinux of that kernel, for file:line names"
+    )
+    p.add_argument("--kernel-args", default="", help="Linux: extra kernel command-line arguments")
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        help="VMs (a library: programs) run in parallel (default: one per host core)",
     )
     p.add_argument(
         "--repeats",
@@ -103,7 +115,7 @@ def register(subparsers):
         "--fs",
         default="tmpfs",
         choices=["tmpfs", "ramfs"],
-        help="file system the tests' files live on",
+        help="Linux: file system the tests' files live on",
     )
     add_conflict_options(p)
     p.add_argument(
@@ -113,7 +125,7 @@ def register(subparsers):
         "--batch",
         type=int,
         default=BATCH,
-        help=f"tests per boot, at most (default {BATCH}; the tests are cut into equal "
+        help=f"Linux: tests per boot, at most (default {BATCH}; the tests are cut into equal "
         "batches, a multiple of the VMs' count)",
     )
     p.add_argument(
@@ -156,7 +168,7 @@ def add_conflict_options(p) -> None:
         "--lsm",
         default="minor",
         choices=sorted(vm.LSM_ARGS),
-        help="security modules in the guest: 'minor' (default) keeps only the minor ones "
+        help="Linux: security modules in the guest: 'minor' (default) keeps only the minor ones "
         "(AppArmor and SELinux off: their shared state is not the interface's); 'default' "
         "runs the kernel's own choice (AppArmor on Debian)",
     )
@@ -196,7 +208,7 @@ def _cli(args) -> int:
     else:
         print(
             f"{summary['finished']} tests finished ({summary['skipped_already_done']} already "
-            f"done); {summary['boots']} boots, {summary['seconds']:.0f} s, "
+            f"done); {starts_text(summary)}, {summary['seconds']:.0f} s, "
             f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}"
         )
         if summary["per_worker"]:
@@ -206,6 +218,13 @@ def _cli(args) -> int:
             )
         print(conformance_line(summary))
     return exit_code(summary)
+
+
+def starts_text(summary: dict) -> str:
+    """How often the target was started: a kernel's boots, a library's program runs."""
+    if "program_runs" in summary:
+        return f"{summary['program_runs']} program runs"
+    return f"{summary['boots']} boots"
 
 
 def not_conforming(summary: dict) -> int:
@@ -222,7 +241,8 @@ def conformance_line(summary: dict) -> str:
     return (
         f"{summary['recorded']} of {summary['tests']} tests traced: "
         f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting; "
-        f"{not_conforming(summary)} did not run or conform ({why})"
+        f"{not_conforming(summary)} did not run or conform ({why}); "
+        f"{summary['left_path']} left the path (a legal choice off the test's path)"
     )
 
 
@@ -444,10 +464,10 @@ def tracing_progress(quiet: bool, total: int):
 
 
 def summarize(records, selected) -> dict:
-    status = dict.fromkeys(("ok", "mismatch", "timeout", "crash", "error"), 0)
+    status = dict.fromkeys(("ok", "left_path", "mismatch", "timeout", "crash", "error"), 0)
     for r in records:
         status[r["status"]] = status.get(r["status"], 0) + 1
-    traced = [r for r in records if r["status"] in ("ok", "mismatch")]
+    traced = [r for r in records if r["status"] in ("ok", "left_path", "mismatch")]
     # A mismatch is a disagreement between model and kernel: the test says nothing about
     # conflicts, so it is counted on its own and never as conflict-free or conflicting.
     conforming = [r for r in records if r["status"] == "ok"]

@@ -176,16 +176,27 @@ def result_matches(actual, expected) -> bool:
     return actual == expected
 
 
-def check_results(test: Test, results_a, results_b):
-    """Returns the order ("ab" or "ba") whose expected results match, or None."""
-    expect = test.raw.get("expect") or {}
-    for order in ("ab", "ba"):
-        want = expect.get(order)
-        if (
-            isinstance(want, list)
-            and len(want) == 2
-            and result_matches(results_a, want[0])
-            and result_matches(results_b, want[1])
-        ):
-            return order
-    return None
+# How a test's results stand against its model (docs/format-tests.md, docs/format-results.md).
+ON_PATH, LEFT_PATH, MISMATCH = "ok", "left_path", "mismatch"
+
+
+def check_results(test: Test, results_a, results_b) -> tuple[str | None, str]:
+    """(order, verdict): the order ("ab" or "ba") whose allowed results match, and
+    ON_PATH, or LEFT_PATH where they match only a legal choice that leaves the path the
+    test was made for; (None, MISMATCH) where the model allows neither. A test with
+    ``outcomes`` (one per legal choice) is checked against those; otherwise against
+    ``expect``."""
+    raw = test.raw
+    on_path = raw["outcomes"] if "outcomes" in raw else [raw.get("expect") or {}]
+    for verdict, outcomes in ((ON_PATH, on_path), (LEFT_PATH, raw.get("left_path", []))):
+        for expect in outcomes:
+            for order in ("ab", "ba"):
+                want = expect.get(order)
+                if (
+                    isinstance(want, list)
+                    and len(want) == 2
+                    and result_matches(results_a, want[0])
+                    and result_matches(results_b, want[1])
+                ):
+                    return order, verdict
+    return None, MISMATCH

@@ -639,7 +639,7 @@ def run_library_tests(
     summary.update(
         {
             "results": str(trace_dir / "results.jsonl"),
-            "boots": restarts,
+            "program_runs": restarts,
             "seconds": round(elapsed, 1),
             "finished": finished_now,
             "skipped_already_done": len(selected) - len(pending),
