@@ -459,6 +459,102 @@ def test_a_legal_choice_off_the_path_is_left_the_path_not_a_mismatch(tmp_path):
     assert "library: A=" in texts["left-path.txt"]
 
 
+# A table of settings whose `set` changes a present key; the library skips a write of
+# the value a slot already holds (each slot on a line of its own). Whether it writes
+# depends on the stored value, which no key equality decides.
+SETTINGS_MODEL = """
+from scalecheck.model import Dict, Int, Key, Model, error, ok, operation
+
+KeyId = Key("KeyId", 4)
+Value = Int(0, 9)
+
+
+class Settings(Model):
+    def __init__(self):
+        self.table = Dict(KeyId, Value).any()
+
+    @operation(key=KeyId, value=Value)
+    def set(self, key, value):
+        if key not in self.table:
+            return error("ENOENT")
+        self.table[key] = value
+        return ok()
+"""
+
+SKIPS_EQUAL_WRITES = """
+#include <stdio.h>
+
+#include "scalecheck_adapter.h"
+
+#define KEYS 4
+
+static struct {
+	long present, value;
+} __attribute__((aligned(64))) slots[KEYS];
+
+static void call_set(const struct sc_call *call, struct sc_result *result)
+{
+	long key = sc_arg_int(call, "key"), value = sc_arg_int(call, "value");
+	if (key < 0 || key >= KEYS || !slots[key].present) {
+		sc_error(result, "ENOENT");
+		return;
+	}
+	if (slots[key].value != value)
+		slots[key].value = value;
+	sc_ok(result, 0);
+}
+
+const struct sc_op SC_OPS[] = {{"set", 2, call_set}, {0, 0, 0}};
+
+int sc_setup(const struct sc_state *state, char *why, size_t whylen)
+{
+	(void)why, (void)whylen;
+	for (int key = 0; key < KEYS; key++) {
+		char path[32];
+		snprintf(path, sizeof path, "table.%d.present", key);
+		slots[key].present = sc_state_get(state, path, 0);
+		snprintf(path, sizeof path, "table.%d", key);
+		slots[key].value = sc_state_get(state, path, 0);
+	}
+	return 0;
+}
+
+void sc_teardown(void)
+{
+}
+
+void sc_thread_init(int side)
+{
+	(void)side;
+}
+"""
+
+
+def test_a_branch_on_a_stored_value_gets_a_test_of_each_pattern(tmp_path):
+    (tmp_path / "settings.py").write_text(SETTINGS_MODEL)
+    tests_dir = generate(str(tmp_path / "settings.py"), tmp_path / "tests")
+    tests = [json.loads(line) for line in (tests_dir / "tests.jsonl").read_text().splitlines()]
+    one_key = {
+        t["id"]: t["values"]
+        for t in tests[1:]
+        if t["calls"][0]["args"]["key"] == t["calls"][1]["args"]["key"]
+        and t["expect"]["ab"] == [{"ret": 0}, {"ret": 0}]
+    }
+    # Two sets of one value on one key: the key holds that value, or another one.
+    patterns = {
+        ("B.value == A.value" in values, "table(A.key) == A.value" in values)
+        for values in one_key.values()
+    }
+    assert patterns == {(True, True), (True, False)}, one_key
+    library = write_library(tmp_path / "lib", str(tmp_path / "settings.py"), SKIPS_EQUAL_WRITES)
+    records = run(tests_dir, library, jobs=1)["records"]
+    for test_id, values in one_key.items():
+        # The first set writes the new value, the second reads it: a conflict the model
+        # does not ask for. With the value already there, both only read.
+        rewrites = "table(A.key) != A.value" in values
+        assert records[test_id]["conflict_free"] is not rewrites, (test_id, values)
+
+
 NOTHING_MODEL = """
 from scalecheck.model import Int, Model, ok, operation
 

@@ -6,6 +6,9 @@ a cap per path. Two tests are isomorphic when they agree on the equality pattern
 arguments and initial-state keys of each uninterpreted kind (names, inodes, fds, pages,
 pipes, bytes) and on the booleans and enums the path condition decides on: the concrete
 values behind that pattern do not change which code paths an implementation can take.
+Values can: inside each class, the equality pattern between arguments of one kind and
+between an argument and a stored value the path read is varied too, up to VALUE_CAP
+patterns (a `set(k, v)` that skips writing the value k holds).
 
 Reads ``DIR/analysis/`` and writes ``DIR/tests.jsonl`` (docs/format-tests.md) and
 ``DIR/testgen.json`` (per-pair counts).
@@ -42,6 +45,9 @@ from scalecheck.storage import read_json, write_json_atomically
 from scalecheck.testfile import write_tests
 
 DEFAULT_CAP = 8
+# Value-equality patterns tried per isomorphism class (see _value_features): five cover
+# every pattern of three values (two arguments and the value they would replace).
+VALUE_CAP = 5
 
 
 def register(subparsers):
@@ -141,6 +147,7 @@ def generate_tests(
             "unknown_paths",
             "failed_paths",
             "unrealizable_paths",
+            "value_capped_classes",
         )
     }
     summary = {"cap": cap, "totals": totals, "pairs": rows}
@@ -160,6 +167,7 @@ def _pair_tests(job: tuple) -> tuple:
         "unknown_paths": 0,
         "failed_paths": 0,
         "unrealizable_paths": 0,
+        "value_capped_classes": 0,
         "failures": [],
     }
     for path in analysis["paths"]:
@@ -167,7 +175,7 @@ def _pair_tests(job: tuple) -> tuple:
             continue
         counts["commutative_paths"] += 1
         try:
-            path_tests, outcome = _path_tests(model_cls, (a, b), path, cap)
+            path_tests, outcome, value_capped = _path_tests(model_cls, (a, b), path, cap)
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
             counts["failures"].append(
@@ -176,6 +184,7 @@ def _pair_tests(job: tuple) -> tuple:
             continue
         if outcome != "complete":
             counts[outcome] += 1
+        counts["value_capped_classes"] += value_capped
         for number, test in enumerate(path_tests, 1):
             test["id"] = f"{a}-{b}/p{path['path']}/t{number}"
             tests.append(test)
@@ -183,9 +192,10 @@ def _pair_tests(job: tuple) -> tuple:
     return (a, b), tests, counts
 
 
-def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
-    """Tests for one path, and how enumeration ended: complete, capped_paths,
-    unknown_paths, or unrealizable_paths (no buildable initial state)."""
+def _path_tests(model_cls, ops, path, cap) -> tuple[list, str, int]:
+    """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
+    or unrealizable_paths: no buildable initial state), and how many of its isomorphism
+    classes had more value-equality patterns than VALUE_CAP."""
     solver = z3.Solver()
     solver.set("timeout", 60_000)
     solver.from_string(path["smt2"])
@@ -197,22 +207,31 @@ def _path_tests(model_cls, ops, path, cap) -> tuple[list, str]:
     observations = path["observations"]
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms)
+    values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern))
     read_values = _values_reader(terms)
     assertions, entries = list(solver.assertions()), list(_all_observations(observations))
     tests: list[dict] = []
-    while len(tests) < cap:
+    classes = value_capped = 0
+    while classes < cap:
         answer = solver.check()
         if answer == z3.unknown:
-            return tests, "unknown_paths"
+            return tests, "unknown_paths", value_capped
         if answer == z3.unsat:
-            return tests, "complete" if tests else "unrealizable_paths"
+            return tests, "complete" if tests else "unrealizable_paths", value_capped
         values = read_values(solver.model())
-        outcomes = allowed.test_outcomes(
-            assertions, terms, entries, observations["results"], values
-        )
-        tests.append(_concrete_test(model_cls, ops, path, observations, kinds, values, outcomes))
+        variants, capped = _value_variants(solver, pattern, values_pattern, values, read_values)
+        value_capped += capped
+        for variant in variants:
+            outcomes = allowed.test_outcomes(
+                assertions, terms, entries, observations["results"], variant
+            )
+            test = _concrete_test(model_cls, ops, path, observations, kinds, variant, outcomes)
+            if values_pattern.features:
+                test["values"] = values_pattern.describe(variant)
+            tests.append(test)
+        classes += 1
         solver.add(pattern.exclude(values))
-    return tests, "capped_paths" if solver.check() == z3.sat else "complete"
+    return tests, "capped_paths" if solver.check() == z3.sat else "complete", value_capped
 
 
 def _values_reader(terms):
@@ -237,6 +256,44 @@ def _atom_value(item):
     if isinstance(item, list):  # (- 5)
         return -int(item[1])
     return int(item)
+
+
+class ValuePattern:
+    """The equalities of values (_value_features) inside one isomorphism class, and the
+    clause that excludes a pattern of them once it has a test. A stored value counts only
+    where its key is present: an absent key holds no value."""
+
+    def __init__(self, terms, features: list[tuple[int, int, int | None]]):
+        self.terms, self.features = terms, features
+        self._equal = [
+            terms[i] == terms[j]
+            if present is None
+            else z3.And(terms[present], terms[i] == terms[j])
+            for i, j, present in features
+        ]
+
+    def _holds(self, values) -> list[bool]:
+        return [
+            values[i] == values[j] and (present is None or values[present])
+            for i, j, present in self.features
+        ]
+
+    def exclude(self, values) -> z3.BoolRef:
+        return z3.Or(
+            [
+                equal if not holds else z3.Not(equal)
+                for equal, holds in zip(self._equal, self._holds(values), strict=True)
+            ]
+        )
+
+    def describe(self, values) -> list[str]:
+        """The pattern of ``values``, readable: ``A.value == B.value``,
+        ``table(A.key) != B.value`` (a stored value of an absent key: not compared)."""
+        return sorted(
+            f"{self.terms[j]} {'==' if holds else '!='} {self.terms[i]}"
+            for (i, j, present), holds in zip(self.features, self._holds(values), strict=True)
+            if present is None or values[present]
+        )
 
 
 class IsomorphismPattern:
@@ -272,6 +329,68 @@ class IsomorphismPattern:
         if (i, value) not in self._literals:
             self._literals[i, value] = self.terms[i] != value
         return self._literals[i, value]
+
+
+def _value_variants(solver, pattern, values_pattern, values, read_values) -> tuple[list, bool]:
+    """``values`` and, within its isomorphism class, one solution per further pattern of
+    value equalities (``values_pattern``), up to VALUE_CAP in all; and whether patterns
+    were left over."""
+    variants = [values]
+    if not values_pattern.features:
+        return variants, False
+    solver.push()
+    solver.add(z3.Not(pattern.exclude(values)), values_pattern.exclude(values))
+    while len(variants) < VALUE_CAP and solver.check() == z3.sat:
+        variants.append(read_values(solver.model()))
+        solver.add(values_pattern.exclude(variants[-1]))
+    capped = len(variants) == VALUE_CAP and solver.check() == z3.sat
+    solver.pop()
+    return variants, capped
+
+
+def _value_features(observations, kinds, pattern) -> list:
+    """Pairs of terms (i, j, the presence term of j's key or None) whose equality the
+    isomorphism class leaves open although an implementation can branch on it: an
+    argument against another argument or against a value the path reads from the initial
+    state, of one kind (`set(k, v)` with v equal to what k holds, a write of the byte a
+    file already holds). Flags (booleans, enums) are not values here: their values count
+    where the path decides on them."""
+
+    def is_value(entry):
+        return (
+            entry is not None
+            and not entry["chosen"]
+            and entry["kind"] not in ("bool", "enum")
+            and kinds.get(entry["kind"], {}).get("class") not in (None, "enum")
+        )
+
+    arguments = [
+        entry
+        for call_args in observations["args"].values()
+        for entry in call_args.values()
+        if is_value(entry)
+    ]
+    # (entry, the presence of its key: None for an argument or a key always present)
+    stored = [
+        (leaf, read["present"]["obs"] if read["present"] else None)
+        for read in observations["reads"]
+        if not (read["key"] and read["key"]["chosen"])
+        for leaf in read["leaves"].values()
+        if is_value(leaf)
+    ]
+    candidates = [(entry, None) for entry in arguments]
+    counted = set(pattern.equalities)
+    features: dict[tuple, int | None] = {}
+    for n, (argument, _) in enumerate(candidates):
+        for other, present in candidates[n + 1 :] + stored:
+            i, j = argument["obs"], other["obs"]
+            if (
+                argument["kind"] == other["kind"]
+                and i != j
+                and tuple(sorted((i, j))) not in counted
+            ):
+                features.setdefault((i, j), present)
+    return [(i, j, present) for (i, j), present in sorted(features.items())]
 
 
 def _all_observations(observations):
@@ -441,5 +560,6 @@ def print_summary(summary: dict):
         f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
         f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
         f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, "
-        f"{t['failed_paths']} failed)"
+        f"{t['failed_paths']} failed; {t['value_capped_classes']} classes with more than "
+        f"{VALUE_CAP} value-equality patterns)"
     )
