@@ -26,8 +26,8 @@ from pathlib import Path
 
 from distributed import Client, LocalCluster
 
-from scalecheck.trace import testfile
-from scalecheck.trace.runner import run_tests
+from scalecheck.run import run_tests
+from scalecheck.trace import testcase
 
 
 def _write(run_dir: Path, header: dict, tests: list) -> None:
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("out/cluster-compare"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    header, tests = testfile.read_tests(args.tests)
+    header, tests = testcase.read_tests(args.tests)
     tests = tests[:: args.every]
     runs = {}
     for name in ("local", "cluster", *(["cluster-killed"] if args.kill else [])):

@@ -34,7 +34,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from benchlib import add_sweep_options, bench_run_args, save_figure
-from scalecheck.benchsuite.results import ResultsDir, spread_pct
+from scalecheck.benchsuite.bench_results import ResultsDir, spread_pct
 
 RATIOS = (50, 80, 90, 99, 100)
 MODES = ("ldu-percore", "ldu-global", "rwlock", "harris")

@@ -46,9 +46,10 @@ from scalecheck.benchsuite.catalog import load_catalog
 from scalecheck.benchsuite.runner import fill_placeholders, parse_result
 from scalecheck.errors import UserError
 from scalecheck.output import run_printing
-from scalecheck.trace.build import ensure_plugin
 from scalecheck.trace.regions import FLAG_TRANSFERS, RegionReader, shared_lines
-from scalecheck.trace.userspace import QEMU_USER, ProgramSymbols
+from scalecheck.trace.tracer_build import ensure_plugin
+from scalecheck.trace.user.program_symbols import ProgramSymbols
+from scalecheck.trace.user.program_worker import QEMU_USER
 
 WORKERS = 2
 

@@ -21,12 +21,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from scalecheck.trace import outcome, testfile
-from scalecheck.trace.runner import run_tests
+from scalecheck.run import run_tests
+from scalecheck.trace import counting, outcome, testcase
 
-CALIBRATION = (
-    Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
-)
+CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 
 
 def _records(run_dir: Path) -> dict:
@@ -37,7 +35,7 @@ def _records(run_dir: Path) -> dict:
 def _run_twice(args) -> list:
     tests = []
     for path in args.tests or [CALIBRATION]:
-        tests += testfile.read_tests(path)[1][:: args.every]
+        tests += testcase.read_tests(path)[1][:: args.every]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("first", "second"):
@@ -72,7 +70,7 @@ def main():
     parser.add_argument("--every", type=int, default=1, help="take every K-th test of the files")
     parser.add_argument("--copies", type=int, default=10, help="times each test is repeated")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--granularity", default="stable", choices=outcome.GRANULARITIES)
+    parser.add_argument("--granularity", default="stable", choices=counting.GRANULARITIES)
     parser.add_argument(
         "--compare",
         type=Path,

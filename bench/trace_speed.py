@@ -14,17 +14,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from scalecheck.trace import build, facts, testfile, vm
-from scalecheck.trace.runner import run_tests
+from scalecheck.run import run_tests
+from scalecheck.trace import testcase
+from scalecheck.trace.linux import facts, guest_render, vm
+from scalecheck.trace.linux.guest_build import ensure_built
 
-CALIBRATION = (
-    Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
-)
+CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 
 
 def guest_ms_per_test(tests, built, kernel, entries, plugin, repeats, workdir):
     text = f"S repeats={repeats} timeout_ms=5000 fs=tmpfs warmup=0\n" + "".join(
-        testfile.render(t, i) for i, t in enumerate(tests)
+        guest_render.render(t, i) for i, t in enumerate(tests)
     )
     session = vm.GuestSession(
         workdir,
@@ -64,14 +64,14 @@ def main():
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    _, tests = testfile.read_tests(args.tests)
+    _, tests = testcase.read_tests(args.tests)
     if args.sample and args.sample < len(tests):
         tests = tests[:: len(tests) // args.sample][: args.sample]
     tests = [
-        testfile.Test(f"{t.id}/copy{k}", t.pair, t.raw) for k in range(args.copies) for t in tests
+        testcase.Test(f"{t.id}/copy{k}", t.pair, t.raw) for k in range(args.copies) for t in tests
     ]
     kernel = vm.default_kernel()
-    built = build.ensure_built()
+    built = ensure_built()
     facts_dir = facts.kernel_facts(kernel, "", built)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

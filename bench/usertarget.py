@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 
 from scalecheck.analyze import analyze_model, select_ops
-from scalecheck.modelfile import load_model
+from scalecheck.models.loading import load_model
+from scalecheck.run import run_tests
 from scalecheck.testfile import read_tests, write_tests
 from scalecheck.testgen import generate_tests
-from scalecheck.trace.runner import run_tests
-from scalecheck.trace.userspace import load_library
+from scalecheck.trace.user.library import load_library
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 IMPLEMENTATIONS = {

@@ -1,5 +1,5 @@
 """Tests of the Linux target's recovery share these: a test whose call A is a diagnostic op
-of the Linux binding (trace/linux_posix.py: `_hang` never returns, `_panic` crashes the
+of the Linux binding (binding/linux_posix.py: `_hang` never returns, `_panic` crashes the
 guest kernel) and whose call B stats a file."""
 
 

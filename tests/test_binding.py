@@ -7,10 +7,11 @@ import re
 import pytest
 
 from scalecheck import binding
+from scalecheck.binding import abi, linux_posix
 from scalecheck.errors import UserError
 from scalecheck.models.counter import RefCounter
 from scalecheck.models.posix import Posix
-from scalecheck.trace import abi, linux_posix, testfile
+from scalecheck.trace.linux import guest_render
 
 
 def test_schema_is_the_models_signature():
@@ -22,13 +23,13 @@ def test_schema_is_the_models_signature():
 
 def test_linux_op_args_are_derived_from_the_model():
     model_ops = binding.op_arguments(Posix)
-    for op, args in testfile.OP_ARGS.items():
+    for op, args in guest_render.OP_ARGS.items():
         if op.startswith("_"):
             assert op in linux_posix.BINDING.extra_ops
         else:
             assert args == tuple(a for a in model_ops[op] if a != "pid")
-    assert set(model_ops) <= set(testfile.OP_ARGS)
-    assert {"pn", "old", "new", "src", "dst"} == testfile.NAME_ARGS
+    assert set(model_ops) <= set(guest_render.OP_ARGS)
+    assert {"pn", "old", "new", "src", "dst"} == guest_render.NAME_ARGS
 
 
 def test_models_find_their_binding():
@@ -56,4 +57,4 @@ def test_shared_constants_come_from_the_c_header():
     text = abi.header_path().read_text()
     defined = dict(re.findall(r"#define SC_(\w+) (\S+)", text))
     assert abi.constants() == {name: int(value, 0) for name, value in defined.items()}
-    assert testfile.LIMITS["fds"] == abi.value("MAX_FDS")
+    assert guest_render.LIMITS["fds"] == abi.value("MAX_FDS")

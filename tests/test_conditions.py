@@ -203,7 +203,7 @@ def _recheck_pair(model_cls, a, b, **options):
     return result, [recheck(regions, result, verdict) for verdict in ("commutes", "diverges")]
 
 
-# A sample of the posix model's pairs (all 171 in bench/conditions.py): names, fds, memory,
+# A sample of the posix model's pairs (all 171 in bench/condition_quality.py): names, fds, memory,
 # and lseek || lseek, whose hundreds of paths make one of the costliest constructions.
 POSIX_SAMPLE = [
     ("rename", "unlink"),

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-CALIBRATION = REPO / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+CALIBRATION = REPO / "tests" / "data" / "calibration.jsonl"
 
 
 def _run(command, **kwargs) -> subprocess.CompletedProcess:

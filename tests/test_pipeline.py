@@ -30,11 +30,11 @@ def _fake_run_tests(statuses):
     """A fake of the tracer for exit-code tests (no VM): records the tests of DIR with
     the given statuses in order (the rest "ok" and conflict-free) through the real results
     store, and returns the real run summary of those records."""
-    from scalecheck.trace import outcome, runner, testfile
+    from scalecheck.trace import loop, outcome, testcase
     from scalecheck.trace.store import ResultsStore
 
-    def fake_run_tests(out_dir, **_settings):
-        _, tests = testfile.read_tests(out_dir / "tests.jsonl")
+    def fake_run_tests(out_dir, *_target, **_settings):
+        _, tests = testcase.read_tests(out_dir / "tests.jsonl")
         header = {"format": "scalecheck-results", "version": 1, "target": "fake"}
         store = ResultsStore(out_dir / "trace" / "results.jsonl", header)
         records = []
@@ -45,7 +45,7 @@ def _fake_run_tests(statuses):
             store.append(record)
             records.append(record)
         store.close()
-        summary = runner.summarize(records, tests)
+        summary = loop.summarize(records, tests)
         finished = {"finished": len(tests), "skipped_already_done": 0}
         return dict(
             summary,
@@ -71,9 +71,9 @@ def _fake_run_tests(statuses):
 def test_pipeline_exit_code_counts_mismatches_and_crashes(
     tmp_path, capsys, monkeypatch, statuses, code, counted
 ):
-    from scalecheck import pipeline
+    from scalecheck.trace import loop
 
-    monkeypatch.setattr(pipeline, "run_tests", _fake_run_tests(statuses))
+    monkeypatch.setattr(loop, "run_tests", _fake_run_tests(statuses))
     out = tmp_path / "run"
     assert main(["pipeline", "--model", "counter", "--out", str(out), "--jobs", "1"]) == code
     last = capsys.readouterr().err.strip().splitlines()[-1]
@@ -84,10 +84,10 @@ def test_pipeline_exit_code_counts_mismatches_and_crashes(
 
 @pytest.mark.parametrize(("statuses", "code"), [([], 0), (["mismatch"], 1), (["crash"], 1)])
 def test_run_exit_code_counts_mismatches_and_crashes(tmp_path, capsys, monkeypatch, statuses, code):
-    from scalecheck.trace import runner
+    from scalecheck.trace import loop
 
     shutil.copy(Path(__file__).parent / "data" / "trace_ops.jsonl", tmp_path / "tests.jsonl")
-    monkeypatch.setattr(runner, "run_tests", _fake_run_tests(statuses))
+    monkeypatch.setattr(loop, "run_tests", _fake_run_tests(statuses))
     assert main(["run", str(tmp_path)]) == code
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert f"{len(statuses)} did not run or conform" in last

@@ -19,13 +19,14 @@ from distributed import Client, LocalCluster
 
 from guest_diagnostics import diagnostic_test
 from scalecheck.errors import stop_requested
-from scalecheck.trace import vm
-from scalecheck.trace.runner import BATCH, run_tests
+from scalecheck.run import run_tests
+from scalecheck.trace.linux import vm
+from scalecheck.trace.linux.vm_worker import BATCH
 from scalecheck.trace.store import ResultsStore
 from scalecheck.trace.target import batches
 
 REPO = Path(__file__).resolve().parents[1]
-CALIBRATION = REPO / "src" / "scalecheck" / "trace" / "calibration.jsonl"
+CALIBRATION = REPO / "tests" / "data" / "calibration.jsonl"
 
 pytestmark = pytest.mark.skipif(
     not shutil.which(vm.QEMU) or not list(Path("/boot").glob("vmlinuz-*")),

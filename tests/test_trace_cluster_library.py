@@ -1,4 +1,4 @@
-"""The user-space target on a Dask cluster (trace/cluster.py with userspace.LibraryTarget),
+"""The user-space target on a Dask cluster (trace/cluster.py with library.LibraryTarget),
 with real worker processes compiling and tracing under qemu-x86_64: the same verdicts as a
 run here with one worker killed mid-batch, the logs of crashed and hung tests brought back
 where a run here keeps them, and workers whose library sources differ refused."""
@@ -17,7 +17,8 @@ import pytest
 from distributed import Client, LocalCluster
 
 from scalecheck.errors import UserError
-from scalecheck.trace import runner, userspace
+from scalecheck.run import run_tests
+from scalecheck.trace.user import library
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -81,7 +82,7 @@ def test_library_on_the_cluster_gives_the_local_verdicts_with_a_worker_killed(
 ):
     manifest = _slow_kvstore(tmp_path / "kvstore")
     local = _copy_tests(kvstore_tests, tmp_path / "local")
-    runner.run_tests(local, target=f"lib:{manifest}", jobs=1, quiet=True)
+    run_tests(local, target=f"lib:{manifest}", jobs=1, quiet=True)
     on_cluster = _copy_tests(kvstore_tests, tmp_path / "cluster")
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None)
     client = Client(cluster)
@@ -100,7 +101,7 @@ def test_library_on_the_cluster_gives_the_local_verdicts_with_a_worker_killed(
 
     threading.Thread(target=kill_a_worker_after_three_records, daemon=True).start()
     try:
-        summary = runner.run_tests(
+        summary = run_tests(
             on_cluster, target=f"lib:{manifest}", cluster=cluster.scheduler_address, quiet=True
         )
     finally:
@@ -158,7 +159,7 @@ def test_crash_logs_of_cluster_workers_come_back_where_a_local_run_keeps_them(tm
     logs = {}
     for name, cluster in (("local", None), ("cluster", "local:2")):
         run_dir = _copy_tests(tests_dir, tmp_path / name)
-        runner.run_tests(
+        run_tests(
             run_dir, target=f"lib:{library}", jobs=1, timeout=1.0, cluster=cluster, quiet=True
         )
         failed = {r["id"] for r in _lines(run_dir) if r["status"] in ("crash", "timeout")}
@@ -178,9 +179,9 @@ def test_workers_with_other_library_sources_are_refused(
 ):
     run_dir = _copy_tests(kvstore_tests, tmp_path / "run")
     # The submitting side sees other sources than the workers (separate processes) find.
-    monkeypatch.setattr(userspace.Library, "fingerprint", lambda library: "0123456789ab")
+    monkeypatch.setattr(library.Library, "fingerprint", lambda library: "0123456789ab")
     with pytest.raises(UserError, match="every worker of the cluster was refused"):
-        runner.run_tests(
+        run_tests(
             run_dir,
             target=f"lib:{EXAMPLES / 'kvstore' / 'striped.toml'}",
             cluster="local:2",

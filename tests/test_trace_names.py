@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.trace import datanames, outcome
-from scalecheck.trace.btf import Types
-from scalecheck.trace.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
+from scalecheck.trace import outcome
+from scalecheck.trace.linux import datanames, type_tables
+from scalecheck.trace.linux.btf import Types
+from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
+from scalecheck.trace.linux.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
 from scalecheck.trace.regions import Line
-from scalecheck.trace.symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
 
 SOURCE = Path(__file__).parent / "data" / "btf_types.c"
 TOOLS = ("gcc", "pahole", "bpftool")
@@ -102,16 +103,16 @@ def test_names_read_struct_dot_field(types):
 
 
 def test_type_tables_are_data_and_reject_malformed_lines():
-    tables = datanames.TypeTables.load()
+    tables = type_tables.TypeTables.load()
     assert tables.slabs["files_cache"] == "files_struct"
     assert tables.slabs["filp"] == "file"
     assert tables.slabs["shmem_inode_cache"] == "shmem_inode_info"
     assert tables.statics["init_ucounts"] == "ucounts"
-    assert datanames.load_type_table("x.txt", "# comment\nmy_cache  my_struct  # why\n\n") == {
+    assert type_tables.load_type_table("x.txt", "# comment\nmy_cache  my_struct  # why\n\n") == {
         "my_cache": "my_struct"
     }
     with pytest.raises(ValueError, match=r"x\.txt: expected `name struct`"):
-        datanames.load_type_table("x.txt", "only_one_word\n")
+        type_tables.load_type_table("x.txt", "only_one_word\n")
 
 
 # ---- guest memory ----
@@ -265,7 +266,7 @@ def _symbols() -> KernelSymbols:
 
 
 def _namer(types, mem) -> datanames.DataNamer:
-    return datanames.DataNamer(_symbols(), types, datanames.TypeTables.load(), mem)
+    return datanames.DataNamer(_symbols(), types, type_tables.TypeTables.load(), mem)
 
 
 def _mask(start: int, end: int) -> int:
@@ -388,7 +389,7 @@ def test_static_and_percpu_data_named_by_symbol_and_field(types):
 
 
 def test_without_btf_or_guest_memory_heap_data_stays_unnamed():
-    namer = datanames.DataNamer(_symbols(), None, datanames.TypeTables({}, {}), None)
+    namer = datanames.DataNamer(_symbols(), None, type_tables.TypeTables({}, {}), None)
     assert namer.name("heap", DIRECT_MAP[0] + 0x1000, 0x1000, 0xFF) == ""
     assert namer.name("static", 0xFFFFFFFF82000000, 0, _mask(8, 16)) == "jiffies+0x8"
 

@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 
 from scalecheck.errors import UserError
-from scalecheck.trace import initramfs, outcome, regions, testfile
+from scalecheck.trace import counting, outcome, regions, testcase
+from scalecheck.trace.linux import guest_render, initramfs
+from scalecheck.trace.linux.kernel_symbols import KernelSymbols
 from scalecheck.trace.store import ResultsStore
-from scalecheck.trace.symbols import KernelSymbols
 
 DATA = Path(__file__).parent / "data"
-CALIBRATION = (
-    Path(__file__).resolve().parents[1] / "src" / "scalecheck" / "trace" / "calibration.jsonl"
-)
+CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 HEADER = {"format": "scalecheck-tests", "version": 1, "model": "posix"}
 
 
@@ -37,18 +36,18 @@ def cli(*args):
 
 def test_shipped_test_files_render_for_the_driver():
     for path in (CALIBRATION, DATA / "trace_ops.jsonl"):
-        _, tests = testfile.read_tests(path)
+        _, tests = testcase.read_tests(path)
         assert tests
         for i, test in enumerate(tests):
-            text = testfile.render(test, i)
+            text = guest_render.render(test, i)
             assert text.startswith(f"T {i}\n") and text.endswith("E\n")
             assert text.count("\nC ") == 2
 
 
 def test_all_posix_ops_are_covered_by_the_ops_batch():
-    _, tests = testfile.read_tests(DATA / "trace_ops.jsonl")
+    _, tests = testcase.read_tests(DATA / "trace_ops.jsonl")
     used = {op for t in tests for op in t.pair}
-    posix_ops = {op for op in testfile.OP_ARGS if not op.startswith("_")}
+    posix_ops = {op for op in guest_render.OP_ARGS if not op.startswith("_")}
     assert len(posix_ops) == 18
     assert used == posix_ops
 
@@ -65,7 +64,7 @@ def test_all_posix_ops_are_covered_by_the_ops_batch():
 def test_bad_test_files_are_user_errors(tmp_path, content, message):
     (tmp_path / "tests.jsonl").write_text(content)
     with pytest.raises(UserError, match=message):
-        testfile.read_tests(tmp_path / "tests.jsonl")
+        testcase.read_tests(tmp_path / "tests.jsonl")
 
 
 def test_cli_prints_one_line_errors(tmp_path):
@@ -100,15 +99,15 @@ def test_unsupported_setups_are_reported_per_test():
         base, calls=[{"op": "stat", "proc": 0, "args": {"pn": "a/b"}}, base["calls"][1]]
     )
     for raw, why in ((too_many, "inodes"), (bad_op, "unknown op"), (bad_name, "plain file name")):
-        with pytest.raises(testfile.UnsupportedTest, match=why):
-            testfile.render(testfile.Test("x", ["open", "open"], raw), 0)
+        with pytest.raises(testcase.UnsupportedTest, match=why):
+            guest_render.render(testcase.Test("x", ["open", "open"], raw), 0)
 
 
 def test_result_matching_with_wildcards():
-    assert testfile.result_matches({"ret": 12}, {"ret": "*"})
-    assert testfile.result_matches({"ret": 0, "fds": [3, 4]}, {"ret": 0, "fds": ["*", "*"]})
-    assert not testfile.result_matches({"ret": 0}, {"errno": "ENOENT"})
-    assert not testfile.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
+    assert testcase.result_matches({"ret": 12}, {"ret": "*"})
+    assert testcase.result_matches({"ret": 0, "fds": [3, 4]}, {"ret": 0, "fds": ["*", "*"]})
+    assert not testcase.result_matches({"ret": 0}, {"errno": "ENOENT"})
+    assert not testcase.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
 
 
 def test_results_are_checked_against_every_outcome_the_choices_allow():
@@ -126,15 +125,15 @@ def test_results_are_checked_against_every_outcome_the_choices_allow():
         ],
         "left_path": [{"ab": [{"ret": 2}, "*"], "ba": [{"ret": 2}, "*"]}],
     }
-    test = testfile.Test("alloc-lookup/p2/t1", ["alloc", "lookup"], raw)
-    check = testfile.check_results
-    assert check(test, {"ret": 1}, {"errno": "ENOENT"}) == ("ab", testfile.ON_PATH)
-    assert check(test, {"ret": 2}, {"ret": 7}) == ("ab", testfile.LEFT_PATH)
-    assert check(test, {"ret": 3}, {"errno": "ENOENT"}) == (None, testfile.MISMATCH)
-    assert check(test, {"ret": 0}, {"ret": 7}) == (None, testfile.MISMATCH)
+    test = testcase.Test("alloc-lookup/p2/t1", ["alloc", "lookup"], raw)
+    check = testcase.check_results
+    assert check(test, {"ret": 1}, {"errno": "ENOENT"}) == ("ab", testcase.ON_PATH)
+    assert check(test, {"ret": 2}, {"ret": 7}) == ("ab", testcase.LEFT_PATH)
+    assert check(test, {"ret": 3}, {"errno": "ENOENT"}) == (None, testcase.MISMATCH)
+    assert check(test, {"ret": 0}, {"ret": 7}) == (None, testcase.MISMATCH)
     # Without outcomes, the expectation alone.
-    plain = testfile.Test("t", ["alloc", "lookup"], {"expect": raw["expect"]})
-    assert check(plain, {"ret": 3}, {"errno": "ENOENT"}) == ("ab", testfile.ON_PATH)
+    plain = testcase.Test("t", ["alloc", "lookup"], {"expect": raw["expect"]})
+    assert check(plain, {"ret": 3}, {"errno": "ENOENT"}) == ("ab", testcase.ON_PATH)
 
 
 def _region_bytes(vcpu, tag, lines, transfers=None):
@@ -241,11 +240,11 @@ def test_sharing_is_told_apart_by_the_bytes_each_site_touched():
     assert shared["heap"]["sites"] == [["alloc_fd", "alloc_fd"]]
     assert shared["static"]["sharing"] == "false"
     assert shared["static"]["sites"] == [["fd_install", "__switch_to"]]
-    assert outcome.counts(shared["static"], "stable") and not outcome.counts(
+    assert counting.counts(shared["static"], "stable") and not counting.counts(
         shared["static"], "bytes"
     )
     heap_false = dict(shared["heap"], sharing="false")
-    assert not outcome.counts(heap_false, "stable") and outcome.counts(heap_false, "line")
+    assert not counting.counts(heap_false, "stable") and counting.counts(heap_false, "line")
 
 
 def test_conflict_signature_ignores_heap_addresses_and_line_boundaries():
@@ -344,7 +343,7 @@ def test_page_table_pages_are_told_by_their_split_lock():
     assert kinds == {hex(pte_line): "pagetable", hex(slab_line): "heap"}
     # Entries of one page-table page are laid out by the addresses they map: false
     # sharing there counts, as on static data.
-    assert outcome.counts({"kind": "pagetable", "sharing": "false"}, "stable")
+    assert counting.counts({"kind": "pagetable", "sharing": "false"}, "stable")
 
 
 def test_store_resumes_and_drops_a_torn_last_line(tmp_path):
@@ -460,7 +459,7 @@ def test_cpio_archive_layout(tmp_path):
 
 
 def test_kallsyms_block_ends_only_at_its_own_marker_line(tmp_path):
-    from scalecheck.trace.vm import GuestSession
+    from scalecheck.trace.linux.vm import GuestSession
 
     session = GuestSession.__new__(GuestSession)  # only its output file is needed here
     session.out_path = tmp_path / "driver.out"
@@ -519,11 +518,11 @@ def test_vmlinux_gives_file_and_line_and_must_match_the_kernel(tmp_path):
         KernelSymbols(kallsyms, {}, tmp_path / "text")
 
 
-def _finished(repeat_regions, filters=outcome.ALL_FILTERS_ON, granularity="stable", namer=None):
+def _finished(repeat_regions, filters=counting.ALL_FILTERS_ON, granularity="stable", namer=None):
     """finish() on a one-test run whose repeats traced ``repeat_regions`` [(A, B), ...]."""
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     raw = {"expect": {"ab": [{"ret": 0}, {"ret": 0}]}}
-    progress = outcome.TestProgress(testfile.Test("t", ["stat", "stat"], raw), 0)
+    progress = outcome.TestProgress(testcase.Test("t", ["stat", "stat"], raw), 0)
     regions_by_tag = {}
     for rep, (a, b) in enumerate(repeat_regions):
         progress.repeats[rep] = ("R", '{"ret": 0}', '{"ret": 0}')
@@ -583,11 +582,11 @@ def test_each_filter_counts_what_it_removed_and_can_be_switched_off():
     assert filtered["conflict_free"] is True
     assert filtered["filtered"] == {"unrepeated": 1, "tick_work": 1}
     assert filtered["views"] == {"stable": True, "line": True, "bytes": True}
-    unrepeated = _finished(runs, outcome.Filters(count_unrepeated=True))
+    unrepeated = _finished(runs, counting.Filters(count_unrepeated=True))
     assert not unrepeated["conflict_free"]
     assert [c["kind"] for c in unrepeated["conflicts"]] == ["static"]
     assert unrepeated["filtered"]["unrepeated"] == 0
-    tick = _finished(runs, outcome.Filters(keep_tick_work=True))
+    tick = _finished(runs, counting.Filters(keep_tick_work=True))
     assert not tick["conflict_free"]
     assert tick["conflicts"][0]["sites"] == [["acct_account_cputime", "fd_install"]]
     # Heap false sharing: listed, counted only at line granularity; the views say so.

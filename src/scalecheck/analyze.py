@@ -15,15 +15,19 @@ from pathlib import Path
 from rich.table import Table
 
 from scalecheck import __version__
+from scalecheck.analysisfile import (
+    ANALYSIS_FORMAT,
+    ANALYSIS_VERSION,
+    all_pairs,
+    pair_file,
+    pair_is_current,
+)
 from scalecheck.errors import UserError
-from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.output import stdout_console
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
 from scalecheck.storage import read_json, write_json_atomically
-
-ANALYSIS_FORMAT = "scalecheck-analysis"
-ANALYSIS_VERSION = 1
 
 
 def register(subparsers):
@@ -97,14 +101,6 @@ def select_ops(model_cls, ops_text: str | None) -> list[str]:
     return ops
 
 
-def all_pairs(ops: list[str]) -> list[tuple[str, str]]:
-    return [(a, b) for i, a in enumerate(ops) for b in ops[i:]]
-
-
-def pair_file(out: Path, a: str, b: str) -> Path:
-    return out / "analysis" / "pairs" / f"{a}-{b}.json"
-
-
 def analyze_model(
     model_spec: str,
     ops: list[str],
@@ -150,17 +146,6 @@ def prepare_output(out: Path):
         probe.unlink()
     except OSError as err:
         raise UserError(f"cannot write output directory {out}: {err.strerror}") from None
-
-
-def pair_is_current(out: Path, pair, fingerprint) -> bool:
-    path = pair_file(out, *pair)
-    if not path.exists():
-        return False
-    try:
-        data = read_json(path)
-    except (OSError, ValueError):
-        return False
-    return data.get("fingerprint") == fingerprint and "conditions" in data
 
 
 VERDICTS = ("commutes", "diverges")

@@ -19,10 +19,10 @@ from scalecheck.storage import NO_SPACE, no_space
 STAGE_MODULES = [
     "scalecheck.analyze",
     "scalecheck.testgen",
-    "scalecheck.trace.runner",
-    "scalecheck.report.cli",
+    "scalecheck.run",
+    "scalecheck.report.report_cli",
     "scalecheck.pipeline",
-    "scalecheck.benchsuite.cli",
+    "scalecheck.benchsuite.bench_cli",
 ]
 
 

@@ -12,18 +12,16 @@ from pathlib import Path
 from rich.console import Console
 
 from scalecheck.analyze import analyze_model, print_summary, select_ops
-from scalecheck.modelfile import load_model
+from scalecheck.models.loading import load_model
+from scalecheck.run import add_trace_options, run_from_args
 from scalecheck.testgen import DEFAULT_CAP, generate_tests
-from scalecheck.trace.runner import (
+from scalecheck.trace.loop import (
     EXIT_NOT_CONFORMING,
-    add_conflict_options,
-    conflict_settings,
     conformance_line,
     exit_codes_help,
     not_conforming,
-    run_tests,
 )
-from scalecheck.trace.userspace import NAMED_LIBRARIES, library_spec, load_library
+from scalecheck.trace.user.library import library_spec, load_library
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -46,12 +44,6 @@ def register(subparsers):
         help="shipped model name or path to a .py file (default: posix, or the model of the "
         "--target library's manifest)",
     )
-    parser.add_argument(
-        "--target",
-        default="linux",
-        help="'linux' (default), 'lib:PATH' (a C library's manifest) or a shipped library: "
-        f"{', '.join(sorted(NAMED_LIBRARIES))} (docs/usertarget.md)",
-    )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "--ops", help=f"comma-separated operations (default for posix: {DEFAULT_OPS})"
@@ -66,19 +58,7 @@ def register(subparsers):
     parser.add_argument(
         "--cap", type=int, default=DEFAULT_CAP, help="tests per commutative path at most"
     )
-    parser.add_argument("--limit", type=int, help="trace only the first N tests")
-    parser.add_argument(
-        "--kernel", type=Path, help="kernel image to trace (default: the installed Debian kernel)"
-    )
-    parser.add_argument("--kernel-args", default="", help="extra kernel command-line arguments")
-    parser.add_argument("--repeats", type=int, default=2, help="runs per test (default 2)")
-    add_conflict_options(parser)
-    parser.add_argument(
-        "--cluster",
-        metavar="ADDRESS",
-        help="trace on a Dask cluster: a scheduler's address or local:N (docs/cluster.md)",
-    )
-    parser.add_argument("--jobs", type=int, help="parallel workers (default: all cores)")
+    add_trace_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -104,18 +84,7 @@ def run(args) -> int:
         if args.target == "linux"
         else f"3/4 run on {args.target} under qemu-x86_64"
     )
-    traced = run_tests(
-        args.out,
-        target=args.target,
-        kernel=args.kernel,
-        kernel_args=args.kernel_args,
-        jobs=args.jobs,
-        repeats=args.repeats,
-        limit=args.limit,
-        set_aside_incompatible=True,
-        cluster=args.cluster,
-        **conflict_settings(args),
-    )
+    traced = run_from_args(args, args.out, set_aside_incompatible=True)
     console.rule("4/4 report")
     summary = make_report(args.out)
     console.print(summary["summary"])

@@ -27,17 +27,11 @@ import z3
 from rich.table import Table
 
 from scalecheck import __version__, allowed, binding
-from scalecheck.analyze import (
-    ANALYSIS_FORMAT,
-    ANALYSIS_VERSION,
-    all_pairs,
-    pair_file,
-    pair_is_current,
-)
+from scalecheck.analysisfile import all_pairs, pair_file, pair_is_current, read_analysis_meta
 from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.sexpr import parse_sexpr
 from scalecheck.errors import UserError
-from scalecheck.modelfile import load_model, model_fingerprint
+from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.output import stdout_console
 from scalecheck.parallel import map_unordered
 from scalecheck.progress import stage_progress
@@ -80,29 +74,14 @@ def run(args) -> int:
     return 1 if summary["totals"]["unknown_paths"] or summary["totals"]["failed_paths"] else 0
 
 
-def read_analysis_meta(out: Path) -> dict:
-    meta_path = out / "analysis" / "meta.json"
-    if not meta_path.exists():
-        raise UserError(f"{out} holds no analysis: run `scalecheck analyze --out {out}` first")
-    try:
-        meta = read_json(meta_path)
-    except ValueError as err:
-        raise UserError(f"{meta_path} is not valid JSON: {err}") from None
-    if meta.get("format") != ANALYSIS_FORMAT or meta.get("version") != ANALYSIS_VERSION:
-        raise UserError(
-            f"{meta_path} is {meta.get('format')} version {meta.get('version')}; "
-            f"this scalecheck reads {ANALYSIS_FORMAT} version {ANALYSIS_VERSION}"
-        )
-    return meta
-
-
 def generate_tests(
     out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, quiet: bool = False
 ) -> dict:
     if cap < 1:
         raise UserError("--cap must be at least 1")
     meta = read_analysis_meta(out)
-    if meta.get("fingerprint") != model_fingerprint(load_model(meta["model"])):
+    model_cls = load_model(meta["model"])
+    if meta.get("fingerprint") != model_fingerprint(model_cls):
         raise UserError(
             f"the analysis in {out} was made from another version of model {meta['model']} "
             "(its file, a module it imports, or scalecheck's engine changed since): "
@@ -130,7 +109,7 @@ def generate_tests(
         "model": meta["model"],
         "generator": f"scalecheck {__version__}",
         "cap": cap,
-        "constants": dict(binding.for_model(load_model(meta["model"])).constants),
+        "constants": dict(binding.for_model(model_cls).constants),
     }
     all_tests, rows = [], []
     for pair in pairs:

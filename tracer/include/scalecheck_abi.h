@@ -1,6 +1,6 @@
 /*
  * Constants the C side and the Python side of the tracer share. This file is the one
- * place they are defined: src/scalecheck/trace/abi.py reads every `#define SC_...` line
+ * place they are defined: src/scalecheck/binding/abi.py reads every `#define SC_...` line
  * below (a plain integer each), so the host's renderings, limits and tag decoding follow
  * whatever is written here.
  */

@@ -12,7 +12,7 @@
  * and may define sc_thread_init(side), run once on each of the two calling threads before
  * any test (register the thread with the library, warm its allocator caches).
  *
- * scalecheck compiles the adapter, the library and its harness (harness.c) into one static
+ * scalecheck compiles the adapter, the library and its harness (trace_harness.c) into one static
  * program and runs it under qemu-x86_64 with the tracing plugin. For each test the harness
  * runs call A on thread A and then call B on thread B, each between markers; every memory
  * access made between a thread's markers (the adapter's call function, the library, libc

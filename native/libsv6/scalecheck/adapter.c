@@ -2,7 +2,7 @@
  * scalecheck adapter for libsv6 (tracer/user/scalecheck_adapter.h): builds a POSIX test's
  * setup in a fresh libsv6 world and performs the model's 18 operations.
  *
- * The tests are written in Linux's terms (src/scalecheck/trace/linux_posix.py) and the
+ * The tests are written in Linux's terms (src/scalecheck/binding/linux_posix.py) and the
  * adapter keeps them: fds are installed at the numbers the setup gives (those below
  * constants.fd_base are taken by a placeholder, as a Linux process has its standard fds),
  * mappings at the addresses it gives, and one unit of file or pipe data is one page whose

@@ -4,7 +4,7 @@ Like the DragonFly 5.6 report's "+23%" table. A change smaller than either side'
 spread is flagged as within noise.
 """
 
-from scalecheck.benchsuite.results import ResultsDir
+from scalecheck.benchsuite.bench_results import ResultsDir
 from scalecheck.errors import UserError
 
 

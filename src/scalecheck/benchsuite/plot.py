@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from scalecheck.benchsuite.results import ResultsDir, series_name
+from scalecheck.benchsuite.bench_results import ResultsDir, series_name
 
 
 def _draw_series(axis, points: list[dict], per_core: bool, label: str) -> None:

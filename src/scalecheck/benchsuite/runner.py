@@ -27,8 +27,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from scalecheck.benchsuite.bench_results import Cell, ResultsDir, now_iso
 from scalecheck.benchsuite.catalog import Benchmark
-from scalecheck.benchsuite.results import Cell, ResultsDir, now_iso
 
 BUILD_TIMEOUT_S = 900
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import z3
 
 from scalecheck.engine import explore
-from scalecheck.engine.conditions import Region, pair_conditions, result_kinds
+from scalecheck.engine.conditions import Region, pair_conditions, result_kinds, unique_exprs
+from scalecheck.engine.explore import join_name
 from scalecheck.engine.sexpr import show
 from scalecheck.engine.types import (
     ArrayValue,
@@ -33,9 +34,8 @@ from scalecheck.engine.types import (
     SymType,
     Unbound,
     as_expr,
-    join_name,
 )
-from scalecheck.model.results import Chosen
+from scalecheck.model.op_results import Chosen
 
 # ---------------------------------------------------------------- model state handling
 
@@ -104,7 +104,9 @@ def clone(value):
 def state_components(a, b) -> list:
     """Equality of two model states, as a list of conditions (one per map key written)."""
     if isinstance(a, MapValue):
-        return [_entry_equal(a, b, key) for key in _unique(a.written_keys() + b.written_keys())]
+        return [
+            _entry_equal(a, b, key) for key in unique_exprs(a.written_keys() + b.written_keys())
+        ]
     if isinstance(a, (list, tuple)):
         return [part for x, y in zip(a, b, strict=True) for part in state_components(x, y)]
     if hasattr(a, "__dict__") and not isinstance(a, (z3.AstRef, StructValue, ArrayValue)):
@@ -114,15 +116,6 @@ def state_components(a, b) -> list:
             for part in state_components(item, getattr(b, attr))
         ]
     return [equal(a, b)]
-
-
-def _unique(exprs):
-    seen, unique = set(), []
-    for expr in exprs:
-        if expr.get_id() not in seen:
-            seen.add(expr.get_id())
-            unique.append(expr)
-    return unique
 
 
 def _entry_equal(a: MapValue, b: MapValue, key) -> z3.BoolRef:

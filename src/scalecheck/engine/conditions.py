@@ -249,10 +249,10 @@ class _Space:
         self.clock, self.timeout_ms = clock, timeout_ms
         counts: dict = {}
         for region in regions:
-            for assumption in _unique(region.assumptions):
+            for assumption in unique_exprs(region.assumptions):
                 counts[assumption.get_id()] = counts.get(assumption.get_id(), 0) + 1
         shared = {key for key, count in counts.items() if count == len(regions)}
-        self.background = [a for a in _unique(regions[0].assumptions) if a.get_id() in shared]
+        self.background = [a for a in unique_exprs(regions[0].assumptions) if a.get_id() in shared]
         self.unions: dict = {}
         self.decision_atoms: dict = {}
         self.spelled_out: set = set()  # ids of atoms only lifting if-then-else terms made
@@ -280,7 +280,9 @@ class _Space:
                 own = {atom.get_id() for atom in own_atoms}
                 self.spelled_out.update(a.get_id() for a in atoms if a.get_id() not in own)
                 self.decision_atoms[key] = atoms
-        return _unique(region.hints + [atom for key in keys for atom in self.decision_atoms[key]])
+        return unique_exprs(
+            region.hints + [atom for key in keys for atom in self.decision_atoms[key]]
+        )
 
     def union(self, regions: list[Region]) -> z3.BoolRef:
         key = tuple(id(region) for region in regions)
@@ -296,7 +298,8 @@ class _Space:
         return solver
 
 
-def _unique(exprs) -> list:
+def unique_exprs(exprs) -> list:
+    """The expressions, each once (by Z3's id), in their first order."""
     seen, unique = set(), []
     for expr in exprs:
         if expr.get_id() not in seen:
@@ -340,7 +343,7 @@ def _cover(
     if not forbidden:
         return [Cube([])]
     path_atoms = [space.atoms(region) for region in group]
-    vocabulary = _unique([atom for atoms in path_atoms for atom in atoms])
+    vocabulary = unique_exprs([atom for atoms in path_atoms for atom in atoms])
 
     clear = _Tracked(space.solver(space.union(forbidden)), space.clock)
     selectors = [z3.Bool(f"region!{i}") for i in range(len(group))]

@@ -18,6 +18,16 @@ from dataclasses import dataclass, field
 
 import z3
 
+# Values of an allocatable uninterpreted type that exist in the initial state lie below
+# this bound; values the implementation allocates during a call lie at or above it, so
+# "a fresh inode number" needs no quantifier to be unused.
+FRESH_BASE = 1000
+
+
+def join_name(prefix: str, suffix: str) -> str:
+    """``inode`` + ``nlink`` -> ``inode.nlink``; ``data`` + ``[2]`` -> ``data[2]``."""
+    return prefix + (suffix if not suffix or suffix.startswith("[") else "." + suffix)
+
 
 class ModelError(Exception):
     """The model did something undefined on this path (e.g. read an absent key)."""
@@ -211,8 +221,6 @@ class Path:
 
     def choose_fresh(self, symtype) -> z3.ExprRef:
         """A value no initial-state value equals, distinct from every other fresh value."""
-        from scalecheck.engine.types import FRESH_BASE
-
         expr = self._choice(symtype, f"new_{symtype.kind}")
         self.assume(expr >= FRESH_BASE)
         for other, other_type in self.choices.values():
@@ -233,8 +241,6 @@ def _build_base_read(map_value, key) -> tuple:
     """A read of the initial state at ``key`` and the constraints its values obey."""
     symtype = map_value.type
     leaf_specs = symtype.value.leaves()
-    from scalecheck.engine.types import join_name
-
     leaves = [
         _function(join_name(map_value.name, suffix), symtype.key.sort, leaf_type.sort)(key)
         for suffix, leaf_type in leaf_specs

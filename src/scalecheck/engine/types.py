@@ -12,11 +12,8 @@ from __future__ import annotations
 import z3
 
 from scalecheck.engine import explore
+from scalecheck.engine.explore import FRESH_BASE, join_name
 
-# Values of an allocatable uninterpreted type that exist in the initial state lie below
-# this bound; values the implementation allocates during a call lie at or above it, so
-# "a fresh inode number" needs no quantifier to be unused.
-FRESH_BASE = 1000
 # Keys above a bounded key domain that allocations (lowest_free_key, any_free_key) may
 # take when the domain is full: two calls allocate at most 4 (two pipes, two fds each).
 SPARE_KEYS = 4
@@ -419,11 +416,6 @@ class MapValue:
 
     def written_keys(self) -> list:
         return [key for key, _, _ in self.log]
-
-
-def join_name(prefix: str, suffix: str) -> str:
-    """``inode`` + ``nlink`` -> ``inode.nlink``; ``data`` + ``[2]`` -> ``data[2]``."""
-    return prefix + (suffix if not suffix or suffix.startswith("[") else "." + suffix)
 
 
 def as_expr(value, symtype: ScalarType):

@@ -22,7 +22,7 @@ with every key of the domain in use they take a key above it (docs/analyzer.md).
 from z3 import And, If, Implies, Not, Or
 
 from scalecheck.engine.types import Array, Bool, Dict, Enum, Int, Key, Map, Struct, Uninterpreted
-from scalecheck.model.results import Chosen, error, fault, ok
+from scalecheck.model.op_results import Chosen, error, fault, ok
 
 __all__ = [
     "And",

@@ -6,7 +6,7 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-from scalecheck.errors import UserError
+from scalecheck.analysisfile import read_pair
 from scalecheck.report.heatmap import NOT_RUN_COLOR, label_color, share_color, triangle_cells
 from scalecheck.report.load import Run
 from scalecheck.report.stats import (
@@ -21,7 +21,6 @@ from scalecheck.report.stats import (
     percent_text,
     status_of,
 )
-from scalecheck.storage import read_json
 
 # Drill-down order inside a pair: what needs attention first.
 OUTCOME_ORDER = {CONFLICTING: 0, MISMATCH: 1, LEFT_PATH: 2, NOT_RUN: 3, CONFLICT_FREE: 4}
@@ -238,17 +237,9 @@ def commute_conditions(directory: Path, pairs: list[tuple[str, str]]) -> dict:
     (docs/format-analysis.md); an analysis without conditions gives none."""
     conditions = {}
     for a, b in pairs:
-        for first, second in ((a, b), (b, a)):  # the analysis names a pair in model order
-            path = directory / "analysis" / "pairs" / f"{first}-{second}.json"
-            if not path.is_file():
-                continue
-            try:
-                data = read_json(path)
-            except (OSError, ValueError) as err:
-                raise UserError(f"{path}: unreadable analysis pair file ({err})") from None
-            if "conditions" in data:
-                conditions[a, b] = data["conditions"]["commutes"]["text"]
-            break
+        data = read_pair(directory, a, b)
+        if data and "conditions" in data:
+            conditions[a, b] = data["conditions"]["commutes"]["text"]
     return conditions
 
 

@@ -26,7 +26,7 @@ from distributed import Client, KilledWorker, LocalCluster, Queue, Variable, get
 from distributed.client import Future
 
 from scalecheck.errors import UserError, check_stop
-from scalecheck.trace import build
+from scalecheck.trace import tracer_build
 from scalecheck.trace.target import (
     Target,
     TargetMismatch,
@@ -81,7 +81,7 @@ def trace_batch(target: Target, tracer: str, batch: list, queue: str, done: str)
     submitting side lists in the variable ``done`` (recorded before a lost worker's batch
     came here again) are skipped."""
     worker = get_worker().address
-    fingerprint = build.tracer_fingerprint()
+    fingerprint = tracer_build.tracer_fingerprint()
     if fingerprint != tracer:
         raise WorkerRefused(
             worker,

@@ -5,10 +5,11 @@ import functools
 import json
 from dataclasses import dataclass, field
 
-from scalecheck.trace import abi
+from scalecheck.binding import abi
+from scalecheck.trace.counting import ALL_FILTERS_ON, GRANULARITIES, Filters, counts, counts_kind
+from scalecheck.trace.naming import name_data, symbol_key
 from scalecheck.trace.regions import PcSet, shared_lines
-from scalecheck.trace.symbols import VMEMMAP, function_of
-from scalecheck.trace.testfile import LEFT_PATH, MISMATCH, Test, check_results
+from scalecheck.trace.testcase import LEFT_PATH, MISMATCH, Test, check_results
 
 # The repeat number the driver gives its unreported warm-up runs, and the tag layout.
 WARMUP_REP = abi.value("WARMUP_REP")
@@ -27,6 +28,11 @@ class TestProgress:
         return len(self.repeats) >= repeats or any(
             kind == "X" and rep < 0 for rep, (kind, *_) in self.repeats.items()
         )
+
+
+def function_of(site: str) -> str:
+    """The function of a site name (`function+0xoff (file:line)`)."""
+    return site.split("+")[0].split(" ")[0]
 
 
 def tag(index: int, rep: int, side: int) -> int:
@@ -98,48 +104,6 @@ def _site_pairs(la, lb, symbols) -> tuple:
     return "false", sorted(false_pairs.items())
 
 
-# What counts as a conflict (`scalecheck run --granularity`):
-#   stable: code sites of both calls touched the same bytes, at least one writing, or they
-#           share a line of data whose address is fixed when the kernel is linked
-#           (static and per-cpu data), where false sharing is a property of the kernel's
-#           layout. False sharing on heap lines is listed but not counted: whether two
-#           fields share a line there depends on where the allocator put the object in
-#           this run (slab objects are not line-aligned), so it comes and goes between runs.
-#   line:   every shared line with a write, false sharing of any kind included.
-#   bytes:  overlapping bytes only.
-GRANULARITIES = ("stable", "line", "bytes")
-# Data whose layout does not change between runs: static and per-cpu data are placed when
-# the kernel is linked, and a page-table entry's place in its page is fixed by the virtual
-# address it maps (the driver's memory layout is fixed too: no address randomization).
-FIXED_LAYOUT_KINDS = ("static", "percpu", "pagetable")
-
-
-def counts(conflict: dict, granularity: str) -> bool:
-    return _counts(conflict["kind"], conflict["sharing"], granularity)
-
-
-def _counts(kind: str, sharing: str, granularity: str) -> bool:
-    if sharing == "true" or granularity == "line":
-        return True
-    return granularity == "stable" and kind in FIXED_LAYOUT_KINDS
-
-
-@dataclass(frozen=True)
-class Filters:
-    """The noise filters a run applies (docs/tracer.md), each of which can be switched off
-    (`scalecheck run --count-unrepeated`, `--keep-tick-work`). Whatever their setting, each
-    record says how many conflict elements each filter removed from it."""
-
-    count_unrepeated: bool = False  # a conflict seen in any repeat counts
-    keep_tick_work: bool = False  # CPU-time accounting's accesses stay in
-
-    def as_json(self) -> dict:
-        return {"repeat": not self.count_unrepeated, "tick_work": not self.keep_tick_work}
-
-
-ALL_FILTERS_ON = Filters()
-
-
 # CPU-time accounting is the scheduler tick's work. On the isolated CPUs (nohz_full) the
 # kernel does it at kernel entry and exit instead, once 4 ms of user or system time have
 # gathered, so whether a call pays for it depends on how fast the host ran the setup
@@ -185,7 +149,6 @@ def without_tick_work(region, symbols) -> tuple:
 # 64-byte struct page on x86-64. A call that changes or walks page tables under that lock
 # writes those bytes from a spin-lock function; other users of the same bytes (a slab's
 # counters, a page-cache page's private word) never write them that way.
-STRUCT_PAGE_SIZE = 64
 PTL_BYTES = 0xF << 40
 
 
@@ -198,11 +161,12 @@ def page_table_frames(regions, symbols) -> set:
     frames = set()
     for region in regions:
         for line in region.lines.values():
-            if VMEMMAP[0] <= line.vaddr < VMEMMAP[1] and any(
+            frame = symbols.struct_page_frame(line.vaddr)
+            if frame is not None and any(
                 site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
                 for site in line.sites
             ):
-                frames.add((line.vaddr - VMEMMAP[0]) // STRUCT_PAGE_SIZE)
+                frames.add(frame)
     return frames
 
 
@@ -232,16 +196,6 @@ def _shared(region_a, region_b, symbols) -> list:
     return conflicts
 
 
-def _symbol_key(conflict: dict) -> str:
-    """What names a conflict's data when the namer gave no name: the static or per-cpu
-    symbol (without the CPU), the allocation site of a library's heap block (without the
-    offset, which depends on where the block landed), else nothing (the kind alone)."""
-    symbol = conflict["data_symbol"]
-    if conflict["kind"] in ("static", "percpu"):
-        return symbol.split(" [cpu")[0]
-    return symbol.split("+")[0] if conflict["kind"] == "heap" else ""
-
-
 def signature(conflict: dict) -> frozenset:
     """What identifies a conflict across repeats and runs: one element per pair of code
     sites (functions) of A and B that touched the same bytes (or, for false sharing, the
@@ -250,36 +204,11 @@ def signature(conflict: dict) -> frozenset:
     written by the same functions are two conflicts. Heap addresses differ between
     repeats, and so do the fields of an object that share a line (slab objects are not
     line-aligned); the names of the fields each pair of functions touched do not."""
-    data = conflict.get("site_data") or [_symbol_key(conflict)] * len(conflict["sites"])
+    data = conflict.get("site_data") or [symbol_key(conflict)] * len(conflict["sites"])
     return frozenset(
         (conflict["kind"], name, conflict["sharing"], a, b)
         for (a, b), name in zip(conflict["sites"], data, strict=True)
     )
-
-
-def name_data(per_repeat: list, namers: list) -> None:
-    """Sets each conflict's ``data`` (the name of its bytes) and ``site_data`` (per pair of
-    sites, the name of the bytes that pair made conflict; ``_symbol_key`` where the namer
-    has none). Each repeat's lines are named by that repeat's namer (datanames.DataNamer
-    for a boot, dwarfnames.DataNamer over a library's memory after that repeat; None: no
-    names), before the repeats are compared, so that what repeats is the data, not the
-    address. Repeats sharing a namer are named in one call."""
-    groups: dict[int, tuple] = {}
-    for conflicts, namer in zip(per_repeat, namers, strict=True):
-        groups.setdefault(id(namer), (namer, []))[1].extend(conflicts)
-    for namer, conflicts in groups.values():
-        names: dict[tuple, str] = {}
-        for c in conflicts:
-            line = (c["kind"], int(c["line"], 16), int(c["paddr"], 16))
-            for mask in (int(c["bytes"], 16), *c["site_bytes"]):
-                names[*line, mask] = ""
-        lines = list(names)
-        if namer and lines:
-            names.update(zip(lines, namer.name_lines(lines), strict=True))
-        for c in conflicts:
-            line = (c["kind"], int(c["line"], 16), int(c["paddr"], 16))
-            c["data"] = names[*line, int(c["bytes"], 16)]
-            c["site_data"] = [names[*line, mask] or _symbol_key(c) for mask in c["site_bytes"]]
 
 
 def conflict_set(conflicts: list) -> frozenset:
@@ -341,7 +270,7 @@ def _repeated(per_repeat: list, every: bool = True) -> tuple:
 
 
 def _counted_elements(elements, granularity: str) -> frozenset:
-    return frozenset(e for e in elements if _counts(e[0], e[2], granularity))
+    return frozenset(e for e in elements if counts_kind(e[0], e[2], granularity))
 
 
 def views(conflicts: list) -> dict:

@@ -1,18 +1,15 @@
-"""Reads ``tests.jsonl`` (docs/format-tests.md) and renders tests for the guest driver.
+"""Renders tests for the guest driver (tracer/guest/).
 
 The driver is a small static C program, so it reads a line-based rendering (one token per
 value, see docs/tracer.md) instead of JSON. Everything the driver cannot express is caught
 here, per test: such a test gets status "error" with the reason, never dropped.
 """
 
-from dataclasses import dataclass
-from pathlib import Path
-
-from scalecheck import testfile as shared_testfile
-from scalecheck.trace import abi, linux_posix
+from scalecheck.binding import abi, linux_posix
+from scalecheck.trace.testcase import Test, UnsupportedTest
 
 # op -> argument names in the order the driver reads them: the model's order, from its
-# @operation signatures, plus the driver's diagnostic ops (trace/linux_posix.py).
+# @operation signatures, plus the driver's diagnostic ops (binding/linux_posix.py).
 OP_ARGS = linux_posix.BINDING.call_arguments()
 NAME_ARGS = {
     arg
@@ -25,26 +22,6 @@ LIMITS = {
     kind: abi.value(f"MAX_{kind.upper()}")
     for kind in ("names", "inodes", "units", "pipes", "fds", "maps")
 }
-
-
-@dataclass
-class Test:
-    id: str
-    pair: list
-    raw: dict
-
-
-class UnsupportedTest(Exception):
-    """A well-formed test the guest driver cannot build; reported as status "error"."""
-
-
-def read_tests(path: Path):
-    """Returns (header, [Test]); raises UserError on a file that is not a tests file."""
-    header, tests = shared_testfile.read_tests(path)
-    return header, [
-        Test(test["id"], test.get("pair") or [call.get("op") for call in test["calls"]], test)
-        for test in tests
-    ]
 
 
 def _int(value, what):
@@ -155,48 +132,3 @@ def render(test: Test, index: int) -> str:
         lines.append(" ".join(["C", str(side), str(proc), op, *tokens]))
     lines.append("E")
     return "\n".join(lines) + "\n"
-
-
-def result_matches(actual, expected) -> bool:
-    """Structural equality where an expected "*" matches anything."""
-    if expected == "*":
-        return True
-    if isinstance(expected, dict):
-        return (
-            isinstance(actual, dict)
-            and actual.keys() == expected.keys()
-            and all(result_matches(actual[k], expected[k]) for k in expected)
-        )
-    if isinstance(expected, list):
-        return (
-            isinstance(actual, list)
-            and len(actual) == len(expected)
-            and all(result_matches(a, e) for a, e in zip(actual, expected, strict=True))
-        )
-    return actual == expected
-
-
-# How a test's results stand against its model (docs/format-tests.md, docs/format-results.md).
-ON_PATH, LEFT_PATH, MISMATCH = "ok", "left_path", "mismatch"
-
-
-def check_results(test: Test, results_a, results_b) -> tuple[str | None, str]:
-    """(order, verdict): the order ("ab" or "ba") whose allowed results match, and
-    ON_PATH, or LEFT_PATH where they match only a legal choice that leaves the path the
-    test was made for; (None, MISMATCH) where the model allows neither. A test with
-    ``outcomes`` (one per legal choice) is checked against those; otherwise against
-    ``expect``."""
-    raw = test.raw
-    on_path = raw["outcomes"] if "outcomes" in raw else [raw.get("expect") or {}]
-    for verdict, outcomes in ((ON_PATH, on_path), (LEFT_PATH, raw.get("left_path", []))):
-        for expect in outcomes:
-            for order in ("ab", "ba"):
-                want = expect.get(order)
-                if (
-                    isinstance(want, list)
-                    and len(want) == 2
-                    and result_matches(results_a, want[0])
-                    and result_matches(results_b, want[1])
-                ):
-                    return order, verdict
-    return None, MISMATCH

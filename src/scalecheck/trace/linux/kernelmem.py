@@ -15,7 +15,7 @@ import os
 import struct
 from pathlib import Path
 
-from scalecheck.trace.symbols import DIRECT_MAP, KERNEL_IMAGE
+from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, KERNEL_IMAGE
 
 PAGE_SHIFT = 12
 _PRESENT, _HUGE = 1, 1 << 7

@@ -18,8 +18,7 @@ from pathlib import Path
 from elftools.common.exceptions import DWARFError, ELFError
 from elftools.elf.elffile import ELFFile
 
-from scalecheck.trace.btf import join_fields
-from scalecheck.trace.datanames import join_names, mask_bytes
+from scalecheck.trace.naming import join_fields, join_names, mask_bytes
 
 # Type DIEs that only qualify or rename the type they point at.
 _TRANSPARENT = {
@@ -254,7 +253,7 @@ def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
 
 
 class DataNamer:
-    """Names one test's conflicting lines of a library (outcome.name_data): static data by
+    """Names one test's conflicting lines of a library (naming.name_data): static data by
     variable and field, heap data by the type and field a pointer gave its object; "" for
     lines of neither (their data_symbol stays)."""
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from scalecheck.errors import UserError
 from scalecheck.sources import cache_dir
-from scalecheck.trace.btf import Types
-from scalecheck.trace.kernelmem import GuestMemory, KernelMemory, read_kernel_btf
-from scalecheck.trace.vm import MEMORY_BYTES, GuestSession
+from scalecheck.trace.linux.btf import Types
+from scalecheck.trace.linux.kernelmem import GuestMemory, KernelMemory, read_kernel_btf
+from scalecheck.trace.linux.vm import MEMORY_BYTES, GuestSession
 
 PROBE_TIMEOUT = 600
 # IDT entries that are asynchronous (their accesses are not the traced call's work).

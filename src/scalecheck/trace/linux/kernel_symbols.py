@@ -15,12 +15,14 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from scalecheck.errors import UserError
+from scalecheck.trace.outcome import function_of
 
 # x86-64 kernel memory layout with 4-level paging and no KASLR (Documentation/x86/x86_64/mm.rst).
 USER_END = 0x0000_8000_0000_0000
 DIRECT_MAP = (0xFFFF_8880_0000_0000, 0xFFFF_C880_0000_0000)
 VMALLOC = (0xFFFF_C900_0000_0000, 0xFFFF_E900_0000_0000)
 VMEMMAP = (0xFFFF_EA00_0000_0000, 0xFFFF_EB00_0000_0000)
+STRUCT_PAGE_SIZE = 64
 KERNEL_IMAGE = (0xFFFF_FFFF_8000_0000, 0xFFFF_FFFF_A000_0000)
 TEXT_TYPES = set("tTwW")
 DATA_TYPES = set("dDbBrRvV")
@@ -73,6 +75,13 @@ class KernelSymbols:
         """The bare function name (for grouping conflicts by code site)."""
         return function_of(self.pc_name(pc))
 
+    def struct_page_frame(self, vaddr: int) -> int | None:
+        """The frame whose struct page (64 bytes each on x86-64) holds vaddr; None outside
+        the vmemmap array."""
+        if VMEMMAP[0] <= vaddr < VMEMMAP[1]:
+            return (vaddr - VMEMMAP[0]) // STRUCT_PAGE_SIZE
+        return None
+
     def classify(self, vaddr: int):
         """(kind, data_symbol) of a data address; kinds as in docs/format-results.md."""
         if vaddr < USER_END:
@@ -111,11 +120,6 @@ class KernelSymbols:
         facts = json.loads((facts_dir / "facts.json").read_text())
         kallsyms = (facts_dir / "kallsyms").read_text(errors="replace")
         return cls(kallsyms, facts.get("percpu_offsets", {}), vmlinux)
-
-
-def function_of(site: str) -> str:
-    """The function of a site name (`function+0xoff (file:line)`)."""
-    return site.split("+")[0].split(" ")[0]
 
 
 # Text symbols one of which any x86-64 Linux image has, to tell whether a vmlinux is the

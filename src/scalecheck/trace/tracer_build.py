@@ -1,6 +1,8 @@
-"""Builds the tracer's parts from their sources (scalecheck.sources: the checkout, or the
-copy an installed wheel unpacks into the cache): the QEMU plugin, the guest driver and
-the base initramfs. Each step is a no-op when its output is up to date."""
+"""Builds the QEMU plugin, which every target loads, from its sources (scalecheck.sources:
+the checkout, or the copy an installed wheel unpacks into the cache), and fingerprints
+everything that decides a results record. Each step is a no-op when its output is up to
+date; a target's own parts are built by its wing (trace/linux/guest_build.py,
+trace/user/program_build.py)."""
 
 import hashlib
 import shutil
@@ -9,17 +11,12 @@ from pathlib import Path
 
 from scalecheck import sources
 from scalecheck.errors import UserError
-from scalecheck.trace import initramfs
 
-HOST_RULES = Path(__file__).resolve().parent
+TRACE_DIR = Path(__file__).resolve().parent
 
 
 def plugin_dir() -> Path:
     return sources.root() / "tracer" / "plugin"
-
-
-def guest_dir() -> Path:
-    return sources.root() / "tracer" / "guest"
 
 
 def run_step(cmd, what):
@@ -57,35 +54,26 @@ def ensure_plugin() -> Path:
     return plugin_sources / "target" / "release" / "libscalecheck_tracer.so"
 
 
-def ensure_built() -> dict:
-    """Paths of the plugin, the driver and the base initramfs, rebuilt if stale."""
-    plugin = ensure_plugin()
-    guest = guest_dir()
-    driver, base_image = guest / "build" / "driver", guest / "build" / "base.cpio"
-    run_step(["make", "-s", "-C", str(guest)], "guest driver")
-    if not base_image.exists() or base_image.stat().st_mtime < driver.stat().st_mtime:
-        initramfs.build_base(driver, base_image)
-    return {"plugin": plugin, "driver": driver, "base_image": base_image}
-
-
 def tracer_sources() -> list[Path]:
     """What decides the content of a results record: the driver, the plugin, the host's
     rules for noise and conflicts, and those that name the conflicting data."""
     return [
-        *sorted(guest_dir().glob("*.[ch]")),
+        *sorted((sources.root() / "tracer" / "guest").glob("*.[ch]")),
         *sorted((sources.root() / "tracer" / "include").glob("*.h")),
         *sorted((sources.root() / "tracer" / "user").glob("*.[ch]")),
         *sorted((plugin_dir() / "src").glob("*.rs")),
         *(
-            HOST_RULES / name
+            TRACE_DIR / name
             for name in (
                 "outcome.py",
+                "counting.py",
                 "regions.py",
-                "datanames.py",
-                "btf.py",
-                "kernelmem.py",
-                "slab_types.txt",
-                "static_types.txt",
+                "naming.py",
+                "linux/datanames.py",
+                "linux/btf.py",
+                "linux/kernelmem.py",
+                "linux/slab_types.txt",
+                "linux/static_types.txt",
             )
         ),
     ]

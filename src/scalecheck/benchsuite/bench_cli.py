@@ -15,14 +15,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from scalecheck import sources
-from scalecheck.benchsuite.catalog import load_catalog, select
-from scalecheck.benchsuite.compare import compare, format_change
-from scalecheck.benchsuite.results import (
+from scalecheck.benchsuite.bench_results import (
     SPREAD_BAR_PCT,
     ResultsDir,
     machine_description,
     series_name,
 )
+from scalecheck.benchsuite.catalog import load_catalog, select
+from scalecheck.benchsuite.compare import compare, format_change
 from scalecheck.benchsuite.runner import Sweep, SweepSettings
 from scalecheck.errors import UserError
 from scalecheck.output import stdout_console

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from scalecheck.errors import UserError
+from scalecheck.trace.naming import join_fields
 
 # Typedefs and qualifiers stand for the type they name.
 ALIASES = frozenset({"TYPEDEF", "CONST", "VOLATILE", "RESTRICT", "TYPE_TAG"})
@@ -172,20 +173,3 @@ class Types:
                 name = m["name"] if _named(m["name"]) else ""
                 inner = f"{path}.{name}" if path and name else path or name
                 self._collect_pointers(m["type_id"], at + m["bits_offset"] // 8, inner, found)
-
-
-def join_fields(label: str, found: list[str], start: int) -> str:
-    """``label.field`` or ``label.outer.{field,field}`` for the field paths found (in
-    order), or ``label+0xSTART`` when there are none."""
-    found = list(dict.fromkeys(found))
-    if not found:
-        return f"{label}+{start:#x}" if start else label
-    if len(found) == 1:
-        return f"{label}.{found[0]}"
-    # Fields of one embedded struct: `inode.{i_mtime,i_ctime}`, not the path twice.
-    paths = [f.split(".") for f in found]
-    common = 0
-    while all(len(p) > common + 1 and p[common] == paths[0][common] for p in paths):
-        common += 1
-    prefix = "".join(part + "." for part in paths[0][:common])
-    return f"{label}.{prefix}{{{','.join('.'.join(p[common:]) for p in paths)}}}"

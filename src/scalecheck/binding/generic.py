@@ -1,26 +1,13 @@
-"""One definition per operation: a model declares each operation once (its ``@operation``
-signature), and a target's binding says how those operations become its calls.
-
-The argument schema of every op is read from the model. A binding adds only what is the
-target's own: which argument picks the calling process, the target's diagnostic ops, the
-constants its test files carry, and how a concrete test is written in its terms
-(``describe``). The bindings that encode a model's tests for a target are found by
-``for_model``; a model without one gets the generic binding, which writes the model's
-state, arguments and results as they are (what user-space targets read).
-"""
+"""A binding (how one target runs the operations of one model), and the generic
+encoding that writes a model's state, arguments and results as they are."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from scalecheck.errors import UserError
 from scalecheck.model import Model
-
-# Models whose tests are written for a target's encoding rather than as the model's values:
-# "module:Class" of the model -> "module:NAME" of its binding (imported when first asked for).
-ENCODINGS = {"scalecheck.models.posix:Posix": "scalecheck.trace.linux_posix:BINDING"}
 
 
 def op_arguments(model_cls) -> dict[str, tuple[str, ...]]:
@@ -90,12 +77,3 @@ class Binding:
         """The model's type of one argument (None for the target's own ops)."""
         method = self.model.operations().get(op)
         return method.argument_types[arg] if method else None
-
-
-def for_model(model_cls) -> Binding:
-    """The binding that writes this model's tests: its registered one, else the generic."""
-    registered = ENCODINGS.get(f"{model_cls.__module__}:{model_cls.__qualname__}")
-    if registered is None:
-        return Binding(model_cls)
-    module_name, _, attribute = registered.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)

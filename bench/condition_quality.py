@@ -4,7 +4,7 @@ atoms of the raw path conditions and of the printed condition (when it commutes,
 diverges), the time simplification adds, and an independent Z3 check of every printed
 condition against the explored paths (recheck in engine/conditions.py).
 
-usage: python3 bench/conditions.py [--model posix] [--ops a,b,...] [--jobs 2]
+usage: python3 bench/condition_quality.py [--model posix] [--ops a,b,...] [--jobs 2]
 Exploration is not timed; simplification is timed per pair in CPU seconds (what it adds
 to `scalecheck analyze` on one core) and in wall seconds. Prints the load average, since
 other work on the machine stretches wall time. Exits 1 if any check fails or any pair is
@@ -19,10 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalecheck.analyze import all_pairs, select_ops
+from scalecheck.analysisfile import all_pairs
+from scalecheck.analyze import select_ops
 from scalecheck.engine.commute import explore_pair
 from scalecheck.engine.conditions import pair_conditions, recheck
-from scalecheck.modelfile import load_model
+from scalecheck.models.loading import load_model
 from scalecheck.parallel import map_unordered
 
 VERDICTS = ("commutes", "diverges")

@@ -13,7 +13,9 @@ import pytest
 
 from scalecheck.errors import UserError
 from scalecheck.report.build import make_report
-from scalecheck.trace import dwarfnames, runner, testfile, userspace
+from scalecheck.run import run_tests
+from scalecheck.trace import loop, testcase
+from scalecheck.trace.user import dwarfnames, library, program_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -41,7 +43,7 @@ def generate(model: str, out: Path) -> Path:
 
 def run(tests_dir: Path, manifest: Path, **options) -> dict:
     shutil.rmtree(tests_dir / "trace", ignore_errors=True)
-    summary = runner.run_tests(tests_dir, target=f"lib:{manifest}", quiet=True, **options)
+    summary = run_tests(tests_dir, target=f"lib:{manifest}", quiet=True, **options)
     lines = (tests_dir / "trace" / "results.jsonl").read_text().splitlines()
     records = {r["id"]: r for r in map(json.loads, lines[1:])}
     return {"summary": summary, "records": records}
@@ -70,7 +72,7 @@ def test_shared_counter_conflicts_on_the_counter_and_sharded_does_not(counter_te
     assert [t for t, r in sharded.items() if not r["conflict_free"]] == []
     assert all(r["status"] == "ok" for r in sharded.values())
     # A rerun resumes: every test is already done.
-    again = runner.run_tests(
+    again = run_tests(
         counter_tests, target=f"lib:{EXAMPLES / 'refcount' / 'sharded.toml'}", quiet=True
     )
     assert again["skipped_already_done"] == len(sharded) and again["finished"] == 0
@@ -446,7 +448,7 @@ def test_a_legal_choice_off_the_path_is_left_the_path_not_a_mismatch(tmp_path):
     assert report["totals"]["left_path"] == len(off_path) and report["left_path"]
     texts = {
         "run summary": json.dumps(summary),
-        "run line": runner.starts_text(summary) + runner.conformance_line(summary),
+        "run line": loop.starts_text(summary) + loop.conformance_line(summary),
         "report summary": json.dumps(report),
         **{
             name: (tests_dir / "report" / name).read_text()
@@ -595,7 +597,7 @@ def test_calls_that_touch_nothing_of_the_library_do_not_conflict(tmp_path):
 def test_bad_manifest_is_one_line(tmp_path):
     (tmp_path / "scalecheck.toml").write_text('model = "counter"\nsorces = []\n')
     with pytest.raises(UserError) as caught:
-        userspace.load_library(str(tmp_path))
+        library.load_library(str(tmp_path))
     assert "unknown key(s) sorces" in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -669,7 +671,7 @@ def test_heap_objects_are_typed_by_the_pointers_that_lead_to_them(tmp_path):
 
 
 def test_setup_and_calls_render_for_the_harness():
-    test = testfile.Test(
+    test = testcase.Test(
         "put-get/p0/t1",
         ["put", "get"],
         {
@@ -686,24 +688,24 @@ def test_setup_and_calls_render_for_the_harness():
         },
     )
     arguments = {"put": ("key", "value"), "get": ("key",)}
-    assert userspace.render(test, 5, arguments, {"fd_base": 10}) == (
+    assert program_worker.render(test, 5, arguments, {"fd_base": 10}) == (
         "T 5\nV constants.fd_base 10\nV table.2.present 1\nV table.2 8\nV count 3\n"
         "V pipes.0.data.0 65\nV pipes.1.data []\nV procs.0.fds.13.pipe 0\n"
         "V procs.0.fds.13.end r\nV procs.0.maps {}\n"
         "C 0 0 put key=3 value=f0\nC 1 1 get key=1\nE\n"
     )
     test.raw["calls"][0]["args"]["value"] = "two words"
-    with pytest.raises(testfile.UnsupportedTest, match="must be an integer, boolean or word"):
-        userspace.render(test, 5, arguments, {})
+    with pytest.raises(testcase.UnsupportedTest, match="must be an integer, boolean or word"):
+        program_worker.render(test, 5, arguments, {})
     test.raw["calls"][0]["args"]["value"] = 7
     test.raw["calls"][1]["args"] = {}
-    with pytest.raises(testfile.UnsupportedTest, match="missing 'key'"):
-        userspace.render(test, 5, arguments, {})
+    with pytest.raises(testcase.UnsupportedTest, match="missing 'key'"):
+        program_worker.render(test, 5, arguments, {})
 
 
 def test_unknown_target_is_one_line(tmp_path):
     with pytest.raises(UserError, match=r"unknown target 'sv7'.*libsv6"):
-        runner.run_tests(tmp_path, target="sv7", quiet=True)
+        run_tests(tmp_path, target="sv7", quiet=True)
 
 
 # The sample's tests where libsv6 still conflicts, and why (docs/libsv6.md lists every
@@ -720,7 +722,7 @@ def test_libsv6_runs_a_sample_of_the_posix_tests(tmp_path):
     libsv6 by name: every result as the model says in some order, conflict-free except
     the known few, and those named by the data and code that conflict."""
     shutil.copy(ROOT / "tests" / "data" / "posix-sample.jsonl", tmp_path / "tests.jsonl")
-    summary = runner.run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
+    summary = run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
     lines = (tmp_path / "trace" / "results.jsonl").read_text().splitlines()
     records = {r["id"]: r for r in map(json.loads, lines[1:])}
     assert len(records) == 62 and {r["status"] for r in records.values()} == {"ok"}
@@ -734,7 +736,7 @@ def test_libsv6_writes_to_pages_of_an_empty_file_share_nothing(tmp_path):
     file (tests written by hand: the generated file has none): with the radix array's
     direct slots neither call makes a node that the other reads."""
     shutil.copy(ROOT / "tests" / "data" / "libsv6-empty-file.jsonl", tmp_path / "tests.jsonl")
-    summary = runner.run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
+    summary = run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
     lines = (tmp_path / "trace" / "results.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines[1:]]
     assert len(records) == 3 and summary["mismatch"] == 0
@@ -747,7 +749,7 @@ def test_libsv6_kept_blocks_are_named_by_the_allocation_that_took_them(tmp_path)
     malloc, and tells the harness (scalecheck_malloclike); the line is still named by
     the function that made the file."""
     shutil.copy(ROOT / "tests" / "data" / "libsv6-kept-blocks.jsonl", tmp_path / "tests.jsonl")
-    runner.run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
+    run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
     lines = (tmp_path / "trace" / "results.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines[1:]]
     assert len(records) == 4

@@ -22,48 +22,21 @@ import bisect
 import struct
 import time
 from dataclasses import dataclass
-from importlib import resources
 from typing import cast
 
-from scalecheck.trace.btf import AGGREGATES, Types
-from scalecheck.trace.kernelmem import PAGE_SHIFT, KernelMemory
-from scalecheck.trace.symbols import DIRECT_MAP, VMALLOC, VMEMMAP
+from scalecheck.trace.linux.btf import AGGREGATES, Types
+from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, VMALLOC, VMEMMAP
+from scalecheck.trace.linux.kernelmem import PAGE_SHIFT, KernelMemory
+from scalecheck.trace.linux.type_tables import TypeTables
+from scalecheck.trace.naming import LINE_BYTES, join_names, mask_bytes
 
 PAGE_MAPPING_ANON = 1
 # Structs followed one pointer further when looking for what points to an untyped object.
 MAX_FOLLOWED = 256
 _POINTER = struct.Struct("<Q")
-LINE_BYTES = 64
+
 # Names of data that is not an object of a known type.
 KIND_NAMES = {"user": "user memory", "pagetable": "page table", "unknown": ""}
-
-
-@dataclass(frozen=True)
-class TypeTables:
-    """The struct types the kernel's BTF does not say: of a slab cache's objects
-    (slab_types.txt) and of static variables (static_types.txt: vmlinux BTF describes only
-    per-cpu variables). Data, not code: add lines for your own kernel as needed."""
-
-    slabs: dict[str, str]
-    statics: dict[str, str]
-
-    @classmethod
-    def load(cls) -> "TypeTables":
-        return cls(load_type_table("slab_types.txt"), load_type_table("static_types.txt"))
-
-
-def load_type_table(file_name: str, text: str | None = None) -> dict[str, str]:
-    """A `name struct` table (one pair per line, # comments) shipped beside this module."""
-    if text is None:
-        text = resources.files("scalecheck.trace").joinpath(file_name).read_text()
-    table = {}
-    for line in text.splitlines():
-        words = line.split("#")[0].split()
-        if len(words) == 2:
-            table[words[0]] = words[1]
-        elif words:
-            raise ValueError(f"{file_name}: expected `name struct`, got {line!r}")
-    return table
 
 
 def byte_ranges(offsets) -> list[tuple[int, int]]:
@@ -75,10 +48,6 @@ def byte_ranges(offsets) -> list[tuple[int, int]]:
         else:
             runs.append([off, off + 1])
     return [(start, end) for start, end in runs]
-
-
-def mask_bytes(mask: int) -> list[int]:
-    return [i for i in range(LINE_BYTES) if mask >> i & 1]
 
 
 @dataclass(frozen=True)
@@ -247,11 +216,6 @@ class PointerIndex:
 
 def _offsets(mask: int) -> list[int]:
     return mask_bytes(mask) or list(range(LINE_BYTES))
-
-
-def join_names(names) -> str:
-    """Names of the several objects or variables one line holds."""
-    return " & ".join(dict.fromkeys(n for n in names if n))
 
 
 def typed_name(types: Types | None, type_id: int | None, label: str, offsets: list[int]) -> str:

@@ -8,10 +8,10 @@ data is counted in UNIT-byte units, file names are "f<label>" and byte labels 'A
 recovery on a real VM.
 """
 
-from scalecheck.binding import Binding
+from scalecheck.binding import abi
+from scalecheck.binding.generic import Binding
 from scalecheck.models.posix import ZERO, Byte, Fd, Page, Posix
 from scalecheck.models.rename import Filename
-from scalecheck.trace import abi
 
 
 def describe_test(ops, snapshot, args, results, label):

@@ -1,8 +1,10 @@
-"""Finding a model: a shipped model's name, or a user's Python file (``path.py[:Class]``)."""
+"""Finding a model: a shipped model's name (the SHIPPED table beside this module), or a
+user's Python file (``path.py[:Class]``)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -19,6 +21,8 @@ from scalecheck.model import Model
 from scalecheck.models import SHIPPED
 
 
+# Once per process: every stage asks for the model by its spec, and a model file runs once.
+@functools.cache
 def load_model(spec: str):
     """The model class named by ``spec``; one-line UserError when it cannot be had."""
     if spec in SHIPPED:

@@ -6,7 +6,6 @@ console goes to ``console.log``. All three are files, so a killed QEMU loses not
 was already written.
 """
 
-import ctypes
 import glob
 import hashlib
 import os
@@ -17,12 +16,12 @@ import time
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.trace import initramfs
-from scalecheck.trace.kernelmem import GuestMemory, qemu_ram
+from scalecheck.trace.linux import initramfs
+from scalecheck.trace.linux.kernelmem import GuestMemory, qemu_ram
 from scalecheck.trace.regions import RegionReader
+from scalecheck.trace.target import die_with_parent
 
 QEMU = "qemu-system-x86_64"
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # CPU0 does the housekeeping; CPUs 1 and 2 run the two calls, shielded from the
 # scheduler's balancing, the tick and RCU callbacks. With rcu_nocb_poll the callback
 # threads poll, so a call queueing a callback never decides, by timing, to wake them.
@@ -77,14 +76,6 @@ def qemu_binary() -> str:
     if not found:
         raise UserError(f"{QEMU} not found: run scripts/setup.sh (installs qemu-system-x86)")
     return found
-
-
-def die_with_parent() -> None:
-    """Runs in the child before QEMU starts: QEMU gets SIGKILL when the thread that
-    started it dies, so a runner killed outright (a lost cluster worker, kill -9) leaves
-    no VM behind. Its own session still keeps a terminal's Ctrl-C away from it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def kernel_command_line(extra: str) -> str:

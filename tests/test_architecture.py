@@ -1,0 +1,137 @@
+"""The shape of the package: every module imports on its own, no import cycles, the run
+loop apart from its targets, and one name per module."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+PACKAGE = SRC / "scalecheck"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(path: Path) -> set[str]:
+    """The scalecheck modules a file imports anywhere in it (inside functions too): a
+    module imported inside a function still closes a cycle, only later."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from package import module` imports the module; `from module import name`
+            # imports the module the name is in.
+            names = [
+                f"{node.module}.{alias.name}"
+                if f"{node.module}.{alias.name}" in MODULES
+                else node.module
+                for alias in node.names
+            ]
+        else:
+            continue
+        found.update(name for name in names if name in MODULES)
+    return found
+
+
+GRAPH = {name: _imports(path) for name, path in MODULES.items()}
+
+
+def _cycle() -> list[str] | None:
+    """One import cycle among the package's modules, or None."""
+    state: dict[str, str] = {}
+    stack: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        state[name] = "open"
+        stack.append(name)
+        for imported in sorted(GRAPH[name]):
+            if state.get(imported) == "open":
+                return [*stack[stack.index(imported) :], imported]
+            if imported not in state:
+                found = visit(imported)
+                if found:
+                    return found
+        stack.pop()
+        state[name] = "done"
+        return None
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            found = visit(name)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycle():
+    assert _cycle() is None, " -> ".join(_cycle() or [])
+
+
+def test_the_cycle_check_finds_a_cycle(monkeypatch):
+    monkeypatch.setitem(GRAPH, "scalecheck.errors", {"scalecheck.cli"})
+    assert _cycle() is not None
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    failed = []
+    for name in MODULES:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {name}"], capture_output=True, text=True, cwd=REPO
+        )
+        if done.returncode:
+            failed.append(f"{name}: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    assert not failed, failed
+
+
+def _reaches(start: str, prefix: str) -> set[str]:
+    """Modules under ``prefix`` that ``start`` imports, directly or not."""
+    seen, todo = set(), [start]
+    while todo:
+        for imported in GRAPH[todo.pop()]:
+            if imported not in seen:
+                seen.add(imported)
+                todo.append(imported)
+    return {name for name in seen if name == prefix or name.startswith(prefix + ".")}
+
+
+def test_the_run_loop_knows_no_target_and_no_target_the_loop():
+    wings = ("scalecheck.trace.linux", "scalecheck.trace.user")
+    generic = [
+        name
+        for name in MODULES
+        if name.startswith("scalecheck.trace.") and not name.startswith(wings)
+    ]
+    assert "scalecheck.trace.loop" in generic
+    for name in generic:
+        for wing in wings:
+            assert not _reaches(name, wing), f"{name} imports {_reaches(name, wing)}"
+    for name in MODULES:
+        for wing, other in (wings, wings[::-1]):
+            if name.startswith(wing):
+                assert "scalecheck.trace.loop" not in _reaches(name, "scalecheck.trace.loop")
+                assert not _reaches(name, other), f"{name} imports {_reaches(name, other)}"
+
+
+def test_no_module_name_is_used_twice():
+    folders = [PACKAGE, REPO / "tracer", REPO / "native" / "harness"]
+    skipped = {"target", "build", "bin", "__pycache__"}
+    seen: dict[str, Path] = {}
+    twice = []
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.suffix not in (".py", ".c", ".h", ".rs") or path.name == "__init__.py":
+                continue
+            if skipped & set(path.relative_to(REPO).parts):
+                continue
+            if path.name in seen:
+                twice.append(f"{seen[path.name].relative_to(REPO)} and {path.relative_to(REPO)}")
+            seen[path.name] = path
+    assert not twice, twice
