@@ -113,7 +113,7 @@ def test_result_matching_with_wildcards():
 def test_results_are_checked_against_every_outcome_the_choices_allow():
     # alloc || lookup(2) of an absent id: on the path alloc takes 0 or 1, and lookup
     # finds nothing; alloc taking 2 leaves the path (lookup's result is then another
-    # path's business); alloc taking 3 is not allowed at all.
+    # path's business).
     raw = {
         "expect": {
             "ab": [{"ret": "*"}, {"errno": "ENOENT"}],
@@ -124,13 +124,16 @@ def test_results_are_checked_against_every_outcome_the_choices_allow():
             for v in (0, 1)
         ],
         "left_path": [{"ab": [{"ret": 2}, "*"], "ba": [{"ret": 2}, "*"]}],
+        "choices": [{"ab": [{"ret": v}, "*"], "ba": [{"ret": v}, "*"]} for v in (0, 1, 2)],
     }
     test = testcase.Test("alloc-lookup/p2/t1", ["alloc", "lookup"], raw)
     check = testcase.check_results
     assert check(test, {"ret": 1}, {"errno": "ENOENT"}) == ("ab", testcase.ON_PATH)
     assert check(test, {"ret": 2}, {"ret": 7}) == ("ab", testcase.LEFT_PATH)
-    assert check(test, {"ret": 3}, {"errno": "ENOENT"}) == (None, testcase.MISMATCH)
     assert check(test, {"ret": 0}, {"ret": 7}) == (None, testcase.MISMATCH)
+    # An id beyond the ids the model holds (an fd above its fds): `expect` decides.
+    assert check(test, {"ret": 9}, {"errno": "ENOENT"}) == ("ab", testcase.ON_PATH)
+    assert check(test, {"ret": 9}, {"ret": 7}) == (None, testcase.MISMATCH)
     # Without outcomes, the expectation alone.
     plain = testcase.Test("t", ["alloc", "lookup"], {"expect": raw["expect"]})
     assert check(plain, {"ret": 3}, {"errno": "ENOENT"}) == ("ab", testcase.ON_PATH)

@@ -65,10 +65,11 @@ def fill_results(shape, value: Callable):
 
 def test_outcomes(
     assertions: list, terms: list, entries: list[dict], results: dict, values: list
-) -> tuple[list, list] | None:
-    """(on-path outcomes, left-path outcomes) of one test, each {"AB": [A, B], "BA": [A,
-    B]} of raw results ("*" where undecided); None when no result shows a choice as is, or
-    when the choices have more legal values than CHOICE_CAP.
+) -> tuple[list, list, list] | None:
+    """(on-path outcomes, left-path outcomes, every legal choice) of one test, each {"AB":
+    [A, B], "BA": [A, B]} of raw results ("*" where undecided; a legal choice shows the
+    chosen values only); None when no result shows a choice as is, or when the choices
+    have more legal values than CHOICE_CAP.
 
     ``assertions``: the path's constraints (docs/format-analysis.md, smt2); ``terms``:
     the observed terms; ``entries``: every observation entry of the path; ``results``:
@@ -100,21 +101,21 @@ def test_outcomes(
     path = z3.Solver()
     path.set("timeout", 60_000)
     path.add(*assertions, *world)
-    on_path, left = [], []
+    on_path, left, shown = [], [], []
     for assignment in legal:
+        chosen_only = {
+            order: [_left_result(result, terms, assignment) for result in calls]
+            for order, calls in results.items()
+        }
+        shown.append(chosen_only)
         path.push()
         path.add(*(visible[name] == value for name, value in assignment.items()))
         if path.check() == z3.sat:
             on_path.append(fill_results(results, _decided_value(path, terms)))
         else:
-            left.append(
-                {
-                    order: [_left_result(result, terms, assignment) for result in calls]
-                    for order, calls in results.items()
-                }
-            )
+            left.append(chosen_only)
         path.pop()
-    return on_path, left
+    return on_path, left, shown
 
 
 def _legal_assignments(visible: dict, constraints: list) -> list[dict] | None:

@@ -486,9 +486,10 @@ def _concrete_test(model_cls, ops, path, observations, kinds, values, outcomes=N
     if outcomes is not None:
         # Every outcome the model allows, choice by choice (allowed.py): on this path,
         # and off it ("left the path").
-        on_path, left = outcomes
+        on_path, left, shown = outcomes
         test["outcomes"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in on_path]
         test["left_path"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in left]
+        test["choices"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in shown]
     return test
 
 

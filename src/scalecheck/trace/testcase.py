@@ -56,20 +56,36 @@ ON_PATH, LEFT_PATH, MISMATCH = "ok", "left_path", "mismatch"
 def check_results(test: Test, results_a, results_b) -> tuple[str | None, str]:
     """(order, verdict): the order ("ab" or "ba") whose allowed results match, and
     ON_PATH, or LEFT_PATH where they match only a legal choice that leaves the path the
-    test was made for; (None, MISMATCH) where the model allows neither. A test with
-    ``outcomes`` (one per legal choice) is checked against those; otherwise against
-    ``expect``."""
+    test was made for; (None, MISMATCH) where the model allows neither.
+
+    A test with ``outcomes`` (one per legal choice, docs/format-tests.md) is checked
+    against those, then its ``left_path``. A choice the model's bounded domain does not
+    hold (an fd or an address beyond the keys it models, which the interface allows) fits
+    none of its ``choices``: such results are checked against ``expect``, whose "*" takes
+    any choice, as a test without outcomes is."""
     raw = test.raw
-    on_path = raw["outcomes"] if "outcomes" in raw else [raw.get("expect") or {}]
-    for verdict, outcomes in ((ON_PATH, on_path), (LEFT_PATH, raw.get("left_path", []))):
-        for expect in outcomes:
-            for order in ("ab", "ba"):
-                want = expect.get(order)
-                if (
-                    isinstance(want, list)
-                    and len(want) == 2
-                    and result_matches(results_a, want[0])
-                    and result_matches(results_b, want[1])
-                ):
-                    return order, verdict
-    return None, MISMATCH
+    for verdict, outcomes in (
+        (ON_PATH, raw.get("outcomes", [])),
+        (LEFT_PATH, raw.get("left_path", [])),
+    ):
+        order = _matching_order(outcomes, results_a, results_b)
+        if order:
+            return order, verdict
+    if "outcomes" in raw and _matching_order(raw.get("choices", []), results_a, results_b):
+        return None, MISMATCH  # a choice the model lists, and results it does not allow
+    order = _matching_order([raw.get("expect") or {}], results_a, results_b)
+    return (order, ON_PATH) if order else (None, MISMATCH)
+
+
+def _matching_order(outcomes: list, results_a, results_b) -> str | None:
+    for expect in outcomes:
+        for order in ("ab", "ba"):
+            want = expect.get(order)
+            if (
+                isinstance(want, list)
+                and len(want) == 2
+                and result_matches(results_a, want[0])
+                and result_matches(results_b, want[1])
+            ):
+                return order
+    return None
