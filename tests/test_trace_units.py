@@ -546,6 +546,9 @@ class FakeNamer:
     def name_lines(self, lines):
         return [self.names.get(vaddr & 0xFFF, "") for _, vaddr, _, _ in lines]
 
+    def stable_names(self, lines):
+        return self.name_lines(lines)
+
 
 def test_two_objects_written_by_the_same_functions_are_two_conflicts():
     LOCKS = {0x940: "struct files_struct.file_lock", 0x980: "struct shmem_sb_info.stat_lock"}

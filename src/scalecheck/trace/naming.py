@@ -52,15 +52,25 @@ def name_data(per_repeat: list, namers: list) -> None:
     for conflicts, namer in zip(per_repeat, namers, strict=True):
         groups.setdefault(id(namer), (namer, []))[1].extend(conflicts)
     for namer, conflicts in groups.values():
-        names: dict[tuple, str] = {}
-        for c in conflicts:
-            line = (c["kind"], int(c["line"], 16), int(c["paddr"], 16))
-            for mask in (int(c["bytes"], 16), *c["site_bytes"]):
-                names[*line, mask] = ""
-        lines = list(names)
-        if namer and lines:
-            names.update(zip(lines, namer.name_lines(lines), strict=True))
-        for c in conflicts:
-            line = (c["kind"], int(c["line"], 16), int(c["paddr"], 16))
-            c["data"] = names[*line, int(c["bytes"], 16)]
-            c["site_data"] = [names[*line, mask] or symbol_key(c) for mask in c["site_bytes"]]
+        at = [(c["kind"], int(c["line"], 16), int(c["paddr"], 16)) for c in conflicts]
+        whole = [(*line, int(c["bytes"], 16)) for line, c in zip(at, conflicts, strict=True)]
+        by_site = [
+            (*line, mask) for line, c in zip(at, conflicts, strict=True) for mask in c["site_bytes"]
+        ]
+        names = _named(whole, namer.name_lines if namer else None)
+        # What repeats are compared by: names that do not hang on pointers an earlier
+        # repeat's freed objects no longer hold.
+        stable = _named(by_site, namer.stable_names if namer else None)
+        for line, c in zip(at, conflicts, strict=True):
+            c["data"] = names.get((*line, int(c["bytes"], 16)), "")
+            c["site_data"] = [
+                stable.get((*line, mask)) or symbol_key(c) for mask in c["site_bytes"]
+            ]
+
+
+def _named(lines: list, name_lines) -> dict:
+    """Each distinct line (kind, vaddr, paddr, mask) -> its name by ``name_lines``."""
+    distinct = list(dict.fromkeys(lines))
+    if not name_lines or not distinct:
+        return {}
+    return dict(zip(distinct, name_lines(distinct), strict=True))

@@ -274,6 +274,11 @@ class DataNamer:
     def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
         return [self._name(kind, vaddr, mask) for kind, vaddr, _, mask in lines]
 
+    def stable_names(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
+        """The names, from this repeat's own snapshot, so as stable as the data: what
+        repeats are compared by (naming.name_data)."""
+        return self.name_lines(lines)
+
     def _name(self, kind: str, vaddr: int, mask: int) -> str:
         offsets = mask_bytes(mask) or list(range(LINE))
         if kind == "static":
