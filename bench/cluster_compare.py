@@ -27,7 +27,7 @@ from pathlib import Path
 from distributed import Client, LocalCluster
 
 from scalecheck.run import run_tests
-from scalecheck.trace import testcase
+from scalecheck.trace import loop, testcase
 
 
 def _write(run_dir: Path, header: dict, tests: list) -> None:
@@ -120,7 +120,7 @@ def main() -> None:
         records = _records(run_dir)
         runs[name] = {
             "seconds": round(seconds, 1),
-            "boots": summary["boots"],
+            "starts": loop.starts_text(summary),
             "records": len(records),
             "distinct": len({r["id"] for r in records}),
             "verdicts": {r["id"]: (r["status"], r["conflict_free"]) for r in records},
@@ -135,7 +135,7 @@ def main() -> None:
         same = sum(1 for k, v in run["verdicts"].items() if local["verdicts"].get(k) == v)
         report["runs"][name] = {
             "seconds": run["seconds"],
-            "boots": run["boots"],
+            "starts": run["starts"],
             "records": run["records"],
             "recorded_once": run["records"] == run["distinct"] == len(tests),
             "identical_verdicts": same,
@@ -156,7 +156,7 @@ def main() -> None:
             print(
                 f"{name:15} {row['seconds']:8.1f} s  x{row['wall_ratio_to_local']:.3f}  "
                 f"{row['identical_verdicts']}/{report['tests']} verdicts as local, "
-                f"recorded once: {row['recorded_once']}, boots {row['boots']}, "
+                f"recorded once: {row['recorded_once']}, {row['starts']}, "
                 f"overhead {row['overhead_ms_per_test']} ms/test{note}"
             )
 

@@ -266,6 +266,24 @@ def test_fail_on_new_exit_code_for_ci(runs, tmp_path, capsys):
     assert main(["report", str(runs["b"]), "--diff", str(runs["a"])]) == 0
 
 
+def test_a_diff_that_only_adds_mismatches_fails_the_gate(runs, tmp_path, capsys):
+    mismatched = tmp_path / "mismatched"
+    shutil.copytree(runs["a"], mismatched)
+    results = mismatched / "trace" / "results.jsonl"
+    lines = results.read_text().splitlines()
+    records = [json.loads(line) for line in lines[1:]]
+    conforming = next(r for r in records if r["status"] == "ok" and r["conflict_free"])
+    conforming.update(status="mismatch", detail="repeat 0: got A=... B=..., expected ...")
+    results.write_text("\n".join([lines[0], *map(json.dumps, records)]) + "\n")
+    diff = make_report(mismatched, runs["a"])["diff"]
+    assert diff["new_mismatches"] == [conforming["id"]]
+    assert diff["new_conflicts"] == diff["no_longer_run"] == []
+    capsys.readouterr()
+    assert main(["report", str(mismatched), "--diff", str(runs["a"]), "--fail-on-new"]) == 1
+    assert "1 new mismatches" in capsys.readouterr().out
+    assert conforming["id"] in (mismatched / "report" / "diff.txt").read_text()
+
+
 def test_report_without_diff_removes_a_stale_diff_txt(runs):
     make_report(runs["b"], runs["a"])
     assert (runs["b"] / "report" / "diff.txt").exists()
@@ -313,7 +331,7 @@ def test_diff_of_two_test_files_pairs_tests_by_content_not_id(runs, tmp_path):
 def test_mismatches_are_listed_with_both_results_and_never_counted(report_a):
     directory, summary = report_a
     (listed,) = summary["mismatches"]
-    assert listed["id"] == "stat-close/p1/t1" and listed["kernel"]["b"] == {"errno": "EBADF"}
+    assert listed["id"] == "stat-close/p1/t1" and listed["got"]["b"] == {"errno": "EBADF"}
     assert set(listed["model"]) == {"ab", "ba"}
     stat_close = pair_counts(summary, "stat", "close")
     assert (stat_close["mismatch"], stat_close["conflict_free"], stat_close["conflicting"]) == (

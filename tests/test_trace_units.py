@@ -122,6 +122,35 @@ def test_result_matching_with_wildcards():
     assert not testcase.result_matches({"ret": 1, "data": 65}, {"ret": 1, "data": 66})
 
 
+def test_results_are_checked_against_every_outcome_the_choices_allow():
+    # alloc || lookup(2) of an absent id: on the path alloc takes 0 or 1, and lookup
+    # finds nothing; alloc taking 2 leaves the path (lookup's result is then another
+    # path's business).
+    raw = {
+        "expect": {
+            "ab": [{"ret": "*"}, {"errno": "ENOENT"}],
+            "ba": [{"ret": "*"}, {"errno": "ENOENT"}],
+        },
+        "outcomes": [
+            {"ab": [{"ret": v}, {"errno": "ENOENT"}], "ba": [{"ret": v}, {"errno": "ENOENT"}]}
+            for v in (0, 1)
+        ],
+        "left_path": [{"ab": [{"ret": 2}, "*"], "ba": [{"ret": 2}, "*"]}],
+        "choices": [{"ab": [{"ret": v}, "*"], "ba": [{"ret": v}, "*"]} for v in (0, 1, 2)],
+    }
+    test = testcase.Test("alloc-lookup/p2/t1", ["alloc", "lookup"], raw)
+    check = testcase.check_results
+    assert check(test, {"ret": 1}, {"errno": "ENOENT"}) == ("ab", testcase.ON_PATH)
+    assert check(test, {"ret": 2}, {"ret": 7}) == ("ab", testcase.LEFT_PATH)
+    assert check(test, {"ret": 0}, {"ret": 7}) == (None, testcase.MISMATCH)
+    # An id beyond the ids the model holds (an fd above its fds): `expect` decides.
+    assert check(test, {"ret": 9}, {"errno": "ENOENT"}) == ("ab", testcase.ON_PATH)
+    assert check(test, {"ret": 9}, {"ret": 7}) == (None, testcase.MISMATCH)
+    # Without outcomes, the expectation alone.
+    plain = testcase.Test("t", ["alloc", "lookup"], {"expect": raw["expect"]})
+    assert check(plain, {"ret": 3}, {"errno": "ENOENT"}) == ("ab", testcase.ON_PATH)
+
+
 def _region_bytes(vcpu, tag, lines, transfers=None, invalidations=None):
     """A region record in the plugin's output format (a fake plugin output for the parser);
     transfers, invalidations: each line's counts, as the plugin writes them with
@@ -510,7 +539,7 @@ def test_vmlinux_gives_file_and_line_and_must_match_the_kernel(tmp_path):
         KernelSymbols(kallsyms, {}, tmp_path / "text")
 
 
-def _finished(repeat_regions, filters=counting.ALL_FILTERS_ON, granularity="stable"):
+def _finished(repeat_regions, filters=counting.ALL_FILTERS_ON, granularity="stable", namer=None):
     """finish() on a one-test run whose repeats traced ``repeat_regions`` [(A, B), ...]."""
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     raw = {"expect": {"ab": [{"ret": 0}, {"ret": 0}]}}
@@ -520,7 +549,44 @@ def _finished(repeat_regions, filters=counting.ALL_FILTERS_ON, granularity="stab
         progress.repeats[rep] = ("R", '{"ret": 0}', '{"ret": 0}')
         regions_by_tag[outcome.tag(0, rep, 0)] = a
         regions_by_tag[outcome.tag(0, rep, 1)] = b
-    return outcome.finish(progress, regions_by_tag, syms, len(repeat_regions), granularity, filters)
+    return outcome.finish(
+        progress, regions_by_tag, syms, len(repeat_regions), granularity, filters, namer
+    )
+
+
+class FakeNamer:
+    """A fake DataNamer for the unit test of what repeats: names a heap line by the
+    offset of its object in its page (the two objects land on other pages each repeat)."""
+
+    def __init__(self, names: dict):
+        self.names = names
+
+    def name_lines(self, lines):
+        return [self.names.get(vaddr & 0xFFF, "") for _, vaddr, _, _ in lines]
+
+    def stable_names(self, lines):
+        return self.name_lines(lines)
+
+
+def test_two_objects_written_by_the_same_functions_are_two_conflicts():
+    LOCKS = {0x940: "struct files_struct.file_lock", 0x980: "struct shmem_sb_info.stat_lock"}
+    namer = FakeNamer(LOCKS | {0x9C0: "struct inode.i_lock"})
+
+    def repeat(page, with_inode):
+        offsets = [*LOCKS, *([0x9C0] if with_inode else [])]
+        lines = [HEAP - 0x940 + page + offset for offset in offsets]
+        return _regions(
+            [_line(line, (ALLOC_FD, 0, 0xF)) for line in lines],
+            [_line(line, (ALLOC_FD, 0, 0xF)) for line in lines],
+        )
+
+    # The inode's lock is written in the first repeat only: not repeated, not counted.
+    record = _finished([repeat(0, True), repeat(0x3000, False)], namer=namer)
+    assert sorted(c["data"] for c in record["conflicts"]) == sorted(LOCKS.values())
+    assert all(c["sites"] == [["alloc_fd", "alloc_fd"]] for c in record["conflicts"])
+    assert sorted(d for c in record["conflicts"] for d in c["site_data"]) == sorted(LOCKS.values())
+    assert record["filtered"]["unrepeated"] == 1
+    assert record["noise"]["transient"] == ["heap:struct inode.i_lock alloc_fd / alloc_fd"]
 
 
 def test_each_filter_counts_what_it_removed_and_can_be_switched_off():

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from scalecheck.errors import UserError
+from scalecheck.report.build import make_report
 from scalecheck.run import run_tests
-from scalecheck.trace import testcase
+from scalecheck.trace import loop, testcase
 from scalecheck.trace.user import dwarfnames, library, program_worker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,6 +225,83 @@ def test_a_block_handed_out_twice_is_named_by_its_last_allocation(counter_tests,
     assert [c["data_symbol"] for c in inc_inc["conflicts"]] == ["counter_block:alloc(64)+0x0"]
 
 
+# A counter behind two locks, each in its own heap object (typed through its pointer),
+# both taken by the same functions in every call: two conflicts, not one per pair of
+# functions. The objects are line-aligned so that each lock has its own line.
+TWO_LOCKS = """
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "refcount.h"
+
+struct gate { pthread_mutex_t lock; long passed; } __attribute__((aligned(64)));
+struct tally { pthread_mutex_t lock; long count; } __attribute__((aligned(64)));
+
+struct gate *gate;
+struct tally *tally;
+
+void rc_init(long initial)
+{
+	gate = aligned_alloc(64, sizeof(struct gate));
+	tally = aligned_alloc(64, sizeof(struct tally));
+	pthread_mutex_init(&gate->lock, NULL);
+	pthread_mutex_init(&tally->lock, NULL);
+	gate->passed = 0;
+	tally->count = initial;
+}
+
+void rc_register_thread(int slot)
+{
+	(void)slot;
+}
+
+static long change(long by)
+{
+	pthread_mutex_lock(&gate->lock);
+	pthread_mutex_unlock(&gate->lock);
+	pthread_mutex_lock(&tally->lock);
+	long before = tally->count;
+	if (before + by >= 0)
+		tally->count = before + by;
+	pthread_mutex_unlock(&tally->lock);
+	return before;
+}
+
+void rc_inc(void)
+{
+	change(1);
+}
+
+int rc_dec(void)
+{
+	return change(-1) > 0 ? 0 : -1;
+}
+
+int rc_iszero(void)
+{
+	return change(0) == 0;
+}
+"""
+
+
+def test_two_locks_taken_by_the_same_functions_are_both_reported(counter_tests, tmp_path):
+    (tmp_path / "two_locks.c").write_text(TWO_LOCKS)
+    refcount = EXAMPLES / "refcount"
+    (tmp_path / "two_locks.toml").write_text(
+        f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["two_locks.c"]\n'
+        f'cflags = ["-O2", "-g", "-I{refcount}"]\n'
+    )
+    record = run(counter_tests, tmp_path / "two_locks.toml", jobs=1)["records"]["inc-inc/p0/t1"]
+    assert record["status"] == "ok" and not record["conflict_free"]
+    locked = {
+        c["data"]
+        for c in record["conflicts"]
+        if ["pthread_mutex_lock", "pthread_mutex_lock"] in c["sites"]
+    }
+    # (`struct tally.{lock,count}`: the count shares the lock's line.)
+    assert {name.split(".")[0] for name in locked} == {"struct gate", "struct tally"}, locked
+
+
 def test_crash_hang_and_wrong_result_are_recorded_and_the_run_goes_on(counter_tests, tmp_path):
     library = write_library(tmp_path / "faulty", "counter", FAULTY)
     result = run(counter_tests, library, timeout=1.0, jobs=1)
@@ -233,6 +311,250 @@ def test_crash_hang_and_wrong_result_are_recorded_and_the_run_goes_on(counter_te
     assert {statuses[t] for t in statuses if t.startswith("dec-")} == {"timeout"}
     assert statuses["iszero-iszero/p0/t1"] == "mismatch"
     assert result["summary"]["crash"] == 3 and result["summary"]["timeout"] == 4
+
+
+# An id table whose spec lets the implementation pick any free id, and a library that
+# always picks the lowest: legal, yet off the path of the tests that assumed the id
+# differs from lookup's argument.
+ANY_ID_MODEL = """
+from scalecheck.model import Dict, Int, Model, error, ok, operation
+
+Id = Int(0, 3)
+Value = Int(0, 9)
+
+
+class IdTable(Model):
+    def __init__(self):
+        self.slots = Dict(Id, Value).any()
+
+    @operation(value=Value)
+    def alloc(self, value):
+        new = self.slots.any_free_key()
+        self.slots[new] = value
+        return ok(new)
+
+    @operation(id=Id)
+    def lookup(self, id):
+        if id not in self.slots:
+            return error("ENOENT")
+        return ok(self.slots[id])
+"""
+
+LOWEST_ID = """
+#include <pthread.h>
+#include <stdio.h>
+
+#include "scalecheck_adapter.h"
+
+#define IDS 5 /* the model's ids, and the one above them it takes when they are all used */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int used[IDS];
+static long values[IDS];
+
+static void call_alloc(const struct sc_call *call, struct sc_result *result)
+{
+	int id;
+	pthread_mutex_lock(&lock);
+	for (id = 0; id < IDS && used[id]; id++)
+		;
+	if (id < IDS) {
+		used[id] = 1;
+		values[id] = sc_arg_int(call, "value");
+	}
+	pthread_mutex_unlock(&lock);
+	if (id < IDS)
+		sc_ok(result, id);
+	else
+		sc_error(result, "ENOMEM");
+}
+
+static void call_lookup(const struct sc_call *call, struct sc_result *result)
+{
+	long id = sc_arg_int(call, "id");
+	pthread_mutex_lock(&lock);
+	int found = id >= 0 && id < IDS && used[id];
+	long value = found ? values[id] : 0;
+	pthread_mutex_unlock(&lock);
+	if (found)
+		sc_ok(result, value);
+	else
+		sc_error(result, "ENOENT");
+}
+
+const struct sc_op SC_OPS[] = {{"alloc", 1, call_alloc}, {"lookup", 1, call_lookup}, {0, 0, 0}};
+
+int sc_setup(const struct sc_state *state, char *why, size_t whylen)
+{
+	(void)why, (void)whylen;
+	for (int id = 0; id < IDS; id++) {
+		char path[32];
+		snprintf(path, sizeof path, "slots.%d.present", id);
+		used[id] = (int)sc_state_get(state, path, 0);
+		snprintf(path, sizeof path, "slots.%d", id);
+		values[id] = sc_state_get(state, path, 0);
+	}
+	return 0;
+}
+
+void sc_teardown(void)
+{
+}
+
+void sc_thread_init(int side)
+{
+	(void)side;
+}
+"""
+
+
+def test_a_legal_choice_off_the_path_is_left_the_path_not_a_mismatch(tmp_path):
+    (tmp_path / "any_id.py").write_text(ANY_ID_MODEL)
+    tests_dir = generate(str(tmp_path / "any_id.py"), tmp_path / "tests")
+    tests = [json.loads(line) for line in (tests_dir / "tests.jsonl").read_text().splitlines()]
+    # alloc || lookup of an absent id: the path assumed alloc picks another id.
+    off_path = [
+        t
+        for t in tests[1:]
+        if t["pair"] == ["alloc", "lookup"]
+        and t["calls"][1]["args"]["id"] == 0
+        and t["expect"]["ab"][1] == {"errno": "ENOENT"}
+    ]
+    assert off_path
+    assert all([{"ret": 0}, "*"] in [o["ab"] for o in t["left_path"]] for t in off_path)
+    library = write_library(tmp_path / "lib", str(tmp_path / "any_id.py"), LOWEST_ID)
+    result = run(tests_dir, library, jobs=1)
+    records, summary = result["records"], result["summary"]
+    for test in off_path:
+        record = records[test["id"]]
+        assert record["status"] == "left_path", record["detail"]
+        assert record["results"]["a"] == {"ret": 0}
+    # The lowest id is an id the spec allows: no result is a mismatch.
+    assert summary["mismatch"] == 0, [r["detail"] for r in records.values() if r["status"] != "ok"]
+    assert summary["left_path"] == len(off_path)
+    # Where the choice decides the other call's result, that result is checked: alloc
+    # cannot take lookup's id when the setup holds it, so lookup must find its value.
+    present = next(
+        t
+        for t in tests[1:]
+        if t["pair"] == ["alloc", "lookup"]
+        and t["setup"]["slots"][str(t["calls"][1]["args"]["id"])]["present"]
+    )
+    value = present["setup"]["slots"][str(present["calls"][1]["args"]["id"])][""]
+    assert {o["ab"][1]["ret"] for o in present["outcomes"]} == {value}
+    assert records[present["id"]]["status"] == "ok"
+    # A library's run speaks of a library: no kernel, boots or security modules.
+    report = make_report(tests_dir)
+    assert report["totals"]["left_path"] == len(off_path) and report["left_path"]
+    texts = {
+        "run summary": json.dumps(summary),
+        "run line": loop.starts_text(summary) + loop.conformance_line(summary),
+        "report summary": json.dumps(report),
+        **{
+            name: (tests_dir / "report" / name).read_text()
+            for name in ("mismatches.txt", "left-path.txt", "bottlenecks.txt", "index.html")
+        },
+    }
+    for name, text in texts.items():
+        for word in ("kernel", "boot", "security modules", "guest"):
+            assert word not in text.lower(), (name, word)
+    assert "library: A=" in texts["left-path.txt"]
+
+
+# A table of settings whose `set` changes a present key; the library skips a write of
+# the value a slot already holds (each slot on a line of its own). Whether it writes
+# depends on the stored value, which no key equality decides.
+SETTINGS_MODEL = """
+from scalecheck.model import Dict, Int, Key, Model, error, ok, operation
+
+KeyId = Key("KeyId", 4)
+Value = Int(0, 9)
+
+
+class Settings(Model):
+    def __init__(self):
+        self.table = Dict(KeyId, Value).any()
+
+    @operation(key=KeyId, value=Value)
+    def set(self, key, value):
+        if key not in self.table:
+            return error("ENOENT")
+        self.table[key] = value
+        return ok()
+"""
+
+SKIPS_EQUAL_WRITES = """
+#include <stdio.h>
+
+#include "scalecheck_adapter.h"
+
+#define KEYS 4
+
+static struct {
+	long present, value;
+} __attribute__((aligned(64))) slots[KEYS];
+
+static void call_set(const struct sc_call *call, struct sc_result *result)
+{
+	long key = sc_arg_int(call, "key"), value = sc_arg_int(call, "value");
+	if (key < 0 || key >= KEYS || !slots[key].present) {
+		sc_error(result, "ENOENT");
+		return;
+	}
+	if (slots[key].value != value)
+		slots[key].value = value;
+	sc_ok(result, 0);
+}
+
+const struct sc_op SC_OPS[] = {{"set", 2, call_set}, {0, 0, 0}};
+
+int sc_setup(const struct sc_state *state, char *why, size_t whylen)
+{
+	(void)why, (void)whylen;
+	for (int key = 0; key < KEYS; key++) {
+		char path[32];
+		snprintf(path, sizeof path, "table.%d.present", key);
+		slots[key].present = sc_state_get(state, path, 0);
+		snprintf(path, sizeof path, "table.%d", key);
+		slots[key].value = sc_state_get(state, path, 0);
+	}
+	return 0;
+}
+
+void sc_teardown(void)
+{
+}
+
+void sc_thread_init(int side)
+{
+	(void)side;
+}
+"""
+
+
+def test_a_branch_on_a_stored_value_gets_a_test_of_each_pattern(tmp_path):
+    (tmp_path / "settings.py").write_text(SETTINGS_MODEL)
+    tests_dir = generate(str(tmp_path / "settings.py"), tmp_path / "tests")
+    tests = [json.loads(line) for line in (tests_dir / "tests.jsonl").read_text().splitlines()]
+    one_key = {
+        t["id"]: t["values"]
+        for t in tests[1:]
+        if t["calls"][0]["args"]["key"] == t["calls"][1]["args"]["key"]
+        and t["expect"]["ab"] == [{"ret": 0}, {"ret": 0}]
+    }
+    # Two sets of one value on one key: the key holds that value, or another one.
+    patterns = {
+        ("B.value == A.value" in values, "table(A.key) == A.value" in values)
+        for values in one_key.values()
+    }
+    assert patterns == {(True, True), (True, False)}, one_key
+    library = write_library(tmp_path / "lib", str(tmp_path / "settings.py"), SKIPS_EQUAL_WRITES)
+    records = run(tests_dir, library, jobs=1)["records"]
+    for test_id, values in one_key.items():
+        # The first set writes the new value, the second reads it: a conflict the model
+        # does not ask for. With the value already there, both only read.
+        rewrites = "table(A.key) != A.value" in values
+        assert records[test_id]["conflict_free"] is not rewrites, (test_id, values)
 
 
 NOTHING_MODEL = """

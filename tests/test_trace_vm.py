@@ -93,6 +93,13 @@ def test_calibration_answers(main_run):
         for wanted in want.get("must_name", []):
             for name in _fields(wanted):
                 assert any(n.startswith(name) for n in names), (test["id"], name, names)
+        # Several data taken by the same code (two locks under _raw_spin_lock): each is
+        # its own conflict, none hidden behind another with the same functions.
+        same_code = want.get("same_code")
+        if same_code:
+            under = [c["data"] for c in record["conflicts"] if same_code["sites"] in c["sites"]]
+            for name in same_code["data"]:
+                assert any(n.startswith(name) for n in under), (test["id"], name, under)
         if not want["conflict_free"]:
             # The known conflicts are on data both calls really use, not neighbours of it,
             # so they survive every filter: conflicting at every granularity.

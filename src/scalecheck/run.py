@@ -220,7 +220,7 @@ def _cli(args) -> int:
     else:
         print(
             f"{summary['finished']} tests finished ({summary['skipped_already_done']} already "
-            f"done); {summary['boots']} boots, {summary['seconds']:.0f} s, "
+            f"done); {loop.starts_text(summary)}, {summary['seconds']:.0f} s, "
             f"{summary['tests_per_second']:.2f} tests/s -> {summary['results']}"
         )
         if summary["per_worker"]:

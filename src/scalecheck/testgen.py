@@ -6,6 +6,9 @@ a cap per path. Two tests are isomorphic when they agree on the equality pattern
 arguments and initial-state keys of each uninterpreted kind (names, inodes, fds, pages,
 pipes, bytes) and on the booleans and enums the path condition decides on: the concrete
 values behind that pattern do not change which code paths an implementation can take.
+Values can: inside each class, the equality pattern between arguments of one kind and
+between an argument and a stored value the path read is varied too, up to VALUE_CAP
+patterns (a `set(k, v)` that skips writing the value k holds).
 
 Reads ``DIR/analysis/`` and writes ``DIR/tests.jsonl`` (docs/format-tests.md) and
 ``DIR/testgen.json`` (per-pair counts).
@@ -26,7 +29,7 @@ import z3
 from rich.table import Table
 from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
 
-from scalecheck import __version__, argtypes, binding, rundir_lock, testfile
+from scalecheck import __version__, allowed, argtypes, binding, rundir_lock, testfile
 from scalecheck.analysisfile import all_pairs, pair_file, pair_is_current, read_analysis_meta
 from scalecheck.engine.commute import OBSERVED
 from scalecheck.errors import UserError
@@ -40,6 +43,9 @@ from scalecheck.testfile import file_hash, write_tests
 DEFAULT_CAP = 8
 # testgen.json: the hash of the tests file it describes.
 TESTS_HASH = "tests_sha256"
+# Value-equality patterns tried per isomorphism class (see _value_features): five cover
+# every pattern of three values (two arguments and the value they would replace).
+VALUE_CAP = 5
 
 
 def register(subparsers):
@@ -125,6 +131,7 @@ def generate_tests(
             "unknown_paths",
             "failed_paths",
             "unrealizable_paths",
+            "value_capped_classes",
         )
     }
     summary = {
@@ -187,6 +194,7 @@ def _pair_tests(job: tuple) -> tuple:
         "unknown_paths": 0,
         "failed_paths": 0,
         "unrealizable_paths": 0,
+        "value_capped_classes": 0,
         "failures": [],
     }
     # A Z3 context of the pair's own: the solutions Z3 finds depend on what its context
@@ -198,7 +206,7 @@ def _pair_tests(job: tuple) -> tuple:
             continue
         counts["commutative_paths"] += 1
         try:
-            path_tests, outcome = _path_tests(model_cls, (a, b), path, cap, context)
+            path_tests, outcome, value_capped = _path_tests(model_cls, (a, b), path, cap, context)
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
             counts["failures"].append(
@@ -207,6 +215,7 @@ def _pair_tests(job: tuple) -> tuple:
             continue
         if outcome != "complete":
             counts[outcome] += 1
+        counts["value_capped_classes"] += value_capped
         for number, test in enumerate(path_tests, 1):
             test["id"] = f"{a}-{b}/p{path['path']}/t{number}"
             tests.append(test)
@@ -214,9 +223,10 @@ def _pair_tests(job: tuple) -> tuple:
     return (a, b), tests, counts
 
 
-def _path_tests(model_cls, ops, path, cap, context: z3.Context) -> tuple[list, str]:
-    """Tests for one path, and how enumeration ended: complete, capped_paths,
-    unknown_paths, or unrealizable_paths (no buildable initial state)."""
+def _path_tests(model_cls, ops, path, cap, context: z3.Context) -> tuple[list, str, int]:
+    """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
+    or unrealizable_paths: no buildable initial state), and how many of its isomorphism
+    classes had more value-equality patterns than VALUE_CAP."""
     solver = z3.Solver(ctx=context)
     solver.set("timeout", 60_000)
     solver.from_string(path["smt2"])
@@ -224,17 +234,30 @@ def _path_tests(model_cls, ops, path, cap, context: z3.Context) -> tuple[list, s
     observations = path["observations"]
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms, context)
+    values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern))
+    assertions, entries = list(solver.assertions()), list(_all_observations(observations))
     tests: list[dict] = []
-    while len(tests) < cap:
+    classes = value_capped = 0
+    while classes < cap:
         answer = solver.check()
         if answer == z3.unknown:
-            return tests, "unknown_paths"
+            return tests, "unknown_paths", value_capped
         if answer == z3.unsat:
-            return tests, "complete" if tests else "unrealizable_paths"
+            return tests, "complete" if tests else "unrealizable_paths", value_capped
         values = terms.values(solver.model())
-        tests.append(_concrete_test(model_cls, ops, path, observations, kinds, values))
+        variants, capped = _value_variants(solver, pattern, values_pattern, values, terms.values)
+        value_capped += capped
+        for variant in variants:
+            outcomes = allowed.test_outcomes(
+                assertions, terms, entries, observations["results"], variant
+            )
+            test = _concrete_test(model_cls, ops, path, observations, kinds, variant, outcomes)
+            if values_pattern.features:
+                test["values"] = values_pattern.describe(variant)
+            tests.append(test)
+        classes += 1
         solver.add(pattern.exclude(values))
-    return tests, "capped_paths" if solver.check() == z3.sat else "complete"
+    return tests, "capped_paths" if solver.check() == z3.sat else "complete", value_capped
 
 
 class ObservedTerms:
@@ -317,6 +340,44 @@ def _int_value(ref, value) -> int:
     return int(z3.Z3_get_numeral_string(ref, value))
 
 
+class ValuePattern:
+    """The equalities of values (_value_features) inside one isomorphism class, and the
+    clause that excludes a pattern of them once it has a test. A stored value counts only
+    where its key is present: an absent key holds no value."""
+
+    def __init__(self, terms, features: list[tuple[int, int, int | None]]):
+        self.terms, self.features = terms, features
+        self._equal = [
+            terms[i] == terms[j]
+            if present is None
+            else z3.And(terms[present], terms[i] == terms[j])
+            for i, j, present in features
+        ]
+
+    def _holds(self, values) -> list[bool]:
+        return [
+            values[i] == values[j] and (present is None or values[present])
+            for i, j, present in self.features
+        ]
+
+    def exclude(self, values) -> z3.BoolRef:
+        return z3.Or(
+            [
+                equal if not holds else z3.Not(equal)
+                for equal, holds in zip(self._equal, self._holds(values), strict=True)
+            ]
+        )
+
+    def describe(self, values) -> list[str]:
+        """The pattern of ``values``, readable: ``A.value == B.value``,
+        ``table(A.key) != B.value`` (a stored value of an absent key: not compared)."""
+        return sorted(
+            f"{self.terms[j]} {'==' if holds else '!='} {self.terms[i]}"
+            for (i, j, present), holds in zip(self.features, self._holds(values), strict=True)
+            if present is None or values[present]
+        )
+
+
 class IsomorphismPattern:
     """The features whose values define a test's isomorphism class (see the module doc),
     and the clause that excludes a class once it has a test."""
@@ -351,6 +412,68 @@ class IsomorphismPattern:
         if (i, value) not in self._literals:
             self._literals[i, value] = self.terms[i] != value
         return self._literals[i, value]
+
+
+def _value_variants(solver, pattern, values_pattern, values, read_values) -> tuple[list, bool]:
+    """``values`` and, within its isomorphism class, one solution per further pattern of
+    value equalities (``values_pattern``), up to VALUE_CAP in all; and whether patterns
+    were left over."""
+    variants = [values]
+    if not values_pattern.features:
+        return variants, False
+    solver.push()
+    solver.add(z3.Not(pattern.exclude(values)), values_pattern.exclude(values))
+    while len(variants) < VALUE_CAP and solver.check() == z3.sat:
+        variants.append(read_values(solver.model()))
+        solver.add(values_pattern.exclude(variants[-1]))
+    capped = len(variants) == VALUE_CAP and solver.check() == z3.sat
+    solver.pop()
+    return variants, capped
+
+
+def _value_features(observations, kinds, pattern) -> list:
+    """Pairs of terms (i, j, the presence term of j's key or None) whose equality the
+    isomorphism class leaves open although an implementation can branch on it: an
+    argument against another argument or against a value the path reads from the initial
+    state, of one kind (`set(k, v)` with v equal to what k holds, a write of the byte a
+    file already holds). Flags (booleans, enums) are not values here: their values count
+    where the path decides on them."""
+
+    def is_value(entry):
+        return (
+            entry is not None
+            and not entry["chosen"]
+            and entry["kind"] not in ("bool", "enum")
+            and kinds.get(entry["kind"], {}).get("class") not in (None, "enum")
+        )
+
+    arguments = [
+        entry
+        for call_args in observations["args"].values()
+        for entry in call_args.values()
+        if is_value(entry)
+    ]
+    # (entry, the presence of its key: None for an argument or a key always present)
+    stored = [
+        (leaf, read["present"]["obs"] if read["present"] else None)
+        for read in observations["reads"]
+        if not (read["key"] and read["key"]["chosen"])
+        for leaf in read["leaves"].values()
+        if is_value(leaf)
+    ]
+    candidates = [(entry, None) for entry in arguments]
+    counted = set(pattern.equalities)
+    features: dict[tuple, int | None] = {}
+    for n, (argument, _) in enumerate(candidates):
+        for other, present in candidates[n + 1 :] + stored:
+            i, j = argument["obs"], other["obs"]
+            if (
+                argument["kind"] == other["kind"]
+                and i != j
+                and tuple(sorted((i, j))) not in counted
+            ):
+                features.setdefault((i, j), present)
+    return [(i, j, present) for (i, j), present in sorted(features.items())]
 
 
 def _all_observations(observations):
@@ -423,7 +546,7 @@ def _pattern_features(observations, kinds) -> tuple[list, list]:
     return equalities, sorted(set(valued))
 
 
-def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
+def _concrete_test(model_cls, ops, path, observations, kinds, values, outcomes=None) -> dict:
     labels = _labels(observations, kinds, values)
 
     def label(kind, raw):
@@ -451,13 +574,12 @@ def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
         {name: concrete(entry) for name, entry in observations["args"][call].items()}
         for call in "AB"
     ]
-    results = {
-        order: [_raw_result(result, values) for result in order_results]
-        for order, order_results in observations["results"].items()
-    }
+    results = allowed.fill_results(
+        observations["results"], lambda entry: "*" if entry["chosen"] else values[entry["obs"]]
+    )
     describe = binding.for_model(model_cls).describe
     setup, calls, expect = describe(list(ops), dict(snapshot), args, results, label)
-    return {
+    test = {
         "id": "",
         "pair": list(ops),
         "path": path["path"],
@@ -465,6 +587,14 @@ def _concrete_test(model_cls, ops, path, observations, kinds, values) -> dict:
         "calls": calls,
         "expect": expect,
     }
+    if outcomes is not None:
+        # Every outcome the model allows, choice by choice (allowed.py): on this path,
+        # and off it ("left the path").
+        on_path, left, shown = outcomes
+        test["outcomes"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in on_path]
+        test["left_path"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in left]
+        test["choices"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in shown]
+    return test
 
 
 def _labels(observations, kinds, values) -> dict:
@@ -480,16 +610,6 @@ def _labels(observations, kinds, values) -> dict:
         ordered = sorted(raws | ({0} if kinds[kind].get("zero") else set()))
         labels[kind] = {raw: number for number, raw in enumerate(ordered)}
     return labels
-
-
-def _raw_result(result, values):
-    if isinstance(result, dict) and "obs" in result:
-        return "*" if result["chosen"] else values[result["obs"]]
-    if isinstance(result, dict):
-        return {key: _raw_result(item, values) for key, item in result.items()}
-    if isinstance(result, list):
-        return [_raw_result(item, values) for item in result]
-    return result
 
 
 def print_summary(summary: dict):
@@ -524,5 +644,6 @@ def print_summary(summary: dict):
         f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
         f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
         f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, "
-        f"{t['failed_paths']} failed)"
+        f"{t['failed_paths']} failed; {t['value_capped_classes']} classes with more than "
+        f"{VALUE_CAP} value-equality patterns)"
     )

@@ -18,7 +18,7 @@
  *   A index rep addr size site    an allocation made by the setup or a call
  *   R index rep resultA resultB   a repeat's results (JSON, no spaces)
  *   X index rep why               the setup failed
- *   M index rep addr hex          a snapshot of memory after the last repeat's calls
+ *   M index rep addr hex          a snapshot of memory after a repeat's calls
  *   DONE
  *
  * Call A runs on thread A, then call B on thread B, each between markers, with the region
@@ -26,9 +26,10 @@
  * harness's own memory written around the calls (results, allocation logs, stacks) is
  * private to each thread, so it never shows as a conflict.
  *
- * After the last repeat's calls the harness writes a snapshot (M lines) of the "P" ranges
- * and of the live allocations: the host follows the typed pointers in them to find the
- * DWARF type of each heap object (src/scalecheck/trace/user/dwarfnames.py).
+ * After each repeat's calls the harness writes a snapshot (M lines) of the "P" ranges and
+ * of the live allocations: the host follows the typed pointers in them to find the DWARF
+ * type of each heap object (src/scalecheck/trace/user/dwarfnames.py), and names each
+ * repeat's conflicting lines from its own snapshot before it compares the repeats.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -532,7 +533,7 @@ static void report_snapshot(long index, int rep)
 		}
 }
 
-static void run_repeat(const struct test *t, int rep, int last)
+static void run_repeat(const struct test *t, int rep)
 {
 	char why[SC_RESULT_LEN] = "";
 	if (sc_setup(&t->state, why, sizeof why) < 0) {
@@ -547,8 +548,7 @@ static void run_repeat(const struct test *t, int rep, int last)
 		set_flag(&p->go);
 		wait_flag(&p->done);
 	}
-	if (last)
-		report_snapshot(t->index, rep);
+	report_snapshot(t->index, rep);
 	report_allocations(t->index, rep);
 	printf("R %ld %d %s %s\n", t->index, rep, participants[0].result.text, participants[1].result.text);
 	fflush(stdout);
@@ -597,7 +597,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		for (int rep = 0; rep < repeats; rep++)
-			run_repeat(&t, rep, rep == repeats - 1);
+			run_repeat(&t, rep);
 	}
 	printf("DONE\n");
 	fflush(stdout);

@@ -17,13 +17,14 @@ from scalecheck.report.html_page import changes_by_test, tests_by_pair, write_in
 from scalecheck.report.load import load_run
 from scalecheck.report.pair_files import write_pair_files
 from scalecheck.report.stats import (
+    LEFT_PATH,
     bottleneck_sites,
     count_pairs,
     count_totals,
     mismatches,
     summary_line,
 )
-from scalecheck.report.tables import format_bottlenecks, format_mismatches
+from scalecheck.report.tables import format_bottlenecks, format_left_path, format_mismatches
 
 SUMMARY_FORMAT = "scalecheck-report"
 SUMMARY_VERSION = 1
@@ -51,19 +52,19 @@ def make_report(out_dir, other_dir=None) -> dict:
     top_sites = [site.as_json(rank) for rank, site in enumerate(sites[:TOP_SITES], start=1)]
     diff = diff_runs(run, other) if other is not None else None
     mismatched = mismatches(run)
+    left_path = mismatches(run, LEFT_PATH)
 
     summary = {
         "format": SUMMARY_FORMAT,
         "version": SUMMARY_VERSION,
         "generator": f"scalecheck {__version__}",
         "model": run.model,
-        "kernel": run.kernel_name,
+        run.implementation: run.kernel_name,
         # What counted as a conflict (docs/tracer.md); "line" for runs that predate the choice.
         "granularity": run.results_header.get("granularity", "line"),
         "summary": line,
         "granularity_shares": shares,
         "filters": filters,
-        "security_modules": lsm,
         "naming": naming,
         "totals": {
             **totals.as_json(),
@@ -75,18 +76,25 @@ def make_report(out_dir, other_dir=None) -> dict:
         "top_sites": top_sites,
         "mismatches": mismatched,
         "damaged_result_lines": run.damaged_lines,
+        "left_path": left_path,
     }
+    if lsm:
+        summary["security_modules"] = lsm
     if diff is not None:
         summary["diff"] = diff
 
-    what = (
-        f"model {run.model} on {run.kernel_name} ({summary['granularity']} conflicts, "
-        f"security modules: {lsm}; {naming})"
-    )
+    guest = f", security modules: {lsm}" if lsm else ""
+    conflicts = f"{summary['granularity']} conflicts{guest}; {naming}"
+    what = f"model {run.model} on {run.kernel_name} ({conflicts})"
     title = f"{what}: {line}\n{views_line(shares)}"
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)
     (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title), encoding="utf-8")
-    (report_dir / "mismatches.txt").write_text(format_mismatches(mismatched), encoding="utf-8")
+    (report_dir / "mismatches.txt").write_text(
+        format_mismatches(mismatched, run.implementation), encoding="utf-8"
+    )
+    (report_dir / "left-path.txt").write_text(
+        format_left_path(left_path, run.implementation), encoding="utf-8"
+    )
     if diff is not None:
         (report_dir / "diff.txt").write_text(format_diff_text(diff), encoding="utf-8")
     else:
@@ -103,7 +111,7 @@ def make_report(out_dir, other_dir=None) -> dict:
         top_sites,
         diff,
         (shares, filters, lsm),
-        mismatched,
+        (mismatched, left_path),
         grouped,
     )
     write_pair_files(report_dir, run, grouped, changes_by_test(diff))

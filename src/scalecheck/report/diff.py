@@ -11,6 +11,7 @@ from scalecheck.report.load import Run
 from scalecheck.report.stats import (
     CONFLICT_FREE,
     CONFLICTING,
+    MISMATCH,
     NOT_RUN,
     bottleneck_sites,
     count_pairs,
@@ -63,7 +64,7 @@ def diff_runs(run: Run, other: Run) -> dict:
     differences = check_comparable(run, other)
     here_tests, other_tests = _content_keys(run), _content_keys(other)
     common = here_tests.keys() & other_tests.keys()
-    new_conflicts, fixed, no_longer_run = [], [], []
+    new_conflicts, new_mismatches, fixed, no_longer_run = [], [], [], []
     for key, test in here_tests.items():
         if key not in common:
             continue
@@ -71,6 +72,8 @@ def diff_runs(run: Run, other: Run) -> dict:
         before = outcome(other.results.get(other_tests[key]["id"]))
         if before == CONFLICT_FREE and now == CONFLICTING:
             new_conflicts.append(test["id"])
+        elif before != MISMATCH and now == MISMATCH:
+            new_mismatches.append(test["id"])
         elif before == CONFLICTING and now == CONFLICT_FREE:
             fixed.append(test["id"])
         elif before != NOT_RUN and now == NOT_RUN:
@@ -92,6 +95,7 @@ def diff_runs(run: Run, other: Run) -> dict:
         "only_here": len(here_tests) - len(common),
         "only_in_other": len(other_tests) - len(common),
         "new_conflicts": new_conflicts,
+        "new_mismatches": new_mismatches,
         "fixed": fixed,
         "no_longer_run": no_longer_run,
         "pair_changes": _pair_changes(run, other),
@@ -148,10 +152,18 @@ def _pair_changes(run: Run, other: Run) -> list[dict]:
     return sorted(changes, key=lambda c: (c["change"] is None, c["change"] or 0, c["pair"]))
 
 
+def regressions(diff: dict) -> int:
+    """Tests that got worse: new conflicts, new mismatches (results the model does not
+    allow) and tests that ran before and no longer do (timeout, crash, error, missing).
+    What `--fail-on-new` fails on."""
+    return len(diff["new_conflicts"]) + len(diff["new_mismatches"]) + len(diff["no_longer_run"])
+
+
 def diff_line(diff: dict) -> str:
     return (
         f"against {diff['other']} ({diff['other_kernel']}): "
-        f"{len(diff['new_conflicts'])} new conflicts, {len(diff['fixed'])} fixed, "
+        f"{len(diff['new_conflicts'])} new conflicts, "
+        f"{len(diff['new_mismatches'])} new mismatches, {len(diff['fixed'])} fixed, "
         f"{len(diff['no_longer_run'])} no longer run, "
         f"{len(diff['pair_changes'])} pairs changed, "
         f"{len(diff['new_sites'])} new bottleneck sites"
@@ -168,6 +180,7 @@ def format_diff_text(diff: dict) -> str:
     ]
     for title, ids in (
         ("New conflicts (conflict-free before, conflicting now)", diff["new_conflicts"]),
+        ("New mismatches (results the model does not allow now)", diff["new_mismatches"]),
         ("Fixed (conflicting before, conflict-free now)", diff["fixed"]),
         ("No longer run (ran before; now timeout, crash, error or missing)", diff["no_longer_run"]),
     ):

@@ -87,7 +87,9 @@ def filter_effects(run: Run) -> list[dict]:
 
 
 def security_modules(run: Run) -> str:
-    """The guest's security-module choice (`scalecheck run --lsm`)."""
+    """The guest's security-module choice (`scalecheck run --lsm`); "" for a library."""
+    if run.implementation == "library":
+        return ""
     return run.results_header.get("lsm", "minor")
 
 

@@ -16,6 +16,7 @@ from scalecheck.report.load import Run
 from scalecheck.report.stats import (
     CONFLICT_FREE,
     CONFLICTING,
+    LEFT_PATH,
     MISMATCH,
     NOT_RUN,
     Counts,
@@ -26,7 +27,7 @@ from scalecheck.report.stats import (
 )
 
 # Drill-down order inside a pair: what needs attention first.
-OUTCOME_ORDER = {CONFLICTING: 0, MISMATCH: 1, NOT_RUN: 2, CONFLICT_FREE: 3}
+OUTCOME_ORDER = {CONFLICTING: 0, MISMATCH: 1, LEFT_PATH: 2, NOT_RUN: 3, CONFLICT_FREE: 4}
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -54,6 +55,7 @@ details.test > summary { cursor: pointer; }
 .badge { padding: 0 5px; border-radius: 3px; font-size: 11px; }
 .b-conflicting { background: #fcbba1; } .b-conflict-free { background: #c7e9c0; }
 .b-not-run { background: #d9d9d9; } .b-mismatch { background: #fdd0a2; }
+.b-left-the-path { background: #dadaeb; }
 .b-change { background: #9ecae1; }
 pre { white-space: pre-wrap; margin: .2em 0; }
 :target > summary, div.test:target { background: #ffffb3; }
@@ -175,11 +177,13 @@ def write_index(
     site_jsons: list[dict],
     diff: dict | None,
     headline_filters: tuple[dict, list[dict], str],
-    mismatched: list[dict],
+    conformance: tuple[list[dict], list[dict]],
     tests_by_pair: dict[tuple[str, str], list[dict]],
 ):
-    """The first page; ``tests_by_pair`` (from ``tests_by_pair``) says which pairs have a
+    """The first page. ``conformance``: (mismatches, tests that left the path), as
+    stats.mismatches; ``tests_by_pair`` (from ``tests_by_pair``) says which pairs have a
     section and where each test id's section is."""
+    mismatched, left_path = conformance
     title = f"scalecheck report: model {run.model} on {run.kernel_name}"
     shares, filters, lsm = headline_filters
     parts = [
@@ -193,7 +197,8 @@ def write_index(
         _filters_section(shares, filters, lsm, run.results_header.get("granularity", "line")),
         "<p class='legend'>Files next to this page: <a href='heatmap.svg'>heatmap.svg</a>, "
         "<a href='heatmap.png'>heatmap.png</a>, <a href='bottlenecks.txt'>bottlenecks.txt</a>, "
-        "<a href='mismatches.txt'>mismatches.txt</a>, <a href='summary.json'>summary.json</a>.</p>",
+        "<a href='mismatches.txt'>mismatches.txt</a>, <a href='left-path.txt'>left-path.txt</a>, "
+        "<a href='summary.json'>summary.json</a>.</p>",
         "<h2>Heat map</h2>",
         _heat_table(run.ops, pairs, commute_conditions(run.directory, list(pairs))),
     ]
@@ -201,7 +206,9 @@ def write_index(
         parts.append(_diff_section(diff))
     parts.append(_sites_section(site_jsons))
     if mismatched:
-        parts.append(_mismatch_section(mismatched))
+        parts.append(_mismatch_section(mismatched, run.implementation))
+    if left_path:
+        parts.append(_left_path_section(left_path, run.implementation))
     parts.append(
         "<h2>Tests by pair</h2><p class='legend'>Click a pair to list its tests, "
         "and a test for its setup, results and conflicting cache lines.</p>"
@@ -222,6 +229,10 @@ def _totals_table(totals: Counts, not_run_by_status: dict) -> str:
         ("conflicting", totals.conflicting),
         ("not run", f"{totals.not_run} ({why})" if why else totals.not_run),
         ("mismatched the model (not counted as conflict-free or conflicting)", totals.mismatch),
+        (
+            "left the path: a legal choice off the test's path (not counted either)",
+            totals.left_path,
+        ),
         ("repeats disagreed", totals.unstable),
     ]
     body = "".join(
@@ -248,24 +259,49 @@ def _filters_section(shares: dict, filters: list[dict], lsm: str, granularity: s
         "<th>conflict-free</th><th>tests</th><th>counts</th></tr>"
         f"{share_rows}</table><table class='grid'><tr><th>filter</th><th>this run</th>"
         "<th>tests it made conflict-free</th><th>conflicts it removed</th><th>what</th></tr>"
-        f"{filter_rows}</table><p class='legend'>Security modules in the guest: "
-        f"{escape(lsm)} (<code>scalecheck run --lsm</code>). Each filter can be switched off: "
+        f"{filter_rows}</table><p class='legend'>"
+        + (
+            f"Security modules in the guest: {escape(lsm)} (<code>scalecheck run --lsm</code>). "
+            if lsm
+            else ""
+        )
+        + "Each filter can be switched off: "
         "<code>--count-unrepeated</code>, <code>--keep-tick-work</code>, "
         "<code>--granularity line</code>.</p>"
     )
 
 
-def _mismatch_section(mismatched: list[dict]) -> str:
+def _mismatch_section(mismatched: list[dict], implementation: str) -> str:
+    return _results_section(
+        f"Mismatches: {len(mismatched)} tests",
+        f"The {implementation}'s results fit neither order the model allows: model and "
+        f"{implementation} disagree. These tests are not counted as conflict-free or conflicting.",
+        mismatched,
+        implementation,
+    )
+
+
+def _left_path_section(left: list[dict], implementation: str) -> str:
+    return _results_section(
+        f"Left the path: {len(left)} tests",
+        f"The {implementation}'s results fit a choice the model allows (an id, an fd) that "
+        "leaves the path the test was made for: legal, not a mismatch, but not a test of its "
+        "path. These tests are not counted as conflict-free or conflicting.",
+        left,
+        implementation,
+    )
+
+
+def _results_section(title: str, legend: str, entries: list[dict], implementation: str) -> str:
     rows = "".join(
         f"<tr><td><a href='#{escape(test_anchor(m['id']))}'>{escape(m['id'])}</a></td>"
-        f"<td>{escape(json.dumps(m['kernel']))}</td><td>{escape(json.dumps(m['model']))}</td></tr>"
-        for m in mismatched
+        f"<td>{escape(json.dumps(m['got']))}</td><td>{escape(json.dumps(m['model']))}</td></tr>"
+        for m in entries
     )
     return (
-        f"<h2>Mismatches: {len(mismatched)} tests</h2><p class='legend'>The kernel's results "
-        "fit neither order the model allows: model and kernel disagree. These tests are not "
-        "counted as conflict-free or conflicting.</p><table class='grid'><tr><th>test</th>"
-        f"<th>kernel (A, B)</th><th>model (A then B, B then A)</th></tr>{rows}</table>"
+        f"<h2>{escape(title)}</h2><p class='legend'>{escape(legend)}</p><table class='grid'>"
+        f"<tr><th>test</th><th>{escape(implementation)} (A, B)</th>"
+        f"<th>model (A then B, B then A)</th></tr>{rows}</table>"
     )
 
 
@@ -371,6 +407,7 @@ def _diff_section(diff: dict) -> str:
     ]
     for title, key in (
         ("New conflicts (conflict-free before, conflicting now)", "new_conflicts"),
+        ("New mismatches (results the model does not allow now)", "new_mismatches"),
         ("Fixed (conflicting before, conflict-free now)", "fixed"),
         ("No longer run (ran before, not now)", "no_longer_run"),
     ):
@@ -404,6 +441,7 @@ def changes_by_test(diff: dict | None) -> dict[str, str]:
     changes: dict[str, str] = {}
     for key, label in (
         ("new_conflicts", "new conflict"),
+        ("new_mismatches", "new mismatch"),
         ("fixed", "fixed"),
         ("no_longer_run", "no longer run"),
     ):
@@ -435,7 +473,8 @@ def _pair_stubs(pairs: dict[tuple[str, str], Counts], grouped: dict):
             f"data-file='{escape(pair_file_name(pair))}'><summary>"
             f"{_pair_name(pair)}: {counts.tests} tests, {counts.conflict_free} conflict-free "
             f"({percent_text(counts.share_conflict_free)}), {counts.conflicting} conflicting, "
-            f"{counts.mismatch} mismatched, {counts.not_run} not run</summary>"
+            f"{counts.mismatch} mismatched, {counts.left_path} left the path, "
+            f"{counts.not_run} not run</summary>"
             "<div class='tests'>Loading the tests&hellip;</div></details>"
         )
 

@@ -16,7 +16,7 @@ from scalecheck.testfile import content_hash, read_jsonl, read_tests
 RESULTS_FORMAT = "scalecheck-results"
 KNOWN_VERSION = 1
 
-RAN_STATUSES = {"ok", "mismatch"}
+RAN_STATUSES = {"ok", "left_path", "mismatch"}
 NOT_RUN_STATUSES = {"timeout", "crash", "error"}
 CONFLICT_KINDS = {"static", "percpu", "heap", "user", "pagetable", "unknown"}
 
@@ -32,6 +32,11 @@ class Run:
     results: dict[str, dict]  # test id -> its line of results.jsonl
     results_header: dict
     damaged_lines: list[int] = field(default_factory=list)  # lines of results.jsonl skipped
+
+    @property
+    def implementation(self) -> str:
+        """What ran the tests: "library" (`--target lib:`) or "kernel"."""
+        return "library" if "library" in self.results_header else "kernel"
 
     @property
     def kernel_name(self) -> str:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from scalecheck.errors import UserError
-from scalecheck.report.diff import diff_line
+from scalecheck.report.diff import diff_line, regressions
 
 EXIT_NEW_CONFLICTS = 1
 
@@ -19,7 +19,9 @@ def register(subparsers):
         "heatmap.png, heatmap.svg, index.html, bottlenecks.txt, summary.json (and diff.txt "
         "with --diff). Prints a one-line summary.",
         epilog=f"exit codes: 0 done; {EXIT_NEW_CONFLICTS} --fail-on-new and the diff found "
-        "tests that conflict in DIR but were conflict-free in OTHER_DIR; 2 bad input.",
+        "tests that got worse in DIR than in OTHER_DIR (conflicting where they were "
+        "conflict-free, mismatching the model where they conformed, or no longer run where "
+        "they ran); 2 bad input.",
     )
     parser.add_argument("dir", metavar="DIR", type=Path, help="run directory")
     parser.add_argument(
@@ -33,7 +35,8 @@ def register(subparsers):
     parser.add_argument(
         "--fail-on-new",
         action="store_true",
-        help=f"exit {EXIT_NEW_CONFLICTS} if --diff finds new conflicts (for CI)",
+        help=f"exit {EXIT_NEW_CONFLICTS} if --diff finds new conflicts, new mismatches or "
+        "tests no longer run (for CI)",
     )
     parser.add_argument(
         "--json",
@@ -58,6 +61,6 @@ def run_report(args: argparse.Namespace) -> int:
         if "diff" in summary:
             print(diff_line(summary["diff"]))
         print(f"report: {args.dir / 'report' / 'index.html'}")
-    if args.fail_on_new and summary["diff"]["new_conflicts"]:
+    if args.fail_on_new and regressions(summary["diff"]):
         return EXIT_NEW_CONFLICTS
     return 0

@@ -12,6 +12,10 @@ NOT_RUN = "not run"
 # The kernel's results fit neither order the model allows: a disagreement between model
 # and kernel, a conformance result of its own. Such a test says nothing about conflicts.
 MISMATCH = "mismatch"
+# The results fit a choice the model allows that leaves the path the test was made for
+# (docs/format-tests.md): legal, but not a test of that path; never conflict-free or
+# conflicting either.
+LEFT_PATH = "left the path"
 
 # A missing results line is a test the tracer never reached; it is reported like a crash.
 MISSING_STATUS = "missing"
@@ -27,6 +31,8 @@ def outcome(result: dict | None) -> str:
         return NOT_RUN
     if result["status"] == "mismatch":
         return MISMATCH
+    if result["status"] == "left_path":
+        return LEFT_PATH
     return CONFLICT_FREE if result["conflict_free"] else CONFLICTING
 
 
@@ -41,6 +47,7 @@ class Counts:
     conflicting: int = 0
     not_run: int = 0
     mismatch: int = 0  # ran, but a result matched neither order the model allows
+    left_path: int = 0  # ran, and took a legal choice off the test's path
     unstable: int = 0  # repeats gave different conflict sets
 
     def add(self, result: dict | None):
@@ -52,6 +59,8 @@ class Counts:
             self.conflicting += 1
         elif kind == MISMATCH:
             self.mismatch += 1
+        elif kind == LEFT_PATH:
+            self.left_path += 1
         else:
             self.not_run += 1
         if (
@@ -63,7 +72,8 @@ class Counts:
 
     @property
     def share_conflict_free(self) -> float | None:
-        """Over all tests: a test not run or mismatched is not known to be conflict-free."""
+        """Over all tests: a test not run, mismatched or off its path is not known to be
+        conflict-free."""
         return self.conflict_free / self.tests if self.tests else None
 
     def as_json(self) -> dict:
@@ -73,6 +83,7 @@ class Counts:
             "conflicting": self.conflicting,
             "not_run": self.not_run,
             "mismatch": self.mismatch,
+            "left_path": self.left_path,
             "unstable": self.unstable,
             "share_conflict_free": self.share_conflict_free,
         }
@@ -98,18 +109,19 @@ def count_totals(run: Run) -> tuple[Counts, Counter]:
     return totals, not_run_by_status
 
 
-def mismatches(run: Run) -> list[dict]:
-    """Each test whose kernel results fit neither order of the model, with both sides."""
+def mismatches(run: Run, kind: str = MISMATCH) -> list[dict]:
+    """Each test whose results fit neither order of the model (or, ``kind`` LEFT_PATH,
+    fit only a legal choice off the test's path), with both sides."""
     listed = []
     for test in run.tests:
         result = run.results.get(test["id"])
-        if result is not None and outcome(result) == MISMATCH:
-            kernel = result.get("results") or {}
+        if result is not None and outcome(result) == kind:
+            got = result.get("results") or {}
             listed.append(
                 {
                     "id": test["id"],
                     "pair": list(run.pair_of(test)),
-                    "kernel": {"a": kernel.get("a"), "b": kernel.get("b")},
+                    "got": {"a": got.get("a"), "b": got.get("b")},
                     "model": test.get("expect"),
                     "detail": result.get("detail", ""),
                 }
@@ -215,5 +227,6 @@ def summary_line(totals: Counts) -> str:
         f"{totals.conflict_free} of {totals.tests} tests conflict-free "
         f"({percent_text(totals.share_conflict_free)}); "
         f"{totals.conflicting} conflicting, {totals.mismatch} mismatched the model, "
-        f"{totals.not_run} not run"
+        + (f"{totals.left_path} left the path, " if totals.left_path else "")
+        + f"{totals.not_run} not run"
     )

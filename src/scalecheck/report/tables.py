@@ -45,19 +45,42 @@ def format_bottlenecks(sites: list[Site], title: str) -> str:
     )
 
 
-def format_mismatches(mismatched: list[dict]) -> str:
+def format_mismatches(mismatched: list[dict], implementation: str) -> str:
+    """mismatches.txt; ``implementation``: "kernel" or "library" (Run.implementation)."""
     if not mismatched:
         return "Every traced test's results fit an order the model allows.\n"
-    lines = [
-        f"{len(mismatched)} tests whose kernel results fit neither order the model allows "
-        "(model and kernel disagree; not counted as conflict-free or conflicting):"
-    ]
-    for entry in mismatched:
+    return _format_results(
+        f"{len(mismatched)} tests whose {implementation} results fit neither order the model "
+        f"allows (model and {implementation} disagree; not counted as conflict-free or "
+        "conflicting):",
+        mismatched,
+        implementation,
+    )
+
+
+def format_left_path(left: list[dict], implementation: str) -> str:
+    """left-path.txt: tests whose results are a legal choice off the test's path."""
+    if not left:
+        return "No traced test's results left the path its test was made for.\n"
+    return _format_results(
+        f"{len(left)} tests whose {implementation} results fit a choice the model allows that "
+        "leaves the path the test was made for (legal; not a mismatch; not counted as "
+        "conflict-free or conflicting):",
+        left,
+        implementation,
+    )
+
+
+def _format_results(headline: str, entries: list[dict], implementation: str) -> str:
+    lines = [headline]
+    width = max(len(implementation), len("model"))
+    for entry in entries:
         model = entry["model"] or {}
         lines += [
             f"{entry['id']} ({entry['pair'][0]} x {entry['pair'][1]})",
-            f"  kernel: A={json.dumps(entry['kernel']['a'])} B={json.dumps(entry['kernel']['b'])}",
-            f"  model:  A then B {json.dumps(model.get('ab'))}, "
+            f"  {implementation + ':':<{width + 1}} A={json.dumps(entry['got']['a'])} "
+            f"B={json.dumps(entry['got']['b'])}",
+            f"  {'model:':<{width + 1}} A then B {json.dumps(model.get('ab'))}, "
             f"B then A {json.dumps(model.get('ba'))}",
         ]
     return "\n".join(lines) + "\n"

@@ -53,8 +53,16 @@ def conformance_line(summary: dict) -> str:
     return (
         f"{summary['recorded']} of {summary['tests']} tests traced: "
         f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting; "
-        f"{not_conforming(summary)} did not run or conform ({why})"
+        f"{not_conforming(summary)} did not run or conform ({why}); "
+        f"{summary['left_path']} left the path (a legal choice off the test's path)"
     )
+
+
+def starts_text(summary: dict) -> str:
+    """How often the target was started: a kernel's boots, a library's program runs."""
+    if "program_runs" in summary:
+        return f"{summary['program_runs']} program runs"
+    return f"{summary['boots']} boots"
 
 
 def select_tests(tests, limit, ops, known_ops):
@@ -128,7 +136,7 @@ def run_tests(
     summary.update(
         {
             "results": str(trace_dir / "results.jsonl"),
-            "boots": boots,
+            run.starts: boots,
             "seconds": round(elapsed, 1),
             "finished": finished_now,
             "skipped_already_done": len(selected) - len(pending),
@@ -209,10 +217,10 @@ def tracing_progress(quiet: bool, total: int):
 
 
 def summarize(records, selected) -> dict:
-    status = dict.fromkeys(("ok", "mismatch", "timeout", "crash", "error"), 0)
+    status = dict.fromkeys(("ok", "left_path", "mismatch", "timeout", "crash", "error"), 0)
     for r in records:
         status[r["status"]] = status.get(r["status"], 0) + 1
-    traced = [r for r in records if r["status"] in ("ok", "mismatch")]
+    traced = [r for r in records if r["status"] in ("ok", "left_path", "mismatch")]
     # A mismatch is a disagreement between model and kernel: the test says nothing about
     # conflicts, so it is counted on its own and never as conflict-free or conflicting.
     conforming = [r for r in records if r["status"] == "ok"]

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 from scalecheck.binding import abi
 from scalecheck.trace.counting import ALL_FILTERS_ON, GRANULARITIES, Filters, counts, counts_kind
+from scalecheck.trace.naming import name_data, symbol_key
 from scalecheck.trace.regions import PcSet, shared_lines
-from scalecheck.trace.testcase import Test, check_results
+from scalecheck.trace.testcase import LEFT_PATH, MISMATCH, Test, check_results
 
 # The repeat number the driver gives its unreported warm-up runs, and the tag layout.
 WARMUP_REP = abi.value("WARMUP_REP")
@@ -83,21 +84,24 @@ def conflict_bytes(la, lb) -> int:
 
 def _site_pairs(la, lb, symbols) -> tuple:
     """("true", pairs) when some code sites of A and B touched the same bytes, at least one
-    writing: the pairs of their functions. Otherwise ("false", pairs of the sites that
-    share the line only, at least one writing): false sharing."""
+    writing: the pairs of their functions, each with the bytes it made conflict. Otherwise
+    ("false", pairs of the sites that share the line only, at least one writing, each with
+    the bytes they wrote): false sharing."""
     named_a = [(function_of(_site_name(s.pc, symbols)), s) for s in la.sites]
     named_b = [(function_of(_site_name(s.pc, symbols)), s) for s in lb.sites]
-    true_pairs = {
-        (fa, fb)
-        for fa, sa in named_a
-        for fb, sb in named_b
-        if sa.write_mask & sb.touched or sb.write_mask & sa.touched
-    }
+    true_pairs: dict[tuple, int] = {}
+    false_pairs: dict[tuple, int] = {}
+    for fa, sa in named_a:
+        for fb, sb in named_b:
+            overlap = sa.write_mask & sb.touched | sb.write_mask & sa.touched
+            if overlap:
+                true_pairs[fa, fb] = true_pairs.get((fa, fb), 0) | overlap
+            elif sa.write_mask or sb.write_mask:
+                written = sa.write_mask | sb.write_mask
+                false_pairs[fa, fb] = false_pairs.get((fa, fb), 0) | written
     if true_pairs:
-        return "true", sorted(true_pairs)
-    return "false", sorted(
-        {(fa, fb) for fa, sa in named_a for fb, sb in named_b if sa.write_mask or sb.write_mask}
-    )
+        return "true", sorted(true_pairs.items())
+    return "false", sorted(false_pairs.items())
 
 
 # CPU-time accounting is the scheduler tick's work. On the isolated CPUs (nohz_full) the
@@ -183,7 +187,8 @@ def _shared(region_a, region_b, symbols) -> list:
                 "data_symbol": data_symbol,
                 "bytes": f"{conflict_bytes(la, lb):#x}",
                 "sharing": sharing,
-                "sites": [list(p) for p in pairs],
+                "sites": [list(p) for p, _ in pairs],
+                "site_bytes": [mask for _, mask in pairs],  # named by name_data, then gone
                 "a": _side(la, symbols),
                 "b": _side(lb, symbols),
             }
@@ -194,17 +199,15 @@ def _shared(region_a, region_b, symbols) -> list:
 def signature(conflict: dict) -> frozenset:
     """What identifies a conflict across repeats and runs: one element per pair of code
     sites (functions) of A and B that touched the same bytes (or, for false sharing, the
-    same line), with the kind of data and its name when it has one (static and per-cpu
-    data). Heap addresses differ between repeats, and so do the fields of an object that
-    share a line (slab objects are not line-aligned); the pairs of functions touching the
-    same field do not."""
-    data = (
-        conflict["data_symbol"].split(" [cpu")[0]
-        if conflict["kind"] in ("static", "percpu")
-        else ""
-    )
+    same line), with the kind of data and the name of the bytes that pair made conflict
+    (``site_data``: struct.field, variable, slab cache+offset; name_data). So two objects
+    written by the same functions are two conflicts. Heap addresses differ between
+    repeats, and so do the fields of an object that share a line (slab objects are not
+    line-aligned); the names of the fields each pair of functions touched do not."""
+    data = conflict.get("site_data") or [symbol_key(conflict)] * len(conflict["sites"])
     return frozenset(
-        (conflict["kind"], data, conflict["sharing"], a, b) for a, b in conflict["sites"]
+        (conflict["kind"], name, conflict["sharing"], a, b)
+        for (a, b), name in zip(conflict["sites"], data, strict=True)
     )
 
 
@@ -241,10 +244,11 @@ def site_pairs(conflicts: list) -> list:
 
 
 def _repeated(per_repeat: list, every: bool = True) -> tuple:
-    """The conflicts cut down to the site pairs every repeat showed (``every``) or any
-    repeat showed, and each repeat's signature. A conflict is taken from the last repeat
-    that showed one of its elements: its objects were freed most recently when the record
-    is written, so naming finds them (and the pointers leading to them) still in place."""
+    """The conflicts cut down to the elements (data and site pair) every repeat showed
+    (``every``) or any repeat showed, and each repeat's signature. A conflict is taken
+    from the last repeat that showed one of its elements: its objects were freed most
+    recently when the record is written, so naming finds them (and the pointers leading
+    to them) still in place."""
     signatures = [conflict_set(conflicts) for conflicts in per_repeat]
     kept_elements = (frozenset.intersection if every else frozenset.union)(*signatures)
     kept: list = []
@@ -254,18 +258,15 @@ def _repeated(per_repeat: list, every: bool = True) -> tuple:
             elements = (signature(c) & kept_elements) - placed
             if elements:
                 placed |= elements
-                kept.append(dict(c, sites=sorted([a, b] for _, _, _, a, b in elements)))
+                ordered = sorted((a, b, data) for _, data, _, a, b in elements)
+                kept.append(
+                    {k: v for k, v in c.items() if k != "site_bytes"}
+                    | {
+                        "sites": [[a, b] for a, b, _ in ordered],
+                        "site_data": [data for _, _, data in ordered],
+                    }
+                )
     return kept, signatures
-
-
-def name_data(conflicts: list, namer) -> None:
-    """Sets each conflict's ``data`` name (datanames.DataNamer; "" without a namer)."""
-    lines = [
-        (c["kind"], int(c["line"], 16), int(c["paddr"], 16), int(c["bytes"], 16)) for c in conflicts
-    ]
-    names = namer.name_lines(lines) if namer else [""] * len(lines)
-    for c, name in zip(conflicts, names, strict=True):
-        c["data"] = name
 
 
 def _counted_elements(elements, granularity: str) -> frozenset:
@@ -286,9 +287,11 @@ def finish(
     granularity: str,
     filters: Filters = ALL_FILTERS_ON,
     namer=None,
+    repeat_namers: list | None = None,
 ) -> dict:
     """The record of a test whose repeats all reported (regions: tag -> Region). Conflicting
-    lines (counted or not) are named by ``namer``, once per test."""
+    lines (counted or not) are named by ``namer``, or each repeat's by its own namer
+    (``repeat_namers``), before the repeats are compared (name_data)."""
     test = progress.test
     reports = progress.repeats
     for rep, (kind, *rest) in sorted(reports.items()):
@@ -298,19 +301,19 @@ def finish(
             return base_record(test, "timeout", f"repeat {rep}: {rest[0]} (guest watchdog)")
     per_repeat, noise_switch, interrupts, dropped, tick_sites = [], False, 0, 0, 0
     tick_signatures: list = []  # per repeat: (signature without tick work, with it)
-    mismatch, results, order = "", {}, None
+    mismatch, left_path, results, order = "", "", {}, None
     for rep in range(repeats):
         _, res_a, res_b = reports[rep]
         try:
             res_a, res_b = json.loads(res_a), json.loads(res_b)
         except json.JSONDecodeError:
             return base_record(test, "error", f"repeat {rep}: unreadable result from the driver")
-        order = check_results(test, res_a, res_b)
-        if order is None and not mismatch:
-            mismatch = (
-                f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}, expected "
-                f"{json.dumps((test.raw.get('expect') or {}).get('ab'))}"
-            )
+        order, verdict = check_results(test, res_a, res_b)
+        got = f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}"
+        if verdict == MISMATCH and not mismatch:
+            mismatch = f"{got}, expected {json.dumps((test.raw.get('expect') or {}).get('ab'))}"
+        elif verdict == LEFT_PATH and not left_path:
+            left_path = f"{got}: a choice the model allows, off the path this test was made for"
         if rep == 0:
             results = {"a": res_a, "b": res_b, "expected_order": order}
         ra, rb = regions.get(tag(progress.index, rep, 0)), regions.get(tag(progress.index, rep, 1))
@@ -340,10 +343,10 @@ def finish(
     first_a, first_b = per_repeat[0][:2]
     # A conflict counts only if every repeat shows it (unless that filter is off).
     every = not filters.count_unrepeated
+    name_data([c + u for _, _, c, u in per_repeat], repeat_namers or [namer] * repeats)
     conflicts, signatures = _repeated([c for _, _, c, _ in per_repeat], every)
     false_sharing, _ = _repeated([u for _, _, _, u in per_repeat], every)
     repeated = frozenset.intersection(*signatures)
-    name_data(conflicts + false_sharing, namer)
     transient = {element for s in signatures for element in s - repeated}
     # What each filter removed from the counted conflicts, whatever the run's setting.
     unrepeated_removed = _counted_elements(frozenset.union(*signatures) - repeated, granularity)
@@ -352,7 +355,11 @@ def finish(
         - frozenset.intersection(*(without for without, _ in tick_signatures)),
         granularity,
     )
-    record = base_record(test, "mismatch" if mismatch else "ok", mismatch)
+    record = base_record(
+        test,
+        MISMATCH if mismatch else LEFT_PATH if left_path else "ok",
+        mismatch or left_path,
+    )
     record.update(
         {
             "conflict_free": not conflicts,

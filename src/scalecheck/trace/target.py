@@ -68,7 +68,10 @@ class TraceSettings:
 
 
 class TargetRun(Protocol):
-    """A target for one run, on the submitting machine."""
+    """A target for one run, on the submitting machine. ``starts``: what the summary calls
+    one start of the target ("boots" of a kernel, "program_runs" of a library)."""
+
+    starts: str
 
     def known_ops(self) -> Collection[str]: ...
 

@@ -88,7 +88,16 @@ class DataNamer:
         """The data name of the bytes ``mask`` of the line at vaddr (guest-physical paddr)."""
         return self.name_lines([(kind, vaddr, paddr, mask)])[0]
 
-    def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
+    def stable_names(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
+        """Names that do not depend on which pointers still lead to the data: an object of
+        a cache without a type by cache and offset (`kmalloc-cg-512+0x10`), not by the
+        pointer of an owner that an earlier repeat may have freed. What repeats are
+        compared by (naming.name_data)."""
+        return self.name_lines(lines, follow_pointers=False)
+
+    def name_lines(
+        self, lines: list[tuple[str, int, int, int]], follow_pointers: bool = True
+    ) -> list[str]:
         """Names of one test's conflicting lines, each (kind, vaddr, paddr, mask). Objects
         of caches without a type (kmalloc-*) are looked for behind the pointers of the
         typed objects among these lines: `fdtable.open_fds[]`, `super_block.s_inodes`."""
@@ -114,7 +123,11 @@ class DataNamer:
             elif isinstance(objects, str):
                 names.append(objects)
             else:
-                if pointers is None and any(c.type_id is None for c, _, _ in objects):
+                if (
+                    follow_pointers
+                    and pointers is None
+                    and any(c.type_id is None for c, _, _ in objects)
+                ):
                     pointers = slabs.pointer_index(roots)
                 names.append(
                     join_names(

@@ -74,6 +74,8 @@ def trace_here(config: RunConfig, pending: list, jobs: int) -> int:
 class LinuxRun:
     """``--target linux``: the tests of the POSIX model on a Linux kernel under QEMU."""
 
+    starts = "boots"
+
     settings: VmSettings
     lsm: str
     on_vm_start: Callable | None = None  # called with each boot's session (tests kill VMs)

@@ -253,7 +253,7 @@ def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
 
 
 class DataNamer:
-    """Names one test's conflicting lines of a library (outcome.name_data): static data by
+    """Names one test's conflicting lines of a library (naming.name_data): static data by
     variable and field, heap data by the type and field a pointer gave its object; "" for
     lines of neither (their data_symbol stays)."""
 
@@ -273,6 +273,11 @@ class DataNamer:
 
     def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
         return [self._name(kind, vaddr, mask) for kind, vaddr, _, mask in lines]
+
+    def stable_names(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
+        """The names, from this repeat's own snapshot, so as stable as the data: what
+        repeats are compared by (naming.name_data)."""
+        return self.name_lines(lines)
 
     def _name(self, kind: str, vaddr: int, mask: int) -> str:
         offsets = mask_bytes(mask) or list(range(LINE))

@@ -31,6 +31,8 @@ CLUSTER_BATCH = 2000
 class LibraryRun:
     """``--target lib:PATH``: the tests of a library's model on the library."""
 
+    starts = "program_runs"
+
     library: Library
     trace: TraceSettings
     arguments: dict  # op -> the arguments a call of it carries

@@ -111,8 +111,9 @@ class ProgramWorker:
         regions_reader = RegionReader(trace_path)
         regions: dict = {}
         current = None
-        allocations: list[tuple[int, int, int]] = []
-        memory: dict[int, bytes] = {}  # the snapshot after the last repeat's calls
+        # Per repeat: the blocks it allocated, and its snapshot after the calls.
+        allocations: dict[int, list[tuple[int, int, int]]] = {}
+        memory: dict[int, dict[int, bytes]] = {}
         last_progress, finished, failure = time.monotonic(), False, None
         timeout = self.settings.timeout
         try:
@@ -138,13 +139,14 @@ class ProgramWorker:
                     current = (
                         outcome.TestProgress(runnable[index], index) if index in runnable else None
                     )
-                    allocations, memory = [], {}
+                    allocations, memory = {}, {}
                 elif kind == "A" and current is not None:
-                    _, _, addr, size, site = rest.split()
-                    allocations.append((int(addr, 16), int(size), int(site, 16)))
+                    _, rep, addr, size, site = rest.split()
+                    block = (int(addr, 16), int(size), int(site, 16))
+                    allocations.setdefault(int(rep), []).append(block)
                 elif kind == "M" and current is not None:
-                    _, _, addr, data = rest.split()
-                    memory[int(addr, 16)] = bytes.fromhex(data)
+                    _, rep, addr, data = rest.split()
+                    memory.setdefault(int(rep), {})[int(addr, 16)] = bytes.fromhex(data)
                 elif kind in ("R", "X") and current is not None:
                     index, rep, payload = ([*rest.split(" ", 2), "", ""])[:3]
                     if kind == "R":
@@ -187,14 +189,23 @@ class ProgramWorker:
             return None
         if not current.complete(self.settings.repeats):
             return current
+        repeats = self.settings.repeats
+        # Each repeat's lines are named from the blocks live in it (those of earlier
+        # repeats a library kept included, a block's latest allocation winning) and its
+        # own snapshot.
+        live: dict[int, tuple] = {}
+        namers = []
+        for rep in range(repeats):
+            live.update((block[0], block) for block in allocations.get(rep, []))
+            namers.append(self.symbols.data_namer(list(live.values()), memory.get(rep, {})))
         record = outcome.finish(
             current,
             regions,
-            self.symbols.with_allocations(allocations),
-            self.settings.repeats,
+            self.symbols.with_allocations(list(live.values())),
+            repeats,
             self.settings.granularity,
             self.settings.filters,
-            self.symbols.data_namer(allocations, memory),
+            repeat_namers=namers,
         )
         self._record(record)
         for rep in range(self.settings.repeats):
