@@ -557,6 +557,27 @@ def test_a_branch_on_a_stored_value_gets_a_test_of_each_pattern(tmp_path):
         assert records[test_id]["conflict_free"] is not rewrites, (test_id, values)
 
 
+def test_value_patterns_can_be_switched_off(tmp_path):
+    (tmp_path / "settings.py").write_text(SETTINGS_MODEL)
+    tests_dir = generate(str(tmp_path / "settings.py"), tmp_path / "tests")
+
+    def tests_by_path() -> dict:
+        lines = (tests_dir / "tests.jsonl").read_text().splitlines()[1:]
+        paths: dict = {}
+        for test in map(json.loads, lines):
+            paths.setdefault(test["id"].rsplit("/", 1)[0], []).append(test)
+        return paths
+
+    with_patterns = tests_by_path()
+    done = cli("testgen", str(tests_dir), "--value-cap", "1")
+    assert done.returncode == 0, done.stderr
+    without = tests_by_path()
+    assert without.keys() == with_patterns.keys()
+    # One test per isomorphism class: fewer tests, and no path gains any.
+    assert sum(map(len, without.values())) < sum(map(len, with_patterns.values()))
+    assert all(len(without[p]) <= len(with_patterns[p]) for p in without)
+
+
 NOTHING_MODEL = """
 from scalecheck.model import Int, Model, ok, operation
 

@@ -21,7 +21,7 @@ from scalecheck.analyze import (
 from scalecheck.binding.linux_posix import UNSUPPORTED_OPS
 from scalecheck.models.loading import load_model
 from scalecheck.run import add_trace_options, run_from_args
-from scalecheck.testgen import DEFAULT_CAP, current_tests, generate_tests
+from scalecheck.testgen import add_testgen_options, current_tests, generate_tests
 from scalecheck.trace.loop import (
     EXIT_NOT_CONFORMING,
     conformance_line,
@@ -68,9 +68,7 @@ def register(subparsers):
         default=Path("out/pipeline"),
         help="output directory (default: out/pipeline)",
     )
-    parser.add_argument(
-        "--cap", type=argtypes.count, default=DEFAULT_CAP, help="tests per commutative path at most"
-    )
+    add_testgen_options(parser)
     parser.add_argument(
         "--model-timeout",
         type=argtypes.seconds,
@@ -111,13 +109,13 @@ def run_stages(args) -> int:
     )
     print_summary(analysis)
     console.rule("2/4 testgen")
-    generated = current_tests(args.out, args.cap)
+    generated = current_tests(args.out, args.cap, args.value_cap)
     if generated is None:
-        generated = generate_tests(args.out, cap=args.cap, jobs=args.jobs)
+        generated = generate_tests(args.out, cap=args.cap, value_cap=args.value_cap, jobs=args.jobs)
         console.print(f"{generated['totals']['tests']} tests written to {args.out / 'tests.jsonl'}")
     else:
         console.print(
-            f"{args.out / 'tests.jsonl'} is current (same analysis, cap and generator): "
+            f"{args.out / 'tests.jsonl'} is current (same analysis, caps and generator): "
             f"its {generated['totals']['tests']} tests kept",
             soft_wrap=True,
         )

@@ -7,7 +7,7 @@ arguments and initial-state keys of each uninterpreted kind (names, inodes, fds,
 pipes, bytes) and on the booleans and enums the path condition decides on: the concrete
 values behind that pattern do not change which code paths an implementation can take.
 Values can: inside each class, the equality pattern between arguments of one kind and
-between an argument and a stored value the path read is varied too, up to VALUE_CAP
+between an argument and a stored value the path read is varied too, up to --value-cap
 patterns (a `set(k, v)` that skips writing the value k holds).
 
 Reads ``DIR/analysis/`` and writes ``DIR/tests.jsonl`` (docs/format-tests.md) and
@@ -45,7 +45,7 @@ DEFAULT_CAP = 8
 TESTS_HASH = "tests_sha256"
 # Value-equality patterns tried per isomorphism class (see _value_features): five cover
 # every pattern of three values (two arguments and the value they would replace).
-VALUE_CAP = 5
+DEFAULT_VALUE_CAP = 5
 
 
 def register(subparsers):
@@ -56,12 +56,7 @@ def register(subparsers):
         "per isomorphism class of its solutions, up to --cap per path.",
     )
     parser.add_argument("dir", type=Path, help="the directory given to `scalecheck analyze --out`")
-    parser.add_argument(
-        "--cap",
-        type=argtypes.count,
-        default=DEFAULT_CAP,
-        help=f"tests per path at most (default {DEFAULT_CAP})",
-    )
+    add_testgen_options(parser)
     parser.add_argument(
         "--jobs", type=argtypes.count, default=os.cpu_count(), help="pairs processed in parallel"
     )
@@ -69,8 +64,27 @@ def register(subparsers):
     parser.set_defaults(func=run)
 
 
+def add_testgen_options(parser) -> None:
+    """How many tests: options `testgen` and `pipeline` share."""
+    parser.add_argument(
+        "--cap",
+        type=argtypes.count,
+        default=DEFAULT_CAP,
+        help=f"isomorphism classes (tests, without value patterns) per path at most "
+        f"(default {DEFAULT_CAP})",
+    )
+    parser.add_argument(
+        "--value-cap",
+        type=argtypes.count,
+        default=DEFAULT_VALUE_CAP,
+        help="tests per isomorphism class at most, one per pattern of equalities between "
+        "arguments and the stored values the path reads (default "
+        f"{DEFAULT_VALUE_CAP}; 1 switches value patterns off: one test per class)",
+    )
+
+
 def run(args) -> int:
-    summary = generate_tests(args.dir, cap=args.cap, jobs=args.jobs)
+    summary = generate_tests(args.dir, cap=args.cap, value_cap=args.value_cap, jobs=args.jobs)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -80,7 +94,11 @@ def run(args) -> int:
 
 @rundir_lock.holding("out")
 def generate_tests(
-    out: Path, cap: int = DEFAULT_CAP, jobs: int | None = None, quiet: bool = False
+    out: Path,
+    cap: int = DEFAULT_CAP,
+    jobs: int | None = None,
+    quiet: bool = False,
+    value_cap: int = DEFAULT_VALUE_CAP,
 ) -> dict:
     if cap < 1:
         raise UserError("--cap must be at least 1")
@@ -101,7 +119,7 @@ def generate_tests(
             f"analysis in {out} is incomplete ({len(missing)} pairs missing or from another "
             f"model version, e.g. {missing[0]}): rerun `scalecheck analyze` to finish it"
         )
-    work = [(meta["model"], str(out), a, b, cap) for a, b in pairs]
+    work = [(meta["model"], str(out), a, b, cap, value_cap) for a, b in pairs]
     per_pair = {}
     with stage_progress("testgen", quiet) as progress:
         task = progress.add_task("", total=len(work))
@@ -114,6 +132,7 @@ def generate_tests(
         "model": meta["model"],
         "generator": f"scalecheck {__version__}",
         "cap": cap,
+        "value_cap": value_cap,
         "constants": dict(binding.for_model(model_cls).constants),
     }
     all_tests, rows = [], []
@@ -136,9 +155,10 @@ def generate_tests(
     }
     summary = {
         "cap": cap,
+        "value_cap": value_cap,
         # What the tests were made from and what they are: `pipeline` reuses a tests
         # file whose analysis, cap and generator are those of now (current_tests).
-        "made_from": _made_from(out, meta, cap),
+        "made_from": _made_from(out, meta, cap, value_cap),
         TESTS_HASH: file_hash(out / "tests.jsonl"),
         "totals": totals,
         "pairs": rows,
@@ -147,8 +167,8 @@ def generate_tests(
     return summary
 
 
-def _made_from(out: Path, meta: dict, cap: int) -> dict:
-    """The analysis (its pairs' files, byte for byte), the cap and the code that turn
+def _made_from(out: Path, meta: dict, cap: int, value_cap: int) -> dict:
+    """The analysis (its pairs' files, byte for byte), the caps and the code that turn
     into a tests file: the same inputs give the same file (tests do not depend on --jobs
     or on the order workers finish)."""
     analysis = hashlib.sha256()
@@ -163,17 +183,18 @@ def _made_from(out: Path, meta: dict, cap: int) -> dict:
         "ops": meta["ops"],
         "analysis_sha256": analysis.hexdigest()[:16],
         "cap": cap,
+        "value_cap": value_cap,
         "generator_sha256": generator.hexdigest()[:16],
     }
 
 
-def current_tests(out: Path, cap: int) -> dict | None:
+def current_tests(out: Path, cap: int, value_cap: int) -> dict | None:
     """The summary of ``out``'s tests file when it is what testgen would write now (same
-    analysis, cap and generator, and the file untouched since), else None."""
+    analysis, caps and generator, and the file untouched since), else None."""
     try:
         summary = read_json(out / "testgen.json")
         meta = read_analysis_meta(out)
-        if summary.get("made_from") != _made_from(out, meta, cap):
+        if summary.get("made_from") != _made_from(out, meta, cap, value_cap):
             return None
         if summary.get(TESTS_HASH) != file_hash(out / "tests.jsonl"):
             return None
@@ -183,7 +204,7 @@ def current_tests(out: Path, cap: int) -> dict | None:
 
 
 def _pair_tests(job: tuple) -> tuple:
-    model_spec, out, a, b, cap = job
+    model_spec, out, a, b, cap, value_cap = job
     model_cls = load_model(model_spec)
     analysis = read_json(pair_file(Path(out), a, b))
     tests: list[dict] = []
@@ -206,7 +227,9 @@ def _pair_tests(job: tuple) -> tuple:
             continue
         counts["commutative_paths"] += 1
         try:
-            path_tests, outcome, value_capped = _path_tests(model_cls, (a, b), path, cap, context)
+            path_tests, outcome, value_capped = _path_tests(
+                model_cls, (a, b), path, cap, value_cap, context
+            )
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
             counts["failures"].append(
@@ -223,10 +246,12 @@ def _pair_tests(job: tuple) -> tuple:
     return (a, b), tests, counts
 
 
-def _path_tests(model_cls, ops, path, cap, context: z3.Context) -> tuple[list, str, int]:
+def _path_tests(
+    model_cls, ops, path, cap: int, value_cap: int, context: z3.Context
+) -> tuple[list, str, int]:
     """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
     or unrealizable_paths: no buildable initial state), and how many of its isomorphism
-    classes had more value-equality patterns than VALUE_CAP."""
+    classes had more value-equality patterns than ``value_cap``."""
     solver = z3.Solver(ctx=context)
     solver.set("timeout", 60_000)
     solver.from_string(path["smt2"])
@@ -245,7 +270,9 @@ def _path_tests(model_cls, ops, path, cap, context: z3.Context) -> tuple[list, s
         if answer == z3.unsat:
             return tests, "complete" if tests else "unrealizable_paths", value_capped
         values = terms.values(solver.model())
-        variants, capped = _value_variants(solver, pattern, values_pattern, values, terms.values)
+        variants, capped = _value_variants(
+            solver, pattern, values_pattern, values, terms.values, value_cap
+        )
         value_capped += capped
         for variant in variants:
             outcomes = allowed.test_outcomes(
@@ -414,19 +441,21 @@ class IsomorphismPattern:
         return self._literals[i, value]
 
 
-def _value_variants(solver, pattern, values_pattern, values, read_values) -> tuple[list, bool]:
+def _value_variants(
+    solver, pattern, values_pattern, values, read_values, value_cap: int
+) -> tuple[list, bool]:
     """``values`` and, within its isomorphism class, one solution per further pattern of
-    value equalities (``values_pattern``), up to VALUE_CAP in all; and whether patterns
+    value equalities (``values_pattern``), up to ``value_cap`` in all; and whether patterns
     were left over."""
     variants = [values]
     if not values_pattern.features:
         return variants, False
     solver.push()
     solver.add(z3.Not(pattern.exclude(values)), values_pattern.exclude(values))
-    while len(variants) < VALUE_CAP and solver.check() == z3.sat:
+    while len(variants) < value_cap and solver.check() == z3.sat:
         variants.append(read_values(solver.model()))
         solver.add(values_pattern.exclude(variants[-1]))
-    capped = len(variants) == VALUE_CAP and solver.check() == z3.sat
+    capped = len(variants) == value_cap and solver.check() == z3.sat
     solver.pop()
     return variants, capped
 
@@ -645,5 +674,5 @@ def print_summary(summary: dict):
         f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
         f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, "
         f"{t['failed_paths']} failed; {t['value_capped_classes']} classes with more than "
-        f"{VALUE_CAP} value-equality patterns)"
+        f"{summary['value_cap']} value-equality patterns)"
     )
