@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The analyzer's figures: analysis + test generation of every pair of the POSIX model's
 # operations, wall time, CPU time per pair, paths lost to unknown/errors, tests per pair.
-# Usage: bash bench/analyzer.sh [OUT_DIR [OPS]]   (default: out/bench-analyzer, removed
-# first; OPS: comma-separated operations, default all; "paper" for the paper's 18)
+# Usage: bash bench/analyzer.sh [OUT_DIR [OPS [TESTGEN_OPTION...]]]   (default:
+# out/bench-analyzer, removed first; OPS: comma-separated operations, default all, "paper"
+# for the paper's 18; e.g. `--value-cap 1` for one test per isomorphism class)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-out/bench-analyzer}
 ops=${2:-}
+shift $(($# < 2 ? $# : 2))
 if [ "$ops" = paper ]; then
     ops=open,link,unlink,rename,stat,fstat,lseek,close,pipe,read,write,pread,pwrite,mmap,munmap,mprotect,memread,memwrite
 fi
@@ -14,7 +16,7 @@ rm -rf "$out"
 start=$(date +%s.%N)
 scalecheck analyze --model posix ${ops:+--ops "$ops"} --out "$out" --json > "$out.analysis.json"
 mid=$(date +%s.%N)
-scalecheck testgen "$out" --json > "$out.testgen.json"
+scalecheck testgen "$out" --json "$@" > "$out.testgen.json"
 end=$(date +%s.%N)
 python3 - "$out" "$start" "$mid" "$end" <<'PY'
 import json, sys
