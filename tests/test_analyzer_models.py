@@ -9,7 +9,7 @@ from scalecheck.engine.commute import analyze_pair as analyze_pair_uncached
 from scalecheck.models.counter import RefCounter
 from scalecheck.models.posix import Posix
 from scalecheck.models.rename import RenameFS
-from scalecheck.testgen import _pair_tests
+from scalecheck.testgen import DEFAULT_VALUE_CAP, _pair_tests
 
 
 @functools.cache
@@ -54,7 +54,7 @@ def rename_tests(tmp_path_factory):
     (pair_dir / "rename-rename.json").write_text(
         json.dumps(analyze_pair(RenameFS, "rename", "rename"))
     )
-    _, tests, counts = _pair_tests(("rename", str(out), "rename", "rename", 8))
+    _, tests, counts = _pair_tests(("rename", str(out), "rename", "rename", 8, DEFAULT_VALUE_CAP))
     assert counts["failed_paths"] == 0
     return [json.loads(json.dumps(test)) for test in tests]  # as read back from tests.jsonl
 
@@ -115,7 +115,7 @@ def _tests_for(model_cls, tmp_path, a, b, cap=4):
     pair_dir = tmp_path / "analysis" / "pairs"
     pair_dir.mkdir(parents=True, exist_ok=True)
     (pair_dir / f"{a}-{b}.json").write_text(json.dumps(analyze_pair(model_cls, a, b)))
-    _, tests, counts = _pair_tests(("posix", str(tmp_path), a, b, cap))
+    _, tests, counts = _pair_tests(("posix", str(tmp_path), a, b, cap, DEFAULT_VALUE_CAP))
     assert counts["failed_paths"] == 0 and counts["unknown_paths"] == 0
     return tests
 

@@ -6,7 +6,6 @@ directory layout is documented there too.
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -57,14 +56,6 @@ def parse_cores(text: str | None, usable: int) -> list[int]:
     if max(cores) > usable:
         raise UserError(f"--cores {text}: this machine lets us use {usable} CPUs")
     return sorted(cores)
-
-
-def _seconds(option: str, value: float, allow_zero: bool) -> float:
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise UserError(
-            f"{option} {value:g}: expected a number of seconds {'>=' if allow_zero else '>'} 0"
-        )
-    return value
 
 
 def _catalog_dirs(args) -> list[Path] | None:
@@ -130,14 +121,12 @@ def summary_table(summary: list[dict], sweep: dict, title: str) -> Table:
 def run_command(args) -> int:
     console = Console(stderr=True)
     benchmarks = select(load_catalog(_catalog_dirs(args)), args.names, args.all)
-    if args.runs < 1:
-        raise UserError(f"--runs {args.runs}: at least 1 run")
     settings = SweepSettings(
         cores=parse_cores(args.cores, machine_description()["usable_cpus"]),
         runs=args.runs,
-        warmup=_seconds("--warmup", args.warmup, allow_zero=True),
-        duration=_seconds("--duration", args.duration, allow_zero=False),
-        slack=_seconds("--slack", args.slack, allow_zero=False),
+        warmup=args.warmup,
+        duration=args.duration,
+        slack=args.slack,
         repo=sources.root(),
     )
     results = ResultsDir(Path(args.out))
@@ -334,7 +323,7 @@ def register(subparsers) -> None:
     )
     run.add_argument(
         "--slack",
-        type=argtypes.non_negative_seconds,
+        type=argtypes.seconds,
         default=120.0,
         help="seconds a run may take beyond warm-up + duration before it is killed (default 120)",
     )
