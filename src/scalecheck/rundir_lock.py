@@ -22,6 +22,7 @@ import os
 import shlex
 import socket
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from scalecheck.errors import UserError
 from scalecheck.storage import NO_SPACE, os_reason
 
 LOCK_NAME = ".scalecheck.lock"
+# How long a refused command waits for a holder that has just taken the lock to name itself.
+NAME_WAIT_SECONDS = 2.0
 
 # Directories this process holds (resolved path -> the lock file's descriptor): a stage
 # called by another (pipeline -> run) finds its directory already held.
@@ -97,7 +100,7 @@ def _take(descriptor: int, directory: Path) -> None:
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise _busy(directory, _read(descriptor)) from None
+        raise _busy(directory, _named_holder(descriptor)) from None
     except OSError as err:
         # A file system without flock (some network mounts): the recorded pid decides.
         if err.errno != errno.ENOLCK:
@@ -125,6 +128,15 @@ def _take(descriptor: int, directory: Path) -> None:
         if err.errno not in NO_SPACE:
             raise
         # Held all the same (an flock takes no room); a second command cannot name us.
+
+
+def _named_holder(descriptor: int) -> dict:
+    """The holder's record. A holder writes it just after taking the lock: a command
+    that meets the lock in between waits a moment for the name."""
+    deadline = time.monotonic() + NAME_WAIT_SECONDS
+    while not (holder := _read(descriptor)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return holder
 
 
 def _read(descriptor: int) -> dict:
