@@ -70,60 +70,69 @@ def fill_results(shape, value: Callable):
     return shape
 
 
-def test_outcomes(
-    assertions: list, terms: Terms, entries: list[dict], results: dict, values: list
-) -> tuple[list, list, list] | None:
-    """(on-path outcomes, left-path outcomes, every legal choice) of one test, each {"AB":
-    [A, B], "BA": [A, B]} of raw results ("*" where undecided; a legal choice shows the
-    chosen values only); None when no result shows a choice as is, or when the choices
-    have more legal values than CHOICE_CAP.
+class PathChoices:
+    """What one path lets the implementation choose, found once per path: the choices a
+    result shows as is, and the path's constraints on the choices alone.
 
     ``assertions``: the path's constraints (docs/format-analysis.md, smt2); ``terms``:
     the observed terms; ``entries``: every observation entry of the path; ``results``:
-    the path's observed results; ``values``: the test's values of the terms."""
-    chosen = {e["obs"] for e in entries if e["chosen"]}
-    world_terms = {e["obs"] for e in entries if not e["chosen"]}
-    world_names: set[str] = set()
-    for index in world_terms:
-        world_names |= _constants(terms[index]).keys()
-    choices: dict[str, z3.ExprRef] = {}
-    for index in chosen:
-        choices |= {
-            name: c for name, c in _constants(terms[index]).items() if name not in world_names
+    the path's observed results."""
+
+    def __init__(self, assertions: list, terms: Terms, entries: list[dict], results: dict):
+        self.assertions, self.terms, self.results = assertions, terms, results
+        chosen = {e["obs"] for e in entries if e["chosen"]}
+        self.world_terms = sorted({e["obs"] for e in entries if not e["chosen"]})
+        world_names: set[str] = set()
+        for index in self.world_terms:
+            world_names |= _constants(terms[index]).keys()
+        choices: dict[str, z3.ExprRef] = {}
+        for index in chosen:
+            choices |= {
+                name: c for name, c in _constants(terms[index]).items() if name not in world_names
+            }
+        self.visible = {
+            terms[index].decl().name(): terms[index]
+            for index in chosen
+            if z3.is_const(terms[index]) and terms[index].decl().name() in choices
         }
-    visible = {
-        terms[index].decl().name(): terms[index]
-        for index in chosen
-        if z3.is_const(terms[index]) and terms[index].decl().name() in choices
-    }
-    if not visible:
-        return None
-    world = [_value(terms[index], values[index]) for index in sorted(world_terms)]
-    on_choices_alone = [
-        a for a in assertions if (names := _constants(a).keys()) and names <= choices.keys()
-    ]
-    legal = _legal_assignments(visible, world + on_choices_alone)
-    if legal is None:
-        return None
-    # The path's own Z3 context (testgen gives each pair one).
-    path = z3.Solver(ctx=next(iter(visible.values())).ctx)
-    path.set("timeout", 60_000)
-    path.add(*assertions, *world)
-    on_path, left, shown = [], [], []
-    for assignment in legal:
-        chosen_only = {
-            order: [_left_result(result, terms, assignment) for result in calls]
-            for order, calls in results.items()
-        }
-        shown.append(chosen_only)
-        path.push()
-        path.add(*(visible[name] == value for name, value in assignment.items()))
-        if path.check() == z3.sat:
-            on_path.append(fill_results(results, _decided_value(path, terms)))
-        else:
-            left.append(chosen_only)
-        path.pop()
-    return on_path, left, shown
+        self.on_choices_alone = (
+            [a for a in assertions if (names := _constants(a).keys()) and names <= choices.keys()]
+            if self.visible
+            else []
+        )
+
+    def test_outcomes(self, values: list) -> tuple[list, list, list] | None:
+        """(on-path outcomes, left-path outcomes, every legal choice) of the test whose
+        values of the terms are ``values``, each {"AB": [A, B], "BA": [A, B]} of raw
+        results ("*" where undecided; a legal choice shows the chosen values only); None
+        when no result shows a choice as is, or when the choices have more legal values
+        than CHOICE_CAP."""
+        visible, terms, results = self.visible, self.terms, self.results
+        if not visible:
+            return None
+        world = [_value(terms[index], values[index]) for index in self.world_terms]
+        legal = _legal_assignments(visible, world + self.on_choices_alone)
+        if legal is None:
+            return None
+        # The path's own Z3 context (testgen gives each pair one).
+        path = z3.Solver(ctx=next(iter(visible.values())).ctx)
+        path.set("timeout", 60_000)
+        path.add(*self.assertions, *world)
+        on_path, left, shown = [], [], []
+        for assignment in legal:
+            chosen_only = {
+                order: [_left_result(result, terms, assignment) for result in calls]
+                for order, calls in results.items()
+            }
+            shown.append(chosen_only)
+            path.push()
+            path.add(*(visible[name] == value for name, value in assignment.items()))
+            if path.check() == z3.sat:
+                on_path.append(fill_results(results, _decided_value(path, terms)))
+            else:
+                left.append(chosen_only)
+            path.pop()
+        return on_path, left, shown
 
 
 def _legal_assignments(visible: dict, constraints: list) -> list[dict] | None:

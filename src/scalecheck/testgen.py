@@ -260,7 +260,12 @@ def _path_tests(
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms, context)
     values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern))
-    assertions, entries = list(solver.assertions()), list(_all_observations(observations))
+    choices = allowed.PathChoices(
+        list(solver.assertions()),
+        terms,
+        list(_all_observations(observations)),
+        observations["results"],
+    )
     tests: list[dict] = []
     classes = value_capped = 0
     while classes < cap:
@@ -275,9 +280,7 @@ def _path_tests(
         )
         value_capped += capped
         for variant in variants:
-            outcomes = allowed.test_outcomes(
-                assertions, terms, entries, observations["results"], variant
-            )
+            outcomes = choices.test_outcomes(variant)
             test = _concrete_test(model_cls, ops, path, observations, kinds, variant, outcomes)
             if values_pattern.features:
                 test["values"] = values_pattern.describe(variant)
@@ -374,6 +377,8 @@ class ValuePattern:
 
     def __init__(self, terms, features: list[tuple[int, int, int | None]]):
         self.terms, self.features = terms, features
+        # Printed once per path: every test of it names its pattern with them.
+        self._names = [(str(terms[j]), str(terms[i])) for i, j, _ in features]
         self._equal = [
             terms[i] == terms[j]
             if present is None
@@ -399,8 +404,10 @@ class ValuePattern:
         """The pattern of ``values``, readable: ``A.value == B.value``,
         ``table(A.key) != B.value`` (a stored value of an absent key: not compared)."""
         return sorted(
-            f"{self.terms[j]} {'==' if holds else '!='} {self.terms[i]}"
-            for (i, j, present), holds in zip(self.features, self._holds(values), strict=True)
+            f"{left} {'==' if holds else '!='} {right}"
+            for (_, _, present), (left, right), holds in zip(
+                self.features, self._names, self._holds(values), strict=True
+            )
             if present is None or values[present]
         )
 
