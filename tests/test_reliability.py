@@ -357,3 +357,34 @@ def test_an_init_that_raises_shows_its_reason(tmp_path):
     done = cli("analyze", "--model", model, "--out", tmp_path / "out")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "model error: inc || inc path 0: ValueError: no state today" in done.stderr
+
+
+def test_a_lock_taken_a_moment_ago_is_refused_with_its_holders_name(tmp_path):
+    from scalecheck import rundir_lock
+    from scalecheck.errors import UserError
+
+    # A holder between its flock and writing its name (as a command just started).
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, json, os, sys, time\n"
+            f"fd = os.open({str(tmp_path / rundir_lock.LOCK_NAME)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(0.3)\n"
+            "os.pwrite(fd, json.dumps({'pid': os.getpid(), 'host': 'h', 'command': "
+            "'scalecheck run X', 'since': 'then'}).encode(), 0)\n"
+            "time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(UserError) as refused, rundir_lock.locked(tmp_path):
+            pass
+        assert f"in use by pid {holder.pid}" in str(refused.value)
+    finally:
+        holder.kill()
+        holder.wait()
