@@ -37,6 +37,11 @@ DEFAULT_OPS = "open,link,unlink,rename,stat,fstat,close,read"
 LIBRARY_NOT_RUN = {"exec": "libsv6 has no exec (a library's calls run inside one test program)"}
 
 
+def not_run_by(model: str, library_target: bool) -> dict[str, str]:
+    """The model's operations the target does not run (op -> why), which --full leaves out."""
+    return LIBRARY_NOT_RUN if model == "posix" and library_target else {}
+
+
 def register(subparsers):
     parser = subparsers.add_parser(
         "pipeline",
@@ -99,11 +104,10 @@ def run_stages(args) -> int:
     model_cls = load_model(args.model)
     ops_text = None if args.full else args.ops or (DEFAULT_OPS if args.model == "posix" else None)
     ops = select_ops(model_cls, ops_text)
-    if args.full and args.model == "posix" and spec:
-        ops = [op for op in ops if op not in LIBRARY_NOT_RUN]
-        console.print(
-            f"--full: {', '.join(LIBRARY_NOT_RUN)} left out ({', '.join(LIBRARY_NOT_RUN.values())})"
-        )
+    left_out = not_run_by(args.model, library_target=spec is not None) if args.full else {}
+    if left_out:
+        ops = [op for op in ops if op not in left_out]
+        console.print(f"--full: {', '.join(left_out)} left out ({', '.join(left_out.values())})")
 
     console.rule(f"1/4 analyze: {len(ops)} operations of {args.model}")
     analysis = analyze_model(
