@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -405,7 +406,9 @@ static void exec_standin(struct participant *p, const struct call_spec *c, int e
 	unsigned long cloexec = 0, kept = (1UL << SC_FD_BASE) - 1;
 	long me = getpid();
 	int alone = p->t->calls[1 - p->side].proc != c->proc;
-	if (dup2(end, 0) < 0 || close_range(SC_FD_BASE, ~0U, 0) < 0 || munmap((void *)SC_MAP_BASE, 64L * SC_UNIT) < 0)
+	/* Killed with the test process (a timeout), it does not stay stopped forever. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || dup2(end, 0) < 0 || close_range(SC_FD_BASE, ~0U, 0) < 0 ||
+	    munmap((void *)SC_MAP_BASE, 64L * SC_UNIT) < 0)
 		fatal("exec's stand-in dropping the model's fds and pages");
 	if (write(0, &me, sizeof me) != sizeof me || raise(SIGSTOP) != 0)
 		fatal("exec's stand-in handing over");
