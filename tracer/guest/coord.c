@@ -1,7 +1,8 @@
 /* Coordination: for each repeat of a test, the coordinator (PID 1) builds the shared
  * state, forks the model's two processes, lets call A run on CPU 1 and then call B on
- * CPU 2 (or B first, see first_side), and reports both results. Hand-offs are futex waits on a shared control page:
- * sleeping, not spinning (spinning vCPUs starve a small host). */
+ * CPU 2 (or B first, see first_side), and reports both results. Hand-offs are futex
+ * waits on a shared control page: sleeping, not spinning (spinning vCPUs starve a small
+ * host). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <linux/mempolicy.h>

@@ -418,7 +418,7 @@ static void exec_standin(struct participant *p, const struct call_spec *c, int e
 	}
 	for (int i = 0; i < p->t->nfds; i++) {
 		const struct fd_spec *f = &p->t->fds[i];
-		if (f->proc == c->proc)
+		if (f->proc == c->proc && f->fd < SC_ANYFD_BASE)
 			*(f->cloexec ? &cloexec : &kept) |= 1UL << f->fd;
 	}
 	if (report.mapped_pages == 0 && (report.open_fds & cloexec) == 0 &&
