@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from scalecheck import pipeline
 from scalecheck.cli import main
 
 
@@ -93,3 +94,9 @@ def test_run_exit_code_counts_mismatches_and_crashes(tmp_path, capsys, monkeypat
     assert f"{len(statuses)} did not run or conform" in last
     for status in ("mismatch", "crash"):
         assert f"{statuses.count(status)} {status}" in last
+
+
+def test_full_runs_exec_on_linux_and_leaves_it_out_on_a_library():
+    assert pipeline.not_run_by("posix", library_target=False) == {}
+    assert set(pipeline.not_run_by("posix", library_target=True)) == {"exec"}
+    assert pipeline.not_run_by("counter", library_target=True) == {}

@@ -1,7 +1,8 @@
 /* Coordination: for each repeat of a test, the coordinator (PID 1) builds the shared
  * state, forks the model's two processes, lets call A run on CPU 1 and then call B on
- * CPU 2, and reports both results. Hand-offs are futex waits on a shared control page:
- * sleeping, not spinning (spinning vCPUs starve a small host). */
+ * CPU 2 (or B first, see first_side), and reports both results. Hand-offs are futex
+ * waits on a shared control page: sleeping, not spinning (spinning vCPUs starve a small
+ * host). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <linux/mempolicy.h>
@@ -129,8 +130,8 @@ static void *participant_main(void *arg)
 	wait_at_least(&ctl->go[p->side], 1, 0);
 	wait_for_clock_tick();
 	run_call(p, ctl->result[p->side], RESULT_LEN);
-	if (p->side == 0)
-		set_and_wake(&ctl->go[1], 1);
+	if (p->side == first_side(p->t))
+		set_and_wake(&ctl->go[1 - p->side], 1);
 	set_and_wake(&ctl->done[p->side], 1);
 	return NULL;
 }
@@ -253,10 +254,12 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 		}
 	}
 	drain_lru_batches();
-	set_and_wake(&ctl->go[0], 1);
-	if (wait_at_least(&ctl->done[1], 1, s->timeout_ms) < 0) {
+	/* Call A runs first, then B; or B first (first_side, ops.c). */
+	int first = first_side(t);
+	set_and_wake(&ctl->go[first], 1);
+	if (wait_at_least(&ctl->done[1 - first], 1, s->timeout_ms) < 0) {
 		if (report)
-			out("H %ld %d %s\n", t->index, rep, ctl->done[0] ? "call B did not return" : "call A did not return");
+			out("H %ld %d call %c did not return\n", t->index, rep, "AB"[ctl->done[first] ? 1 - first : first]);
 		kill_and_reap(pids, 2);
 		close_shared_fds(t);
 		return;

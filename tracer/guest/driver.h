@@ -25,6 +25,10 @@
 /* Model socket i is, in every test process, a receiving AF_UNIX datagram socket at fd
  * SOCK_FD_BASE + 2i and the process's own sender connected to it at SOCK_FD_BASE + 2i + 1. */
 #define SOCK_FD_BASE 900
+/* An exec's report channel, between the exec'd image (exec_image.c) and the driver's
+ * stand-in (op_exec): what the new image found after the exec. */
+#define EXEC_REPORT_FD 990
+struct exec_report { unsigned long open_fds, mapped_pages; };
 
 struct participant;
 struct call_spec;
@@ -34,7 +38,7 @@ typedef void op_fn(struct participant *p, const struct call_spec *c, char *res, 
 
 struct inode_spec { int nlink, nunits; unsigned char data[SC_MAX_UNITS]; };
 struct pipe_spec { int nbytes; unsigned char data[SC_MAX_UNITS]; };
-struct fd_spec { int proc, fd, is_pipe, inode, off, pipe, write_end; };
+struct fd_spec { int proc, fd, is_pipe, inode, off, pipe, write_end, cloexec; };
 struct map_spec { int proc, anon, writable, data, inode, off; unsigned long va; };
 struct sock_spec { int nmsgs; unsigned char data[SC_SOCK_CAPACITY]; };
 struct call_spec { int proc, ntok; op_fn *run; char tok[MAX_TOKENS][TOKEN_LEN]; };
@@ -96,6 +100,7 @@ long now_ms(void);
 
 /* ops.c */
 op_fn *find_op(const char *name);
+int first_side(const struct test *t);
 void run_call(struct participant *p, char *res, size_t len);
 void install_fault_handlers(void);
 

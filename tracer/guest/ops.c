@@ -1,5 +1,4 @@
-/* The operations: one function per op of the POSIX model that Linux runs (all but exec,
- * which would replace the driver; and two diagnostic ops), found
+/* The operations: one function per op of the POSIX model (and two diagnostic ops), found
  * by name through OPS, as a kernel dispatches system calls through its table. Each runs
  * its call between the start and end markers, touching nothing but the call's own work
  * inside them, and writes the result as the test file's JSON (docs/format-tests.md). */
@@ -14,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -392,6 +392,83 @@ static void op_posix_spawn(struct participant *p, const struct call_spec *c, cha
 	result(res, len, r == 0 ? child : -1, r == 0 ? err : (int)r);
 }
 
+/* exec's stand-in, in the child op_exec forks before the region: it drops its copies of
+ * the model's fds and pages (so that the exec's closes and unmaps are the last ones),
+ * passes its pid to the new image and stops; continued by the new image, it reads its
+ * report and returns as the call, so that the driver's part of the test (the result, the
+ * hand-off, waiting for the end) goes on as after any call. The result is the model's
+ * {"ret":0} when the new image found what the model says an exec leaves: no page of the
+ * model mapped, the process's close-on-exec fds closed and, when no call of the test ran
+ * in this process before (it could have closed or opened fds), every other fd open. */
+static void exec_standin(struct participant *p, const struct call_spec *c, int end, char *res, size_t len)
+{
+	struct exec_report report;
+	unsigned long cloexec = 0, kept = (1UL << SC_FD_BASE) - 1;
+	long me = getpid();
+	int alone = p->t->calls[1 - p->side].proc != c->proc;
+	/* Killed with the test process (a timeout), it does not stay stopped forever. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || dup2(end, 0) < 0 || close_range(SC_FD_BASE, ~0U, 0) < 0 ||
+	    munmap((void *)SC_MAP_BASE, 64L * SC_UNIT) < 0)
+		fatal("exec's stand-in dropping the model's fds and pages");
+	if (write(0, &me, sizeof me) != sizeof me || raise(SIGSTOP) != 0)
+		fatal("exec's stand-in handing over");
+	if (read(0, &report, sizeof report) != sizeof report) {
+		snprintf(res, len, "{\"error\":\"the exec'd image sent no report\"}");
+		return;
+	}
+	for (int i = 0; i < p->t->nfds; i++) {
+		const struct fd_spec *f = &p->t->fds[i];
+		if (f->proc == c->proc && f->fd < SC_ANYFD_BASE)
+			*(f->cloexec ? &cloexec : &kept) |= 1UL << f->fd;
+	}
+	if (report.mapped_pages == 0 && (report.open_fds & cloexec) == 0 &&
+	    (!alone || report.open_fds == kept))
+		snprintf(res, len, "{\"ret\":0}");
+	else
+		snprintf(res, len, "{\"ret\":0,\"after_exec\":\"open fds %#lx, mapped pages %#lx\"}",
+			 report.open_fds, report.mapped_pages);
+}
+
+/* exec: the test process itself calls execve of /bin/exec_image (exec_image.c), whose
+ * first instruction ends the region; a stand-in forked before the region (exec_standin)
+ * carries on the driver's part. */
+static void op_exec(struct participant *p, const struct call_spec *c, char *res, size_t len)
+{
+	static char *const argv[] = {"exec_image", NULL}, *const envp[] = {NULL};
+	int ends[2], status;
+	long r;
+	int err;
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, ends) < 0)
+		fatal("socketpair (exec's report)");
+	pid_t standin = fork();
+	if (standin < 0)
+		fatal("fork (exec's stand-in)");
+	if (standin == 0) {
+		exec_standin(p, c, ends[1], res, len);
+		return;
+	}
+	if (dup2(ends[0], EXEC_REPORT_FD) < 0 || close(ends[0]) < 0 || close(ends[1]) < 0)
+		fatal("dup2 (exec's report)");
+	/* Stopped, the stand-in cannot run inside the region. */
+	if (waitpid(standin, &status, WUNTRACED) != standin || !WIFSTOPPED(status))
+		fatal("waitpid (exec's stand-in stopping)");
+	errno = 0;
+	TRACED(execve("/bin/exec_image", argv, envp));
+	/* Only a failed exec returns; its stand-in is not needed. */
+	kill(standin, SIGKILL);
+	reap(standin);
+	close(EXEC_REPORT_FD);
+	result(res, len, r, err);
+}
+
+/* The side whose call runs first: A, unless A is an exec and B a call of the same process,
+ * which would have to run in the exec'd image: then B runs first (its results fit the
+ * model's order BA). */
+int first_side(const struct test *t)
+{
+	return t->calls[0].run == op_exec && t->calls[1].proc == t->calls[0].proc;
+}
+
 static void op_fstatx(struct participant *p, const struct call_spec *c, char *res, size_t len)
 {
 	int fd = NUM(0), nlink = NUM(1);
@@ -442,7 +519,7 @@ static const struct {
 	{"pwrite", op_pwrite},   {"mmap", op_mmap},         {"munmap", op_munmap},
 	{"mprotect", op_mprotect}, {"memread", op_memread}, {"memwrite", op_memwrite},
 	{"fstatx", op_fstatx},   {"sendto", op_sendto},     {"recvfrom", op_recvfrom},
-	{"fork", op_fork},       {"posix_spawn", op_posix_spawn},
+	{"fork", op_fork},       {"posix_spawn", op_posix_spawn}, {"exec", op_exec},
 	{"_hang", op_hang},      {"_panic", op_panic},
 };
 

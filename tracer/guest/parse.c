@@ -85,6 +85,9 @@ int parse_test(char **cursor, struct test *t, const char **why)
 				f->inode = atoi(tok[4]);
 				f->off = atoi(tok[5]);
 			}
+			f->cloexec = n == 7 && !strcmp(tok[6], "cloexec");
+			if (n > 7 || (n == 7 && !f->cloexec))
+				*why = "malformed fd";
 		} else if (kind == 'M' && n >= 6 && t->nmaps < SC_MAX_MAPS) {
 			struct map_spec *m = &t->maps[t->nmaps++];
 			m->proc = atoi(tok[1]);

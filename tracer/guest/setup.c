@@ -219,7 +219,7 @@ static int socket_fds(int i, int *receiver, int *sender)
 /* In a test process: rebuilds its fd table and mappings exactly as the model says. */
 int build_process(const struct test *t, int proc, char *why, size_t whylen)
 {
-	int parked = 0, targets[SC_MAX_FDS + 2 * SC_MAX_SOCKETS];
+	int parked = 0, targets[SC_MAX_FDS + 2 * SC_MAX_SOCKETS], cloexec[SC_MAX_FDS + 2 * SC_MAX_SOCKETS];
 	char path[TOKEN_LEN];
 	for (int i = 0; i < t->nmaps; i++) {
 		const struct map_spec *m = &t->maps[i];
@@ -265,6 +265,7 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen)
 			return -1;
 		}
 		close(src);
+		cloexec[parked] = f->cloexec;
 		targets[parked++] = f->fd;
 	}
 	for (int i = 0; i < t->nsocks; i++) {
@@ -279,6 +280,7 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen)
 				return -1;
 			}
 			close(ends[e]);
+			cloexec[parked] = 0;
 			targets[parked++] = SOCK_FD_BASE + 2 * i + e;
 		}
 	}
@@ -287,8 +289,12 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen)
 		dup2(DEVNULL_FD, fd);
 	close_range(SC_FD_BASE, PARK_FD - 1, 0);
 	close_range(PARK_FD + parked, ~0U, 0);
+	/* dup2 clears close-on-exec: set after it. */
 	for (int k = 0; k < parked; k++)
-		dup2(PARK_FD + k, targets[k]);
+		if (dup2(PARK_FD + k, targets[k]) < 0 || (cloexec[k] && fcntl(targets[k], F_SETFD, FD_CLOEXEC) < 0)) {
+			snprintf(why, whylen, "proc %d fd %d: %s", proc, targets[k], strerror(errno));
+			return -1;
+		}
 	if (parked)
 		close_range(PARK_FD, PARK_FD + parked - 1, 0);
 	return 0;

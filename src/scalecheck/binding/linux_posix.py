@@ -6,9 +6,9 @@ data is counted in UNIT-byte units, file names are "f<label>" and byte labels 'A
 ... (constants in tracer/include/scalecheck_abi.h). Model sockets are numbered in the
 test (setup "sockets"); each is a non-blocking AF_UNIX datagram socket whose queue holds
 SOCK_CAPACITY messages. Linux's queue is ordered: an unordered socket's receive results
-are the implementation's choice ("*"), so its tests accept Linux's order. ``exec`` is
-the one operation Linux does not run: it would replace the driver. The driver's own
-diagnostic ops:
+are the implementation's choice ("*"), so its tests accept Linux's order. A close-on-exec
+fd carries ``"cloexec": true``; ``exec`` runs the guest's /bin/exec_image (docs/tracer.md).
+The driver's own diagnostic ops:
 ``_hang`` never returns and ``_panic`` crashes the guest kernel, to exercise the runner's
 recovery on a real VM.
 """
@@ -20,9 +20,6 @@ from scalecheck.models.rename import Filename
 
 if abi.value("SOCK_CAPACITY") != SOCK_CAPACITY:
     raise RuntimeError("the model's SOCK_CAPACITY differs from the driver's SC_SOCK_CAPACITY")
-
-# Operations of the model the driver cannot run, and why (a test of one is an error).
-UNSUPPORTED_OPS = {"exec": "exec would replace the guest driver; Linux runs no exec test"}
 
 
 def describe_test(ops, snapshot, args, results, label):
@@ -45,16 +42,15 @@ def describe_test(ops, snapshot, args, results, label):
     for pid in range(2):
         fds, maps = {}, {}
         for fd, entry in snapshot.get(f"procs[{pid}].fds", {}).items():
-            if entry["present"] and entry["ispipe"]:
-                fds[str(fd + abi.value("FD_BASE"))] = {
-                    "pipe": pipe(entry["pipe"]),
-                    "end": "w" if entry["writer"] else "r",
-                }
-            elif entry["present"]:
-                fds[str(fd + abi.value("FD_BASE"))] = {
-                    "file": inode(entry["inum"]),
-                    "off": entry["off"],
-                }
+            if not entry["present"]:
+                continue
+            if entry["ispipe"]:
+                desc = {"pipe": pipe(entry["pipe"]), "end": "w" if entry["writer"] else "r"}
+            else:
+                desc = {"file": inode(entry["inum"]), "off": entry["off"]}
+            if entry.get("cloexec"):
+                desc["cloexec"] = True
+            fds[str(fd + abi.value("FD_BASE"))] = desc
         for page, entry in snapshot.get(f"procs[{pid}].vmas", {}).items():
             if entry["present"] and entry["anon"]:
                 maps[str(_address(page))] = {

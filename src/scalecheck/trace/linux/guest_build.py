@@ -18,7 +18,7 @@ def ensure_built() -> dict:
     guest = guest_dir()
     driver, base_image = guest / "build" / "driver", guest / "build" / "base.cpio"
     run_step(["make", "-s", "-C", str(guest)], "guest driver")
-    newest = max(driver.stat().st_mtime, (driver.parent / "exit0").stat().st_mtime)
+    newest = max((driver.parent / name).stat().st_mtime for name in ("driver", *initramfs.PROGRAMS))
     if not base_image.exists() or base_image.stat().st_mtime < newest:
         initramfs.build_base(driver, base_image)
     return {"plugin": plugin, "driver": driver, "base_image": base_image}

@@ -48,16 +48,22 @@ class CpioWriter:
         self._file.close()
 
 
+# Programs built beside the driver that its calls run, each as /bin/<name>: exit0 (what
+# posix_spawn starts) and exec_image (what exec replaces a test process with).
+PROGRAMS = ("exit0", "exec_image")
+
+
 def build_base(driver: Path, out: Path) -> Path:
     """The driver as /init, /dev/console for the kernel's first open, busybox as /bin/sh,
-    and /bin/exit0 (built beside the driver), the program the driver's posix_spawn runs."""
+    and the PROGRAMS built beside the driver."""
     tmp = out.with_suffix(".tmp")
     cpio = CpioWriter(tmp)
     for d in ("dev", "proc", "bin", "t"):
         cpio.directory(d)
     cpio.char_device("dev/console", 5, 1)
     cpio.file("init", driver.read_bytes(), executable=True)
-    cpio.file("bin/exit0", (driver.parent / "exit0").read_bytes(), executable=True)
+    for program in PROGRAMS:
+        cpio.file(f"bin/{program}", (driver.parent / program).read_bytes(), executable=True)
     if BUSYBOX.exists():
         cpio.file("bin/busybox", BUSYBOX.read_bytes(), executable=True)
         cpio.symlink("bin/sh", "busybox")
