@@ -687,7 +687,8 @@ def test_heap_objects_are_typed_by_the_pointers_that_lead_to_them(tmp_path):
     assert name("heap", second, 8, 16) == "struct node.value"  # through two heap objects
     assert name("heap", slots + 48 + 40, 0, 8) == "struct slot[1].head"
     assert name("heap", counts + 16, 0, 8) == "struct table.counts[2]"
-    assert name("heap", block, 0, 8) == ""  # void *: the allocation site names it
+    # void *: the allocation site (here the function at address 0) and offset name it
+    assert name("heap", block, 0, 8) == "0x0:alloc(64)+0x0"
     assert name("static", 0x100, 0, 8) == "table"
 
 

@@ -37,10 +37,13 @@ LINE = 64
 
 
 class FieldNames:
-    """Static variables of some object files, by name, with their DWARF types."""
+    """Static variables of some object files, by name, with their DWARF types, and the
+    struct each function declares it returns a pointer to (``struct idtab *idtab_new``)."""
 
     def __init__(self, objects: list[Path]):
         self._types: dict[str, _Layout] = {}
+        self._returns: dict[str, _Layout] = {}
+        every: list[_Layout] = []
         for path in objects:
             try:
                 with open(path, "rb") as f:
@@ -55,8 +58,31 @@ class FieldNames:
                                 type_die = _type_of(die)
                                 if name and type_die is not None:
                                     self._types[name.value.decode()] = _layout(type_die, layouts)
+                            elif die.tag == "DW_TAG_subprogram":
+                                self._note_return(die, layouts)
+                    every += layouts.values()
             except (OSError, ELFError, DWARFError):
                 continue  # no field names for this object: symbol names remain
+        _complete(every)
+
+    def _note_return(self, die, layouts: dict) -> None:
+        name, type_die = die.attributes.get("DW_AT_name"), _type_of(die)
+        if name is None or type_die is None:
+            return
+        pointee = _layout(type_die, layouts).pointee  # None unless a typed pointer
+        known = self._returns.get(name.value.decode())
+        # A struct declared only here may be defined in another file (_complete); a
+        # definition here wins over another file's declaration.
+        defined = known is not None and known.size
+        if pointee is not None and pointee.is_aggregate and pointee.label and not defined:
+            self._returns[name.value.decode()] = pointee
+
+    def returned(self, function: str, size: int) -> "_Layout | None":
+        """The struct that ``function`` returns a pointer to, when a block of ``size``
+        bytes it allocated can be one (at least one, less than two: a flexible array
+        member may follow): the block it made is the object it hands out."""
+        pointee = self._returns.get(function)
+        return pointee if pointee and 0 < pointee.size <= size < 2 * pointee.size else None
 
     def field(self, variable: str, offset: int) -> str:
         """``variable`` with the path of the field at ``offset`` ("" when unknown)."""
@@ -157,6 +183,15 @@ def _layout(die, layouts: dict) -> _Layout:
     return layout
 
 
+def _complete(layouts: list[_Layout]) -> None:
+    """Gives a struct that a file only declares (an opaque handle's `struct idtab`, in the
+    adapter) the members another file defines it with."""
+    defined = {lay.label: lay for lay in layouts if lay.is_aggregate and lay.size and lay.label}
+    for layout in layouts:
+        if layout.is_aggregate and not layout.size and layout.label in defined:
+            layout.__dict__.update(defined[layout.label].__dict__)
+
+
 def _type_of(die):
     attribute = die.attributes.get("DW_AT_type")
     return die.get_DIE_from_attribute("DW_AT_type") if attribute else None
@@ -210,14 +245,24 @@ def _array_of(element: _Layout, size: int) -> _Layout:
 
 
 def type_heap(
-    roots: list[tuple[int, str, _Layout]], allocations: list, memory: dict[int, bytes]
+    roots: list[tuple[int, str, _Layout]],
+    allocations: list,
+    memory: dict[int, bytes],
+    declared: dict[int, _Layout] | None = None,
 ) -> dict[int, tuple[str, _Layout]]:
-    """(label, layout) of the allocations (start, size, site) that typed pointers lead to,
-    from the static variables ``roots`` (address, name, layout), breadth first: the first
-    pointer found names the object. ``memory``: the snapshot, start address -> bytes."""
+    """(label, layout) of the allocations (start, size, site) that typed pointers lead to
+    from the static variables ``roots`` (address, name, layout) and from the objects so
+    typed, breadth first: the first pointer found names the object. ``declared`` (start
+    -> the struct its allocating function returns) types a block no pointer typed (a
+    pointer's type wins: a function may allocate more than the object it returns).
+    ``memory``: the snapshot, start address -> bytes."""
     sizes = {start: size for start, size, _ in allocations if start in memory}
-    typed: dict[int, tuple[str, _Layout]] = {}
-    todo = deque(roots)
+    typed: dict[int, tuple[str, _Layout]] = {
+        start: (layout.label, layout) for start, layout in (declared or {}).items()
+    }
+    provisional = set(typed)
+    todo = deque([(start, label, layout) for start, (label, layout) in typed.items()])
+    todo.extend(roots)
     while todo:
         address, label, layout = todo.popleft()
         data = _bytes_at(memory, address, layout.size)
@@ -225,7 +270,7 @@ def type_heap(
             if pointee is None or not pointee.size or offset + 8 > len(data):
                 continue
             (target,) = _POINTER.unpack_from(data, offset)
-            if target not in sizes or target in typed:
+            if target not in sizes or (target in typed and target not in provisional):
                 continue
             size = sizes[target]
             if pointee.is_aggregate and pointee.label:
@@ -235,8 +280,10 @@ def type_heap(
             else:
                 # `long *counts`: the array is named by the pointer
                 name, found = f"{label}{path}", _array_of(pointee, max(size, pointee.size))
-            typed[target] = (name, found)
-            todo.append((target, name, found))
+            provisional.discard(target)
+            if typed.get(target, ("",))[0] != name:
+                typed[target] = (name, found)
+                todo.append((target, name, found))
     return typed
 
 
@@ -254,8 +301,11 @@ def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
 
 class DataNamer:
     """Names one test's conflicting lines of a library (naming.name_data): static data by
-    variable and field, heap data by the type and field a pointer gave its object; "" for
-    lines of neither (their data_symbol stays)."""
+    variable and field, heap data by the type and field of its object (the struct its
+    allocating function returns, or the type of a pointer that leads to it), else by its
+    allocation site and the offset in the block (``idtab_new:alloc(1072)+0x40``: the same
+    in every run, wherever the block lands); "" for lines of neither (their data_symbol
+    stays)."""
 
     def __init__(
         self,
@@ -263,12 +313,20 @@ class DataNamer:
         statics: list[tuple[int, int, str]],
         allocations: list[tuple[int, int, int]],
         memory: dict[int, bytes],
+        roots: list[tuple[int, int, str]] | None = None,
+        site_function=hex,
     ):
+        """``statics`` (address, size, name): the library's, named by field; ``roots``:
+        the static pointers heap typing starts from (the library's and its adapter's;
+        ``statics`` when None); ``site_function``: the function an allocation site (a
+        return address) lies in."""
         self.fields, self.memory = fields, memory
         self.statics = sorted(statics)
         self.static_starts = [s[0] for s in self.statics]
+        self.roots = self.statics if roots is None else roots
         self.allocations = sorted(allocations)
         self.alloc_starts = [a[0] for a in self.allocations]
+        self.site_function = site_function
         self._typed: dict[int, tuple[str, _Layout]] | None = None
 
     def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
@@ -307,9 +365,17 @@ class DataNamer:
         if self._typed is None:
             roots = [
                 (address, name, layout)
-                for address, _, name in self.statics
+                for address, _, name in self.roots
                 if (layout := self.fields.layout(name)) is not None
             ]
-            self._typed = type_heap(roots, self.allocations, self.memory)
+            declared = {
+                start: layout
+                for start, size, site in self.allocations
+                if (layout := self.fields.returned(self.site_function(site), size)) is not None
+            }
+            self._typed = type_heap(roots, self.allocations, self.memory, declared)
         found = self._typed.get(entry[0])
-        return name_bytes(found[1], found[0], offsets) if found else ""
+        if found:
+            return name_bytes(found[1], found[0], offsets)
+        _, size, site = entry
+        return f"{self.site_function(site)}:alloc({size})+{offsets[0]:#x}"

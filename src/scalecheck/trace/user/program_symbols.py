@@ -28,15 +28,18 @@ class ProgramSymbols:
     """Names code and data of the static test program: functions and static data by ELF
     symbol, heap lines by the allocation site and offset the harness recorded."""
 
-    def __init__(self, program: Path, library_objects: list[Path]):
+    def __init__(
+        self, program: Path, library_objects: list[Path], adapter_objects: tuple[Path, ...] = ()
+    ):
         self._program = program
         self._pc_names: dict[int, str] = {}
         functions, objects = _symbols(program, "STT_FUNC"), _symbols(program, "STT_OBJECT")
         self.library_data = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
         }
-        # with -g: the field of a static variable at the line (buckets[1].head)
-        self.fields = dwarfnames.FieldNames(library_objects)
+        # with -g: the field of a static variable at the line (buckets[1].head), and the
+        # types of the adapter's variables (the library's own win a clash of names)
+        self.fields = dwarfnames.FieldNames([*adapter_objects, *library_objects])
         self.library_code = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
         }
@@ -45,12 +48,21 @@ class ProgramSymbols:
         self._object_starts = [o[0] for o in objects]
         self.allocations: list = []  # (addr, size, site) of one test
         self.library_statics = [o for o in objects if o[2] in self.library_data]
-        # The statics the harness snapshots after a test: the roots of heap typing.
-        self.snapshot_ranges = [
-            (start, size)
-            for start, size, name in self.library_statics
-            if self.fields.holds_pointers(name)
+        # The statics the harness snapshots after a test: the roots of heap typing, the
+        # library's and the adapter's (the handles it keeps: `struct idtab *table`), each
+        # of the size its DWARF type says (not a namesake of libc's).
+        adapter_data = {
+            name for path in adapter_objects for _, _, name in _symbols(path, "STT_OBJECT")
+        }
+        self.roots = [
+            (start, size, name)
+            for start, size, name in objects
+            if (name in self.library_data or name in adapter_data)
+            and self.fields.holds_pointers(name)
+            and (layout := self.fields.layout(name)) is not None
+            and layout.size == size
         ]
+        self.snapshot_ranges = [(start, size) for start, size, _ in self.roots]
         self._alloc_starts: list = []
 
     def with_allocations(self, allocations: list) -> ProgramSymbols:
@@ -64,7 +76,9 @@ class ProgramSymbols:
     def data_namer(self, allocations: list, memory: dict[int, bytes]) -> dwarfnames.DataNamer:
         """Names one test's conflicting lines of the library down to the field, heap objects
         by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
-        return dwarfnames.DataNamer(self.fields, self.library_statics, allocations, memory)
+        return dwarfnames.DataNamer(
+            self.fields, self.library_statics, allocations, memory, self.roots, self.function
+        )
 
     def pc_name(self, pc: int) -> str:
         """function+offset of a code address (the function that holds it)."""
