@@ -117,7 +117,9 @@ class ProgramSymbols:
         if allocations:
             by_library = [a for a in allocations if self.function(a[2]) in self.library_code]
             start, size, site = (by_library or allocations)[0]
-            return "heap", f"{self.function(site)}:alloc({size}){vaddr - start:+#x}"
+            # The offset of the line's first byte in the block (0 for the line the block
+            # starts in, wherever on it): the data's own name (DataNamer) is the exact one.
+            return "heap", f"{self.function(site)}:alloc({size})+{max(vaddr - start, 0):#x}"
         return "unknown", ""
 
     # One test's view (with_allocations) names code exactly as the program's symbols do:
