@@ -683,7 +683,9 @@ def test_heap_objects_are_typed_by_the_pointers_that_lead_to_them(tmp_path):
         return namer.name_lines([(kind, line, 0, mask)])[0]
 
     assert name("heap", table, 0, 4) == "struct table.lock"
-    assert name("heap", table, 40, 56) == "struct table.{buckets[0],buckets[1]}"
+    # Several elements of one array: the array.
+    assert name("heap", table, 40, 56) == "struct table.buckets[]"
+    assert name("heap", table, 48, 56) == "struct table.buckets[1]"
     assert name("heap", second, 8, 16) == "struct node.value"  # through two heap objects
     assert name("heap", slots + 48 + 40, 0, 8) == "struct slot[1].head"
     assert name("heap", counts + 16, 0, 8) == "struct table.counts[2]"

@@ -11,6 +11,7 @@ gives that allocation the type pointed to, and the objects so typed are followed
 """
 
 import bisect
+import re
 import struct
 from collections import deque
 from pathlib import Path
@@ -34,6 +35,7 @@ _POINTER = struct.Struct("<Q")
 # Elements of an array followed for pointers (static tables and heap arrays alike).
 MAX_ELEMENTS = 4096
 LINE = 64
+_LAST_INDEX = re.compile(r"\[\d+\]$")
 
 
 class FieldNames:
@@ -234,7 +236,19 @@ def name_bytes(layout: _Layout, label: str, offsets: list[int]) -> str:
         )
     # The bytes inside one field (`value+0x3`) are the field.
     paths = [layout.path(offset, whole_small=True).split("+")[0] for offset in offsets]
-    return join_fields(label, [p.removeprefix(".") for p in paths if p], offsets[0])
+    return join_fields(label, _arrays([p.removeprefix(".") for p in paths if p]), offsets[0])
+
+
+def _arrays(paths: list[str]) -> list[str]:
+    """Several elements of one array are the array: `bytes[]`, not `bytes[0]` to
+    `bytes[63]` (one element keeps its index: `slots[11]`)."""
+    stems = [_LAST_INDEX.sub("[]", path) for path in paths]
+    elements: dict[str, set[str]] = {}
+    for path, stem in zip(paths, stems, strict=True):
+        elements.setdefault(stem, set()).add(path)
+    return [
+        stem if len(elements[stem]) > 1 else path for path, stem in zip(paths, stems, strict=True)
+    ]
 
 
 def _array_of(element: _Layout, size: int) -> _Layout:
