@@ -23,6 +23,7 @@ struct slot { long used, value; };
 struct idtab { long lock, taken; struct slot *slots; };
 struct idtab *idtab_new(void) { return 0; }
 void *helper(void) { return 0; }
+void *made_here(void) { struct idtab *made = 0; return made; }
 """
 # The adapter's side: the handle's struct declared only, as a public header leaves it.
 ADAPTER = "struct idtab;\nstruct idtab *tab;\n"
@@ -64,6 +65,12 @@ def test_blocks_are_typed_by_the_function_that_returned_them_or_the_adapter_hand
     memory[moved] = memory.pop(untyped)
     allocations[2] = (moved, 100, 2)
     assert name(namer([]), moved, 0x20, 0x28) == "helper:alloc(100)+0x20"
+    # A block made by a function that returns it as `void *`: the struct its local
+    # pointer points to.
+    sites[3] = "made_here"
+    allocations.append((0x5000, 24, 3))
+    memory[0x5000] = bytes(24)
+    assert name(namer([]), 0x5000, 8, 16) == "struct idtab.taken"
     # Through the adapter's `struct idtab *tab` (incomplete where the adapter is built),
     # with no allocating function to go by.
     sites[1] = "main"

@@ -39,12 +39,14 @@ _LAST_INDEX = re.compile(r"\[\d+\]$")
 
 
 class FieldNames:
-    """Static variables of some object files, by name, with their DWARF types, and the
-    struct each function declares it returns a pointer to (``struct idtab *idtab_new``)."""
+    """Static variables of some object files, by name, with their DWARF types; the struct
+    each function declares it returns a pointer to (``struct idtab *idtab_new``), and
+    the structs its local pointers (those of what is inlined into it too) point to."""
 
     def __init__(self, objects: list[Path]):
         self._types: dict[str, _Layout] = {}
         self._returns: dict[str, _Layout] = {}
+        self._locals: dict[str, dict[str, _Layout]] = {}  # function -> label -> struct
         every: list[_Layout] = []
         for path in objects:
             try:
@@ -62,6 +64,7 @@ class FieldNames:
                                     self._types[name.value.decode()] = _layout(type_die, layouts)
                             elif die.tag == "DW_TAG_subprogram":
                                 self._note_return(die, layouts)
+                                self._note_locals(die, layouts)
                     every += layouts.values()
             except (OSError, ELFError, DWARFError):
                 continue  # no field names for this object: symbol names remain
@@ -79,12 +82,38 @@ class FieldNames:
         if pointee is not None and pointee.is_aggregate and pointee.label and not defined:
             self._returns[name.value.decode()] = pointee
 
-    def returned(self, function: str, size: int) -> "_Layout | None":
-        """The struct that ``function`` returns a pointer to, when a block of ``size``
-        bytes it allocated can be one (at least one, less than two: a flexible array
-        member may follow): the block it made is the object it hands out."""
-        pointee = self._returns.get(function)
-        return pointee if pointee and 0 < pointee.size <= size < 2 * pointee.size else None
+    def _note_locals(self, die, layouts: dict) -> None:
+        if "DW_AT_low_pc" not in die.attributes and "DW_AT_ranges" not in die.attributes:
+            return  # a declaration, or the abstract form of an inlined function
+        name = _attribute(die, "DW_AT_name")
+        if name is None:
+            return
+        found = self._locals.setdefault(name.decode(), {})
+        todo = list(die.iter_children())
+        while todo:
+            child = todo.pop()
+            if child.tag == "DW_TAG_variable":
+                type_die = _type_of(_origin(child))
+                pointee = _layout(type_die, layouts).pointee if type_die is not None else None
+                if pointee is not None and pointee.is_aggregate and pointee.label:
+                    found.setdefault(pointee.label, pointee)
+            elif child.has_children:
+                todo.extend(child.iter_children())
+
+    def allocated(self, function: str, size: int) -> "_Layout | None":
+        """The struct a block of ``size`` bytes that ``function`` allocated is: the one it
+        returns a pointer to, else the only one its local pointers point to, when the
+        block can be one (at least one, less than two: a flexible array member may
+        follow)."""
+
+        def fits(layout: _Layout) -> bool:
+            return 0 < layout.size <= size < 2 * layout.size
+
+        returned = self._returns.get(function)
+        if returned is not None and fits(returned):
+            return returned
+        local = [layout for layout in self._locals.get(function, {}).values() if fits(layout)]
+        return local[0] if len(local) == 1 else None
 
     def field(self, variable: str, offset: int) -> str:
         """``variable`` with the path of the field at ``offset`` ("" when unknown)."""
@@ -192,6 +221,25 @@ def _complete(layouts: list[_Layout]) -> None:
     for layout in layouts:
         if layout.is_aggregate and not layout.size and layout.label in defined:
             layout.__dict__.update(defined[layout.label].__dict__)
+
+
+def _origin(die):
+    """The DIE that holds a concrete (inlined or out-of-line) entity's name and type."""
+    while "DW_AT_abstract_origin" in die.attributes or "DW_AT_specification" in die.attributes:
+        key = (
+            "DW_AT_abstract_origin"
+            if "DW_AT_abstract_origin" in die.attributes
+            else "DW_AT_specification"
+        )
+        die = die.get_DIE_from_attribute(key)
+    return die
+
+
+def _attribute(die, key: str):
+    attribute = (
+        _origin(die).attributes.get(key) if key not in die.attributes else die.attributes[key]
+    )
+    return attribute.value if attribute is not None else None
 
 
 def _type_of(die):
@@ -385,7 +433,7 @@ class DataNamer:
             declared = {
                 start: layout
                 for start, size, site in self.allocations
-                if (layout := self.fields.returned(self.site_function(site), size)) is not None
+                if (layout := self.fields.allocated(self.site_function(site), size)) is not None
             }
             self._typed = type_heap(roots, self.allocations, self.memory, declared)
         found = self._typed.get(entry[0])
