@@ -11,6 +11,7 @@ gives that allocation the type pointed to, and the objects so typed are followed
 """
 
 import bisect
+import os
 import re
 import struct
 from collections import deque
@@ -43,7 +44,11 @@ class FieldNames:
     each function declares it returns a pointer to (``struct idtab *idtab_new``), and
     the structs its local pointers (those of what is inlined into it too) point to."""
 
-    def __init__(self, objects: list[Path]):
+    def __init__(self, objects: list[Path], sources: list[Path] | None = None):
+        """``sources``: read only the compilation units of these files (those of a linked
+        program, whose DWARF needs no relocation: pyelftools cannot relocate an object
+        file's DWARF that holds a `__thread` variable); None: every unit."""
+        wanted = None if sources is None else {os.path.realpath(s) for s in sources}
         self._types: dict[str, _Layout] = {}
         self._returns: dict[str, _Layout] = {}
         self._locals: dict[str, dict[str, _Layout]] = {}  # function -> label -> struct
@@ -56,8 +61,12 @@ class FieldNames:
                         continue
                     layouts: dict = {}  # DIE offset -> _Layout, per file (types recurse)
                     for cu in elf.get_dwarf_info().iter_CUs():
+                        if wanted is not None and _source_of(cu) not in wanted:
+                            continue
                         for die in cu.iter_DIEs():
-                            if die.tag == "DW_TAG_variable" and "DW_AT_location" in die.attributes:
+                            # (A function's locals are _note_locals'; a namesake
+                            # local must not give a static its type.)
+                            if _is_static_variable(die):
                                 name = die.attributes.get("DW_AT_name")
                                 type_die = _type_of(die)
                                 if name and type_die is not None:
@@ -221,6 +230,24 @@ def _complete(layouts: list[_Layout]) -> None:
     for layout in layouts:
         if layout.is_aggregate and not layout.size and layout.label in defined:
             layout.__dict__.update(defined[layout.label].__dict__)
+
+
+def _source_of(cu) -> str:
+    """The real path of the file a compilation unit was compiled from."""
+    top = cu.get_top_DIE()
+    name, where = top.attributes.get("DW_AT_name"), top.attributes.get("DW_AT_comp_dir")
+    if name is None:
+        return ""
+    directory = where.value.decode(errors="replace") if where else ""
+    return os.path.realpath(os.path.join(directory, name.value.decode(errors="replace")))
+
+
+def _is_static_variable(die) -> bool:
+    """A variable of the file's scope that has storage here (not a function's local)."""
+    if die.tag != "DW_TAG_variable" or "DW_AT_location" not in die.attributes:
+        return False
+    parent = die.get_parent()
+    return parent is not None and parent.tag == "DW_TAG_compile_unit"
 
 
 def _origin(die):

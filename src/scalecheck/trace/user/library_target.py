@@ -109,7 +109,10 @@ class LibraryTarget:
         out = trace_dir / "program"
         program = build_program(self.library, out)
         symbols = ProgramSymbols(
-            program, library_objects(self.library, out), (adapter_object(self.library, out),)
+            program,
+            library_objects(self.library, out),
+            (adapter_object(self.library, out),),
+            (self.library.adapter, *self.library.sources),
         )
         return Program(program, ensure_plugin(), symbols, trace_dir, found)
 

@@ -29,8 +29,14 @@ class ProgramSymbols:
     symbol, heap lines by the allocation site and offset the harness recorded."""
 
     def __init__(
-        self, program: Path, library_objects: list[Path], adapter_objects: tuple[Path, ...] = ()
+        self,
+        program: Path,
+        library_objects: list[Path],
+        adapter_objects: tuple[Path, ...] = (),
+        sources: tuple[Path, ...] = (),
     ):
+        """``sources``: the adapter's and the library's, whose DWARF in the program names
+        data (the adapter's first: the library's own win a clash of names)."""
         self._program = program
         self._pc_names: dict[int, str] = {}
         functions, objects = _symbols(program, "STT_FUNC"), _symbols(program, "STT_OBJECT")
@@ -38,8 +44,8 @@ class ProgramSymbols:
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
         }
         # with -g: the field of a static variable at the line (buckets[1].head), and the
-        # types of the adapter's variables (the library's own win a clash of names)
-        self.fields = dwarfnames.FieldNames([*adapter_objects, *library_objects])
+        # types of the adapter's variables
+        self.fields = dwarfnames.FieldNames([program], list(sources))
         self.library_code = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
         }
