@@ -15,7 +15,7 @@ from scalecheck.errors import UserError
 from scalecheck.report.build import make_report
 from scalecheck.run import run_tests
 from scalecheck.trace import loop, testcase
-from scalecheck.trace.user import dwarfnames, library, program_worker
+from scalecheck.trace.user import dwarfnames, heapnames, library, program_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -675,7 +675,7 @@ def test_heap_objects_are_typed_by_the_pointers_that_lead_to_them(tmp_path):
     allocations = [(table, 88, 0), (node, 24, 0), (second, 24, 0), (slots, 144, 0)]
     allocations += [(counts, 32, 0), (block, 64, 0)]
     statics = [(0x100, 8, "table"), (0x108, 8, "untyped")]
-    namer = dwarfnames.DataNamer(fields, statics, allocations, memory)
+    namer = heapnames.DataNamer(fields, statics, allocations, memory)
 
     def name(kind, address, first, last):
         line = address & ~63

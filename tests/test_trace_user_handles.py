@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.run import run_tests
-from scalecheck.trace.user import dwarfnames
+from scalecheck.trace.user import dwarfnames, heapnames
 from test_trace_user import generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def test_blocks_are_typed_by_the_function_that_returned_them_or_the_adapter_hand
     allocations = [(table, 24, 1), (slots, 32, 1), (untyped, 100, 2)]
 
     def namer(roots):
-        return dwarfnames.DataNamer(fields, [], allocations, memory, roots, sites.__getitem__)
+        return heapnames.DataNamer(fields, [], allocations, memory, roots, sites.__getitem__)
 
     def name(namer, block, first, last):
         """The name of bytes first..last of the block (on one line)."""

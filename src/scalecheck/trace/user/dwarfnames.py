@@ -1,26 +1,14 @@
-"""Names a library's data from the DWARF of its object files (built with ``-g``, read with
-pyelftools): the field of a static variable at a byte offset (``buckets`` + 0x80 is
-``buckets[1].lock``), and the type and field of a heap object (``struct node.value``).
+"""Reads a library's DWARF (built with ``-g``, read with pyelftools): the type of each
+static variable, with its fields at byte offsets (``buckets`` + 0x80 is
+``buckets[1].lock``), and what each function says of the heap blocks it makes: the
+struct it returns a pointer to, the structs its local pointers point to. heapnames.py
+names a test's conflicting lines with them."""
 
-A heap object's type is found the way the Linux target names untyped kmalloc objects
-(datanames.py): by a typed pointer that leads to it. The harness snapshots the library's
-static variables that hold pointers and its live allocations after a test's last calls;
-starting from the statics, every pointer field whose value is the start of an allocation
-gives that allocation the type pointed to, and the objects so typed are followed in turn
-(``table`` -> ``struct table.buckets[2]`` -> ``struct node.next`` -> ...).
-"""
-
-import bisect
 import os
-import re
-import struct
-from collections import deque
 from pathlib import Path
 
 from elftools.common.exceptions import DWARFError, ELFError
 from elftools.elf.elffile import ELFFile
-
-from scalecheck.trace.naming import join_fields, join_names, mask_bytes
 
 # Type DIEs that only qualify or rename the type they point at.
 _TRANSPARENT = {
@@ -32,11 +20,9 @@ _TRANSPARENT = {
 }
 _AGGREGATES = {"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"}
 _KEYWORDS = {"DW_TAG_structure_type": "struct ", "DW_TAG_union_type": "union "}
-_POINTER = struct.Struct("<Q")
 # Elements of an array followed for pointers (static tables and heap arrays alike).
 MAX_ELEMENTS = 4096
 LINE = 64
-_LAST_INDEX = re.compile(r"\[\d+\]$")
 
 
 class FieldNames:
@@ -49,17 +35,17 @@ class FieldNames:
         program, whose DWARF needs no relocation: pyelftools cannot relocate an object
         file's DWARF that holds a `__thread` variable); None: every unit."""
         wanted = None if sources is None else {os.path.realpath(s) for s in sources}
-        self._types: dict[str, _Layout] = {}
-        self._returns: dict[str, _Layout] = {}
-        self._locals: dict[str, dict[str, _Layout]] = {}  # function -> label -> struct
-        every: list[_Layout] = []
+        self._types: dict[str, Layout] = {}
+        self._returns: dict[str, Layout] = {}
+        self._locals: dict[str, dict[str, Layout]] = {}  # function -> label -> struct
+        every: list[Layout] = []
         for path in objects:
             try:
                 with open(path, "rb") as f:
                     elf = ELFFile(f)
                     if not elf.has_dwarf_info():
                         continue
-                    layouts: dict = {}  # DIE offset -> _Layout, per file (types recurse)
+                    layouts: dict = {}  # DIE offset -> Layout, per file (types recurse)
                     for cu in elf.get_dwarf_info().iter_CUs():
                         if wanted is not None and _source_of(cu) not in wanted:
                             continue
@@ -109,13 +95,13 @@ class FieldNames:
             elif child.has_children:
                 todo.extend(child.iter_children())
 
-    def allocated(self, function: str, size: int) -> "_Layout | None":
+    def allocated(self, function: str, size: int) -> "Layout | None":
         """The struct a block of ``size`` bytes that ``function`` allocated is: the one it
         returns a pointer to, else the only one its local pointers point to, when the
         block can be one (at least one, less than two: a flexible array member may
         follow)."""
 
-        def fits(layout: _Layout) -> bool:
+        def fits(layout: Layout) -> bool:
             return 0 < layout.size <= size < 2 * layout.size
 
         returned = self._returns.get(function)
@@ -129,7 +115,7 @@ class FieldNames:
         layout = self._types.get(variable)
         return variable + layout.path(offset) if layout else ""
 
-    def layout(self, variable: str) -> "_Layout | None":
+    def layout(self, variable: str) -> "Layout | None":
         return self._types.get(variable)
 
     def holds_pointers(self, variable: str) -> bool:
@@ -137,7 +123,7 @@ class FieldNames:
         return bool(layout and layout.pointers())
 
 
-class _Layout:
+class Layout:
     """A type's members, array elements and pointed-to type as offsets, read once from its
     DIEs (by _layout, which keeps one per DIE: `struct node` points to itself)."""
 
@@ -145,9 +131,9 @@ class _Layout:
         self.tag = ""
         self.label = ""  # `struct node`, `long`, a typedef's name for an anonymous struct
         self.size = 0
-        self.members: list = []  # (offset, name, _Layout)
-        self.element: _Layout | None = None
-        self.pointee: _Layout | None = None  # None for void *
+        self.members: list = []  # (offset, name, Layout)
+        self.element: Layout | None = None
+        self.pointee: Layout | None = None  # None for void *
         self._pointers: list | None = None
 
     def path(self, offset: int, whole_small: bool = False) -> str:
@@ -191,7 +177,7 @@ class _Layout:
         return self._pointers
 
 
-def _layout(die, layouts: dict) -> _Layout:
+def _layout(die, layouts: dict) -> Layout:
     label = ""
     while die is not None and die.tag in _TRANSPARENT:
         if die.tag == "DW_TAG_typedef" and not label:
@@ -200,7 +186,7 @@ def _layout(die, layouts: dict) -> _Layout:
     key = die.offset if die is not None else None
     if key in layouts:
         return layouts[key]
-    layout = layouts[key] = _Layout()
+    layout = layouts[key] = Layout()
     if die is None:
         return layout
     layout.tag, layout.size = die.tag, _size(die)
@@ -223,7 +209,7 @@ def _layout(die, layouts: dict) -> _Layout:
     return layout
 
 
-def _complete(layouts: list[_Layout]) -> None:
+def _complete(layouts: list[Layout]) -> None:
     """Gives a struct that a file only declares (an opaque handle's `struct idtab`, in the
     adapter) the members another file defines it with."""
     defined = {lay.label: lay for lay in layouts if lay.is_aggregate and lay.size and lay.label}
@@ -295,176 +281,3 @@ def _size(die) -> int:
                     count *= child.attributes["DW_AT_upper_bound"].value + 1
         return count * _size(_strip(_type_of(die)))
     return 0
-
-
-def name_bytes(layout: _Layout, label: str, offsets: list[int]) -> str:
-    """``label`` with the fields that bytes at ``offsets`` cover: ``struct node.value``,
-    ``buckets[3].head``, ``struct table.{lock,buckets[0]}``; one name per array element."""
-    if layout.element is not None and layout.element.size:
-        by_index: dict[int, list[int]] = {}
-        for offset in offsets:
-            index, inner = divmod(offset, layout.element.size)
-            by_index.setdefault(index, []).append(inner)
-        return join_names(
-            name_bytes(layout.element, f"{label}[{index}]", inner)
-            for index, inner in by_index.items()
-        )
-    # The bytes inside one field (`value+0x3`) are the field.
-    paths = [layout.path(offset, whole_small=True).split("+")[0] for offset in offsets]
-    return join_fields(label, _arrays([p.removeprefix(".") for p in paths if p]), offsets[0])
-
-
-def _arrays(paths: list[str]) -> list[str]:
-    """Several elements of one array are the array: `bytes[]`, not `bytes[0]` to
-    `bytes[63]` (one element keeps its index: `slots[11]`)."""
-    stems = [_LAST_INDEX.sub("[]", path) for path in paths]
-    elements: dict[str, set[str]] = {}
-    for path, stem in zip(paths, stems, strict=True):
-        elements.setdefault(stem, set()).add(path)
-    return [
-        stem if len(elements[stem]) > 1 else path for path, stem in zip(paths, stems, strict=True)
-    ]
-
-
-def _array_of(element: _Layout, size: int) -> _Layout:
-    """The layout of an allocation of ``size`` bytes holding objects of type ``element``."""
-    array = _Layout()
-    array.tag, array.element, array.size = "DW_TAG_array_type", element, size
-    return array
-
-
-def type_heap(
-    roots: list[tuple[int, str, _Layout]],
-    allocations: list,
-    memory: dict[int, bytes],
-    declared: dict[int, _Layout] | None = None,
-) -> dict[int, tuple[str, _Layout]]:
-    """(label, layout) of the allocations (start, size, site) that typed pointers lead to
-    from the static variables ``roots`` (address, name, layout) and from the objects so
-    typed, breadth first: the first pointer found names the object. ``declared`` (start
-    -> the struct its allocating function returns) types a block no pointer typed (a
-    pointer's type wins: a function may allocate more than the object it returns).
-    ``memory``: the snapshot, start address -> bytes."""
-    sizes = {start: size for start, size, _ in allocations if start in memory}
-    typed: dict[int, tuple[str, _Layout]] = {
-        start: (layout.label, layout) for start, layout in (declared or {}).items()
-    }
-    provisional = set(typed)
-    todo = deque([(start, label, layout) for start, (label, layout) in typed.items()])
-    todo.extend(roots)
-    while todo:
-        address, label, layout = todo.popleft()
-        data = _bytes_at(memory, address, layout.size)
-        for offset, path, pointee in layout.pointers():
-            if pointee is None or not pointee.size or offset + 8 > len(data):
-                continue
-            (target,) = _POINTER.unpack_from(data, offset)
-            if target not in sizes or (target in typed and target not in provisional):
-                continue
-            size = sizes[target]
-            if pointee.is_aggregate and pointee.label:
-                # `struct node *`: the object (or the array of them) is named by its type
-                name = pointee.label
-                found = _array_of(pointee, size) if size >= 2 * pointee.size else pointee
-            else:
-                # `long *counts`: the array is named by the pointer
-                name, found = f"{label}{path}", _array_of(pointee, max(size, pointee.size))
-            provisional.discard(target)
-            if typed.get(target, ("",))[0] != name:
-                typed[target] = (name, found)
-                todo.append((target, name, found))
-    return typed
-
-
-def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
-    """The snapshot's bytes at address (within the range that holds it)."""
-    if address in memory:
-        return memory[address][:size]
-    starts = sorted(memory)
-    i = bisect.bisect_right(starts, address) - 1
-    if i < 0:
-        return b""
-    start = starts[i]
-    return memory[start][address - start : address - start + size]
-
-
-class DataNamer:
-    """Names one test's conflicting lines of a library (naming.name_data): static data by
-    variable and field, heap data by the type and field of its object (the struct its
-    allocating function returns, or the type of a pointer that leads to it), else by its
-    allocation site and the offset in the block (``idtab_new:alloc(1072)+0x40``: the same
-    in every run, wherever the block lands); "" for lines of neither (their data_symbol
-    stays)."""
-
-    def __init__(
-        self,
-        fields: FieldNames,
-        statics: list[tuple[int, int, str]],
-        allocations: list[tuple[int, int, int]],
-        memory: dict[int, bytes],
-        roots: list[tuple[int, int, str]] | None = None,
-        site_function=hex,
-    ):
-        """``statics`` (address, size, name): the library's, named by field; ``roots``:
-        the static pointers heap typing starts from (the library's and its adapter's;
-        ``statics`` when None); ``site_function``: the function an allocation site (a
-        return address) lies in."""
-        self.fields, self.memory = fields, memory
-        self.statics = sorted(statics)
-        self.static_starts = [s[0] for s in self.statics]
-        self.roots = self.statics if roots is None else roots
-        self.allocations = sorted(allocations)
-        self.alloc_starts = [a[0] for a in self.allocations]
-        self.site_function = site_function
-        self._typed: dict[int, tuple[str, _Layout]] | None = None
-
-    def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
-        return [self._name(kind, vaddr, mask) for kind, vaddr, _, mask in lines]
-
-    def stable_names(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
-        """The names, from this repeat's own snapshot, so as stable as the data: what
-        repeats are compared by (naming.name_data)."""
-        return self.name_lines(lines)
-
-    def _name(self, kind: str, vaddr: int, mask: int) -> str:
-        offsets = mask_bytes(mask) or list(range(LINE))
-        if kind == "static":
-            return self._group(vaddr, offsets, self.statics, self.static_starts, self._static)
-        if kind == "heap":
-            return self._group(vaddr, offsets, self.allocations, self.alloc_starts, self._heap)
-        return ""
-
-    @staticmethod
-    def _group(vaddr, offsets, entries, starts, name_one) -> str:
-        """Names the bytes by the entry (start, size, ...) that holds each."""
-        held: dict[tuple, list[int]] = {}
-        for offset in offsets:
-            address = vaddr + offset
-            i = bisect.bisect_right(starts, address) - 1
-            if i >= 0 and address < entries[i][0] + max(entries[i][1], 1):
-                held.setdefault(entries[i], []).append(address - entries[i][0])
-        return join_names(name_one(entry, inner) for entry, inner in held.items())
-
-    def _static(self, entry, offsets: list[int]) -> str:
-        _, _, name = entry
-        layout = self.fields.layout(name)
-        return name_bytes(layout, name, offsets) if layout else ""
-
-    def _heap(self, entry, offsets: list[int]) -> str:
-        if self._typed is None:
-            roots = [
-                (address, name, layout)
-                for address, _, name in self.roots
-                if (layout := self.fields.layout(name)) is not None
-            ]
-            declared = {
-                start: layout
-                for start, size, site in self.allocations
-                if (layout := self.fields.allocated(self.site_function(site), size)) is not None
-            }
-            self._typed = type_heap(roots, self.allocations, self.memory, declared)
-        found = self._typed.get(entry[0])
-        if found:
-            return name_bytes(found[1], found[0], offsets)
-        _, size, site = entry
-        return f"{self.site_function(site)}:alloc({size})+{offsets[0]:#x}"

@@ -12,7 +12,7 @@ from elftools.elf.elffile import ELFFile
 
 from scalecheck.errors import UserError
 from scalecheck.trace.outcome import function_of
-from scalecheck.trace.user import dwarfnames
+from scalecheck.trace.user import dwarfnames, heapnames
 
 LINE = 64
 
@@ -79,10 +79,10 @@ class ProgramSymbols:
         named._alloc_starts = [a[0] for a in named.allocations]
         return named
 
-    def data_namer(self, allocations: list, memory: dict[int, bytes]) -> dwarfnames.DataNamer:
+    def data_namer(self, allocations: list, memory: dict[int, bytes]) -> heapnames.DataNamer:
         """Names one test's conflicting lines of the library down to the field, heap objects
         by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
-        return dwarfnames.DataNamer(
+        return heapnames.DataNamer(
             self.fields, self.library_statics, allocations, memory, self.roots, self.function
         )
 
