@@ -15,7 +15,7 @@ from scalecheck.errors import UserError
 from scalecheck.report.build import make_report
 from scalecheck.run import run_tests
 from scalecheck.trace import loop, testcase
-from scalecheck.trace.user import dwarfnames, library, program_worker
+from scalecheck.trace.user import dwarfnames, heapnames, library, program_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -675,7 +675,7 @@ def test_heap_objects_are_typed_by_the_pointers_that_lead_to_them(tmp_path):
     allocations = [(table, 88, 0), (node, 24, 0), (second, 24, 0), (slots, 144, 0)]
     allocations += [(counts, 32, 0), (block, 64, 0)]
     statics = [(0x100, 8, "table"), (0x108, 8, "untyped")]
-    namer = dwarfnames.DataNamer(fields, statics, allocations, memory)
+    namer = heapnames.DataNamer(fields, statics, allocations, memory)
 
     def name(kind, address, first, last):
         line = address & ~63
@@ -683,11 +683,14 @@ def test_heap_objects_are_typed_by_the_pointers_that_lead_to_them(tmp_path):
         return namer.name_lines([(kind, line, 0, mask)])[0]
 
     assert name("heap", table, 0, 4) == "struct table.lock"
-    assert name("heap", table, 40, 56) == "struct table.{buckets[0],buckets[1]}"
+    # Several elements of one array: the array.
+    assert name("heap", table, 40, 56) == "struct table.buckets[]"
+    assert name("heap", table, 48, 56) == "struct table.buckets[1]"
     assert name("heap", second, 8, 16) == "struct node.value"  # through two heap objects
     assert name("heap", slots + 48 + 40, 0, 8) == "struct slot[1].head"
     assert name("heap", counts + 16, 0, 8) == "struct table.counts[2]"
-    assert name("heap", block, 0, 8) == ""  # void *: the allocation site names it
+    # void *: the allocation site (here the function at address 0) and offset name it
+    assert name("heap", block, 0, 8) == "0x0:alloc(64)+0x0"
     assert name("static", 0x100, 0, 8) == "table"
 
 

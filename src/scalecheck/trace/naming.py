@@ -45,7 +45,7 @@ def name_data(per_repeat: list, namers: list) -> None:
     """Sets each conflict's ``data`` (the name of its bytes) and ``site_data`` (per pair of
     sites, the name of the bytes that pair made conflict; ``symbol_key`` where the namer
     has none). Each repeat's lines are named by that repeat's namer (datanames.DataNamer
-    for a boot, dwarfnames.DataNamer over a library's memory after that repeat; None: no
+    for a boot, heapnames.DataNamer over a library's memory after that repeat; None: no
     names), before the repeats are compared, so that what repeats is the data, not the
     address. Repeats sharing a namer are named in one call."""
     groups: dict[int, tuple] = {}

@@ -1,24 +1,14 @@
-"""Names a library's data from the DWARF of its object files (built with ``-g``, read with
-pyelftools): the field of a static variable at a byte offset (``buckets`` + 0x80 is
-``buckets[1].lock``), and the type and field of a heap object (``struct node.value``).
+"""Reads a library's DWARF (built with ``-g``, read with pyelftools): the type of each
+static variable, with its fields at byte offsets (``buckets`` + 0x80 is
+``buckets[1].lock``), and what each function says of the heap blocks it makes: the
+struct it returns a pointer to, the structs its local pointers point to. heapnames.py
+names a test's conflicting lines with them."""
 
-A heap object's type is found the way the Linux target names untyped kmalloc objects
-(datanames.py): by a typed pointer that leads to it. The harness snapshots the library's
-static variables that hold pointers and its live allocations after a test's last calls;
-starting from the statics, every pointer field whose value is the start of an allocation
-gives that allocation the type pointed to, and the objects so typed are followed in turn
-(``table`` -> ``struct table.buckets[2]`` -> ``struct node.next`` -> ...).
-"""
-
-import bisect
-import struct
-from collections import deque
+import os
 from pathlib import Path
 
 from elftools.common.exceptions import DWARFError, ELFError
 from elftools.elf.elffile import ELFFile
-
-from scalecheck.trace.naming import join_fields, join_names, mask_bytes
 
 # Type DIEs that only qualify or rename the type they point at.
 _TRANSPARENT = {
@@ -30,40 +20,102 @@ _TRANSPARENT = {
 }
 _AGGREGATES = {"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"}
 _KEYWORDS = {"DW_TAG_structure_type": "struct ", "DW_TAG_union_type": "union "}
-_POINTER = struct.Struct("<Q")
 # Elements of an array followed for pointers (static tables and heap arrays alike).
 MAX_ELEMENTS = 4096
 LINE = 64
 
 
 class FieldNames:
-    """Static variables of some object files, by name, with their DWARF types."""
+    """Static variables of some object files, by name, with their DWARF types; the struct
+    each function declares it returns a pointer to (``struct idtab *idtab_new``), and
+    the structs its local pointers (those of what is inlined into it too) point to."""
 
-    def __init__(self, objects: list[Path]):
-        self._types: dict[str, _Layout] = {}
+    def __init__(self, objects: list[Path], sources: list[Path] | None = None):
+        """``sources``: read only the compilation units of these files (those of a linked
+        program, whose DWARF needs no relocation: pyelftools cannot relocate an object
+        file's DWARF that holds a `__thread` variable); None: every unit."""
+        wanted = None if sources is None else {os.path.realpath(s) for s in sources}
+        self._types: dict[str, Layout] = {}
+        self._returns: dict[str, Layout] = {}
+        self._locals: dict[str, dict[str, Layout]] = {}  # function -> label -> struct
+        every: list[Layout] = []
         for path in objects:
             try:
                 with open(path, "rb") as f:
                     elf = ELFFile(f)
                     if not elf.has_dwarf_info():
                         continue
-                    layouts: dict = {}  # DIE offset -> _Layout, per file (types recurse)
+                    layouts: dict = {}  # DIE offset -> Layout, per file (types recurse)
                     for cu in elf.get_dwarf_info().iter_CUs():
+                        if wanted is not None and _source_of(cu) not in wanted:
+                            continue
                         for die in cu.iter_DIEs():
-                            if die.tag == "DW_TAG_variable" and "DW_AT_location" in die.attributes:
+                            # (A function's locals are _note_locals'; a namesake
+                            # local must not give a static its type.)
+                            if _is_static_variable(die):
                                 name = die.attributes.get("DW_AT_name")
                                 type_die = _type_of(die)
                                 if name and type_die is not None:
                                     self._types[name.value.decode()] = _layout(type_die, layouts)
+                            elif die.tag == "DW_TAG_subprogram":
+                                self._note_return(die, layouts)
+                                self._note_locals(die, layouts)
+                    every += layouts.values()
             except (OSError, ELFError, DWARFError):
                 continue  # no field names for this object: symbol names remain
+        _complete(every)
+
+    def _note_return(self, die, layouts: dict) -> None:
+        name, type_die = die.attributes.get("DW_AT_name"), _type_of(die)
+        if name is None or type_die is None:
+            return
+        pointee = _layout(type_die, layouts).pointee  # None unless a typed pointer
+        known = self._returns.get(name.value.decode())
+        # A struct declared only here may be defined in another file (_complete); a
+        # definition here wins over another file's declaration.
+        defined = known is not None and known.size
+        if pointee is not None and pointee.is_aggregate and pointee.label and not defined:
+            self._returns[name.value.decode()] = pointee
+
+    def _note_locals(self, die, layouts: dict) -> None:
+        if "DW_AT_low_pc" not in die.attributes and "DW_AT_ranges" not in die.attributes:
+            return  # a declaration, or the abstract form of an inlined function
+        name = _attribute(die, "DW_AT_name")
+        if name is None:
+            return
+        found = self._locals.setdefault(name.decode(), {})
+        todo = list(die.iter_children())
+        while todo:
+            child = todo.pop()
+            if child.tag == "DW_TAG_variable":
+                type_die = _type_of(_origin(child))
+                pointee = _layout(type_die, layouts).pointee if type_die is not None else None
+                if pointee is not None and pointee.is_aggregate and pointee.label:
+                    found.setdefault(pointee.label, pointee)
+            elif child.has_children:
+                todo.extend(child.iter_children())
+
+    def allocated(self, function: str, size: int) -> "Layout | None":
+        """The struct a block of ``size`` bytes that ``function`` allocated is: the one it
+        returns a pointer to, else the only one its local pointers point to, when the
+        block can be one (at least one, less than two: a flexible array member may
+        follow)."""
+
+        def fits(layout: Layout) -> bool:
+            return 0 < layout.size <= size < 2 * layout.size
+
+        returned = self._returns.get(function)
+        if returned is not None and fits(returned):
+            return returned
+        local = [layout for layout in self._locals.get(function, {}).values() if fits(layout)]
+        return local[0] if len(local) == 1 else None
 
     def field(self, variable: str, offset: int) -> str:
         """``variable`` with the path of the field at ``offset`` ("" when unknown)."""
         layout = self._types.get(variable)
         return variable + layout.path(offset) if layout else ""
 
-    def layout(self, variable: str) -> "_Layout | None":
+    def layout(self, variable: str) -> "Layout | None":
         return self._types.get(variable)
 
     def holds_pointers(self, variable: str) -> bool:
@@ -71,7 +123,7 @@ class FieldNames:
         return bool(layout and layout.pointers())
 
 
-class _Layout:
+class Layout:
     """A type's members, array elements and pointed-to type as offsets, read once from its
     DIEs (by _layout, which keeps one per DIE: `struct node` points to itself)."""
 
@@ -79,9 +131,9 @@ class _Layout:
         self.tag = ""
         self.label = ""  # `struct node`, `long`, a typedef's name for an anonymous struct
         self.size = 0
-        self.members: list = []  # (offset, name, _Layout)
-        self.element: _Layout | None = None
-        self.pointee: _Layout | None = None  # None for void *
+        self.members: list = []  # (offset, name, Layout)
+        self.element: Layout | None = None
+        self.pointee: Layout | None = None  # None for void *
         self._pointers: list | None = None
 
     def path(self, offset: int, whole_small: bool = False) -> str:
@@ -125,7 +177,7 @@ class _Layout:
         return self._pointers
 
 
-def _layout(die, layouts: dict) -> _Layout:
+def _layout(die, layouts: dict) -> Layout:
     label = ""
     while die is not None and die.tag in _TRANSPARENT:
         if die.tag == "DW_TAG_typedef" and not label:
@@ -134,7 +186,7 @@ def _layout(die, layouts: dict) -> _Layout:
     key = die.offset if die is not None else None
     if key in layouts:
         return layouts[key]
-    layout = layouts[key] = _Layout()
+    layout = layouts[key] = Layout()
     if die is None:
         return layout
     layout.tag, layout.size = die.tag, _size(die)
@@ -155,6 +207,52 @@ def _layout(die, layouts: dict) -> _Layout:
     elif die.tag == "DW_TAG_pointer_type" and "DW_AT_type" in die.attributes:
         layout.pointee = _layout(_type_of(die), layouts)
     return layout
+
+
+def _complete(layouts: list[Layout]) -> None:
+    """Gives a struct that a file only declares (an opaque handle's `struct idtab`, in the
+    adapter) the members another file defines it with."""
+    defined = {lay.label: lay for lay in layouts if lay.is_aggregate and lay.size and lay.label}
+    for layout in layouts:
+        if layout.is_aggregate and not layout.size and layout.label in defined:
+            layout.__dict__.update(defined[layout.label].__dict__)
+
+
+def _source_of(cu) -> str:
+    """The real path of the file a compilation unit was compiled from."""
+    top = cu.get_top_DIE()
+    name, where = top.attributes.get("DW_AT_name"), top.attributes.get("DW_AT_comp_dir")
+    if name is None:
+        return ""
+    directory = where.value.decode(errors="replace") if where else ""
+    return os.path.realpath(os.path.join(directory, name.value.decode(errors="replace")))
+
+
+def _is_static_variable(die) -> bool:
+    """A variable of the file's scope that has storage here (not a function's local)."""
+    if die.tag != "DW_TAG_variable" or "DW_AT_location" not in die.attributes:
+        return False
+    parent = die.get_parent()
+    return parent is not None and parent.tag == "DW_TAG_compile_unit"
+
+
+def _origin(die):
+    """The DIE that holds a concrete (inlined or out-of-line) entity's name and type."""
+    while "DW_AT_abstract_origin" in die.attributes or "DW_AT_specification" in die.attributes:
+        key = (
+            "DW_AT_abstract_origin"
+            if "DW_AT_abstract_origin" in die.attributes
+            else "DW_AT_specification"
+        )
+        die = die.get_DIE_from_attribute(key)
+    return die
+
+
+def _attribute(die, key: str):
+    attribute = (
+        _origin(die).attributes.get(key) if key not in die.attributes else die.attributes[key]
+    )
+    return attribute.value if attribute is not None else None
 
 
 def _type_of(die):
@@ -183,133 +281,3 @@ def _size(die) -> int:
                     count *= child.attributes["DW_AT_upper_bound"].value + 1
         return count * _size(_strip(_type_of(die)))
     return 0
-
-
-def name_bytes(layout: _Layout, label: str, offsets: list[int]) -> str:
-    """``label`` with the fields that bytes at ``offsets`` cover: ``struct node.value``,
-    ``buckets[3].head``, ``struct table.{lock,buckets[0]}``; one name per array element."""
-    if layout.element is not None and layout.element.size:
-        by_index: dict[int, list[int]] = {}
-        for offset in offsets:
-            index, inner = divmod(offset, layout.element.size)
-            by_index.setdefault(index, []).append(inner)
-        return join_names(
-            name_bytes(layout.element, f"{label}[{index}]", inner)
-            for index, inner in by_index.items()
-        )
-    # The bytes inside one field (`value+0x3`) are the field.
-    paths = [layout.path(offset, whole_small=True).split("+")[0] for offset in offsets]
-    return join_fields(label, [p.removeprefix(".") for p in paths if p], offsets[0])
-
-
-def _array_of(element: _Layout, size: int) -> _Layout:
-    """The layout of an allocation of ``size`` bytes holding objects of type ``element``."""
-    array = _Layout()
-    array.tag, array.element, array.size = "DW_TAG_array_type", element, size
-    return array
-
-
-def type_heap(
-    roots: list[tuple[int, str, _Layout]], allocations: list, memory: dict[int, bytes]
-) -> dict[int, tuple[str, _Layout]]:
-    """(label, layout) of the allocations (start, size, site) that typed pointers lead to,
-    from the static variables ``roots`` (address, name, layout), breadth first: the first
-    pointer found names the object. ``memory``: the snapshot, start address -> bytes."""
-    sizes = {start: size for start, size, _ in allocations if start in memory}
-    typed: dict[int, tuple[str, _Layout]] = {}
-    todo = deque(roots)
-    while todo:
-        address, label, layout = todo.popleft()
-        data = _bytes_at(memory, address, layout.size)
-        for offset, path, pointee in layout.pointers():
-            if pointee is None or not pointee.size or offset + 8 > len(data):
-                continue
-            (target,) = _POINTER.unpack_from(data, offset)
-            if target not in sizes or target in typed:
-                continue
-            size = sizes[target]
-            if pointee.is_aggregate and pointee.label:
-                # `struct node *`: the object (or the array of them) is named by its type
-                name = pointee.label
-                found = _array_of(pointee, size) if size >= 2 * pointee.size else pointee
-            else:
-                # `long *counts`: the array is named by the pointer
-                name, found = f"{label}{path}", _array_of(pointee, max(size, pointee.size))
-            typed[target] = (name, found)
-            todo.append((target, name, found))
-    return typed
-
-
-def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
-    """The snapshot's bytes at address (within the range that holds it)."""
-    if address in memory:
-        return memory[address][:size]
-    starts = sorted(memory)
-    i = bisect.bisect_right(starts, address) - 1
-    if i < 0:
-        return b""
-    start = starts[i]
-    return memory[start][address - start : address - start + size]
-
-
-class DataNamer:
-    """Names one test's conflicting lines of a library (naming.name_data): static data by
-    variable and field, heap data by the type and field a pointer gave its object; "" for
-    lines of neither (their data_symbol stays)."""
-
-    def __init__(
-        self,
-        fields: FieldNames,
-        statics: list[tuple[int, int, str]],
-        allocations: list[tuple[int, int, int]],
-        memory: dict[int, bytes],
-    ):
-        self.fields, self.memory = fields, memory
-        self.statics = sorted(statics)
-        self.static_starts = [s[0] for s in self.statics]
-        self.allocations = sorted(allocations)
-        self.alloc_starts = [a[0] for a in self.allocations]
-        self._typed: dict[int, tuple[str, _Layout]] | None = None
-
-    def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
-        return [self._name(kind, vaddr, mask) for kind, vaddr, _, mask in lines]
-
-    def stable_names(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
-        """The names, from this repeat's own snapshot, so as stable as the data: what
-        repeats are compared by (naming.name_data)."""
-        return self.name_lines(lines)
-
-    def _name(self, kind: str, vaddr: int, mask: int) -> str:
-        offsets = mask_bytes(mask) or list(range(LINE))
-        if kind == "static":
-            return self._group(vaddr, offsets, self.statics, self.static_starts, self._static)
-        if kind == "heap":
-            return self._group(vaddr, offsets, self.allocations, self.alloc_starts, self._heap)
-        return ""
-
-    @staticmethod
-    def _group(vaddr, offsets, entries, starts, name_one) -> str:
-        """Names the bytes by the entry (start, size, ...) that holds each."""
-        held: dict[tuple, list[int]] = {}
-        for offset in offsets:
-            address = vaddr + offset
-            i = bisect.bisect_right(starts, address) - 1
-            if i >= 0 and address < entries[i][0] + max(entries[i][1], 1):
-                held.setdefault(entries[i], []).append(address - entries[i][0])
-        return join_names(name_one(entry, inner) for entry, inner in held.items())
-
-    def _static(self, entry, offsets: list[int]) -> str:
-        _, _, name = entry
-        layout = self.fields.layout(name)
-        return name_bytes(layout, name, offsets) if layout else ""
-
-    def _heap(self, entry, offsets: list[int]) -> str:
-        if self._typed is None:
-            roots = [
-                (address, name, layout)
-                for address, _, name in self.statics
-                if (layout := self.fields.layout(name)) is not None
-            ]
-            self._typed = type_heap(roots, self.allocations, self.memory)
-        found = self._typed.get(entry[0])
-        return name_bytes(found[1], found[0], offsets) if found else ""

@@ -19,7 +19,7 @@ from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.trace.target import TargetMismatch, TraceSettings, run_workers
 from scalecheck.trace.tracer_build import ensure_plugin
 from scalecheck.trace.user.library import Library, load_library
-from scalecheck.trace.user.program_build import build_program, library_objects
+from scalecheck.trace.user.program_build import adapter_object, build_program, library_objects
 from scalecheck.trace.user.program_symbols import ProgramSymbols
 from scalecheck.trace.user.program_worker import QEMU_USER, ProgramWorker
 
@@ -108,7 +108,12 @@ class LibraryTarget:
             )
         out = trace_dir / "program"
         program = build_program(self.library, out)
-        symbols = ProgramSymbols(program, library_objects(self.library, out))
+        symbols = ProgramSymbols(
+            program,
+            library_objects(self.library, out),
+            (adapter_object(self.library, out),),
+            (self.library.adapter, *self.library.sources),
+        )
         return Program(program, ensure_plugin(), symbols, trace_dir, found)
 
     def trace(self, prepared: Program, tests: list, jobs: int, on_record) -> int:

@@ -49,6 +49,11 @@ def _object_path(library: Library, source: Path, out: Path) -> Path:
     return out / f"{library.name}-{source.stem}.o"
 
 
+def adapter_object(library: Library, out: Path) -> Path:
+    """The compiled adapter: its variables' types lead to the library's heap objects."""
+    return _object_path(library, library.adapter, out)
+
+
 def library_objects(library: Library, out: Path) -> list[Path]:
     """The compiled library sources (the adapter is the harness's side of the line)."""
     return [_object_path(library, source, out) for source in library.sources]

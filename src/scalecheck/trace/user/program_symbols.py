@@ -12,7 +12,7 @@ from elftools.elf.elffile import ELFFile
 
 from scalecheck.errors import UserError
 from scalecheck.trace.outcome import function_of
-from scalecheck.trace.user import dwarfnames
+from scalecheck.trace.user import dwarfnames, heapnames
 
 LINE = 64
 
@@ -28,15 +28,24 @@ class ProgramSymbols:
     """Names code and data of the static test program: functions and static data by ELF
     symbol, heap lines by the allocation site and offset the harness recorded."""
 
-    def __init__(self, program: Path, library_objects: list[Path]):
+    def __init__(
+        self,
+        program: Path,
+        library_objects: list[Path],
+        adapter_objects: tuple[Path, ...] = (),
+        sources: tuple[Path, ...] = (),
+    ):
+        """``sources``: the adapter's and the library's, whose DWARF in the program names
+        data (the adapter's first: the library's own win a clash of names)."""
         self._program = program
         self._pc_names: dict[int, str] = {}
         functions, objects = _symbols(program, "STT_FUNC"), _symbols(program, "STT_OBJECT")
         self.library_data = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
         }
-        # with -g: the field of a static variable at the line (buckets[1].head)
-        self.fields = dwarfnames.FieldNames(library_objects)
+        # with -g: the field of a static variable at the line (buckets[1].head), and the
+        # types of the adapter's variables
+        self.fields = dwarfnames.FieldNames([program], list(sources))
         self.library_code = {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
         }
@@ -45,12 +54,21 @@ class ProgramSymbols:
         self._object_starts = [o[0] for o in objects]
         self.allocations: list = []  # (addr, size, site) of one test
         self.library_statics = [o for o in objects if o[2] in self.library_data]
-        # The statics the harness snapshots after a test: the roots of heap typing.
-        self.snapshot_ranges = [
-            (start, size)
-            for start, size, name in self.library_statics
-            if self.fields.holds_pointers(name)
+        # The statics the harness snapshots after a test: the roots of heap typing, the
+        # library's and the adapter's (the handles it keeps: `struct idtab *table`), each
+        # of the size its DWARF type says (not a namesake of libc's).
+        adapter_data = {
+            name for path in adapter_objects for _, _, name in _symbols(path, "STT_OBJECT")
+        }
+        self.roots = [
+            (start, size, name)
+            for start, size, name in objects
+            if (name in self.library_data or name in adapter_data)
+            and self.fields.holds_pointers(name)
+            and (layout := self.fields.layout(name)) is not None
+            and layout.size == size
         ]
+        self.snapshot_ranges = [(start, size) for start, size, _ in self.roots]
         self._alloc_starts: list = []
 
     def with_allocations(self, allocations: list) -> ProgramSymbols:
@@ -61,10 +79,12 @@ class ProgramSymbols:
         named._alloc_starts = [a[0] for a in named.allocations]
         return named
 
-    def data_namer(self, allocations: list, memory: dict[int, bytes]) -> dwarfnames.DataNamer:
+    def data_namer(self, allocations: list, memory: dict[int, bytes]) -> heapnames.DataNamer:
         """Names one test's conflicting lines of the library down to the field, heap objects
         by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
-        return dwarfnames.DataNamer(self.fields, self.library_statics, allocations, memory)
+        return heapnames.DataNamer(
+            self.fields, self.library_statics, allocations, memory, self.roots, self.function
+        )
 
     def pc_name(self, pc: int) -> str:
         """function+offset of a code address (the function that holds it)."""
@@ -103,7 +123,9 @@ class ProgramSymbols:
         if allocations:
             by_library = [a for a in allocations if self.function(a[2]) in self.library_code]
             start, size, site = (by_library or allocations)[0]
-            return "heap", f"{self.function(site)}:alloc({size}){vaddr - start:+#x}"
+            # The offset of the line's first byte in the block (0 for the line the block
+            # starts in, wherever on it): the data's own name (DataNamer) is the exact one.
+            return "heap", f"{self.function(site)}:alloc({size})+{max(vaddr - start, 0):#x}"
         return "unknown", ""
 
     # One test's view (with_allocations) names code exactly as the program's symbols do:
