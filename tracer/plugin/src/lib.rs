@@ -34,6 +34,7 @@ use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::{register, MemRW, MemoryInfo, PluginId, Result, TranslationBlock, VCPUIndex};
 use std::collections::HashMap;
 use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -63,6 +64,32 @@ const FLAG_TRANSFERS: u32 = 8;
 /// touching different lines seldom wait for each other.
 const HOLDER_SHARDS: usize = 64;
 
+/// Hashes a line address for the per-access maps: one multiplication (the default SipHash
+/// cost more than the rest of an access's bookkeeping). Keys are line addresses, chosen by
+/// the kernel's accesses, not by an adversary; the product's high bits, which the map's
+/// control bytes use, depend on every bit of the line number.
+#[derive(Default)]
+struct LineHasher(u64);
+
+impl Hasher for LineHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        let product = (self.0 ^ (key / LINE)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = product ^ (product >> 29);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type LineMap<V> = HashMap<u64, V, BuildHasherDefault<LineHasher>>;
+
 /// The bytes of one line that one instruction read and wrote. Per-instruction bytes let
 /// the host tell which code sites touched the same data, wherever the line boundaries of
 /// a heap object fall in a given run.
@@ -80,6 +107,9 @@ struct LineInfo {
     write_mask: u64,
     /// In first-seen order; a last entry with PC 0 holds the PCs beyond the limit.
     sites: Vec<SiteAccess>,
+    /// The entry of `sites` the last access used: looked at first (loops and copies touch
+    /// a line many times in a row from one instruction).
+    last_site: usize,
     transfers: u32,
     invalidations: u32,
 }
@@ -134,7 +164,67 @@ struct Region {
     accesses: u64,
     dropped_in_interrupts: u64,
     interrupts: u32,
-    lines: HashMap<u64, LineInfo>,
+    lines: LineMap<LineInfo>,
+}
+
+impl Region {
+    /// Folds one access into the region's lines: `size` bytes at `paddr` (first seen at
+    /// `vaddr`) by the instruction at `pc`. Returns the lines it touched (an unaligned
+    /// access may straddle two), for the caller's per-line counts.
+    fn record(
+        &mut self,
+        paddr: u64,
+        vaddr: u64,
+        size: u64,
+        store: bool,
+        pc: u64,
+        max_pcs: usize,
+    ) -> [Option<u64>; 2] {
+        self.accesses += 1;
+        let mut touched = [None, None];
+        let mut start = paddr;
+        let end = paddr + size;
+        for slot in touched.iter_mut() {
+            if start >= end {
+                break;
+            }
+            let line = start & !(LINE - 1);
+            let part_end = end.min(line + LINE);
+            let bits = part_end - start;
+            let mask = if bits == 64 { u64::MAX } else { ((1u64 << bits) - 1) << (start - line) };
+            let entry = self.lines.entry(line).or_insert_with(|| LineInfo {
+                first_vaddr: (vaddr + (start - paddr)) & !(LINE - 1),
+                ..LineInfo::default()
+            });
+            let site_at = match entry.sites.get(entry.last_site) {
+                Some(last) if last.pc == pc => entry.last_site,
+                _ => {
+                    let mut found = entry.sites.iter().position(|s| s.pc == pc);
+                    if found.is_none() && entry.sites.len() >= max_pcs {
+                        self.flags |= FLAG_PCS_TRUNCATED;
+                        found = entry.sites.iter().position(|s| s.pc == 0);
+                    }
+                    found.unwrap_or_else(|| {
+                        let site_pc = if entry.sites.len() < max_pcs { pc } else { 0 };
+                        entry.sites.push(SiteAccess { pc: site_pc, ..SiteAccess::default() });
+                        entry.sites.len() - 1
+                    })
+                }
+            };
+            entry.last_site = site_at;
+            let site = &mut entry.sites[site_at];
+            if store {
+                site.write_mask |= mask;
+                entry.write_mask |= mask;
+            } else {
+                site.read_mask |= mask;
+                entry.read_mask |= mask;
+            }
+            *slot = Some(line);
+            start = part_end;
+        }
+        touched
+    }
 }
 
 #[derive(Default)]
@@ -164,7 +254,7 @@ struct Tracer {
     /// System mode with `user=on`: user code's accesses are recorded too.
     user_code: bool,
     /// With `transfers=on`: every traced line's holders, sharded by line.
-    holders: Option<Vec<Mutex<HashMap<u64, Holders>>>>,
+    holders: Option<Vec<Mutex<LineMap<Holders>>>>,
 }
 
 static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -264,41 +354,13 @@ impl Tracer {
             region.dropped_in_interrupts += 1;
             return;
         }
-        region.accesses += 1;
-        // An unaligned access may straddle two lines: account each part to its own line.
-        let mut start = paddr;
-        let end = paddr + size;
-        while start < end {
-            let line = start & !(LINE - 1);
-            let part_end = end.min(line + LINE);
-            let bits = part_end - start;
-            let mask = if bits == 64 { u64::MAX } else { ((1u64 << bits) - 1) << (start - line) };
-            let entry = region.lines.entry(line).or_insert_with(|| LineInfo {
-                first_vaddr: (vaddr + (start - paddr)) & !(LINE - 1),
-                ..LineInfo::default()
-            });
-            let mut found = entry.sites.iter().position(|s| s.pc == pc);
-            if found.is_none() && entry.sites.len() >= max_pcs {
-                region.flags |= FLAG_PCS_TRUNCATED;
-                found = entry.sites.iter().position(|s| s.pc == 0);
-            }
-            let site_at = found.unwrap_or_else(|| {
-                let site_pc = if entry.sites.len() < max_pcs { pc } else { 0 };
-                entry.sites.push(SiteAccess { pc: site_pc, ..SiteAccess::default() });
-                entry.sites.len() - 1
-            });
-            let site = &mut entry.sites[site_at];
-            if store {
-                site.write_mask |= mask;
-                entry.write_mask |= mask;
-            } else {
-                site.read_mask |= mask;
-                entry.read_mask |= mask;
-            }
+        for line in region.record(paddr, vaddr, size, store, pc, max_pcs).into_iter().flatten() {
             if let Some(shards) = &self.holders {
                 // Taken under this vCPU's lock, never the other way round.
                 let shard = &shards[(line / LINE) as usize % HOLDER_SHARDS];
-                match shard.lock().unwrap().entry(line).or_default().access(index, store) {
+                let cost = shard.lock().unwrap().entry(line).or_default().access(index, store);
+                let entry = region.lines.get_mut(&line).expect("line just recorded");
+                match cost {
                     Coherence::Transfer => entry.transfers = entry.transfers.saturating_add(1),
                     Coherence::Invalidation => {
                         entry.invalidations = entry.invalidations.saturating_add(1)
@@ -306,7 +368,6 @@ impl Tracer {
                     Coherence::Local => {}
                 }
             }
-            start = part_end;
         }
     }
 
@@ -408,7 +469,7 @@ impl Register for ConflictTracer {
             user_code: matches!(args.parsed.get("user"), Some(Value::Bool(true))),
             // QEMU parses on/off, yes/no, true/false as booleans.
             holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
-                .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(HashMap::new())).collect()),
+                .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(LineMap::default())).collect()),
         };
         if TRACER.set(tracer).is_err() {
             panic!("scalecheck-tracer installed twice");
@@ -462,3 +523,67 @@ impl HasCallbacks for ConflictTracer {
 }
 
 register!(ConflictTracer);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::hash::BuildHasher;
+
+    fn sites(region: &Region, line: u64) -> Vec<(u64, u64, u64)> {
+        region.lines[&line].sites.iter().map(|s| (s.pc, s.read_mask, s.write_mask)).collect()
+    }
+
+    #[test]
+    fn an_access_sets_its_bytes_in_its_line_and_site() {
+        let mut region = Region::default();
+        let touched = region.record(0x1008, 0xffff_8880_0000_1008, 8, true, 0xa, 32);
+        assert_eq!(touched, [Some(0x1000), None]);
+        region.record(0x1000, 0xffff_8880_0000_1000, 4, false, 0xb, 32);
+        let line = &region.lines[&0x1000];
+        assert_eq!(line.first_vaddr, 0xffff_8880_0000_1000);
+        assert_eq!((line.read_mask, line.write_mask), (0xf, 0xff00));
+        assert_eq!(sites(&region, 0x1000), [(0xa, 0, 0xff00), (0xb, 0xf, 0)]);
+        assert_eq!(region.accesses, 2);
+    }
+
+    #[test]
+    fn an_access_straddling_two_lines_is_split_between_them() {
+        let mut region = Region::default();
+        let touched = region.record(0x103c, 0x7000_003c, 8, false, 0xa, 32);
+        assert_eq!(touched, [Some(0x1000), Some(0x1040)]);
+        assert_eq!(region.lines[&0x1000].read_mask, 0xf << 60);
+        assert_eq!(region.lines[&0x1040].read_mask, 0xf);
+        assert_eq!(region.lines[&0x1040].first_vaddr, 0x7000_0040);
+        assert_eq!(region.accesses, 1);
+    }
+
+    #[test]
+    fn each_pc_has_one_site_and_pcs_beyond_the_limit_fold_into_pc_0() {
+        let mut region = Region::default();
+        // a, b, a again (not the last site used), then two PCs beyond the limit of 3.
+        for (pc, offset) in [(0xa, 0), (0xb, 1), (0xa, 2), (0xc, 3), (0xd, 4), (0xe, 5)] {
+            region.record(0x2000 + offset, 0x2000 + offset, 1, true, pc, 3);
+        }
+        assert_eq!(
+            sites(&region, 0x2000),
+            [(0xa, 0, 0b101), (0xb, 0, 0b10), (0xc, 0, 0b1000), (0, 0, 0b11_0000)]
+        );
+        assert_ne!(region.flags & FLAG_PCS_TRUNCATED, 0);
+    }
+
+    #[test]
+    fn line_hashes_spread_over_the_bits_the_map_uses() {
+        // hashbrown picks a bucket from the low bits and a control byte from the top 7;
+        // 4,096 random hashes fill about 2,600 of 4,096 buckets.
+        let build = BuildHasherDefault::<LineHasher>::default();
+        for stride in [LINE, 4096] {
+            let hashes: Vec<u64> =
+                (0..4096u64).map(|n| build.hash_one(0xffff_8880_0100_0000 + n * stride)).collect();
+            let top: HashSet<u64> = hashes.iter().map(|h| h >> 57).collect();
+            let low: HashSet<u64> = hashes.iter().map(|h| h & 0xfff).collect();
+            assert_eq!(top.len(), 128, "stride {stride}");
+            assert!(low.len() > 2000, "stride {stride}: {} of 4096 buckets", low.len());
+        }
+    }
+}
