@@ -22,9 +22,11 @@
 #define PREFAULTED_STACK (32 * 1024)
 
 /* Shared between the coordinator and the test processes (MAP_SHARED): futex words and
- * results. Executors only touch it outside their marked regions. */
+ * results. Executors only touch it outside their marked regions. `prepared`: the
+ * coordinator's last steps before call A are done (A already waits for its clock tick
+ * meanwhile, see run_repeat). */
 struct control {
-	int ready, go[2], done[2], finish;
+	int ready, go[2], done[2], finish, prepared;
 	char setup_error[RESULT_LEN];
 	char result[2][RESULT_LEN];
 };
@@ -127,7 +129,9 @@ static void *participant_main(void *arg)
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);
 	wait_at_least(&ctl->go[p->side], 1, 0);
-	wait_for_clock_tick();
+	do
+		wait_for_clock_tick();
+	while (!__atomic_load_n(&ctl->prepared, __ATOMIC_SEQ_CST));
 	run_call(p, ctl->result[p->side], RESULT_LEN);
 	if (p->side == 0)
 		set_and_wake(&ctl->go[1], 1);
@@ -244,6 +248,9 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 		close_shared_fds(t);
 		return;
 	}
+	/* Call A starts waiting for its clock tick (on average half a tick) while the
+	 * coordinator finishes the setup; it starts after the first tick that follows. */
+	set_and_wake(&ctl->go[0], 1);
 	/* Inodes with no name stay alive only through the fds and mappings just made. */
 	for (int i = 0; i < t->ninodes; i++) {
 		if (t->inodes[i].nlink == 0) {
@@ -253,7 +260,7 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 		}
 	}
 	drain_lru_batches();
-	set_and_wake(&ctl->go[0], 1);
+	__atomic_store_n(&ctl->prepared, 1, __ATOMIC_SEQ_CST);
 	if (wait_at_least(&ctl->done[1], 1, s->timeout_ms) < 0) {
 		if (report)
 			out("H %ld %d %s\n", t->index, rep, ctl->done[0] ? "call B did not return" : "call A did not return");
