@@ -242,9 +242,15 @@ impl Vcpu {
     }
 }
 
+/// Whether a region is open on one vCPU, alone in its cache line: read on every guest
+/// memory access, written by its own vCPU's markers only.
+#[repr(align(64))]
+#[derive(Default)]
+struct ActiveFlag(AtomicBool);
+
 struct Tracer {
     /// Fast check on the hot path: is a region open on this vCPU?
-    active: Vec<AtomicBool>,
+    active: Vec<ActiveFlag>,
     vcpus: Vec<Mutex<Vcpu>>,
     out: Mutex<BufWriter<File>>,
     irq_entries: Vec<u64>,
@@ -289,10 +295,10 @@ impl Tracer {
                 }
                 vcpu.building_tag = 0;
                 vcpu.region = Some(region);
-                self.active[index as usize].store(true, Ordering::Release);
+                self.active[index as usize].0.store(true, Ordering::Release);
             }
             MARK_END => {
-                self.active[index as usize].store(false, Ordering::Release);
+                self.active[index as usize].0.store(false, Ordering::Release);
                 if let Some(region) = vcpu.region.take() {
                     drop(vcpu);
                     self.write_region(index, &region);
@@ -321,8 +327,12 @@ impl Tracer {
         cell.lock().unwrap().entries.pop();
     }
 
+    fn is_active(&self, index: VCPUIndex) -> bool {
+        self.active.get(index as usize).is_some_and(|a| a.0.load(Ordering::Acquire))
+    }
+
     fn on_context_switch(&self, index: VCPUIndex) {
-        if !self.active.get(index as usize).is_some_and(|a| a.load(Ordering::Acquire)) {
+        if !self.is_active(index) {
             return;
         }
         let Some(cell) = self.vcpu(index) else { return };
@@ -331,10 +341,10 @@ impl Tracer {
         }
     }
 
+    /// One access inside a region (`on_memory` checked the flag): kept out of line, so that
+    /// the far more frequent accesses outside regions cost only the flag's check.
+    #[inline(never)]
     fn on_access(&self, index: VCPUIndex, pc: u64, info: &MemoryInfo, vaddr: u64) {
-        if !self.active.get(index as usize).is_some_and(|a| a.load(Ordering::Acquire)) {
-            return;
-        }
         let paddr = if self.user_mode {
             vaddr
         } else {
@@ -459,7 +469,7 @@ impl Register for ConflictTracer {
             _ => 32,
         };
         let tracer = Tracer {
-            active: (0..MAX_VCPUS).map(|_| AtomicBool::new(false)).collect(),
+            active: (0..MAX_VCPUS).map(|_| ActiveFlag::default()).collect(),
             vcpus: (0..MAX_VCPUS).map(|_| Mutex::new(Vcpu::default())).collect(),
             out: Mutex::new(out),
             irq_entries,
@@ -567,7 +577,10 @@ unsafe extern "C" fn on_memory(
     vaddr: u64,
     pc: *mut c_void,
 ) {
-    tracer().on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr);
+    let t = tracer();
+    if t.is_active(vcpu) {
+        t.on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr);
+    }
 }
 
 register!(ConflictTracer);
