@@ -65,10 +65,10 @@ const FLAG_TRANSFERS: u32 = 8;
 /// touching different lines seldom wait for each other.
 const HOLDER_SHARDS: usize = 64;
 
-/// Hashes a line address for the per-access maps: one multiplication (the default SipHash
-/// cost more than the rest of an access's bookkeeping). Keys are line addresses, chosen by
-/// the kernel's accesses, not by an adversary; the product's high bits, which the map's
-/// control bytes use, depend on every bit of the line number.
+/// Hashes a line address for the per-access maps with one multiplication instead of the
+/// default SipHash, whose defence against chosen keys is not needed: keys are the lines
+/// the kernel's accesses touch. The product's high bits, which the map's control bytes
+/// use, depend on every bit of the line number.
 #[derive(Default)]
 struct LineHasher(u64);
 
