@@ -84,6 +84,23 @@ def test_field_lookup_names_the_fields_a_byte_range_covers(types):
 
 
 @needs_tools
+def test_field_lookup_is_computed_once_per_type_and_range(btf_file):
+    # A real BTF; resolve() counted to see whether the struct is walked again.
+    walked = Types.from_file(btf_file)
+    calls = []
+    resolve = walked.resolve
+    walked.resolve = lambda type_id: calls.append(type_id) or resolve(type_id)  # type: ignore[method-assign]
+    files = walked.struct("files_struct")
+    first = walked.fields(files, 48, 56)
+    assert first == ["file_lock", "next_fd"] and walked.size(files) == 152 and calls
+    calls.clear()
+    first.append("changed by the caller")
+    assert walked.fields(files, 48, 56) == ["file_lock", "next_fd"]
+    assert walked.size(files) == 152
+    assert calls == []
+
+
+@needs_tools
 def test_names_read_struct_dot_field(types):
     files = types.struct("files_struct")
     assert types.name_bytes(files, "files_struct", [(48, 52)]) == "files_struct.file_lock"

@@ -31,9 +31,11 @@
 
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
-use qemu_plugin::{register, MemRW, MemoryInfo, PluginId, Result, TranslationBlock, VCPUIndex};
+use qemu_plugin::{register, sys, MemoryInfo, PluginId, Result, VCPUIndex};
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -63,6 +65,32 @@ const FLAG_TRANSFERS: u32 = 8;
 /// touching different lines seldom wait for each other.
 const HOLDER_SHARDS: usize = 64;
 
+/// Hashes a line address for the per-access maps with one multiplication instead of the
+/// default SipHash, whose defence against chosen keys is not needed: keys are the lines
+/// the kernel's accesses touch. The product's high bits, which the map's control bytes
+/// use, depend on every bit of the line number.
+#[derive(Default)]
+struct LineHasher(u64);
+
+impl Hasher for LineHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        let product = (self.0 ^ (key / LINE)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = product ^ (product >> 29);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type LineMap<V> = HashMap<u64, V, BuildHasherDefault<LineHasher>>;
+
 /// The bytes of one line that one instruction read and wrote. Per-instruction bytes let
 /// the host tell which code sites touched the same data, wherever the line boundaries of
 /// a heap object fall in a given run.
@@ -80,6 +108,9 @@ struct LineInfo {
     write_mask: u64,
     /// In first-seen order; a last entry with PC 0 holds the PCs beyond the limit.
     sites: Vec<SiteAccess>,
+    /// The entry of `sites` the last access used: looked at first (loops and copies touch
+    /// a line many times in a row from one instruction).
+    last_site: usize,
     transfers: u32,
     invalidations: u32,
 }
@@ -134,7 +165,67 @@ struct Region {
     accesses: u64,
     dropped_in_interrupts: u64,
     interrupts: u32,
-    lines: HashMap<u64, LineInfo>,
+    lines: LineMap<LineInfo>,
+}
+
+impl Region {
+    /// Folds one access into the region's lines: `size` bytes at `paddr` (first seen at
+    /// `vaddr`) by the instruction at `pc`. Returns the lines it touched (an unaligned
+    /// access may straddle two), for the caller's per-line counts.
+    fn record(
+        &mut self,
+        paddr: u64,
+        vaddr: u64,
+        size: u64,
+        store: bool,
+        pc: u64,
+        max_pcs: usize,
+    ) -> [Option<u64>; 2] {
+        self.accesses += 1;
+        let mut touched = [None, None];
+        let mut start = paddr;
+        let end = paddr + size;
+        for slot in touched.iter_mut() {
+            if start >= end {
+                break;
+            }
+            let line = start & !(LINE - 1);
+            let part_end = end.min(line + LINE);
+            let bits = part_end - start;
+            let mask = if bits == 64 { u64::MAX } else { ((1u64 << bits) - 1) << (start - line) };
+            let entry = self.lines.entry(line).or_insert_with(|| LineInfo {
+                first_vaddr: (vaddr + (start - paddr)) & !(LINE - 1),
+                ..LineInfo::default()
+            });
+            let site_at = match entry.sites.get(entry.last_site) {
+                Some(last) if last.pc == pc => entry.last_site,
+                _ => {
+                    let mut found = entry.sites.iter().position(|s| s.pc == pc);
+                    if found.is_none() && entry.sites.len() >= max_pcs {
+                        self.flags |= FLAG_PCS_TRUNCATED;
+                        found = entry.sites.iter().position(|s| s.pc == 0);
+                    }
+                    found.unwrap_or_else(|| {
+                        let site_pc = if entry.sites.len() < max_pcs { pc } else { 0 };
+                        entry.sites.push(SiteAccess { pc: site_pc, ..SiteAccess::default() });
+                        entry.sites.len() - 1
+                    })
+                }
+            };
+            entry.last_site = site_at;
+            let site = &mut entry.sites[site_at];
+            if store {
+                site.write_mask |= mask;
+                entry.write_mask |= mask;
+            } else {
+                site.read_mask |= mask;
+                entry.read_mask |= mask;
+            }
+            *slot = Some(line);
+            start = part_end;
+        }
+        touched
+    }
 }
 
 #[derive(Default)]
@@ -151,9 +242,15 @@ impl Vcpu {
     }
 }
 
+/// Whether a region is open on one vCPU, alone in its cache line: read on every guest
+/// memory access, written by its own vCPU's markers only.
+#[repr(align(64))]
+#[derive(Default)]
+struct ActiveFlag(AtomicBool);
+
 struct Tracer {
     /// Fast check on the hot path: is a region open on this vCPU?
-    active: Vec<AtomicBool>,
+    active: Vec<ActiveFlag>,
     vcpus: Vec<Mutex<Vcpu>>,
     out: Mutex<BufWriter<File>>,
     irq_entries: Vec<u64>,
@@ -164,7 +261,7 @@ struct Tracer {
     /// System mode with `user=on`: user code's accesses are recorded too.
     user_code: bool,
     /// With `transfers=on`: every traced line's holders, sharded by line.
-    holders: Option<Vec<Mutex<HashMap<u64, Holders>>>>,
+    holders: Option<Vec<Mutex<LineMap<Holders>>>>,
 }
 
 static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -198,10 +295,10 @@ impl Tracer {
                 }
                 vcpu.building_tag = 0;
                 vcpu.region = Some(region);
-                self.active[index as usize].store(true, Ordering::Release);
+                self.active[index as usize].0.store(true, Ordering::Release);
             }
             MARK_END => {
-                self.active[index as usize].store(false, Ordering::Release);
+                self.active[index as usize].0.store(false, Ordering::Release);
                 if let Some(region) = vcpu.region.take() {
                     drop(vcpu);
                     self.write_region(index, &region);
@@ -230,8 +327,12 @@ impl Tracer {
         cell.lock().unwrap().entries.pop();
     }
 
+    fn is_active(&self, index: VCPUIndex) -> bool {
+        self.active.get(index as usize).is_some_and(|a| a.0.load(Ordering::Acquire))
+    }
+
     fn on_context_switch(&self, index: VCPUIndex) {
-        if !self.active.get(index as usize).is_some_and(|a| a.load(Ordering::Acquire)) {
+        if !self.is_active(index) {
             return;
         }
         let Some(cell) = self.vcpu(index) else { return };
@@ -240,10 +341,10 @@ impl Tracer {
         }
     }
 
+    /// One access inside a region (`on_memory` checked the flag): kept out of line, so that
+    /// the far more frequent accesses outside regions cost only the flag's check.
+    #[inline(never)]
     fn on_access(&self, index: VCPUIndex, pc: u64, info: &MemoryInfo, vaddr: u64) {
-        if !self.active.get(index as usize).is_some_and(|a| a.load(Ordering::Acquire)) {
-            return;
-        }
         let paddr = if self.user_mode {
             vaddr
         } else {
@@ -264,41 +365,13 @@ impl Tracer {
             region.dropped_in_interrupts += 1;
             return;
         }
-        region.accesses += 1;
-        // An unaligned access may straddle two lines: account each part to its own line.
-        let mut start = paddr;
-        let end = paddr + size;
-        while start < end {
-            let line = start & !(LINE - 1);
-            let part_end = end.min(line + LINE);
-            let bits = part_end - start;
-            let mask = if bits == 64 { u64::MAX } else { ((1u64 << bits) - 1) << (start - line) };
-            let entry = region.lines.entry(line).or_insert_with(|| LineInfo {
-                first_vaddr: (vaddr + (start - paddr)) & !(LINE - 1),
-                ..LineInfo::default()
-            });
-            let mut found = entry.sites.iter().position(|s| s.pc == pc);
-            if found.is_none() && entry.sites.len() >= max_pcs {
-                region.flags |= FLAG_PCS_TRUNCATED;
-                found = entry.sites.iter().position(|s| s.pc == 0);
-            }
-            let site_at = found.unwrap_or_else(|| {
-                let site_pc = if entry.sites.len() < max_pcs { pc } else { 0 };
-                entry.sites.push(SiteAccess { pc: site_pc, ..SiteAccess::default() });
-                entry.sites.len() - 1
-            });
-            let site = &mut entry.sites[site_at];
-            if store {
-                site.write_mask |= mask;
-                entry.write_mask |= mask;
-            } else {
-                site.read_mask |= mask;
-                entry.read_mask |= mask;
-            }
+        for line in region.record(paddr, vaddr, size, store, pc, max_pcs).into_iter().flatten() {
             if let Some(shards) = &self.holders {
                 // Taken under this vCPU's lock, never the other way round.
                 let shard = &shards[(line / LINE) as usize % HOLDER_SHARDS];
-                match shard.lock().unwrap().entry(line).or_default().access(index, store) {
+                let cost = shard.lock().unwrap().entry(line).or_default().access(index, store);
+                let entry = region.lines.get_mut(&line).expect("line just recorded");
+                match cost {
                     Coherence::Transfer => entry.transfers = entry.transfers.saturating_add(1),
                     Coherence::Invalidation => {
                         entry.invalidations = entry.invalidations.saturating_add(1)
@@ -306,7 +379,6 @@ impl Tracer {
                     Coherence::Local => {}
                 }
             }
-            start = part_end;
         }
     }
 
@@ -384,7 +456,7 @@ fn marker_magic(bytes: &[u8]) -> Option<u32> {
 struct ConflictTracer;
 
 impl Register for ConflictTracer {
-    fn register(&mut self, _id: PluginId, args: &Args, _info: &Info) -> Result<()> {
+    fn register(&mut self, id: PluginId, args: &Args, _info: &Info) -> Result<()> {
         let out_path = string_arg(args, "out").unwrap_or_else(|| "scalecheck-trace.bin".into());
         let mut out = BufWriter::new(File::create(&out_path).expect("cannot create trace output"));
         out.write_all(FILE_MAGIC).and_then(|_| out.flush()).expect("cannot write trace output");
@@ -397,7 +469,7 @@ impl Register for ConflictTracer {
             _ => 32,
         };
         let tracer = Tracer {
-            active: (0..MAX_VCPUS).map(|_| AtomicBool::new(false)).collect(),
+            active: (0..MAX_VCPUS).map(|_| ActiveFlag::default()).collect(),
             vcpus: (0..MAX_VCPUS).map(|_| Mutex::new(Vcpu::default())).collect(),
             out: Mutex::new(out),
             irq_entries,
@@ -408,57 +480,211 @@ impl Register for ConflictTracer {
             user_code: matches!(args.parsed.get("user"), Some(Value::Bool(true))),
             // QEMU parses on/off, yes/no, true/false as booleans.
             holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
-                .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(HashMap::new())).collect()),
+                .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(LineMap::default())).collect()),
         };
         if TRACER.set(tracer).is_err() {
             panic!("scalecheck-tracer installed twice");
         }
+        // SAFETY: `on_translate` has the signature QEMU calls it with; TRACER is set.
+        unsafe { sys::qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_translate)) };
         Ok(())
     }
 }
 
-impl HasCallbacks for ConflictTracer {
-    fn on_translation_block_translate(
-        &mut self,
-        _id: PluginId,
-        tb: TranslationBlock,
-    ) -> Result<()> {
-        let t = tracer();
-        for insn in tb.instructions() {
-            let pc = insn.vaddr();
-            let user_code = pc < KERNEL_HALF;
-            if user_code && insn.size() == 7 {
-                if let Some(magic) = marker_magic(&insn.data()) {
-                    insn.register_execute_callback(move |vcpu| tracer().on_marker(vcpu, magic));
-                    continue;
-                }
+impl HasCallbacks for ConflictTracer {}
+
+/// Execute-callback events, passed to `on_exec` as its data: a marker's magic, or one of
+/// these (none is a marker magic).
+const EXEC_IRQ_ENTRY: u64 = 1;
+const EXEC_EXC_ENTRY: u64 = 2;
+const EXEC_SWITCH: u64 = 3;
+const EXEC_IRETQ: u64 = 4;
+
+impl Tracer {
+    /// What an instruction at `pc` with these bytes gets: an execute callback with this
+    /// event, and whether its memory accesses are recorded.
+    fn instrumentation(&self, pc: u64, bytes: &[u8]) -> (Option<u64>, bool) {
+        if pc < KERNEL_HALF {
+            if let Some(magic) = marker_magic(bytes) {
+                return (Some(u64::from(magic)), false);
             }
-            if user_code && !t.user_mode && !t.user_code {
-                continue;
-            }
-            if !user_code {
-                if t.irq_entries.binary_search(&pc).is_ok() {
-                    insn.register_execute_callback(move |vcpu| {
-                        tracer().on_kernel_entry(vcpu, true)
-                    });
-                } else if t.exc_entries.binary_search(&pc).is_ok() {
-                    insn.register_execute_callback(move |vcpu| {
-                        tracer().on_kernel_entry(vcpu, false)
-                    });
-                } else if t.switch_entries.binary_search(&pc).is_ok() {
-                    insn.register_execute_callback(move |vcpu| tracer().on_context_switch(vcpu));
-                }
-                if insn.size() == 2 && insn.data() == IRETQ {
-                    insn.register_execute_callback(move |vcpu| tracer().on_iretq(vcpu));
-                }
-            }
-            insn.register_memory_access_callback(
-                move |vcpu, info, vaddr| tracer().on_access(vcpu, pc, &info, vaddr),
-                MemRW::QEMU_PLUGIN_MEM_RW,
+            return (None, self.user_mode || self.user_code);
+        }
+        let event = if self.irq_entries.binary_search(&pc).is_ok() {
+            Some(EXEC_IRQ_ENTRY)
+        } else if self.exc_entries.binary_search(&pc).is_ok() {
+            Some(EXEC_EXC_ENTRY)
+        } else if self.switch_entries.binary_search(&pc).is_ok() {
+            Some(EXEC_SWITCH)
+        } else if bytes == IRETQ {
+            Some(EXEC_IRETQ)
+        } else {
+            None
+        };
+        (event, true)
+    }
+}
+
+/// Instruments each translated block, through QEMU's own API (it replaces the crate's
+/// handler, registered before `register` runs): the data of an instruction's memory
+/// callback is its PC itself, not a pointer to a boxed closure, so the call QEMU makes on
+/// every memory access reads no per-instruction memory. Those scattered loads (one heap
+/// box per translated instruction) missed the cache and were about a third of QEMU's time.
+unsafe extern "C" fn on_translate(_id: sys::qemu_plugin_id_t, tb: *mut sys::qemu_plugin_tb) {
+    let t = tracer();
+    for index in 0..sys::qemu_plugin_tb_n_insns(tb) {
+        let insn = sys::qemu_plugin_tb_get_insn(tb, index);
+        let pc = sys::qemu_plugin_insn_vaddr(insn);
+        let bytes = std::slice::from_raw_parts(
+            sys::qemu_plugin_insn_data(insn) as *const u8,
+            sys::qemu_plugin_insn_size(insn),
+        );
+        let (event, memory) = t.instrumentation(pc, bytes);
+        if let Some(event) = event {
+            sys::qemu_plugin_register_vcpu_insn_exec_cb(
+                insn,
+                Some(on_exec),
+                sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+                event as *mut c_void,
             );
         }
-        Ok(())
+        if memory {
+            sys::qemu_plugin_register_vcpu_mem_cb(
+                insn,
+                Some(on_memory),
+                sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+                sys::qemu_plugin_mem_rw::QEMU_PLUGIN_MEM_RW,
+                pc as *mut c_void,
+            );
+        }
+    }
+}
+
+unsafe extern "C" fn on_exec(vcpu: VCPUIndex, event: *mut c_void) {
+    let t = tracer();
+    match event as u64 {
+        EXEC_IRQ_ENTRY => t.on_kernel_entry(vcpu, true),
+        EXEC_EXC_ENTRY => t.on_kernel_entry(vcpu, false),
+        EXEC_SWITCH => t.on_context_switch(vcpu),
+        EXEC_IRETQ => t.on_iretq(vcpu),
+        magic => t.on_marker(vcpu, magic as u32),
+    }
+}
+
+unsafe extern "C" fn on_memory(
+    vcpu: VCPUIndex,
+    info: sys::qemu_plugin_meminfo_t,
+    vaddr: u64,
+    pc: *mut c_void,
+) {
+    let t = tracer();
+    if t.is_active(vcpu) {
+        t.on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr);
     }
 }
 
 register!(ConflictTracer);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::hash::BuildHasher;
+
+    fn sites(region: &Region, line: u64) -> Vec<(u64, u64, u64)> {
+        region.lines[&line].sites.iter().map(|s| (s.pc, s.read_mask, s.write_mask)).collect()
+    }
+
+    #[test]
+    fn an_access_sets_its_bytes_in_its_line_and_site() {
+        let mut region = Region::default();
+        let touched = region.record(0x1008, 0xffff_8880_0000_1008, 8, true, 0xa, 32);
+        assert_eq!(touched, [Some(0x1000), None]);
+        region.record(0x1000, 0xffff_8880_0000_1000, 4, false, 0xb, 32);
+        let line = &region.lines[&0x1000];
+        assert_eq!(line.first_vaddr, 0xffff_8880_0000_1000);
+        assert_eq!((line.read_mask, line.write_mask), (0xf, 0xff00));
+        assert_eq!(sites(&region, 0x1000), [(0xa, 0, 0xff00), (0xb, 0xf, 0)]);
+        assert_eq!(region.accesses, 2);
+    }
+
+    #[test]
+    fn an_access_straddling_two_lines_is_split_between_them() {
+        let mut region = Region::default();
+        let touched = region.record(0x103c, 0x7000_003c, 8, false, 0xa, 32);
+        assert_eq!(touched, [Some(0x1000), Some(0x1040)]);
+        assert_eq!(region.lines[&0x1000].read_mask, 0xf << 60);
+        assert_eq!(region.lines[&0x1040].read_mask, 0xf);
+        assert_eq!(region.lines[&0x1040].first_vaddr, 0x7000_0040);
+        assert_eq!(region.accesses, 1);
+    }
+
+    #[test]
+    fn each_pc_has_one_site_and_pcs_beyond_the_limit_fold_into_pc_0() {
+        let mut region = Region::default();
+        // a, b, a again (not the last site used), then two PCs beyond the limit of 3.
+        for (pc, offset) in [(0xa, 0), (0xb, 1), (0xa, 2), (0xc, 3), (0xd, 4), (0xe, 5)] {
+            region.record(0x2000 + offset, 0x2000 + offset, 1, true, pc, 3);
+        }
+        assert_eq!(
+            sites(&region, 0x2000),
+            [(0xa, 0, 0b101), (0xb, 0, 0b10), (0xc, 0, 0b1000), (0, 0, 0b11_0000)]
+        );
+        assert_ne!(region.flags & FLAG_PCS_TRUNCATED, 0);
+    }
+
+    fn tracer(user_mode: bool, user_code: bool) -> Tracer {
+        Tracer {
+            active: Vec::new(),
+            vcpus: Vec::new(),
+            out: Mutex::new(BufWriter::new(File::create("/dev/null").unwrap())),
+            irq_entries: vec![0xffff_ffff_8100_0000],
+            exc_entries: vec![0xffff_ffff_8100_0100],
+            switch_entries: vec![0xffff_ffff_8100_0200],
+            max_pcs: 32,
+            user_mode,
+            user_code,
+            holders: None,
+        }
+    }
+
+    #[test]
+    fn markers_entries_and_iretq_get_their_events_and_kernel_code_its_accesses() {
+        let system = tracer(false, false);
+        let start = [0x0f, 0x1f, 0x80, 0x01, 0x00, 0x5c, 0x5c];
+        let other_nopl = [0x0f, 0x1f, 0x80, 0x01, 0x00, 0x00, 0x00];
+        assert_eq!(system.instrumentation(0x40_1000, &start), (Some(0x5c5c_0001), false));
+        assert_eq!(system.instrumentation(0x40_1000, &other_nopl), (None, false));
+        assert_eq!(system.instrumentation(0x40_1000, &[0x8b, 0x07]), (None, false));
+        let kernel = |pc: u64, bytes: &[u8]| system.instrumentation(pc, bytes);
+        assert_eq!(kernel(0xffff_ffff_8100_0000, &[0x90]), (Some(EXEC_IRQ_ENTRY), true));
+        assert_eq!(kernel(0xffff_ffff_8100_0100, &[0x90]), (Some(EXEC_EXC_ENTRY), true));
+        assert_eq!(kernel(0xffff_ffff_8100_0200, &[0x90]), (Some(EXEC_SWITCH), true));
+        assert_eq!(kernel(0xffff_ffff_8100_0300, &IRETQ), (Some(EXEC_IRETQ), true));
+        assert_eq!(kernel(0xffff_ffff_8100_0300, &[0x8b, 0x07]), (None, true));
+        // User code's accesses: in user mode (a library's test program) or with user=on.
+        for user in [tracer(true, false), tracer(false, true)] {
+            assert_eq!(user.instrumentation(0x40_1000, &[0x8b, 0x07]), (None, true));
+            assert_eq!(user.instrumentation(0x40_1000, &start), (Some(0x5c5c_0001), false));
+        }
+        // The events are told apart from the markers' magics.
+        for event in [EXEC_IRQ_ENTRY, EXEC_EXC_ENTRY, EXEC_SWITCH, EXEC_IRETQ] {
+            assert!(![MARK_START, MARK_END, MARK_TAG0, MARK_TAG1].contains(&(event as u32)));
+        }
+    }
+
+    #[test]
+    fn line_hashes_spread_over_the_bits_the_map_uses() {
+        // hashbrown picks a bucket from the low bits and a control byte from the top 7;
+        // 4,096 random hashes fill about 2,600 of 4,096 buckets.
+        let build = BuildHasherDefault::<LineHasher>::default();
+        for stride in [LINE, 4096] {
+            let hashes: Vec<u64> =
+                (0..4096u64).map(|n| build.hash_one(0xffff_8880_0100_0000 + n * stride)).collect();
+            let top: HashSet<u64> = hashes.iter().map(|h| h >> 57).collect();
+            let low: HashSet<u64> = hashes.iter().map(|h| h & 0xfff).collect();
+            assert_eq!(top.len(), 128, "stride {stride}");
+            assert!(low.len() > 2000, "stride {stride}: {} of 4096 buckets", low.len());
+        }
+    }
+}

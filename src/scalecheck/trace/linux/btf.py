@@ -55,6 +55,10 @@ class Types:
         self._vars: dict[str, int] = {}
         self._enums: dict[str, dict[str, int]] = {}
         self._pointers: dict[int, list[tuple[str, int, int]]] = {}
+        # Sizes and field names are asked for again and again (every test names the same
+        # few structs' fields): each is computed once per run.
+        self._sizes: dict[int, int] = {}
+        self._fields: dict[tuple[int, int, int], tuple[str, ...]] = {}
         for t in types:
             if t["kind"] in AGGREGATES and _named(t["name"]):
                 self._aggregates.setdefault(t["name"], t["id"])
@@ -88,6 +92,11 @@ class Types:
         return t
 
     def size(self, type_id: int) -> int:
+        if type_id not in self._sizes:
+            self._sizes[type_id] = self._size(type_id)
+        return self._sizes[type_id]
+
+    def _size(self, type_id: int) -> int:
         t = self.resolve(type_id)
         if t["kind"] == "PTR":
             return POINTER_SIZE
@@ -113,6 +122,12 @@ class Types:
     def fields(self, type_id: int, start: int, end: int) -> list[str]:
         """The fields of the object of type ``type_id`` that bytes [start, end) overlap, in
         declaration order. Of a union's members only the first that overlaps is named."""
+        key = (type_id, start, end)
+        if key not in self._fields:
+            self._fields[key] = tuple(self._fields_of(type_id, start, end))
+        return list(self._fields[key])
+
+    def _fields_of(self, type_id: int, start: int, end: int) -> list[str]:
         t = self.resolve(type_id)
         if t["kind"] not in AGGREGATES:
             return []
