@@ -93,13 +93,18 @@ def test_writes_to_a_line_the_other_thread_only_reads_are_invalidations_in_the_g
         ' --duration {duration} --mode publish-line"\n'
     )
     document = system_sharing(tmp_path, "publish", "--catalog", str(catalog), "--duration", "0.3")
-    # (the kernel zeroes the line's page at its first fault: clear_page_rep, worker 0's)
-    user = [g for g in document["groups"] if g["space"] == "user"]
-    [line] = [g for g in user if g["worker1"] == ["publish_line:R"]]
-    assert "publish_line:W" in line["worker0"], line
+    # (the kernel zeroes the line's page at its first fault, in whichever worker's region
+    # touched it first: clear_page_rep, one write)
+    [line] = [
+        g
+        for g in document["groups"]
+        if g["space"] == "user"
+        and set(g["worker0"]) - {"clear_page_rep:W"} == {"publish_line:W"}
+        and set(g["worker1"]) - {"clear_page_rep:W"} == {"publish_line:R"}
+    ]
     writer, reader = line["invalidations"][0], line["transfers"][1]
     # (how often the reader runs between the writer's stores depends on the host's load)
-    assert writer > 0 and line["invalidations"][1] == 0 and line["transfers"][0] <= 1
+    assert writer > 0 and line["invalidations"][1] <= 1 and line["transfers"][0] <= 1
     assert abs(writer - reader) <= 1
 
 
