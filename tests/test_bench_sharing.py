@@ -26,14 +26,14 @@ def sharing(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def shared(tmp_path: Path, benchmark: str, mode: str | None) -> dict:
+def shared(tmp_path: Path, benchmark: str, mode: str | None, duration: str = "0.2") -> dict:
     out = tmp_path / f"{benchmark}-{mode}.json"
     series = ("--mode", mode) if mode else ()
-    run = sharing(benchmark, *series, "--duration", "0.2", "--json", str(out))
+    run = sharing(benchmark, *series, "--duration", duration, "--json", str(out))
     assert run.returncode == 0, run.stderr[-3000:]
     document = json.loads(out.read_text())
     groups = document["groups"]
-    assert document["shared_lines"] == sum(g["lines"] for g in groups) > 0
+    assert document["shared_lines"] == sum(g["lines"] for g in groups)
     assert document["transfers"] == sum(sum(g["transfers"]) for g in groups)
     assert document["transfers_per_operation"] == document["transfers"] / document["operations"]
     assert f"{document['shared_lines']} lines shared with a write" in run.stdout
@@ -45,37 +45,49 @@ def writes_in_both(groups: list[dict], function: str) -> bool:
 
 
 def test_the_lowest_fd_shares_partition_zero_and_o_anyfd_does_not(tmp_path):
-    lowest_run = shared(tmp_path, "sv6-openbench", "lowest")
-    anyfd_run = shared(tmp_path, "sv6-openbench", "anyfd")
+    # (1 s: on a loaded host one emulated thread can wait out a whole 0.2 s window)
+    lowest_run = shared(tmp_path, "sv6-openbench", "lowest", "1")
+    anyfd_run = shared(tmp_path, "sv6-openbench", "anyfd", "1")
     lowest, anyfd = lowest_run["groups"], anyfd_run["groups"]
     # every close of the lowest fd writes partition 0's lock, in both workers
     assert writes_in_both(lowest, "fdtable_remove")
     assert not writes_in_both(anyfd, "fdtable_remove")
-    # ... so its lines move at every operation, the most moved first; O_ANYFD's epochs
-    # move once in many operations
+    # ... so its lines move whenever the two threads take turns, the most moved first.
+    # How often they take turns depends on the host (finely on a quiet machine: 1.3-1.4
+    # transfers per operation; in long stretches alone under load: 0.1), so what is
+    # asserted is each line's share of the run's transfers, not a rate per operation:
+    # the partition's lines carry most of the lowest fd's transfers (about 0.9 either
+    # way), while O_ANYFD's workers write no line in common in the fd table at all.
     assert "fdtable_remove:W" in lowest[0]["worker0"], lowest[0]
-    # (1.3-1.4 per operation and 0.03 when the two threads interleave finely; bounds with
-    # room for a loaded machine, on which each thread runs longer stretches alone)
-    assert min(lowest[0]["transfers"]) >= 0.2 * lowest_run["operations"] / 2
-    assert lowest_run["transfers_per_operation"] >= 0.5
-    assert anyfd_run["transfers_per_operation"] <= 0.2
-    assert lowest_run["transfers_per_operation"] >= 5 * anyfd_run["transfers_per_operation"]
-    # static data is named by the program's symbols (the image's load bias applied)
+    partition = [g for g in lowest if writes_in_both([g], "fdtable_remove")]
+    moved = [sum(g["transfers"][worker] for g in partition) for worker in (0, 1)]
+    assert min(moved) >= 2, partition
+    assert sum(moved) >= 0.5 * lowest_run["transfers"], (moved, lowest_run["transfers"])
     for groups in (lowest, anyfd):
-        epoch = [g for g in groups if "global_epoch" in g["data"]]
-        assert epoch and "try_advance:W" in epoch[0]["worker0"], groups
-        # the C library's data and code by its file and exported functions (its bias
-        # from harness.shared_objects): its thread-specific keys, set up in the loop
-        libc_code = {c for g in groups for c in g["worker0"] + g["worker1"] if "libc.so.6" in c}
-        assert any(g["data"] == "libc.so.6 data" for g in groups), groups
-        assert any(c.startswith("libc.so.6:pthread_") for c in libc_code), libc_code
+        # each worker claims its epoch slot and its free lists (a pthread key of the C
+        # library) in its setup (arena.h's worker_ready), not in the loop
+        code = {c for g in groups for c in g["worker0"] + g["worker1"]}
+        assert not {c for c in code if "my_slot" in c or "pthread_key_create" in c}, code
+
+
+def test_static_data_is_named_by_the_programs_symbols(tmp_path):
+    """fstatx's odd worker links and unlinks a name at every operation, retiring the old
+    entry: every 64 retirements it tries to advance the epoch, reading the even worker's
+    epoch slot, which that worker writes at every operation. So the line is shared in
+    any interleaving, and named by the program's static array (its load bias applied)."""
+    groups = shared(tmp_path, "sv6-statbench", "fstatx")["groups"]
+    slots = [g for g in groups if g["data"].split(" | ")[0] == "slots"]
+    assert any("ebr_enter:W" in g["worker0"] and "try_advance:R" in g["worker1"] for g in slots), (
+        groups
+    )
 
 
 def test_a_line_passed_between_the_workers_moves_once_per_operation(tmp_path):
     """line-transfer's workers take turns on one line: each pass is one read of the line the
     other wrote (a transfer) and one write to the line the reader now shares (an
     invalidation, not a transfer)."""
-    passes = shared(tmp_path, "line-transfer", None)
+    # (1 s: on a loaded host one emulated thread can wait out a whole 0.2 s window)
+    passes = shared(tmp_path, "line-transfer", None, "1")
     assert passes["shared_lines"] == 1
     # (the regions also hold the few passes between the counted window and the stop)
     assert 0.95 <= passes["transfers_per_operation"] <= 1.1, passes

@@ -1,5 +1,6 @@
 /*
- * arena.h - each worker's malloc memory made ready before its loop (the sv6 benchmarks).
+ * arena.h - each worker's memory and first-use state made ready before its loop (the sv6
+ * benchmarks).
  *
  * glibc gives each thread an arena of its own, grown one page per mprotect() (a thread's
  * arena has no top pad) and trimmed back with madvise(): with threads, every growth takes
@@ -10,11 +11,18 @@
  * grows its arena by ARENA_RESERVE_BYTES, touching each page, and gives it back to its
  * arena; process_setup keeps freed memory from being trimmed.  Threads and processes
  * (the control) do the same.
+ *
+ * A thread's first libsv6 call also claims its epoch slot (the slot array's count, a
+ * CAS on the first free slot), registers its free lists' exit key with pthreads, and
+ * makes its glibc arena (mmap and mprotect): lines both threads write once.  Made in the
+ * loop they are counted against it; worker_ready makes them before.
  */
 #ifndef SV6_BENCH_ARENA_H
 #define SV6_BENCH_ARENA_H
 
 #include "harness.h"
+#include "sv6/alloc.h"
+#include "sv6/ebr.h"
 
 #include <limits.h>
 #include <malloc.h>
@@ -31,10 +39,9 @@ static inline void arena_keep_freed(void)
         hc_fail("mallopt(M_TRIM_THRESHOLD) failed");
 }
 
-/* In worker_setup: this thread's arena grown, its pages touched, then all free. */
-static inline void arena_reserve(struct hc_worker *w)
+/* This thread's arena grown, its pages touched, then all free. */
+static inline void arena_reserve(void)
 {
-    (void)w;
     enum { BLOCKS = ARENA_RESERVE_BYTES / ARENA_RESERVE_BLOCK };
     void *blocks[BLOCKS];
     for (int i = 0; i < BLOCKS; i++) {
@@ -45,6 +52,17 @@ static inline void arena_reserve(struct hc_worker *w)
     }
     for (int i = BLOCKS; i-- > 0;)
         free(blocks[i]);
+}
+
+/* The workers' worker_setup: the thread's epoch slot and free lists claimed, its arena
+ * reserved. */
+static inline void worker_ready(struct hc_worker *w)
+{
+    (void)w;
+    ebr_enter();
+    ebr_exit();
+    sv6_free_lines(sv6_alloc_lines(SV6_CACHELINE), SV6_CACHELINE);
+    arena_reserve();
 }
 
 #endif

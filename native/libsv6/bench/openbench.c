@@ -72,7 +72,7 @@ const struct hc_benchmark hc_benchmark = {
     .modes = modes,
     .kind = HC_THREADS_OR_PROCESSES,
     .process_setup = process_setup,
-    .worker_setup = arena_reserve,
+    .worker_setup = worker_ready,
     .worker = worker,
     .process_teardown = process_teardown,
 };

@@ -10,6 +10,7 @@
  * own with a copy of the world made before the fork, sharing no memory: the control
  * (catalog: sv6-sockbench-private).
  */
+#include "arena.h"
 #include "harness.h"
 #include "sv6/core.h"
 #include "sv6/sv6.h"
@@ -30,6 +31,7 @@ struct sock_run {
 
 static void process_setup(struct hc_run *run)
 {
+    arena_keep_freed();
     struct sock_run *s = calloc(1, sizeof *s);
     if (!s)
         hc_fail("out of memory");
@@ -97,6 +99,7 @@ const struct hc_benchmark hc_benchmark = {
     .modes = modes,
     .kind = HC_THREADS_OR_PROCESSES,
     .process_setup = process_setup,
+    .worker_setup = worker_ready,
     .worker = worker,
     .process_teardown = process_teardown,
 };
