@@ -126,8 +126,9 @@ def test_refine_appends_tests_counts_what_cannot_be_refined_and_refines_once(tes
     after = [json.loads(line) for line in (tests_dir / "tests.jsonl").read_text().splitlines()]
     assert after[: len(tests)] == tests  # the old tests stay, byte for byte
     (new,) = after[len(tests) :]
-    assert new["id"] == f"alloc-lookup/p{absent}/r1" and new["id"] in summary["new_tests"]
+    assert new["id"] == f"alloc-lookup/p{absent}/r1"
     assert new["refines"] == {"tests": [first], "choice": {CHOICE: 0}}
+    assert summary["new_tests"] == [{"id": new["id"], **new["refines"]}]
     assert read_json(tests_dir / "testgen.json")["refined_left_path"]["new_tests"] == 1
     # A result refined before is not refined again.
     again = json.loads(cli("testgen", str(tests_dir), "--refine-left-path", "--json").stdout)

@@ -473,7 +473,7 @@ def test_a_left_path_result_is_refined_into_a_test_on_its_path(tmp_path):
     summary = json.loads(done.stdout)
     assert summary["left_path"] == len(left) and summary["not_refinable"] == []
     tests = {t.id: t.raw for t in testcase.read_tests(tests_dir / "tests.jsonl")[1]}
-    new = [tests[test_id] for test_id in summary["new_tests"]]
+    new = [tests[item["id"]] for item in summary["new_tests"]]
     assert new and {i for t in new for i in t["refines"]["tests"]} == left
     # The second run traces the new tests only, and the old results stay.
     second = run_tests(tests_dir, target=f"lib:{library}", quiet=True, jobs=1)

@@ -214,7 +214,7 @@ def refine_left_path(out: Path, quiet: bool = False) -> dict:
         "left_path": len(left),
         "already_refined": len(left) - len(pending),
         "refined": sum(len(t["refines"]["tests"]) for t in new_tests),
-        "new_tests": [t["id"] for t in new_tests],
+        "new_tests": [{"id": t["id"], **t["refines"]} for t in new_tests],
         "not_refinable": not_refinable,
         "unknown": unknown,
     }
@@ -261,6 +261,9 @@ def _record(out: Path, summary: dict) -> None:
 
 def print_summary(summary: dict) -> None:
     console = stdout_console()
+    for item in summary["new_tests"]:
+        choice = ", ".join(f"{name} = {value}" for name, value in item["choice"].items())
+        console.print(f"new test {item['id']}: {choice}, refines {', '.join(item['tests'])}")
     for item in summary["not_refinable"]:
         console.print(f"not refinable: {item['test']}: {item['why']}")
     for item in summary["unknown"]:
