@@ -133,3 +133,10 @@ def test_refine_appends_tests_counts_what_cannot_be_refined_and_refines_once(tes
     # A result refined before is not refined again.
     again = json.loads(cli("testgen", str(tests_dir), "--refine-left-path", "--json").stdout)
     assert again["already_refined"] == 1 and again["new_tests"] == []
+    # testgen again with the same analysis and caps: the refined test stays, and so do
+    # its results (the file is what it was).
+    done = cli("testgen", str(tests_dir))
+    assert done.returncode == 0, done.stderr
+    assert (tests_dir / "tests.jsonl").read_text().splitlines() == [json.dumps(t) for t in after]
+    assert cli("testgen", str(tests_dir), "--cap", "2").returncode == 0
+    assert "refines" not in (tests_dir / "tests.jsonl").read_text()

@@ -52,7 +52,23 @@ def register(subparsers) -> None:
         "implementation's choice fixed to DIR/tests.jsonl; `scalecheck run DIR` then runs "
         "only the new tests",
     )
-    parser.set_defaults(func=lambda args: run(args) if args.refine_left_path else generate(args))
+    parser.set_defaults(
+        func=lambda args: run(args) if args.refine_left_path else _keeping_refined(generate, args)
+    )
+
+
+def _keeping_refined(generate, args) -> int:
+    """``scalecheck testgen DIR``, keeping the tests refined before when it writes the
+    generated tests as they were (same analysis, caps and generator): their results in
+    DIR's run stay valid, and a run then has nothing new to do."""
+    kept, counts = [], None
+    if testgen.current_tests(args.dir, args.cap, args.value_cap) is not None:
+        kept = [t for t in read_tests(args.dir / "tests.jsonl")[1] if "refines" in t]
+        counts = read_json(args.dir / "testgen.json").get(REFINED)
+    code = generate(args)
+    if kept:
+        _append(args.dir, kept, counts)
+    return code
 
 
 def run(args) -> int:
@@ -149,7 +165,7 @@ def refine_left_path(out: Path, quiet: bool = False) -> dict:
     meta = read_analysis_meta(out)
     model_cls = load_model(meta["model"])
     tests_path = out / "tests.jsonl"
-    header, tests = read_tests(tests_path)
+    header, _ = read_tests(tests_path)
     if testgen.current_tests(out, header.get("cap", 0), header.get("value_cap", 0)) is None:
         # Paths are found by number in the analysis: it must be the one the tests came from.
         raise UserError(
@@ -207,9 +223,6 @@ def refine_left_path(out: Path, quiet: bool = False) -> dict:
         test["id"] = f"{prefix}{numbers[prefix]}"
         test["refines"] = {"tests": test_ids, "choice": dict(choice)}
         new_tests.append(test)
-    if new_tests:
-        header = {k: v for k, v in header.items() if k not in ("format", "version")}
-        write_tests(tests_path, header, tests + new_tests)
     summary = {
         "left_path": len(left),
         "already_refined": len(left) - len(pending),
@@ -218,7 +231,14 @@ def refine_left_path(out: Path, quiet: bool = False) -> dict:
         "not_refinable": not_refinable,
         "unknown": unknown,
     }
-    _record(out, summary)
+    counts = {
+        "left_path": len(left),
+        "refined": summary["refined"],
+        "new_tests": len(new_tests),
+        "not_refinable": len(not_refinable),
+        "unknown": len(unknown),
+    }
+    _append(out, new_tests, counts)
     return summary
 
 
@@ -241,21 +261,18 @@ def _next_numbers(tests: list[dict]) -> defaultdict:
     return numbers
 
 
-def _record(out: Path, summary: dict) -> None:
-    """testgen.json names the tests file as it is now (so `pipeline` keeps it) and the
-    counts of this refinement."""
+def _append(out: Path, new_tests: list[dict], counts: dict | None) -> None:
+    """Appends ``new_tests`` to the tests file, and records in testgen.json the file as it
+    is now (so that `pipeline` keeps it) and the counts of the last refinement."""
+    tests_path = out / "tests.jsonl"
+    header, tests = read_tests(tests_path)
+    header = {key: value for key, value in header.items() if key not in ("format", "version")}
+    write_tests(tests_path, header, tests + new_tests)
     record_path = out / "testgen.json"
-    if not record_path.is_file():
-        return
     record = read_json(record_path)
-    record[testgen.TESTS_HASH] = file_hash(out / "tests.jsonl")
-    record[REFINED] = {
-        "left_path": summary["left_path"],
-        "refined": summary["refined"],
-        "new_tests": len(summary["new_tests"]),
-        "not_refinable": len(summary["not_refinable"]),
-        "unknown": len(summary["unknown"]),
-    }
+    record[testgen.TESTS_HASH] = file_hash(tests_path)
+    if counts is not None:
+        record[REFINED] = counts
     write_json_atomically(record_path, record)
 
 
