@@ -461,6 +461,34 @@ def test_a_legal_choice_off_the_path_is_left_the_path_not_a_mismatch(tmp_path):
     assert "library: A=" in texts["left-path.txt"]
 
 
+def test_a_left_path_result_is_refined_into_a_test_on_its_path(tmp_path):
+    (tmp_path / "any_id.py").write_text(ANY_ID_MODEL)
+    tests_dir = generate(str(tmp_path / "any_id.py"), tmp_path / "tests")
+    library = write_library(tmp_path / "lib", str(tmp_path / "any_id.py"), LOWEST_ID)
+    first = run(tests_dir, library, jobs=1)
+    left = {i for i, r in first["records"].items() if r["status"] == "left_path"}
+    assert left
+    done = cli("testgen", str(tests_dir), "--refine-left-path", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["left_path"] == len(left) and summary["not_refinable"] == []
+    tests = {t.id: t.raw for t in testcase.read_tests(tests_dir / "tests.jsonl")[1]}
+    new = [tests[item["id"]] for item in summary["new_tests"]]
+    assert new and {i for t in new for i in t["refines"]["tests"]} == left
+    # The second run traces the new tests only, and the old results stay.
+    second = run_tests(tests_dir, target=f"lib:{library}", quiet=True, jobs=1)
+    assert second["finished"] == len(new)
+    assert second["skipped_already_done"] == len(first["records"])
+    lines = (tests_dir / "trace" / "results.jsonl").read_text().splitlines()
+    records = {r["id"]: r for r in map(json.loads, lines[1:])}
+    for test in new:
+        # The lowest id, fixed: lookup's argument is another id, and the result is on the path.
+        assert test["refines"]["choice"] == {"A.slots.free#0": 0}
+        assert test["calls"][1]["args"]["id"] != 0
+        assert records[test["id"]]["status"] == "ok", records[test["id"]]["detail"]
+    assert {i: records[i] for i in first["records"]} == first["records"]
+
+
 # A table of settings whose `set` changes a present key; the library skips a write of
 # the value a slot already holds (each slot on a line of its own). Whether it writes
 # depends on the stored value, which no key equality decides.

@@ -19,6 +19,7 @@ from scalecheck.storage import NO_SPACE, no_space, os_error
 STAGE_MODULES = [
     "scalecheck.analyze",
     "scalecheck.testgen",
+    "scalecheck.refine",  # testgen's --refine-left-path
     "scalecheck.kernels",
     "scalecheck.run",
     "scalecheck.report.report_cli",
