@@ -379,12 +379,7 @@ class ValuePattern:
         self.terms, self.features = terms, features
         # Printed once per path: every test of it names its pattern with them.
         self._names = [(str(terms[j]), str(terms[i])) for i, j, _ in features]
-        self._equal = [
-            terms[i] == terms[j]
-            if present is None
-            else z3.And(terms[present], terms[i] == terms[j])
-            for i, j, present in features
-        ]
+        self._equal: list | None = None  # built by the first exclude(): value cap above 1
 
     def _holds(self, values) -> list[bool]:
         return [
@@ -393,6 +388,14 @@ class ValuePattern:
         ]
 
     def exclude(self, values) -> z3.BoolRef:
+        if self._equal is None:
+            terms = self.terms
+            self._equal = [
+                terms[i] == terms[j]
+                if present is None
+                else z3.And(terms[present], terms[i] == terms[j])
+                for i, j, present in self.features
+            ]
         return z3.Or(
             [
                 equal if not holds else z3.Not(equal)
@@ -453,9 +456,10 @@ def _value_variants(
 ) -> tuple[list, bool]:
     """``values`` and, within its isomorphism class, one solution per further pattern of
     value equalities (``values_pattern``), up to ``value_cap`` in all; and whether patterns
-    were left over."""
+    were left over (not asked at ``value_cap`` 1, which switches value patterns off: the
+    check would cost as much as finding the class)."""
     variants = [values]
-    if not values_pattern.features:
+    if not values_pattern.features or value_cap == 1:
         return variants, False
     solver.push()
     solver.add(z3.Not(pattern.exclude(values)), values_pattern.exclude(values))
@@ -680,6 +684,11 @@ def print_summary(summary: dict):
         f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
         f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
         f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, "
-        f"{t['failed_paths']} failed; {t['value_capped_classes']} classes with more than "
-        f"{summary['value_cap']} value-equality patterns)"
+        f"{t['failed_paths']} failed; "
+        + (
+            f"{t['value_capped_classes']} classes with more than "
+            f"{summary['value_cap']} value-equality patterns)"
+            if summary["value_cap"] > 1
+            else "value-equality patterns off)"
+        )
     )
