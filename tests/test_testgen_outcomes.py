@@ -86,3 +86,27 @@ def test_value_cap_one_asks_the_solver_nothing():
         FailingSolver(), None, pattern, values, None, value_cap=1
     )
     assert variants == [values] and capped is False
+
+
+def test_pairs_start_largest_analysis_first_and_the_file_keeps_model_order(tmp_path, monkeypatch):
+    from scalecheck.analysisfile import pair_file
+    from scalecheck.cli import main
+    from scalecheck.parallel import map_unordered
+    from scalecheck.testfile import read_tests
+
+    assert main(["analyze", "--model", "counter", "--out", str(tmp_path), "--jobs", "1"]) == 0
+    started = []
+
+    def recording_map(function, work, jobs):
+        """The real map_unordered, recording the order pairs are handed out."""
+        started.extend((a, b) for _model, _out, a, b, *_ in work)
+        yield from map_unordered(function, list(reversed(work)), jobs)
+
+    monkeypatch.setattr(testgen, "map_unordered", recording_map)
+    testgen.generate_tests(tmp_path, jobs=1, quiet=True)
+    sizes = [pair_file(tmp_path, a, b).stat().st_size for a, b in started]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) > 1
+    _header, tests = read_tests(tmp_path / "tests.jsonl")
+    ops = ["inc", "dec", "iszero"]
+    order = [(ops.index(t["pair"][0]), ops.index(t["pair"][1])) for t in tests]
+    assert order == sorted(order)

@@ -119,7 +119,13 @@ def generate_tests(
             f"analysis in {out} is incomplete ({len(missing)} pairs missing or from another "
             f"model version, e.g. {missing[0]}): rerun `scalecheck analyze` to finish it"
         )
-    work = [(meta["model"], str(out), a, b, cap, value_cap) for a, b in pairs]
+    # Largest analysis first, so that no worker starts a long pair when the others are
+    # about to finish (the tests do not depend on the order: each pair has its own Z3
+    # context, and the file lists pairs in model order).
+    work = [
+        (meta["model"], str(out), a, b, cap, value_cap)
+        for a, b in sorted(pairs, key=lambda pair: -pair_file(out, *pair).stat().st_size)
+    ]
     per_pair = {}
     with stage_progress("testgen", quiet) as progress:
         task = progress.add_task("", total=len(work))
