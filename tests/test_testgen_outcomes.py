@@ -110,3 +110,20 @@ def test_pairs_start_largest_analysis_first_and_the_file_keeps_model_order(tmp_p
     ops = ["inc", "dec", "iszero"]
     order = [(ops.index(t["pair"][0]), ops.index(t["pair"][1])) for t in tests]
     assert order == sorted(order)
+
+
+def test_term_text_prints_as_python_does_and_once_per_term():
+    context = z3.Context()
+    f = z3.Function("inodes.length", z3.IntSort(context), z3.IntSort(context))
+    term = f(z3.Int("A.pn", context)) + 1
+    text = testgen.TermText()
+    assert text(term) == str(term)
+    # The same term parsed again (another path of the pair) is the same node: not printed again.
+    again = z3.parse_smt2_string(
+        "(declare-fun |inodes.length| (Int) Int) (declare-const |A.pn| Int)"
+        "(assert (= (+ (|inodes.length| |A.pn|) 1) 0))",
+        ctx=context,
+    )[0].arg(0)
+    assert again.get_id() == term.get_id()
+    text._printed[term.get_id()] = (term, "printed before")
+    assert text(again) == "printed before"

@@ -103,6 +103,7 @@ class PathChoices:
         # Made by the path's first test (see test_outcomes).
         self._legal: z3.Solver | None = None
         self._path: z3.Solver | None = None
+        self._world_literals: dict[tuple, z3.BoolRef] = {}  # (term, value): reused by tests
         chosen = sorted({e["obs"] for e in entries if e["chosen"]})
         # Only a choice a result shows as is (a constant) can be visible: without one, the
         # path's terms need no walk.
@@ -147,7 +148,7 @@ class PathChoices:
             ):
                 solver.set("timeout", 60_000)
                 solver.add(*constraints)
-        world = [_value(terms[index], values[index]) for index in self.world_terms]
+        world = [self._world_literal(index, values[index]) for index in self.world_terms]
         legal = _legal_assignments(self._legal, visible, world)
         if legal is None:
             return None
@@ -170,6 +171,13 @@ class PathChoices:
             path.pop()
         path.pop()
         return on_path, left, shown
+
+    def _world_literal(self, index: int, raw) -> z3.BoolRef:
+        """term == raw, built once per path (a path's tests share most values)."""
+        key = (index, raw)
+        if key not in self._world_literals:
+            self._world_literals[key] = _value(self.terms[index], raw)
+        return self._world_literals[key]
 
 
 def _legal_assignments(solver: z3.Solver, visible: dict, world: list) -> list[dict] | None:

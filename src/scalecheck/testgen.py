@@ -228,13 +228,14 @@ def _pair_tests(job: tuple) -> tuple:
     # saw before, so a context shared with the pairs a worker did earlier would make the
     # tests depend on which worker got the pair (--jobs, finishing order).
     context = z3.Context()
+    text = TermText()
     for path in analysis["paths"]:
         if not path["commutes"] or path["unknown"]:
             continue
         counts["commutative_paths"] += 1
         try:
             path_tests, outcome, value_capped = _path_tests(
-                model_cls, (a, b), path, cap, value_cap, context
+                model_cls, (a, b), path, cap, value_cap, context, text
             )
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
@@ -253,7 +254,7 @@ def _pair_tests(job: tuple) -> tuple:
 
 
 def _path_tests(
-    model_cls, ops, path, cap: int, value_cap: int, context: z3.Context
+    model_cls, ops, path, cap: int, value_cap: int, context: z3.Context, text=str
 ) -> tuple[list, str, int]:
     """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
     or unrealizable_paths: no buildable initial state), and how many of its isomorphism
@@ -265,7 +266,7 @@ def _path_tests(
     observations = path["observations"]
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms, context)
-    values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern))
+    values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern), text)
     choices = allowed.PathChoices(
         list(solver.assertions()),
         terms,
@@ -381,10 +382,10 @@ class ValuePattern:
     clause that excludes a pattern of them once it has a test. A stored value counts only
     where its key is present: an absent key holds no value."""
 
-    def __init__(self, terms, features: list[tuple[int, int, int | None]]):
+    def __init__(self, terms, features: list[tuple[int, int, int | None]], text=str):
         self.terms, self.features = terms, features
         # Printed once per path: every test of it names its pattern with them.
-        self._names = [(str(terms[j]), str(terms[i])) for i, j, _ in features]
+        self._names = [(text(terms[j]), text(terms[i])) for i, j, _ in features]
         self._equal: list | None = None  # built by the first exclude(): value cap above 1
 
     def _holds(self, values) -> list[bool]:
@@ -419,6 +420,22 @@ class ValuePattern:
             )
             if present is None or values[present]
         )
+
+
+class TermText:
+    """Terms as Z3's Python API prints them, each printed once per pair: the paths of a
+    pair share most terms (one node per term in the pair's context), and printing them
+    cost as much as a quarter of the solver's time."""
+
+    def __init__(self):
+        # By node id, with the term itself: kept alive, its id is not given to another.
+        self._printed: dict[int, tuple[z3.ExprRef, str]] = {}
+
+    def __call__(self, term: z3.ExprRef) -> str:
+        key = term.get_id()
+        if key not in self._printed:
+            self._printed[key] = (term, str(term))
+        return self._printed[key][1]
 
 
 class IsomorphismPattern:
