@@ -38,20 +38,37 @@ class Terms(Protocol):
     def __getitem__(self, index: int) -> z3.ExprRef: ...
 
 
-def _constants(term: z3.ExprRef) -> dict[str, z3.ExprRef]:
-    """The uninterpreted constants (arity 0) in ``term``, by name."""
-    found: dict[str, z3.ExprRef] = {}
-    seen: set[int] = set()
-    todo = [term]
-    while todo:
-        node = todo.pop()
-        if node.get_id() in seen:
-            continue
-        seen.add(node.get_id())
-        if z3.is_const(node) and node.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            found[node.decl().name()] = node
-        todo.extend(node.children())
-    return found
+class _ConstantNames:
+    """The names of the uninterpreted constants (arity 0) in a path's terms, walked through
+    Z3's C API: wrapping every node in Z3's Python classes cost more than the solver's
+    checks of the whole path."""
+
+    def __init__(self, context: z3.Context):
+        self.ref = context.ref()
+
+    def of(self, term: z3.ExprRef, stop_outside: set[str] | None = None) -> set[str]:
+        """The names in ``term``; with ``stop_outside``, the walk stops at the first name
+        outside it (the names found so far, that one included, are returned)."""
+        ref, found, seen = self.ref, set(), set()
+        todo = [term.as_ast()]
+        while todo:
+            node = todo.pop()
+            node_id = z3.Z3_get_ast_id(ref, node)
+            if node_id in seen or z3.Z3_get_ast_kind(ref, node) != z3.Z3_APP_AST:
+                continue
+            seen.add(node_id)
+            app = z3.Z3_to_app(ref, node)
+            arity = z3.Z3_get_app_num_args(ref, app)
+            if arity == 0:
+                decl = z3.Z3_get_app_decl(ref, app)
+                if z3.Z3_get_decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
+                    name = z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl))
+                    found.add(name)
+                    if stop_outside is not None and name not in stop_outside:
+                        return found
+                continue
+            todo.extend(z3.Z3_get_app_arg(ref, app, i) for i in range(arity))
+        return found
 
 
 def _value(term: z3.ExprRef, raw) -> z3.BoolRef:
@@ -80,26 +97,35 @@ class PathChoices:
 
     def __init__(self, assertions: list, terms: Terms, entries: list[dict], results: dict):
         self.assertions, self.terms, self.results = assertions, terms, results
-        chosen = {e["obs"] for e in entries if e["chosen"]}
+        self.visible: dict[str, z3.ExprRef] = {}
+        self.on_choices_alone: list = []
         self.world_terms = sorted({e["obs"] for e in entries if not e["chosen"]})
-        world_names: set[str] = set()
-        for index in self.world_terms:
-            world_names |= _constants(terms[index]).keys()
-        choices: dict[str, z3.ExprRef] = {}
-        for index in chosen:
-            choices |= {
-                name: c for name, c in _constants(terms[index]).items() if name not in world_names
-            }
-        self.visible = {
+        # Made by the path's first test (see test_outcomes).
+        self._legal: z3.Solver | None = None
+        self._path: z3.Solver | None = None
+        self._world_literals: dict[tuple, z3.BoolRef] = {}  # (term, value): reused by tests
+        chosen = sorted({e["obs"] for e in entries if e["chosen"]})
+        # Only a choice a result shows as is (a constant) can be visible: without one, the
+        # path's terms need no walk.
+        shown = {
             terms[index].decl().name(): terms[index]
             for index in chosen
-            if z3.is_const(terms[index]) and terms[index].decl().name() in choices
+            if z3.is_const(terms[index]) and terms[index].decl().kind() == z3.Z3_OP_UNINTERPRETED
         }
-        self.on_choices_alone = (
-            [a for a in assertions if (names := _constants(a).keys()) and names <= choices.keys()]
-            if self.visible
-            else []
-        )
+        if not shown:
+            return
+        names = _ConstantNames(terms[chosen[0]].ctx)
+        world_names: set[str] = set()
+        for index in self.world_terms:
+            world_names |= names.of(terms[index])
+        choices: set[str] = set()
+        for index in chosen:
+            choices |= names.of(terms[index]) - world_names
+        self.visible = {name: term for name, term in shown.items() if name in choices}
+        if self.visible:
+            self.on_choices_alone = [
+                a for a in assertions if (found := names.of(a, choices)) and found <= choices
+            ]
 
     def test_outcomes(self, values: list) -> tuple[list, list, list] | None:
         """(on-path outcomes, left-path outcomes, every legal choice) of the test whose
@@ -110,14 +136,25 @@ class PathChoices:
         visible, terms, results = self.visible, self.terms, self.results
         if not visible:
             return None
-        world = [_value(terms[index], values[index]) for index in self.world_terms]
-        legal = _legal_assignments(visible, world + self.on_choices_alone)
+        if self._path is None:
+            # Two solvers per path, their constraints asserted once for all its tests
+            # (the path's own Z3 context: testgen gives each pair one): the constraints
+            # on the choices alone, and all of the path's.
+            context = next(iter(visible.values())).ctx
+            self._legal, self._path = z3.Solver(ctx=context), z3.Solver(ctx=context)
+            for solver, constraints in (
+                (self._legal, self.on_choices_alone),
+                (self._path, self.assertions),
+            ):
+                solver.set("timeout", 60_000)
+                solver.add(*constraints)
+        world = [self._world_literal(index, values[index]) for index in self.world_terms]
+        legal = _legal_assignments(self._legal, visible, world)
         if legal is None:
             return None
-        # The path's own Z3 context (testgen gives each pair one).
-        path = z3.Solver(ctx=next(iter(visible.values())).ctx)
-        path.set("timeout", 60_000)
-        path.add(*self.assertions, *world)
+        path = self._path
+        path.push()
+        path.add(*world)
         on_path, left, shown = [], [], []
         for assignment in legal:
             chosen_only = {
@@ -128,45 +165,88 @@ class PathChoices:
             path.push()
             path.add(*(visible[name] == value for name, value in assignment.items()))
             if path.check() == z3.sat:
-                on_path.append(fill_results(results, _decided_value(path, terms)))
+                on_path.append(fill_results(results, _decided_value(path, terms, results)))
             else:
                 left.append(chosen_only)
             path.pop()
+        path.pop()
         return on_path, left, shown
 
+    def _world_literal(self, index: int, raw) -> z3.BoolRef:
+        """term == raw, built once per path (a path's tests share most values)."""
+        key = (index, raw)
+        if key not in self._world_literals:
+            self._world_literals[key] = _value(self.terms[index], raw)
+        return self._world_literals[key]
 
-def _legal_assignments(visible: dict, constraints: list) -> list[dict] | None:
-    """Every assignment (name -> value) of the visible choices that the constraints
-    allow; None beyond CHOICE_CAP."""
-    solver = z3.Solver(ctx=next(iter(visible.values())).ctx)
-    solver.set("timeout", 60_000)
-    solver.add(*constraints)
+
+def _legal_assignments(solver: z3.Solver, visible: dict, world: list) -> list[dict] | None:
+    """Every assignment (name -> value) of the visible choices that ``solver``'s
+    constraints allow in the test's ``world``, in order of their values (not of Z3's
+    answers, which depend on what the solver saw before); None beyond CHOICE_CAP."""
+    solver.push()
+    solver.add(*world)
     found: list[dict] = []
-    while solver.check() == z3.sat:
-        if len(found) == CHOICE_CAP:
-            return None
+    while solver.check() == z3.sat and len(found) <= CHOICE_CAP:
         model = solver.model()
         assignment = {name: model.eval(c, model_completion=True) for name, c in visible.items()}
         found.append(assignment)
         solver.add(z3.Or([visible[name] != value for name, value in assignment.items()]))
-    return found
+    solver.pop()
+    if len(found) > CHOICE_CAP:
+        return None
+    return sorted(found, key=lambda a: [_python(value) for value in a.values()])
 
 
-def _decided_value(path: z3.Solver, terms: Terms) -> Callable:
+def _decided_value(path: z3.Solver, terms: Terms, results) -> Callable:
     """A result's value where the test's world and the bound choices decide it, else "*"
-    (``path`` holds both and is satisfiable)."""
+    (``path`` holds both and is satisfiable).
+
+    A value is decided when no solution gives it another: one check asks whether any of
+    the results can differ at once, and each solution that shows some differing rules
+    those out, so a test whose results are all decided costs one check, not one each. A
+    check that answers unknown leaves each remaining result to a check of its own, and
+    a result whose own check is not unsat is undecided."""
     model = path.model()
+    observed: list[int] = []
+    fill_results(results, lambda entry: observed.append(entry["obs"]))
+    raw = {obs: model.eval(terms[obs], model_completion=True) for obs in observed}
+    undecided: set[int] = set()
+    open_ = sorted(raw)
+    while open_:
+        path.push()
+        path.add(z3.Or([terms[obs] != raw[obs] for obs in open_]))
+        answer = path.check()
+        other = path.model() if answer == z3.sat else None
+        path.pop()
+        if answer == z3.unsat:
+            break
+        differ = set()
+        if other is not None:
+            differ = {
+                obs
+                for obs in open_
+                if _python(other.eval(terms[obs], model_completion=True)) != _python(raw[obs])
+            }
+        if not differ:  # unknown: one check per remaining result, as alone
+            undecided |= {obs for obs in open_ if not _fixed(path, terms[obs], raw[obs])}
+            break
+        undecided |= differ
+        open_ = [obs for obs in open_ if obs not in differ]
 
     def value(entry: dict):
-        term = terms[entry["obs"]]
-        raw = model.eval(term, model_completion=True)
-        path.push()
-        path.add(term != raw)
-        decided = path.check() == z3.unsat
-        path.pop()
-        return _python(raw) if decided else "*"
+        obs = entry["obs"]
+        return "*" if obs in undecided else _python(raw[obs])
 
     return value
+
+
+def _fixed(path: z3.Solver, term: z3.ExprRef, raw: z3.ExprRef) -> bool:
+    path.push()
+    path.add(term != raw)
+    fixed = path.check() == z3.unsat
+    path.pop()
+    return fixed
 
 
 def _left_result(result, terms: Terms, assignment: dict):

@@ -119,7 +119,13 @@ def generate_tests(
             f"analysis in {out} is incomplete ({len(missing)} pairs missing or from another "
             f"model version, e.g. {missing[0]}): rerun `scalecheck analyze` to finish it"
         )
-    work = [(meta["model"], str(out), a, b, cap, value_cap) for a, b in pairs]
+    # Largest analysis first, so that no worker starts a long pair when the others are
+    # about to finish (the tests do not depend on the order: each pair has its own Z3
+    # context, and the file lists pairs in model order).
+    work = [
+        (meta["model"], str(out), a, b, cap, value_cap)
+        for a, b in sorted(pairs, key=lambda pair: -pair_file(out, *pair).stat().st_size)
+    ]
     per_pair = {}
     with stage_progress("testgen", quiet) as progress:
         task = progress.add_task("", total=len(work))
@@ -222,13 +228,14 @@ def _pair_tests(job: tuple) -> tuple:
     # saw before, so a context shared with the pairs a worker did earlier would make the
     # tests depend on which worker got the pair (--jobs, finishing order).
     context = z3.Context()
+    text = TermText()
     for path in analysis["paths"]:
         if not path["commutes"] or path["unknown"]:
             continue
         counts["commutative_paths"] += 1
         try:
             path_tests, outcome, value_capped = _path_tests(
-                model_cls, (a, b), path, cap, value_cap, context
+                model_cls, (a, b), path, cap, value_cap, context, text
             )
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
@@ -247,7 +254,7 @@ def _pair_tests(job: tuple) -> tuple:
 
 
 def _path_tests(
-    model_cls, ops, path, cap: int, value_cap: int, context: z3.Context
+    model_cls, ops, path, cap: int, value_cap: int, context: z3.Context, text=str
 ) -> tuple[list, str, int]:
     """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
     or unrealizable_paths: no buildable initial state), and how many of its isomorphism
@@ -259,7 +266,7 @@ def _path_tests(
     observations = path["observations"]
     kinds = observations["kinds"]
     pattern = IsomorphismPattern(observations, kinds, terms, context)
-    values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern))
+    values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern), text)
     choices = allowed.PathChoices(
         list(solver.assertions()),
         terms,
@@ -375,16 +382,11 @@ class ValuePattern:
     clause that excludes a pattern of them once it has a test. A stored value counts only
     where its key is present: an absent key holds no value."""
 
-    def __init__(self, terms, features: list[tuple[int, int, int | None]]):
+    def __init__(self, terms, features: list[tuple[int, int, int | None]], text=str):
         self.terms, self.features = terms, features
         # Printed once per path: every test of it names its pattern with them.
-        self._names = [(str(terms[j]), str(terms[i])) for i, j, _ in features]
-        self._equal = [
-            terms[i] == terms[j]
-            if present is None
-            else z3.And(terms[present], terms[i] == terms[j])
-            for i, j, present in features
-        ]
+        self._names = [(text(terms[j]), text(terms[i])) for i, j, _ in features]
+        self._equal: list | None = None  # built by the first exclude(): value cap above 1
 
     def _holds(self, values) -> list[bool]:
         return [
@@ -393,6 +395,14 @@ class ValuePattern:
         ]
 
     def exclude(self, values) -> z3.BoolRef:
+        if self._equal is None:
+            terms = self.terms
+            self._equal = [
+                terms[i] == terms[j]
+                if present is None
+                else z3.And(terms[present], terms[i] == terms[j])
+                for i, j, present in self.features
+            ]
         return z3.Or(
             [
                 equal if not holds else z3.Not(equal)
@@ -410,6 +420,22 @@ class ValuePattern:
             )
             if present is None or values[present]
         )
+
+
+class TermText:
+    """Terms as Z3's Python API prints them, each printed once per pair: the paths of a
+    pair share most terms (one node per term in the pair's context), and printing them
+    cost as much as a quarter of the solver's time."""
+
+    def __init__(self):
+        # By node id, with the term itself: kept alive, its id is not given to another.
+        self._printed: dict[int, tuple[z3.ExprRef, str]] = {}
+
+    def __call__(self, term: z3.ExprRef) -> str:
+        key = term.get_id()
+        if key not in self._printed:
+            self._printed[key] = (term, str(term))
+        return self._printed[key][1]
 
 
 class IsomorphismPattern:
@@ -453,9 +479,10 @@ def _value_variants(
 ) -> tuple[list, bool]:
     """``values`` and, within its isomorphism class, one solution per further pattern of
     value equalities (``values_pattern``), up to ``value_cap`` in all; and whether patterns
-    were left over."""
+    were left over (not asked at ``value_cap`` 1, which switches value patterns off: the
+    check would cost as much as finding the class)."""
     variants = [values]
-    if not values_pattern.features:
+    if not values_pattern.features or value_cap == 1:
         return variants, False
     solver.push()
     solver.add(z3.Not(pattern.exclude(values)), values_pattern.exclude(values))
@@ -680,6 +707,11 @@ def print_summary(summary: dict):
         f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
         f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
         f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, "
-        f"{t['failed_paths']} failed; {t['value_capped_classes']} classes with more than "
-        f"{summary['value_cap']} value-equality patterns)"
+        f"{t['failed_paths']} failed; "
+        + (
+            f"{t['value_capped_classes']} classes with more than "
+            f"{summary['value_cap']} value-equality patterns)"
+            if summary["value_cap"] > 1
+            else "value-equality patterns off)"
+        )
     )

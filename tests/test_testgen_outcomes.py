@@ -1,0 +1,129 @@
+"""What testgen computes per test and per path, on small hand-made paths (real Z3): the
+outcomes each legal choice allows (allowed.PathChoices), the constants a term names, and
+the value patterns that --value-cap 1 switches off."""
+
+import z3
+
+from scalecheck import allowed, testgen
+
+
+def _path():
+    """A path where A's call returns a chosen fd ``c`` (any fd in [0, 3) not open) and two
+    chosen values that results show through a sum (so not as is): ``c2`` is 20 when c
+    is 0, ``c3`` is never fixed. The world: A's fd argument ``x`` and which fds are open;
+    the path also assumes c != x + 1."""
+    open_ = z3.Function("open", z3.IntSort(), z3.BoolSort())
+    x, c, c2, c3 = z3.Ints("A.fd choice.c choice.c2 choice.c3")
+    terms = [x, open_(0), open_(1), open_(2), c, c2 + 0, c3 + 0]
+    assertions = [
+        z3.And(c >= 0, c < 3, z3.Not(open_(c))),
+        z3.Implies(c == 0, c2 == 20),
+        c != x + 1,
+    ]
+    world = [{"obs": i, "chosen": False} for i in range(4)]
+    chosen = [{"obs": i, "chosen": True} for i in (4, 5, 6)]
+    results = {"AB": chosen, "BA": chosen}
+    return allowed.PathChoices(assertions, terms, world + chosen, results)
+
+
+def test_each_tests_own_world_decides_its_legal_choices():
+    choices = _path()
+    assert list(choices.visible) == ["choice.c"]
+    # fds 0 and 2 are free: c = 0 stays on the path, c = 2 = x + 1 leaves it.
+    on_path, left, shown = choices.test_outcomes([1, False, True, False, 0, 0, 0])
+    assert on_path == [{"AB": [0, 20, "*"], "BA": [0, 20, "*"]}]
+    assert left == [{"AB": [2, "*", "*"], "BA": [2, "*", "*"]}]
+    assert shown == [{"AB": [v, "*", "*"], "BA": [v, "*", "*"]} for v in (0, 2)]
+    # The same path, another test: fd 0 is open now, so only 2 is legal (legal choices
+    # depend on the world through the open table, not only on the choice's own bounds).
+    on_path, left, shown = choices.test_outcomes([1, True, True, False, 0, 0, 0])
+    assert on_path == []
+    assert shown == left == [{"AB": [2, "*", "*"], "BA": [2, "*", "*"]}]
+    # And with x = 0, both free fds stay on the path, in order of the fd.
+    on_path, left, _shown = choices.test_outcomes([0, False, True, False, 0, 0, 0])
+    assert on_path == [
+        {"AB": [0, 20, "*"], "BA": [0, 20, "*"]},
+        {"AB": [2, "*", "*"], "BA": [2, "*", "*"]},
+    ]
+    assert left == []
+
+
+def test_a_path_without_a_visible_choice_has_no_outcomes():
+    x = z3.Int("A.fd")
+    choices = allowed.PathChoices([x > 0], [x], [{"obs": 0, "chosen": False}], {"AB": []})
+    assert choices.visible == {} and choices.on_choices_alone == []
+    assert choices.test_outcomes([1]) is None
+
+
+def test_constant_names_are_those_of_a_python_walk_and_stop_where_asked():
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    a, b, c = z3.Ints("a b c")
+    shared = f(a + 1)
+    term = z3.And(shared == b, z3.Or(shared > 2, c == 3), z3.BoolVal(True))
+    names = allowed._ConstantNames(term.ctx)
+    assert names.of(term) == {"a", "b", "c"}
+    assert names.of(z3.IntVal(4) + 1) == set()
+    stopped = names.of(term, {"a"})
+    assert not stopped <= {"a"}  # holds a name outside, so the term is not on {a} alone
+    assert names.of(f(a) > a, {"a"}) == {"a"}
+
+
+class FailingSolver:
+    """A fake solver for a unit test: any check fails the test."""
+
+    def check(self):
+        raise AssertionError("value-cap 1 asked the solver")
+
+    def push(self):
+        raise AssertionError("value-cap 1 asked the solver")
+
+
+def test_value_cap_one_asks_the_solver_nothing():
+    x, y = z3.Ints("A.v B.v")
+    pattern = testgen.ValuePattern([x, y], [(0, 1, None)])
+    values = [1, 2]
+    variants, capped = testgen._value_variants(
+        FailingSolver(), None, pattern, values, None, value_cap=1
+    )
+    assert variants == [values] and capped is False
+
+
+def test_pairs_start_largest_analysis_first_and_the_file_keeps_model_order(tmp_path, monkeypatch):
+    from scalecheck.analysisfile import pair_file
+    from scalecheck.cli import main
+    from scalecheck.parallel import map_unordered
+    from scalecheck.testfile import read_tests
+
+    assert main(["analyze", "--model", "counter", "--out", str(tmp_path), "--jobs", "1"]) == 0
+    started = []
+
+    def recording_map(function, work, jobs):
+        """The real map_unordered, recording the order pairs are handed out."""
+        started.extend((a, b) for _model, _out, a, b, *_ in work)
+        yield from map_unordered(function, list(reversed(work)), jobs)
+
+    monkeypatch.setattr(testgen, "map_unordered", recording_map)
+    testgen.generate_tests(tmp_path, jobs=1, quiet=True)
+    sizes = [pair_file(tmp_path, a, b).stat().st_size for a, b in started]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) > 1
+    _header, tests = read_tests(tmp_path / "tests.jsonl")
+    ops = ["inc", "dec", "iszero"]
+    order = [(ops.index(t["pair"][0]), ops.index(t["pair"][1])) for t in tests]
+    assert order == sorted(order)
+
+
+def test_term_text_prints_as_python_does_and_once_per_term():
+    context = z3.Context()
+    f = z3.Function("inodes.length", z3.IntSort(context), z3.IntSort(context))
+    term = f(z3.Int("A.pn", context)) + 1
+    text = testgen.TermText()
+    assert text(term) == str(term)
+    # The same term parsed again (another path of the pair) is the same node: not printed again.
+    again = z3.parse_smt2_string(
+        "(declare-fun |inodes.length| (Int) Int) (declare-const |A.pn| Int)"
+        "(assert (= (+ (|inodes.length| |A.pn|) 1) 0))",
+        ctx=context,
+    )[0].arg(0)
+    assert again.get_id() == term.get_id()
+    text._printed[term.get_id()] = (term, "printed before")
+    assert text(again) == "printed before"
