@@ -311,6 +311,21 @@ def test_crash_hang_and_wrong_result_are_recorded_and_the_run_goes_on(counter_te
     assert {statuses[t] for t in statuses if t.startswith("dec-")} == {"timeout"}
     assert statuses["iszero-iszero/p0/t1"] == "mismatch"
     assert result["summary"]["crash"] == 3 and result["summary"]["timeout"] == 4
+    # --retry-unfinished traces the crashed and timed-out tests again, not the mismatch,
+    # and keeps what they gave before beside the store.
+    again = run_tests(
+        counter_tests,
+        target=f"lib:{library}",
+        quiet=True,
+        timeout=1.0,
+        jobs=1,
+        retry_unfinished=True,
+    )
+    assert again["finished"] == 7 and again["skipped_already_done"] == 1
+    (kept,) = (counter_tests / "trace").glob("results.*.retried.jsonl")
+    assert {json.loads(line)["id"] for line in kept.read_text().splitlines()[1:]} == {
+        t for t, status in statuses.items() if status in ("crash", "timeout")
+    }
 
 
 # An id table whose spec lets the implementation pick any free id, and a library that

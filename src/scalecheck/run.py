@@ -102,6 +102,13 @@ def add_trace_options(p) -> None:
         help="trace on the workers of a Dask cluster: a scheduler's address "
         "(tcp://host:8786), or local:N for N worker processes on this machine (docs/cluster.md)",
     )
+    p.add_argument(
+        "--retry-unfinished",
+        action="store_true",
+        help="trace again the tests this DIR's run recorded as timed out, crashed or in error "
+        "(e.g. a timeout on a loaded host); their old records are kept beside, in "
+        "trace/results.<start>.retried.jsonl",
+    )
 
 
 def add_conflict_options(p) -> None:
@@ -190,6 +197,7 @@ def run_from_args(
         quiet=quiet,
         set_aside_incompatible=set_aside_incompatible,
         cluster=args.cluster,
+        retry_unfinished=args.retry_unfinished,
     )
 
 

@@ -87,12 +87,14 @@ def run_tests(
     quiet: bool = False,
     set_aside_incompatible: bool = False,
     cluster: str | None = None,
+    retry_unfinished: bool = False,
 ) -> dict:
     """Runs DIR/tests.jsonl (or the selected part) on the target ``open_target(tests
     header)`` gives, and returns the run summary.
 
     ``set_aside_incompatible``: see ResultsStore.
     ``cluster``: a Dask scheduler's address, or ``local:N`` (trace/cluster.py).
+    ``retry_unfinished``: tests recorded as timed out, crashed or in error run again.
     """
     if not 1 <= settings.repeats <= 100:
         raise UserError("--repeats must be from 1 to 100")
@@ -121,6 +123,8 @@ def run_tests(
         log,
         test_hashes={t.id: content_hash(t.raw) for t in tests},
     )
+    if retry_unfinished:
+        store.set_aside_unfinished(log)
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
     # A VM keeps about one host core busy: its two test CPUs take turns (A, then B) and
     # CPU 0 mostly sleeps. One VM per core traced 15.7 tests/s on 2 cores, one VM 10.8.

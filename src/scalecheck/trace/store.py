@@ -28,6 +28,8 @@ RESULTS_VERSION = 1
 MUST_MATCH = ("target", "kernel", "repeats", "granularity", "filters", "lsm", "fs", "tracer")
 # Header field: the hash of the tests file the records were made from.
 TESTS_HASH = "tests_sha256"
+# Statuses of tests that did not run to the end: `run --retry-failed` traces them again.
+DID_NOT_FINISH = ("timeout", "crash", "error")
 
 
 class IncompatibleStore(Exception):
@@ -101,6 +103,7 @@ class ResultsStore:
                 self._drop_stale(old_header, header, set_aside_incompatible, log)
         if not (path.exists() and path.stat().st_size):
             write_text_atomically(path, _lines(header, []))
+        self.header = header
         # Open for the store's life: every finished test is appended as it comes.
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115
         self._failed: UserError | None = None
@@ -183,6 +186,25 @@ class ResultsStore:
             "their tests run again",
             file=sys.stderr,
         )
+
+    def set_aside_unfinished(self, log) -> int:
+        """Moves the records of tests that did not run to the end (a timeout under a loaded
+        host, a crash, an error) to ``results.<now>.retried.jsonl``: their tests run again,
+        and what they gave before is kept beside. Returns how many."""
+        unfinished = [r for r in self.finished.values() if r.get("status") in DID_NOT_FINISH]
+        if not unfinished:
+            return 0
+        kept = self.path.with_name(
+            f"results.{self.header['started'].replace(':', '')}.retried.jsonl"
+        )
+        write_text_atomically(kept, _lines(self.header, unfinished))
+        for record in unfinished:
+            del self.finished[record["id"]]
+        self._file.close()
+        write_text_atomically(self.path, _lines(self.header, self.finished.values()))
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        log(f"{len(unfinished)} tests that did not finish (kept as {kept}): running them again")
+        return len(unfinished)
 
     def append(self, record: dict):
         with self._lock:
