@@ -58,6 +58,16 @@ def test_stress_under_threads(component, variant):
     assert counts(line)[0] > 1000, line
 
 
+@pytest.mark.parametrize("variant", ["release", "tsan", "asan"])
+def test_ebr_bounds_what_a_stalled_reader_holds_back(variant):
+    """A thread inside a section (as if preempted) while another retires 4 x
+    EBR_PENDING_MAX callbacks: the check fails when more than 2 x EBR_PENDING_MAX
+    wait at once (each of them waited before the bound), or when one never runs."""
+    line = assert_clean(sv6_check(variant, "ebr-stall"))
+    retired, most_waiting = counts(line)[:2]
+    assert retired > 2 * most_waiting, line
+
+
 def test_refcache_stress_moves_references_between_cores():
     line = assert_clean(sv6_check("release", "refcache-stress", "--threads", "3", "--seconds", "1"))
     created, handoffs, upgrades, reads = counts(line)[:4]

@@ -10,12 +10,16 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define MAX_THREADS 256
 /* Try to reclaim once this many more callbacks wait than after the last try:
  * amortizes the scan of every thread's slot, whose announcements those threads
  * keep writing. */
 #define RECLAIM_BATCH 64
+/* How long a thread holding EBR_PENDING_MAX callbacks (ebr.h) waits in ebr_exit:
+ * the caller may hold a lock that the stalled section waits for. */
+#define EBR_WAIT_NS (20 * 1000 * 1000L)
 
 /* One per thread.  The retired list stays in the slot when its thread exits
  * (the next thread to take the slot, or ebr_drain, runs it); its lock is
@@ -140,6 +144,26 @@ static unsigned long run(struct ebr_node *list)
     return ran;
 }
 
+static long elapsed_ns(const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - since->tv_sec) * 1000000000L + (now.tv_nsec - since->tv_nsec);
+}
+
+/* Outside any section of this thread, with EBR_PENDING_MAX callbacks held:
+ * yields to the readers that hold the epoch back and reclaims as it moves,
+ * until fewer wait or EBR_WAIT_NS has passed. */
+static void wait_for_readers(struct slot *slot)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (atomic_load(&slot->pending) >= EBR_PENDING_MAX && elapsed_ns(&start) < EBR_WAIT_NS) {
+        sched_yield();
+        run(take_expired(slot, UINT64_MAX, try_advance()));
+    }
+}
+
 void ebr_enter(void)
 {
     struct slot *slot = my_slot();
@@ -166,10 +190,18 @@ void ebr_exit(void)
     unsigned pending = atomic_load(&slot->pending);
     if (pending < self.reclaim_at) /* an ebr_drain ran this list meanwhile */
         self.reclaim_at = pending;
-    if (self.reclaiming || pending < self.reclaim_at + RECLAIM_BATCH)
+    if (self.reclaiming)
         return;
-    run(take_expired(slot, UINT64_MAX, try_advance()));
-    self.reclaim_at = atomic_load(&slot->pending);
+    if (pending >= self.reclaim_at + RECLAIM_BATCH) {
+        run(take_expired(slot, UINT64_MAX, try_advance()));
+        self.reclaim_at = atomic_load(&slot->pending);
+    }
+    /* At every exit, not only every RECLAIM_BATCH: a wait that timed out lets
+     * one more section's callbacks in, not a batch. */
+    if (pending >= EBR_PENDING_MAX) {
+        wait_for_readers(slot);
+        self.reclaim_at = atomic_load(&slot->pending);
+    }
 }
 
 void ebr_retire(struct ebr_node *node, void (*reclaim)(struct ebr_node *node))

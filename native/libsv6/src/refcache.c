@@ -3,6 +3,7 @@
 
 #include <sched.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Lock-free tries of the consistent read before it locks every core. */
 #define READ_TRIES 8
@@ -114,6 +115,30 @@ static void flush_slot(struct refcache *rc, struct refcache_core *core,
 static void tick_core(struct refcache *rc, struct refcache_core *core);
 static void end_epoch(struct refcache *rc, struct refcache_core *self);
 
+static long elapsed_ns(const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - since->tv_sec) * 1000000000L + (now.tv_nsec - since->tv_nsec);
+}
+
+/* Self-ticking, no lock of core held, REFCACHE_WAITING_MAX objects on core's
+ * review list: ticks core again, yielding in between, so that the epochs end
+ * (helping a lagging core as end_epoch does) and the list is reviewed, until
+ * fewer wait or REFCACHE_WAIT_NS has passed. */
+static void wait_for_epochs(struct refcache *rc, struct refcache_core *core)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (atomic_load(&core->waiting) >= REFCACHE_WAITING_MAX && elapsed_ns(&start) < REFCACHE_WAIT_NS) {
+        sched_yield();
+        sv6_lock(&core->lock);
+        tick_core(rc, core);
+        sv6_unlock(&core->lock);
+        end_epoch(rc, core);
+    }
+}
+
 void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
 {
     struct refcache_core *core = &rc->cores[sv6_core()];
@@ -132,8 +157,11 @@ void refcache_add(struct refcache *rc, struct refcache_obj *obj, int64_t delta)
     if (tick)
         tick_core(rc, core);
     sv6_unlock(&core->lock);
-    if (tick)
+    if (tick) {
         end_epoch(rc, core);
+        if (atomic_load(&core->waiting) >= REFCACHE_WAITING_MAX)
+            wait_for_epochs(rc, core);
+    }
 }
 
 void refcache_inc(struct refcache *rc, struct refcache_obj *obj)

@@ -50,6 +50,7 @@ bool check_stop(void);
 
 int check_alloc_unit(const struct check_args *args);
 int check_alloc_stress(const struct check_args *args);
+int check_ebr_stall(const struct check_args *args);
 int check_refcache_unit(const struct check_args *args);
 int check_refcache_stress(const struct check_args *args);
 int check_fdtable_unit(const struct check_args *args);

@@ -16,6 +16,7 @@ static const struct {
     int (*run)(const struct check_args *args);
 } CHECKS[] = {
     {"alloc-unit", check_alloc_unit},         {"alloc-stress", check_alloc_stress},
+    {"ebr-stall", check_ebr_stall},
     {"refcache-unit", check_refcache_unit},   {"refcache-stress", check_refcache_stress},
     {"fdtable-unit", check_fdtable_unit},     {"fdtable-stress", check_fdtable_stress},
     {"dir-unit", check_dir_unit},             {"dir-stress", check_dir_stress},

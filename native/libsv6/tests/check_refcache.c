@@ -163,6 +163,34 @@ static void check_self_ticking(void)
     free_refcache(rc);
 }
 
+/* Self-ticking with core 1 holding a delta and never flushing (its thread
+ * preempted): epochs end only when core 0 helps it, after REFCACHE_STALLS
+ * failed tries, so without the bound core 0's review list would grow by 32
+ * ticks' worth of objects per epoch; with it, core 0's ticks wait (yielding,
+ * ticking again) once REFCACHE_WAITING_MAX objects are listed. */
+static void check_waiting_bounded_behind_a_lagging_core(void)
+{
+    struct refcache *rc = new_refcache();
+    rc->self_ticking = true;
+    struct thing *kept = new_thing(1);
+    sv6_core_set(1);
+    take(rc, kept);
+    sv6_core_set(0);
+    unsigned most_waiting = 0;
+    enum { OBJECTS = 16 * REFCACHE_WAITING_MAX };
+    for (unsigned i = 0; i < OBJECTS; i++) {
+        drop(rc, new_thing(1));
+        unsigned waiting = atomic_load(&rc->cores[0].waiting);
+        if (waiting > most_waiting)
+            most_waiting = waiting;
+    }
+    CHECK(most_waiting <= 2 * REFCACHE_WAITING_MAX,
+          "%u objects waited for review behind a lagging core", most_waiting);
+    drop(rc, kept);
+    drop(rc, kept);
+    free_refcache(rc);
+}
+
 int check_refcache_unit(const struct check_args *args)
 {
     (void)args;
@@ -215,6 +243,7 @@ int check_refcache_unit(const struct check_args *args)
 
     check_reference_moving_during_ticks(rc);
     check_self_ticking();
+    check_waiting_bounded_behind_a_lagging_core();
 
     /* Weak references: upgrade while alive, even at a count of zero waiting
      * for review (which then keeps it), NULL once freed. */

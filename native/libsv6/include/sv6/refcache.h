@@ -84,6 +84,12 @@ struct refcache_slot {
  * by the core that tried (a few milliseconds of another core's changes: more
  * than a preempted thread's time slice, so a busy core flushes itself). */
 #define REFCACHE_STALLS 32
+/* Self-ticking: objects on a core's review list beyond which its ticks wait,
+ * yielding, for the epochs to end (a thread preempted on another core holds
+ * them back while this one keeps queueing), for at most REFCACHE_WAIT_NS: the
+ * caller may hold a lock that the lagging core waits for. */
+#define REFCACHE_WAITING_MAX 1024
+#define REFCACHE_WAIT_NS (20 * 1000 * 1000L)
 
 struct refcache_core {
     SV6_ALIGNED struct sv6_lock lock;
