@@ -16,31 +16,8 @@ from scalecheck import refine
 from scalecheck.analysisfile import pair_file
 from scalecheck.models.loading import load_model
 from scalecheck.storage import read_json
+from test_trace_user import ANY_ID_MODEL  # any free id: alloc's id is the implementation's choice
 
-# Any free id, as in tests/test_trace_user.py: alloc's id is the implementation's choice.
-ANY_ID_MODEL = """
-from scalecheck.model import Dict, Int, Model, error, ok, operation
-
-Id = Int(0, 3)
-Value = Int(0, 9)
-
-
-class IdTable(Model):
-    def __init__(self):
-        self.slots = Dict(Id, Value).any()
-
-    @operation(value=Value)
-    def alloc(self, value):
-        new = self.slots.any_free_key()
-        self.slots[new] = value
-        return ok(new)
-
-    @operation(id=Id)
-    def lookup(self, id):
-        if id not in self.slots:
-            return error("ENOENT")
-        return ok(self.slots[id])
-"""
 CHOICE = "A.slots.free#0"
 
 
