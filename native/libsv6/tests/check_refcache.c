@@ -130,18 +130,27 @@ static void check_reference_moving_during_ticks(struct refcache *rc)
     CHECK(atomic_load(&things_alive) == 0, "not freed after the last drop");
 }
 
+/* A self-ticking refcache whose core 1 caches a delta on *kept and then goes
+ * idle (never flushes); the caller goes on as core 0. */
+static struct refcache *self_ticking_with_idle_core(struct thing **kept)
+{
+    struct refcache *rc = new_refcache();
+    rc->self_ticking = true;
+    *kept = new_thing(1);
+    sv6_core_set(1);
+    take(rc, *kept);
+    sv6_core_set(0);
+    return rc;
+}
+
 /* Self-ticking, with no refcache_tick: core 1 caches a delta and goes idle
  * while core 0 keeps creating and dropping objects.  They are freed as core 0
  * goes (it flushes core 1 once core 1 held an epoch back REFCACHE_STALLS
  * times), and core 1's delta still counts. */
 static void check_self_ticking(void)
 {
-    struct refcache *rc = new_refcache();
-    rc->self_ticking = true;
-    struct thing *kept = new_thing(1);
-    sv6_core_set(1);
-    take(rc, kept);
-    sv6_core_set(0);
+    struct thing *kept;
+    struct refcache *rc = self_ticking_with_idle_core(&kept);
     long alive_before = atomic_load(&things_alive);
     enum { ROUNDS = 64 * REFCACHE_FLUSH_EVERY };
     for (unsigned i = 0; i < ROUNDS; i++) {
@@ -170,12 +179,8 @@ static void check_self_ticking(void)
  * ticking again) once REFCACHE_WAITING_MAX objects are listed. */
 static void check_waiting_bounded_behind_a_lagging_core(void)
 {
-    struct refcache *rc = new_refcache();
-    rc->self_ticking = true;
-    struct thing *kept = new_thing(1);
-    sv6_core_set(1);
-    take(rc, kept);
-    sv6_core_set(0);
+    struct thing *kept;
+    struct refcache *rc = self_ticking_with_idle_core(&kept);
     unsigned most_waiting = 0;
     enum { OBJECTS = 16 * REFCACHE_WAITING_MAX };
     for (unsigned i = 0; i < OBJECTS; i++) {
