@@ -98,10 +98,9 @@ def test_a_line_passed_between_the_workers_moves_once_per_operation(tmp_path):
     assert 0.85 <= passes["invalidations_per_operation"] <= 1.1, passes
 
 
-def test_writes_to_a_line_the_other_worker_only_reads_are_invalidations(tmp_path):
-    """empty's publish-line: worker 0 stores to a line worker 1 only loads. Each store
-    finds the line held by both (no data moves: an invalidation, worker 0's); each load
-    after a store brings the line over (a transfer, worker 1's)."""
+def publish_catalog(tmp_path: Path) -> Path:
+    """A catalog of one benchmark, "publish": empty's publish-line, whose worker 0 stores
+    to a line worker 1 only loads."""
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     (catalog / "publish.toml").write_text(
@@ -109,6 +108,14 @@ def test_writes_to_a_line_the_other_worker_only_reads_are_invalidations(tmp_path
         'command = "native/benchmarks/bin/empty --threads --workers {cores} --warmup {warmup}'
         ' --duration {duration} --mode publish-line"\n'
     )
+    return catalog
+
+
+def test_writes_to_a_line_the_other_worker_only_reads_are_invalidations(tmp_path):
+    """empty's publish-line: worker 0 stores to a line worker 1 only loads. Each store
+    finds the line held by both (no data moves: an invalidation, worker 0's); each load
+    after a store brings the line over (a transfer, worker 1's)."""
+    catalog = publish_catalog(tmp_path)
     out = tmp_path / "publish.json"
     run = sharing("publish", "--catalog", str(catalog), "--duration", "0.2", "--json", str(out))
     assert run.returncode == 0, run.stderr[-3000:]

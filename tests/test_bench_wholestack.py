@@ -10,6 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 import wholestack  # noqa: E402
+from test_bench_sharing import publish_catalog  # noqa: E402
 
 
 def system_sharing(tmp_path: Path, benchmark: str, *args: str) -> dict:
@@ -85,13 +86,7 @@ def test_writes_to_a_line_the_other_thread_only_reads_are_invalidations_in_the_g
     """empty's publish-line in the guest: worker 0 stores to a line worker 1 only loads.
     Each store finds the line held by both vCPUs (an invalidation, worker 0's, no data
     moved); each load after a store brings it over (a transfer, worker 1's)."""
-    catalog = tmp_path / "catalog"
-    catalog.mkdir()
-    (catalog / "publish.toml").write_text(
-        '[[benchmark]]\nname = "publish"\nbuild = "make -s -C native/benchmarks bin/empty"\n'
-        'command = "native/benchmarks/bin/empty --threads --workers {cores} --warmup {warmup}'
-        ' --duration {duration} --mode publish-line"\n'
-    )
+    catalog = publish_catalog(tmp_path)
     document = system_sharing(tmp_path, "publish", "--catalog", str(catalog), "--duration", "0.3")
     # (the kernel zeroes the line's page at its first fault, in whichever worker's region
     # touched it first: clear_page_rep, one write)
