@@ -117,3 +117,10 @@ def test_refine_appends_tests_counts_what_cannot_be_refined_and_refines_once(tes
     assert (tests_dir / "tests.jsonl").read_text().splitlines() == [json.dumps(t) for t in after]
     assert cli("testgen", str(tests_dir), "--cap", "2").returncode == 0
     assert "refines" not in (tests_dir / "tests.jsonl").read_text()
+    # A tests file testgen would not make from this analysis (a test gone): paths are
+    # found by number there, so refine refuses it in one line, exit 2.
+    lines = (tests_dir / "tests.jsonl").read_text().splitlines()
+    (tests_dir / "tests.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    done = cli("testgen", str(tests_dir), "--refine-left-path")
+    assert done.returncode == 2 and "is not the file testgen made" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
