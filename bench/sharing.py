@@ -18,7 +18,12 @@ of a line the other wrote last, a write to a line the other holds and this one d
 in the order the emulated threads made them; and apart from them by their invalidations:
 a worker's writes to a line it holds while the other holds it too (no data moves; the
 other's copy goes). A line both workers wrote once at their start moves once or twice; a
-line they write at every operation moves at every operation.
+line they write at every operation moves at every operation. Then the 128-byte-aligned
+pairs of lines the workers split (each touches one line of the pair, one writing), ranked
+by their pair transfers: the accesses that would have been transfers had the unit been the
+pair, and were not transfers of the line. x86's L2 spatial prefetcher fetches a line's pair
+with it, so such neighbours slow each other though they share no line (`pair-split`: two
+workers writing the two lines of one pair).
 With --warmup 0 (the default) the regions are the counted window (but for the few
 operations between its end and the workers' stop), and the transfers are also given per
 operation.
@@ -58,12 +63,19 @@ from scalecheck.errors import UserError
 from scalecheck.output import run_printing
 from scalecheck.trace.linux.kernel_symbols import USER_END
 from scalecheck.trace.outcome import conflict_bytes
-from scalecheck.trace.regions import FLAG_TRANSFERS, Region, RegionReader, shared_lines
+from scalecheck.trace.regions import (
+    FLAG_PAIR_TRANSFERS,
+    FLAG_TRANSFERS,
+    Region,
+    RegionReader,
+    shared_lines,
+)
 from scalecheck.trace.tracer_build import ensure_plugin
 from scalecheck.trace.user.program_symbols import ProgramSymbols
 from scalecheck.trace.user.program_worker import QEMU_USER
 
 WORKERS = 2
+LINE_BYTES = 64
 
 
 def thread_command(template: str, series: dict, warmup: float, duration: float, workdir: str):
@@ -119,6 +131,8 @@ def pick_workers(regions: list[Region]) -> list[Region]:
     workers = [by_tag[index][0] for index in range(WORKERS)]
     if not all(region.flags & FLAG_TRANSFERS for region in workers):
         raise ValueError("the plugin did not count transfers (an older build?)")
+    if not all(region.flags & FLAG_PAIR_TRANSFERS for region in workers):
+        raise ValueError("the plugin did not count pair transfers (an older build?)")
     return workers
 
 
@@ -184,22 +198,26 @@ class ProgramNames:
         return f"{holder} data" if holder else "(heap or mapping)"
 
 
+def line_code(line, function_of) -> tuple:
+    """The functions that touched a line, each with W (wrote) or R (read only)."""
+    # PC 0: the plugin's one site for the PCs beyond its per-line limit
+    return tuple(
+        sorted(
+            {
+                f"{function_of(s.pc) if s.pc else '(further PCs)'}:{'W' if s.write_mask else 'R'}"
+                for s in line.sites
+            }
+        )
+    )
+
+
 def named_groups(pairs: list, data_of, function_of) -> list[dict]:
     """The shared lines grouped by where they are (user or kernel space: ``seen_at``), the
     data that holds them (``data_of(a, b)``) and the code of each worker
     (``function_of(pc)``), most transfers first."""
 
     def code(line) -> tuple:
-        # PC 0: the plugin's one site for the PCs beyond its per-line limit
-        return tuple(
-            sorted(
-                {
-                    f"{function_of(s.pc) if s.pc else '(further PCs)'}:"
-                    f"{'W' if s.write_mask else 'R'}"
-                    for s in line.sites
-                }
-            )
-        )
+        return line_code(line, function_of)
 
     groups: dict[tuple, dict] = {}
     for a, b in pairs:
@@ -229,6 +247,45 @@ def named_groups(pairs: list, data_of, function_of) -> list[dict]:
     )
 
 
+def split_pairs(a: Region, b: Region) -> list:
+    """The 128-byte-aligned pairs whose lines the two regions split, one line each (at least
+    one of them writing), where either counted pair transfers: (a's line, b's line)."""
+    found = []
+    for paddr in sorted(a.lines):
+        mine, theirs = a.lines[paddr], b.lines.get(paddr ^ LINE_BYTES)
+        if theirs is None or not (mine.written or theirs.written):
+            continue
+        if mine.pair_transfers or theirs.pair_transfers:
+            found.append((mine, theirs))
+    return found
+
+
+def pair_groups(pairs: list, data_of_line, function_of) -> list[dict]:
+    """The split pairs grouped by space, each worker's data (``data_of_line(line)``) and
+    code, most pair transfers first."""
+    groups: dict[tuple, dict] = {}
+    for a, b in pairs:
+        space = "user" if seen_at(a, b) < USER_END else "kernel"
+        data = [data_of_line(a), data_of_line(b)]
+        code_a, code_b = line_code(a, function_of), line_code(b, function_of)
+        group = groups.setdefault(
+            (space, *data, code_a, code_b),
+            {
+                "space": space,
+                "pairs": 0,
+                "data": data,
+                "worker0": list(code_a),
+                "worker1": list(code_b),
+                "pair_transfers": [0, 0],
+                "example": hex(seen_at(a, b)),
+            },
+        )
+        group["pairs"] += 1
+        group["pair_transfers"][0] += a.pair_transfers
+        group["pair_transfers"][1] += b.pair_transfers
+    return sorted(groups.values(), key=lambda g: (-sum(g["pair_transfers"]), -g["pairs"]))
+
+
 def seen_at(a, b) -> int:
     """The virtual address that names a shared line: a user one when either worker's
     first access was through one (the kernel may have touched the page first through its
@@ -236,35 +293,65 @@ def seen_at(a, b) -> int:
     return min(a.vaddr, b.vaddr)
 
 
-def user_groups(pairs: list, names: ProgramNames) -> list[dict]:
-    return named_groups(pairs, lambda a, b: names.data(seen_at(a, b)), names.function)
+def user_groups(regions: list, names: ProgramNames) -> tuple[list[dict], list[dict]]:
+    """The shared lines' groups and the split pairs' groups of a user-mode trace."""
+    shared = named_groups(
+        shared_lines(*regions), lambda a, b: names.data(seen_at(a, b)), names.function
+    )
+    pairs = pair_groups(split_pairs(*regions), lambda line: names.data(line.vaddr), names.function)
+    return shared, pairs
 
 
-def stack_groups(pairs: list, names: ProgramNames, kernel, namer) -> list[dict]:
-    """The groups of a system-mode trace: user lines named as in user mode, kernel lines
-    as `scalecheck trace` names them (kernel symbols; slab objects and BTF fields from the
-    guest's memory through ``namer``, a datanames.DataNamer)."""
-    kernel_pairs = [(a, b) for a, b in pairs if seen_at(a, b) >= USER_END]
-    classified = [kernel.classify(a.vaddr) for a, _ in kernel_pairs]
+def kernel_names(entries: list[tuple], kernel, namer) -> dict:
+    """Kernel lines' names by paddr, each entry (line, bytes mask), as `scalecheck trace`
+    names them (slab objects and BTF fields from the guest's memory through ``namer``, a
+    datanames.DataNamer; else the kernel symbol, else the kind of memory)."""
+    classified = [kernel.classify(line.vaddr) for line, _ in entries]
     found = namer.name_lines(
         [
-            (kind, a.vaddr, a.paddr, conflict_bytes(a, b))
-            for (a, b), (kind, _) in zip(kernel_pairs, classified, strict=True)
+            (kind, line.vaddr, line.paddr, mask)
+            for (line, mask), (kind, _) in zip(entries, classified, strict=True)
         ]
     )
-    kernel_data = {
-        a.paddr: name or symbol or kind
-        for (a, _), (kind, symbol), name in zip(kernel_pairs, classified, found, strict=True)
+    return {
+        line.paddr: name or symbol or kind
+        for (line, _), (kind, symbol), name in zip(entries, classified, found, strict=True)
     }
+
+
+def stack_groups(
+    regions: list, names: ProgramNames, kernel, namer
+) -> tuple[list[dict], list[dict]]:
+    """The shared lines' and the split pairs' groups of a system-mode trace: user lines
+    named as in user mode, kernel lines as `scalecheck trace` names them."""
+    shared, split = shared_lines(*regions), split_pairs(*regions)
+    shared_data = kernel_names(
+        [(a, conflict_bytes(a, b)) for a, b in shared if seen_at(a, b) >= USER_END],
+        kernel,
+        namer,
+    )
+    pair_data = kernel_names(
+        [
+            (line, line.read_mask | line.write_mask)
+            for pair in split
+            for line in pair
+            if line.vaddr >= USER_END
+        ],
+        kernel,
+        namer,
+    )
 
     def data_of(a, b) -> str:
         vaddr = seen_at(a, b)
-        return names.data(vaddr) if vaddr < USER_END else kernel_data[a.paddr]
+        return names.data(vaddr) if vaddr < USER_END else shared_data[a.paddr]
+
+    def data_of_line(line) -> str:
+        return names.data(line.vaddr) if line.vaddr < USER_END else pair_data[line.paddr]
 
     def function_of(pc: int) -> str:
         return names.function(pc) if pc < USER_END else kernel.function(pc)
 
-    return named_groups(pairs, data_of, function_of)
+    return named_groups(shared, data_of, function_of), pair_groups(split, data_of_line, function_of)
 
 
 def harness_names(result: dict, program: Path) -> tuple[int, SharedObjects]:
@@ -299,7 +386,7 @@ def benchmark_command(args, entry, mode: str, runtime: str, workdir: str) -> tup
 
 def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> tuple:
     """Runs the benchmark's 2 worker threads under qemu-x86_64 and the plugin: (result,
-    groups); UserError when it cannot be run or read."""
+    regions, groups, pair groups); UserError when it cannot be run or read."""
     trace = Path(scratch) / "trace.bin"
     plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on"
     try:
@@ -325,13 +412,13 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> t
     except ValueError as err:
         raise unread(err, result) from None
     names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
-    return result, regions, user_groups(shared_lines(*regions), names)
+    return result, regions, *user_groups(regions, names)
 
 
 def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
     """Runs the benchmark's 2 workers inside the Linux target's guest (wholestack.py):
-    (result, regions, groups) with the kernel's lines among them; UserError when it cannot
-    be run or read."""
+    (result, regions, groups, pair groups) with the kernel's lines among them; UserError
+    when it cannot be run or read."""
     kernel = wholestack.Kernel()
     run = wholestack.GuestRun(kernel, argv, args.env, program, REPO, Path(scratch))
     try:
@@ -347,12 +434,12 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
         names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
         namer = run.data_namer()
         try:
-            groups = stack_groups(shared_lines(*regions), names, kernel.symbols, namer)
+            groups, pairs = stack_groups(regions, names, kernel.symbols, namer)
         finally:
             namer.close()
     finally:
         run.stop()
-    return result, regions, groups
+    return result, regions, groups, pairs
 
 
 def unread(err: ValueError, result: dict) -> UserError:
@@ -374,23 +461,38 @@ def per_operation(count: int, ops, warmup: float) -> float | None:
     return count / ops if warmup == 0 and isinstance(ops, int) and ops > 0 else None
 
 
-def totals(groups: list[dict], ops, warmup: float) -> dict:
-    """Shared lines, transfers and invalidations of the groups, with both per operation."""
+def totals(groups: list[dict], pairs: list[dict], ops, warmup: float) -> dict:
+    """Shared lines, transfers and invalidations of the groups, pair transfers of the split
+    pairs, each also per operation."""
     moved = sum(sum(group["transfers"]) for group in groups)
     invalidated = sum(sum(group["invalidations"]) for group in groups)
+    pair_moved = sum(sum(group["pair_transfers"]) for group in pairs)
     return {
         "shared_lines": sum(group["lines"] for group in groups),
         "transfers": moved,
         "invalidations": invalidated,
+        "split_pairs": sum(group["pairs"] for group in pairs),
+        "pair_transfers": pair_moved,
         "transfers_per_operation": per_operation(moved, ops, warmup),
         "invalidations_per_operation": per_operation(invalidated, ops, warmup),
+        "pair_transfers_per_operation": per_operation(pair_moved, ops, warmup),
     }
 
 
 def counts_text(counts: dict) -> str:
-    rates = (counts["transfers_per_operation"], counts["invalidations_per_operation"])
-    return f"{counts['transfers']} transfers, {counts['invalidations']} invalidations" + (
-        ", {:.3f} and {:.3f} per operation".format(*rates) if rates[0] is not None else ""
+    rates = (
+        counts["transfers_per_operation"],
+        counts["invalidations_per_operation"],
+        counts["pair_transfers_per_operation"],
+    )
+    return (
+        f"{counts['transfers']} transfers, {counts['invalidations']} invalidations, "
+        f"{counts['pair_transfers']} pair transfers in {counts['split_pairs']} split pairs"
+        + (
+            ", {:.3f}, {:.3f} and {:.3f} per operation".format(*rates)
+            if rates[0] is not None
+            else ""
+        )
     )
 
 
@@ -430,6 +532,18 @@ def print_groups(document: dict, top: int):
         print("most invalidations:")
         for group in [g for g in by_invalidations if sum(g["invalidations"])][: min(top, 10)]:
             print_group(group, system)
+    pairs = document["pair_groups"]
+    if pairs:
+        print("pairs of lines (128 bytes) split between the workers, most pair transfers first:")
+        print(f"{'pairs':>6} {'pair transfers':>18}  worker 0's data | worker 1's data")
+        for group in pairs[:top]:
+            moved = "{}+{}".format(*group["pair_transfers"])
+            where = f"{group['space']}: " if system else ""
+            print(f"{group['pairs']:6d} {moved:>18}  {where}{' | '.join(group['data'])}")
+            print(f"        worker 0: {' '.join(group['worker0'])}")
+            print(f"        worker 1: {' '.join(group['worker1'])}")
+        if len(pairs) > top:
+            print(f"... {len(pairs) - top} more pair groups (--top, or --json for all)")
 
 
 def environment_setting(text: str) -> tuple[str, str]:
@@ -502,15 +616,21 @@ def main() -> int:
             workdir = wholestack.GUEST_WORKDIR if args.system else scratch
             argv, program = benchmark_command(args, entry, mode, runtime, workdir)
             if args.system:
-                result, regions, groups = trace_system(args, argv, program, scratch)
+                result, regions, groups, pairs = trace_system(args, argv, program, scratch)
             else:
-                result, regions, groups = trace_workers(args, entry.name, argv, program, scratch)
+                traced = trace_workers(args, entry.name, argv, program, scratch)
+                result, regions, groups, pairs = traced
     except UserError as err:
         print(f"sharing: error: {err}", file=sys.stderr)
         return 2
     ops = result.get("extra", {}).get("ops")
     spaces = {
-        space: totals([g for g in groups if g["space"] == space], ops, args.warmup)
+        space: totals(
+            [g for g in groups if g["space"] == space],
+            [g for g in pairs if g["space"] == space],
+            ops,
+            args.warmup,
+        )
         for space in ("user", "kernel")
     }
     document = {
@@ -523,9 +643,10 @@ def main() -> int:
         "lines_touched": [len(r.lines) for r in regions],
         "operations": ops,
         "warmup_s": args.warmup,
-        **totals(groups, ops, args.warmup),
+        **totals(groups, pairs, ops, args.warmup),
         "spaces": spaces,
         "groups": groups,
+        "pair_groups": pairs,
     }
     # The file first: a reader of the table that leaves early (`| head`) loses nothing.
     if args.json:

@@ -10,6 +10,9 @@ series lands in the same minute) of:
   line-transfer          two workers passing one cache line back and forth (2 workers
                          only): what one transfer of a line between the two vCPUs costs
                          in that run, the price of every line that threads share
+  pair-split             two workers writing the two lines of one 128-byte pair, no line
+                         shared: what the prefetcher's pairs cost the machine (why
+                         libsv6 places per-core data on pairs of lines)
   sv6-statbench-mixed    fstatx (commutative) beside fstat with refcache / a shared counter
   sv6-openbench          O_ANYFD (commutative) beside the lowest fd
   sv6-mailbench          commutative APIs beside regular ones
@@ -63,6 +66,7 @@ from scalecheck.benchsuite.plot import plot_results
 BENCHMARKS = [
     "empty",
     "line-transfer",
+    "pair-split",
     "sv6-statbench-mixed",
     "sv6-statbench-mixed-private",
     "sv6-openbench",
@@ -75,6 +79,7 @@ BENCHMARKS = [
 ]
 CEILING = ("empty", "")
 LINE_TRANSFER = "line-transfer"
+PAIR_SPLIT = ("pair-split", "")
 # Each commutative series and its control.
 COMMUTATIVE = {
     ("sv6-statbench-mixed", "fstatx"): ("sv6-statbench-mixed-private", "fstatx"),
@@ -154,7 +159,7 @@ def plot_ratios(rows: list[dict], bar: float, transfer_ns: float | None, out: Pa
     by_series = {(row["benchmark"], row["mode"]): row for row in rows}
     first = [CEILING, *(series for pair in COMMUTATIVE.items() for series in pair)]
     order = [s for s in first if s in by_series] + sorted(by_series.keys() - set(first))
-    controls = {CEILING, *COMMUTATIVE.values()}
+    controls = {CEILING, PAIR_SPLIT, *COMMUTATIVE.values()}
     figure, axis = plt.subplots(figsize=(max(7.0, 0.95 * len(order)), 4.6))
     for x, series in enumerate(order):
         row = by_series[series]
@@ -170,7 +175,7 @@ def plot_ratios(rows: list[dict], bar: float, transfer_ns: float | None, out: Pa
     axis.grid(True, axis="y", alpha=0.3)
     handles = [
         Patch(color=SERIES_COLORS["commutative"], alpha=0.6, label="commutative"),
-        Patch(color=SERIES_COLORS["control"], alpha=0.6, label="empty loop, controls"),
+        Patch(color=SERIES_COLORS["control"], alpha=0.6, label="empty loop, pair split, controls"),
         Patch(color=SERIES_COLORS["other"], alpha=0.6, label="non-commutative"),
         plt.Line2D([], [], linestyle="--", color="black", label=f"bar {bar:g}x"),
         plt.Line2D([], [], linestyle=":", color="black", label="2x"),

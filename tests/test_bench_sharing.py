@@ -98,6 +98,24 @@ def test_a_line_passed_between_the_workers_moves_once_per_operation(tmp_path):
     assert 0.85 <= passes["invalidations_per_operation"] <= 1.1, passes
 
 
+def test_two_workers_writing_the_two_lines_of_a_pair_share_no_line_but_move_the_pair(tmp_path):
+    """pair-split: each worker stores to its own line of one 128-byte-aligned pair. No line
+    is shared; the pair is split between them and each worker's stores count pair
+    transfers (the other wrote the pair's other line since), named by the code."""
+    out = tmp_path / "pair.json"
+    # (1 s: on a loaded host one emulated thread can wait out a whole 0.2 s window)
+    run = sharing("pair-split", "--duration", "1", "--json", str(out))
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(out.read_text())
+    assert document["shared_lines"] == 0 and document["transfers"] == 0, document["groups"]
+    [pair] = document["pair_groups"]
+    assert pair["pairs"] == 1 and pair["worker0"] == pair["worker1"] == ["split_pair:W"]
+    assert min(pair["pair_transfers"]) > 0, pair
+    assert document["split_pairs"] == 1
+    assert document["pair_transfers"] == sum(pair["pair_transfers"])
+    assert "pairs of lines (128 bytes) split between the workers" in run.stdout
+
+
 def publish_catalog(tmp_path: Path) -> Path:
     """A catalog of one benchmark, "publish": empty's publish-line, whose worker 0 stores
     to a line worker 1 only loads."""

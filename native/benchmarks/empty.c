@@ -7,7 +7,10 @@
  * one transfer of a line between their CPUs costs (catalog entry line-transfer).  Mode
  * "publish-line" has worker 0 store to that line at every operation while the others
  * only load it: the writer holds the line beside the readers, so its stores move no data
- * but invalidate their copies (the tracer's invalidations, bench/sharing.py).
+ * but invalidate their copies (the tracer's invalidations, bench/sharing.py).  Mode
+ * "split-pair" has the even workers store to the first line of a 128-byte-aligned pair and
+ * the odd ones to the second: no line is shared, but x86's L2 spatial prefetcher fetches a
+ * line's pair with it (the tracer's pair transfers; catalog entry pair-split).
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -54,6 +57,16 @@ static void pass_line(struct hc_worker *w)
     }
 }
 
+/* The mapping is page-aligned: its first two lines are one pair. */
+static void split_pair(struct hc_worker *w)
+{
+    volatile uint64_t *mine = shared_word + (w->index % 2) * (64 / sizeof *shared_word);
+    while (hc_running(w)) {
+        __atomic_store_n(mine, w->slot->ops, __ATOMIC_RELAXED);
+        hc_count(w);
+    }
+}
+
 static void publish_line(struct hc_worker *w)
 {
     while (hc_running(w)) {
@@ -65,9 +78,10 @@ static void publish_line(struct hc_worker *w)
     }
 }
 
-static const char *const modes[] = {"own-line", "shared-line", "pass-line", "publish-line", NULL};
+static const char *const modes[] = {"own-line",     "shared-line", "pass-line",
+                                    "publish-line", "split-pair",  NULL};
 static void (*const loops[])(struct hc_worker *) = {own_line, shared_line, pass_line,
-                                                     publish_line};
+                                                     publish_line, split_pair};
 
 static void worker(struct hc_worker *w)
 {

@@ -61,7 +61,7 @@ static inline void worker_ready(struct hc_worker *w)
     (void)w;
     ebr_enter();
     ebr_exit();
-    sv6_free_lines(sv6_alloc_lines(SV6_CACHELINE), SV6_CACHELINE);
+    sv6_free_lines(sv6_alloc_lines(SV6_PLACEMENT), SV6_PLACEMENT);
     arena_reserve();
 }
 

@@ -56,7 +56,7 @@ static void setup(void)
 
 static size_t list_limit(size_t lines)
 {
-    size_t blocks = SV6_LINES_KEPT_BYTES / (lines * SV6_CACHELINE);
+    size_t blocks = SV6_LINES_KEPT_BYTES / (lines * SV6_PLACEMENT);
     return blocks < 16 ? 16 : blocks;
 }
 
@@ -73,7 +73,7 @@ __attribute__((noinline)) void *sv6_lines_take(size_t lines)
     list->newest = block->next;
     list->count--;
     if (scalecheck_malloclike)
-        scalecheck_malloclike(block, lines * SV6_CACHELINE, __builtin_return_address(0));
+        scalecheck_malloclike(block, lines * SV6_PLACEMENT, __builtin_return_address(0));
     return block;
 }
 
@@ -83,7 +83,7 @@ __attribute__((noinline)) bool sv6_lines_keep(void *p, size_t lines)
         /* AddressSanitizer knows each block's size: a free that names another size
          * than its allocation's (elsewhere it would put the block on the list of
          * that size, to be handed out too small) stops here. */
-        if (malloc_usable_size(p) != lines * SV6_CACHELINE) {
+        if (malloc_usable_size(p) != lines * SV6_PLACEMENT) {
             fprintf(stderr, "sv6_free_lines: a block of %zu bytes freed as %zu lines\n",
                     malloc_usable_size(p), lines);
             abort();

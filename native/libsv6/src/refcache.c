@@ -62,7 +62,7 @@ static void seq_end(struct refcache_slot *slot)
 
 static unsigned slot_index(const struct refcache_obj *obj)
 {
-    uintptr_t bits = (uintptr_t)obj / SV6_CACHELINE;
+    uintptr_t bits = (uintptr_t)obj / SV6_PLACEMENT;
     return (unsigned)((bits ^ bits >> 8) % REFCACHE_SLOTS);
 }
 

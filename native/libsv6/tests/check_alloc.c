@@ -26,42 +26,42 @@ static void *kept_blocks_thread(void *arg)
     (void)arg;
     void *blocks[100];
     for (int i = 0; i < 100; i++)
-        blocks[i] = sv6_alloc_lines(16 * SV6_CACHELINE);
+        blocks[i] = sv6_alloc_lines(16 * SV6_PLACEMENT);
     for (int i = 0; i < 100; i++)
-        sv6_free_lines(blocks[i], 16 * SV6_CACHELINE);
+        sv6_free_lines(blocks[i], 16 * SV6_PLACEMENT);
     return (void *)(uintptr_t)sv6_lines_kept();
 }
 
 int check_alloc_unit(const struct check_args *args)
 {
     (void)args;
-    void *p = sv6_alloc_lines(100);
-    CHECK((uintptr_t)p % SV6_CACHELINE == 0, "not on a line boundary: %p", p);
+    void *p = sv6_alloc_lines(SV6_PLACEMENT + 36); /* two units */
+    CHECK((uintptr_t)p % SV6_PLACEMENT == 0, "not on a pair boundary: %p", p);
     size_t before = sv6_lines_kept();
-    sv6_free_lines(p, 100);
+    sv6_free_lines(p, SV6_PLACEMENT + 36);
     CHECK(sv6_lines_kept() == before + KEEPS, "kept %zu after one free", sv6_lines_kept());
-    void *one_line = sv6_alloc_lines(SV6_CACHELINE);
-    CHECK(one_line != p || !KEEPS, "a 2-line block handed out for 1 line");
-    void *again = sv6_alloc_lines(2 * SV6_CACHELINE);
-    CHECK(again == p || !KEEPS, "the kept 2-line block not handed out again");
+    void *one_line = sv6_alloc_lines(SV6_PLACEMENT);
+    CHECK(one_line != p || !KEEPS, "a 2-unit block handed out for 1 unit");
+    void *again = sv6_alloc_lines(2 * SV6_PLACEMENT);
+    CHECK(again == p || !KEEPS, "the kept 2-unit block not handed out again");
     CHECK(sv6_lines_kept() == before, "kept %zu, not %zu", sv6_lines_kept(), before);
-    sv6_free_lines(one_line, SV6_CACHELINE);
-    sv6_free_lines(again, 2 * SV6_CACHELINE);
+    sv6_free_lines(one_line, SV6_PLACEMENT);
+    sv6_free_lines(again, 2 * SV6_PLACEMENT);
 
-    void *large = sv6_alloc_lines((SV6_LINES_KEPT_MAX + 1) * SV6_CACHELINE);
+    void *large = sv6_alloc_lines((SV6_LINES_KEPT_MAX + 1) * SV6_PLACEMENT);
     size_t kept = sv6_lines_kept();
-    sv6_free_lines(large, (SV6_LINES_KEPT_MAX + 1) * SV6_CACHELINE);
+    sv6_free_lines(large, (SV6_LINES_KEPT_MAX + 1) * SV6_PLACEMENT);
     CHECK(sv6_lines_kept() == kept, "a block above SV6_LINES_KEPT_MAX kept");
 
     /* A list stops at SV6_LINES_KEPT_BYTES. */
-    enum { LINES = 8, MANY = SV6_LINES_KEPT_BYTES / (LINES * SV6_CACHELINE) + 50 };
+    enum { LINES = 8, MANY = SV6_LINES_KEPT_BYTES / (LINES * SV6_PLACEMENT) + 50 };
     static void *many[MANY];
     kept = sv6_lines_kept();
     for (int i = 0; i < MANY; i++)
-        many[i] = sv6_alloc_lines(LINES * SV6_CACHELINE);
+        many[i] = sv6_alloc_lines(LINES * SV6_PLACEMENT);
     for (int i = 0; i < MANY; i++)
-        sv6_free_lines(many[i], LINES * SV6_CACHELINE);
-    size_t limit = KEEPS * (SV6_LINES_KEPT_BYTES / (LINES * SV6_CACHELINE));
+        sv6_free_lines(many[i], LINES * SV6_PLACEMENT);
+    size_t limit = KEEPS * (SV6_LINES_KEPT_BYTES / (LINES * SV6_PLACEMENT));
     CHECK(sv6_lines_kept() <= kept + limit, "kept %zu > limit %zu", sv6_lines_kept() - kept, limit);
 
     /* What an exited thread kept goes back to malloc. */
@@ -72,7 +72,7 @@ int check_alloc_unit(const struct check_args *args)
     CHECK(pthread_join(thread, &thread_kept) == 0, "pthread_join");
     CHECK((uintptr_t)thread_kept == KEEPS * 100, "the thread kept %zu", (size_t)(uintptr_t)thread_kept);
     size_t used_after = mallinfo2().uordblks;
-    CHECK(used_after < used_before + 100 * 16 * SV6_CACHELINE / 2,
+    CHECK(used_after < used_before + 100 * 16 * SV6_PLACEMENT / 2,
           "%zu bytes still allocated after the thread's exit", used_after - used_before);
     if (!KEEPS) {
         /* A free that names another size than the allocation's stops the program. */
@@ -81,7 +81,7 @@ int check_alloc_unit(const struct check_args *args)
         CHECK(child >= 0, "fork");
         if (child == 0) {
             freopen("/dev/null", "w", stderr);
-            sv6_free_lines(sv6_alloc_lines(2 * SV6_CACHELINE), SV6_CACHELINE);
+            sv6_free_lines(sv6_alloc_lines(2 * SV6_PLACEMENT), SV6_PLACEMENT);
             _exit(0);
         }
         int status;
@@ -150,7 +150,7 @@ static void alloc_stress_body(unsigned index, void *arg)
             }
             held[i] = NULL;
         } else {
-            sizes[i] = (1 + check_below(&rng, SV6_LINES_KEPT_MAX + 8)) * SV6_CACHELINE;
+            sizes[i] = (1 + check_below(&rng, SV6_LINES_KEPT_MAX + 8)) * SV6_PLACEMENT;
             held[i] = sv6_alloc_lines(sizes[i]);
             stamps[i] = check_random(&rng) | 1;
             stamp(held[i], sizes[i], stamps[i]);

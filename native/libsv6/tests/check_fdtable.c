@@ -10,9 +10,9 @@
 
 /* Each partition starts a cache line of its own, and its lock (which close
  * writes) has another: a lock-free open reads only the first. */
-_Static_assert(alignof(struct fdtable_part) == SV6_CACHELINE, "partition alignment");
-_Static_assert(offsetof(struct fdtable_part, lock) == SV6_CACHELINE, "lock on a line of its own");
-_Static_assert(sizeof(struct fdtable_part) % SV6_CACHELINE == 0, "partition size");
+_Static_assert(alignof(struct fdtable_part) == SV6_PLACEMENT, "partition alignment");
+_Static_assert(offsetof(struct fdtable_part, lock) == SV6_PLACEMENT, "lock on a line of its own");
+_Static_assert(sizeof(struct fdtable_part) % SV6_PLACEMENT == 0, "partition size");
 
 static int values[8];
 
@@ -130,7 +130,7 @@ static void fd_body(unsigned index, void *arg)
 
 int check_fdtable_stress(const struct check_args *args)
 {
-    struct fd_stress *s = aligned_alloc(SV6_CACHELINE, sizeof *s);
+    struct fd_stress *s = aligned_alloc(SV6_PLACEMENT, sizeof *s);
     CHECK(s, "out of memory");
     fdtable_init(&s->table);
     atomic_init(&s->allocations, 0);

@@ -10,7 +10,7 @@
 
 #include <stdalign.h>
 
-_Static_assert(alignof(struct radix_node) == SV6_CACHELINE, "node on lines of its own");
+_Static_assert(alignof(struct radix_node) == SV6_PLACEMENT, "node on lines of its own");
 
 _Static_assert(RADIX_DIRECT > 2 && RADIX_DIRECT < RADIX_FANOUT - 1,
                "the checks' keys: three direct keys, and one leaf holds RADIX_DIRECT and 511");
@@ -191,7 +191,7 @@ static void radix_body(unsigned index, void *arg)
 
 int check_radix_stress(const struct check_args *args)
 {
-    struct radix_stress *s = aligned_alloc(SV6_CACHELINE, sizeof *s);
+    struct radix_stress *s = aligned_alloc(SV6_PLACEMENT, sizeof *s);
     CHECK(s, "out of memory");
     radix_init(&s->tree, true); /* its root made by the first thread that needs it */
     atomic_init(&s->reads, 0);

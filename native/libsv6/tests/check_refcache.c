@@ -28,7 +28,7 @@ static void release_thing(struct refcache_obj *obj)
 
 static struct thing *new_thing(long count)
 {
-    struct thing *t = aligned_alloc(SV6_CACHELINE, sizeof *t);
+    struct thing *t = aligned_alloc(SV6_PLACEMENT, sizeof *t);
     CHECK(t, "out of memory");
     memset(t, 0, sizeof *t);
     refcache_obj_init(&t->ref, count, release_thing);
@@ -58,7 +58,7 @@ static void tick_and_drain(struct refcache *rc)
 
 static struct refcache *new_refcache(void)
 {
-    struct refcache *rc = aligned_alloc(SV6_CACHELINE, sizeof *rc);
+    struct refcache *rc = aligned_alloc(SV6_PLACEMENT, sizeof *rc);
     CHECK(rc, "out of memory");
     refcache_init(rc);
     return rc;

@@ -9,7 +9,7 @@
 #include <stdalign.h>
 #include <string.h>
 
-_Static_assert(alignof(struct usock_queue) == SV6_CACHELINE, "queue lock on its own line");
+_Static_assert(alignof(struct usock_queue) == SV6_PLACEMENT, "queue lock on its own line");
 
 static ssize_t send_int(struct usock *s, int value)
 {
@@ -106,7 +106,7 @@ int check_usock_stress(const struct check_args *args)
     CHECK(args->threads >= 2, "needs a sender and a receiver");
     unsigned long total_taken = 0, steals = 0;
     for (int ordered = 0; ordered <= 1; ordered++) {
-        struct usock_stress *s = aligned_alloc(SV6_CACHELINE, sizeof *s);
+        struct usock_stress *s = aligned_alloc(SV6_PLACEMENT, sizeof *s);
         CHECK(s, "out of memory");
         memset(s, 0, sizeof *s);
         usock_init(&s->sock, ordered);

@@ -7,6 +7,7 @@ record per traced region::
     u32 interrupts, u32 nlines, then nlines x
         (u64 paddr_line, u64 vaddr_line, u64 read_mask, u64 write_mask, u32 nsites,
          [u32 transfers, u32 invalidations, when flags has FLAG_TRANSFERS],
+         [u32 pair_transfers, when flags has FLAG_PAIR_TRANSFERS],
          nsites x (u64 pc, u64 read_mask, u64 write_mask))
 
 A site with PC 0 stands for the PCs beyond the plugin's per-line limit.
@@ -26,11 +27,13 @@ FLAG_CTXSWITCH = 1
 FLAG_RESTARTED = 2
 FLAG_PCS_TRUNCATED = 4
 FLAG_TRANSFERS = 8  # the plugin ran with transfers=on: lines carry both counts
+FLAG_PAIR_TRANSFERS = 16  # ... and, from a plugin that counts them, their pair transfers
 
 _HEAD = struct.Struct("<IIII QQ II")
 _LINE = struct.Struct("<QQQQI")
 _SITE = struct.Struct("<QQQ")
 _COUNTS = struct.Struct("<II")
+_PAIR_COUNT = struct.Struct("<I")
 
 
 @functools.cache
@@ -62,6 +65,7 @@ class Line:
         "_sites",
         "invalidations",
         "paddr",
+        "pair_transfers",
         "read_mask",
         "transfers",
         "vaddr",
@@ -78,6 +82,7 @@ class Line:
         site_bytes: bytes = b"",
         transfers: int | None = None,
         invalidations: int | None = None,
+        pair_transfers: int | None = None,
     ):
         self.paddr, self.vaddr, self.read_mask, self.write_mask = (
             paddr,
@@ -92,6 +97,10 @@ class Line:
         # This region's writes to the line while it held it beside another vCPU: no data
         # moved, the other copies were invalidated (None: not counted).
         self.invalidations = invalidations
+        # This region's accesses that would have been transfers had the coherence unit
+        # been the line's 128-byte pair (what x86's spatial prefetcher moves), and were not
+        # transfers of the line (None: not counted).
+        self.pair_transfers = pair_transfers
 
     @property
     def sites(self) -> list:
@@ -193,6 +202,12 @@ def _parse_region(buf: bytes, pos: int):
                 return None
             transfers, invalidations = _COUNTS.unpack_from(buf, pos)
             pos += _COUNTS.size
+        pair_transfers = None
+        if flags & FLAG_PAIR_TRANSFERS:
+            if len(buf) - pos < _PAIR_COUNT.size:
+                return None
+            (pair_transfers,) = _PAIR_COUNT.unpack_from(buf, pos)
+            pos += _PAIR_COUNT.size
         if len(buf) - pos < nsites * _SITE.size:
             return None
         end = pos + nsites * _SITE.size
@@ -204,6 +219,7 @@ def _parse_region(buf: bytes, pos: int):
             site_bytes=buf[pos:end],
             transfers=transfers,
             invalidations=invalidations,
+            pair_transfers=pair_transfers,
         )
         pos = end
     return region, pos

@@ -18,7 +18,11 @@
 //! vCPUs hold and this one does not), in the order the traced accesses of all vCPUs reach
 //! the plugin; and apart from them its invalidations: the writes to a line this vCPU
 //! already holds while other vCPUs hold it too, which move no data but take the line from
-//! the others' caches (their next access is then a transfer).
+//! the others' caches (their next access is then a transfer). Each line also counts its
+//! pair transfers: the accesses that would have been transfers had the coherence unit been
+//! the line's 128-byte-aligned pair but were not transfers of the line itself (x86's L2
+//! spatial prefetcher fetches a line's pair with it, so two vCPUs writing the two lines of
+//! one pair slow each other though they share no line).
 //!
 //! In system mode only kernel code's accesses are recorded, unless `user=on`: then the
 //! accesses of user code between the markers are recorded too (a program's threads traced
@@ -50,6 +54,8 @@ const IRETQ: [u8; 2] = [0x48, 0xcf];
 /// Kernel code lives in the upper half of the x86-64 address space.
 const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
 const LINE: u64 = 64;
+/// The unit x86's spatial prefetcher moves: a line and its pair.
+const PAIR: u64 = 2 * LINE;
 const MAX_VCPUS: usize = 64;
 /// Deeper than any real nesting of interrupts/exceptions: the stack must have lost track.
 const MAX_ENTRY_DEPTH: usize = 32;
@@ -61,7 +67,9 @@ const FLAG_RESTARTED: u32 = 2;
 const FLAG_PCS_TRUNCATED: u32 = 4;
 /// Each line record carries its transfer and invalidation counts (`transfers=on`).
 const FLAG_TRANSFERS: u32 = 8;
-/// The lines' holders are kept in this many maps, each under its own lock, so that vCPUs
+/// Each line record carries its pair transfers after them (`transfers=on`).
+const FLAG_PAIR_TRANSFERS: u32 = 16;
+/// The pairs' holders are kept in this many maps, each under its own lock, so that vCPUs
 /// touching different lines seldom wait for each other.
 const HOLDER_SHARDS: usize = 64;
 
@@ -113,6 +121,7 @@ struct LineInfo {
     last_site: usize,
     transfers: u32,
     invalidations: u32,
+    pair_transfers: u32,
 }
 
 /// Which vCPUs' caches hold a line, as a coherent cache with room for every line sees it.
@@ -133,6 +142,26 @@ enum Coherence {
     Transfer,
     /// A write to a line this vCPU holds beside others: no data moves, the other copies go.
     Invalidation,
+}
+
+/// The holders of a 128-byte pair of lines: of each line, and of the pair as one unit.
+#[derive(Default)]
+struct PairHolders {
+    lines: [Holders; 2],
+    pair: Holders,
+}
+
+impl PairHolders {
+    /// One access by `vcpu` to `line` (of this pair): what it cost the line, and whether it
+    /// was a transfer of the pair only (a transfer had the unit been the pair, not one of
+    /// the line).
+    fn access(&mut self, line: u64, vcpu: u32, store: bool) -> (Coherence, bool) {
+        let half = ((line / LINE) % 2) as usize;
+        let cost = self.lines[half].access(vcpu, store);
+        let pair_cost = self.pair.access(vcpu, store);
+        let pair_only = pair_cost == Coherence::Transfer && cost != Coherence::Transfer;
+        (cost, pair_only)
+    }
 }
 
 impl Holders {
@@ -260,8 +289,8 @@ struct Tracer {
     user_mode: bool,
     /// System mode with `user=on`: user code's accesses are recorded too.
     user_code: bool,
-    /// With `transfers=on`: every traced line's holders, sharded by line.
-    holders: Option<Vec<Mutex<LineMap<Holders>>>>,
+    /// With `transfers=on`: every traced pair's holders, sharded by pair.
+    holders: Option<Vec<Mutex<LineMap<PairHolders>>>>,
 }
 
 static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -288,7 +317,7 @@ impl Tracer {
             MARK_START => {
                 let mut region = Region { tag: vcpu.building_tag, ..Region::default() };
                 if self.holders.is_some() {
-                    region.flags |= FLAG_TRANSFERS;
+                    region.flags |= FLAG_TRANSFERS | FLAG_PAIR_TRANSFERS;
                 }
                 if vcpu.region.is_some() {
                     region.flags |= FLAG_RESTARTED;
@@ -368,9 +397,14 @@ impl Tracer {
         for line in region.record(paddr, vaddr, size, store, pc, max_pcs).into_iter().flatten() {
             if let Some(shards) = &self.holders {
                 // Taken under this vCPU's lock, never the other way round.
-                let shard = &shards[(line / LINE) as usize % HOLDER_SHARDS];
-                let cost = shard.lock().unwrap().entry(line).or_default().access(index, store);
+                let pair = line & !(PAIR - 1);
+                let shard = &shards[(pair / PAIR) as usize % HOLDER_SHARDS];
+                let (cost, pair_only) =
+                    shard.lock().unwrap().entry(pair).or_default().access(line, index, store);
                 let entry = region.lines.get_mut(&line).expect("line just recorded");
+                if pair_only {
+                    entry.pair_transfers = entry.pair_transfers.saturating_add(1);
+                }
                 match cost {
                     Coherence::Transfer => entry.transfers = entry.transfers.saturating_add(1),
                     Coherence::Invalidation => {
@@ -401,6 +435,9 @@ impl Tracer {
             if region.flags & FLAG_TRANSFERS != 0 {
                 buf.extend_from_slice(&info.transfers.to_le_bytes());
                 buf.extend_from_slice(&info.invalidations.to_le_bytes());
+            }
+            if region.flags & FLAG_PAIR_TRANSFERS != 0 {
+                buf.extend_from_slice(&info.pair_transfers.to_le_bytes());
             }
             for site in &info.sites {
                 for v in [site.pc, site.read_mask, site.write_mask] {
@@ -670,6 +707,35 @@ mod tests {
         // The events are told apart from the markers' magics.
         for event in [EXEC_IRQ_ENTRY, EXEC_EXC_ENTRY, EXEC_SWITCH, EXEC_IRETQ] {
             assert!(![MARK_START, MARK_END, MARK_TAG0, MARK_TAG1].contains(&(event as u32)));
+        }
+    }
+
+    #[test]
+    fn two_vcpus_writing_the_two_lines_of_a_pair_move_the_pair_not_a_line() {
+        let mut pair = PairHolders::default();
+        // vCPU 0 writes line 0x1000, vCPU 1 line 0x1040, in turn: no line moves, the pair
+        // does at every access but the first.
+        let accesses: Vec<_> =
+            (0..4).map(|i| pair.access(0x1000 + 0x40 * (i % 2), (i % 2) as u32, true)).collect();
+        assert_eq!(
+            accesses,
+            [
+                (Coherence::Local, false),
+                (Coherence::Local, true),
+                (Coherence::Local, true),
+                (Coherence::Local, true)
+            ]
+        );
+        // One line passed back and forth: transfers of the line, none of the pair only.
+        let mut shared = PairHolders::default();
+        shared.access(0x1000, 0, true);
+        assert_eq!(shared.access(0x1000, 1, false), (Coherence::Transfer, false));
+        assert_eq!(shared.access(0x1000, 1, true), (Coherence::Invalidation, false));
+        // Two lines of different pairs: nothing moves.
+        let (mut a, mut b) = (PairHolders::default(), PairHolders::default());
+        for _ in 0..2 {
+            assert_eq!(a.access(0x1000, 0, true), (Coherence::Local, false));
+            assert_eq!(b.access(0x1080, 1, true), (Coherence::Local, false));
         }
     }
 

@@ -1,11 +1,13 @@
 /*
- * alloc.h - memory on whole cache lines, freed blocks kept per thread.
+ * alloc.h - memory on whole pairs of cache lines (SV6_PLACEMENT), freed blocks
+ * kept per thread.
  *
- * Every object that threads share gets lines of its own: malloc's header of the
- * chunk lies on the line before it and the next chunk's header on the line
- * after it, so no byte a caller uses shares a line with a header or with
- * another allocation, whose writes (malloc's included) would otherwise meet
- * this object's readers.
+ * Every object that threads share gets pairs of lines of its own: malloc's
+ * header of the chunk lies on the pair before it and the next chunk's header on
+ * the pair after it, so no byte a caller uses shares a line (or a line's
+ * prefetched pair) with a header or with another allocation, whose writes
+ * (malloc's included) would otherwise meet this object's readers.  "lines" in
+ * the names below count SV6_PLACEMENT units.
  *
  * Freed blocks of up to SV6_LINES_KEPT_MAX lines go to a list of the freeing
  * thread, one list per size in lines, and the next allocation of that size on
@@ -33,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Kept: an inode (94 lines), a page's copy and a radix node (65 each). */
+/* Kept: an inode (72 pairs of lines), a page's copy and a radix node (33 each). */
 #define SV6_LINES_KEPT_MAX 96
 #define SV6_LINES_KEPT_BYTES (256u << 10)
 
@@ -46,7 +48,7 @@ size_t sv6_lines_kept(void);
 
 static inline size_t sv6_lines_of(size_t size)
 {
-    return (size + SV6_CACHELINE - 1) / SV6_CACHELINE;
+    return (size + SV6_PLACEMENT - 1) / SV6_PLACEMENT;
 }
 
 /* Aborts when out of memory: an in-memory model has nothing to fall back on. */
@@ -55,7 +57,7 @@ static inline __attribute__((always_inline)) void *sv6_alloc_lines(size_t size)
     size_t lines = sv6_lines_of(size);
     void *p = sv6_lines_take(lines);
     if (!p)
-        p = aligned_alloc(SV6_CACHELINE, lines * SV6_CACHELINE);
+        p = aligned_alloc(SV6_PLACEMENT, lines * SV6_PLACEMENT);
     if (!p)
         abort();
     return p;

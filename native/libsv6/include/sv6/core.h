@@ -14,10 +14,16 @@
 #define SV6_NCORES 16
 #endif
 
+/* The unit of coherence: what the tracer counts. */
 #define SV6_CACHELINE 64
-/* Every shared counter and lock starts its own cache line: two cores that
- * update different ones never write the same line. */
-#define SV6_ALIGNED _Alignas(SV6_CACHELINE)
+/* The unit of placement: a 128-byte-aligned pair of lines.  x86's L2 spatial
+ * prefetcher fetches a line's pair with it, so two cores writing the two lines
+ * of one pair slow each other as if they shared a line (fstatx's threads ran at
+ * 0.85 of their processes' ratio placed on single lines; docs/libsv6.md). */
+#define SV6_PLACEMENT (2 * SV6_CACHELINE)
+/* Every shared counter and lock starts its own pair of lines: two cores that
+ * update different ones never write the same line or its pair. */
+#define SV6_ALIGNED _Alignas(SV6_PLACEMENT)
 
 /* The calling thread's core slot, 0 .. SV6_NCORES-1. */
 unsigned sv6_core(void);
