@@ -260,13 +260,26 @@ def split_pairs(a: Region, b: Region) -> list:
     return found
 
 
+def pair_vaddrs(a, b) -> tuple[int, int]:
+    """The virtual addresses that name a split pair's two lines: a user one for both when
+    either worker's first access was through one (the other line is its pair in the same
+    page; the kernel may have touched that one first through its direct map)."""
+    if a.vaddr < USER_END <= b.vaddr:
+        return a.vaddr, a.vaddr ^ LINE_BYTES
+    if b.vaddr < USER_END <= a.vaddr:
+        return b.vaddr ^ LINE_BYTES, b.vaddr
+    return a.vaddr, b.vaddr
+
+
 def pair_groups(pairs: list, data_of_line, function_of) -> list[dict]:
-    """The split pairs grouped by space, each worker's data (``data_of_line(line)``) and
-    code, most pair transfers first."""
+    """The split pairs grouped by space, each worker's data (``data_of_line(line,
+    vaddr)``, at ``pair_vaddrs``) and code, most pair transfers first."""
     groups: dict[tuple, dict] = {}
     for a, b in pairs:
         space = "user" if seen_at(a, b) < USER_END else "kernel"
-        data = [data_of_line(a), data_of_line(b)]
+        data = [
+            data_of_line(line, vaddr) for line, vaddr in zip((a, b), pair_vaddrs(a, b), strict=True)
+        ]
         code_a, code_b = line_code(a, function_of), line_code(b, function_of)
         group = groups.setdefault(
             (space, *data, code_a, code_b),
@@ -298,7 +311,9 @@ def user_groups(regions: list, names: ProgramNames) -> tuple[list[dict], list[di
     shared = named_groups(
         shared_lines(*regions), lambda a, b: names.data(seen_at(a, b)), names.function
     )
-    pairs = pair_groups(split_pairs(*regions), lambda line: names.data(line.vaddr), names.function)
+    pairs = pair_groups(
+        split_pairs(*regions), lambda line, vaddr: names.data(vaddr), names.function
+    )
     return shared, pairs
 
 
@@ -334,8 +349,8 @@ def stack_groups(
         [
             (line, line.read_mask | line.write_mask)
             for pair in split
-            for line in pair
-            if line.vaddr >= USER_END
+            for line, vaddr in zip(pair, pair_vaddrs(*pair), strict=True)
+            if vaddr >= USER_END
         ],
         kernel,
         namer,
@@ -345,8 +360,8 @@ def stack_groups(
         vaddr = seen_at(a, b)
         return names.data(vaddr) if vaddr < USER_END else shared_data[a.paddr]
 
-    def data_of_line(line) -> str:
-        return names.data(line.vaddr) if line.vaddr < USER_END else pair_data[line.paddr]
+    def data_of_line(line, vaddr: int) -> str:
+        return names.data(vaddr) if vaddr < USER_END else pair_data[line.paddr]
 
     def function_of(pc: int) -> str:
         return names.function(pc) if pc < USER_END else kernel.function(pc)

@@ -48,6 +48,24 @@ def test_the_passed_line_moves_once_per_operation_in_user_space(tmp_path):
     assert kernel["transfers"] < sum(line["transfers"]) / 2, document["spaces"]
 
 
+def test_a_split_pair_is_named_in_user_space_on_both_sides(tmp_path):
+    """pair-split in the guest: the two workers' lines of one pair share no line but count
+    pair transfers; both are named as user data, though the kernel zeroed one of them
+    first (its fault) through its direct map."""
+    document = system_sharing(tmp_path, "pair-split", "--duration", "0.5")
+    pairs = [g for g in document["pair_groups"] if "split_pair:W" in g["worker0"]]
+    [pair] = [g for g in pairs if "split_pair:W" in g["worker1"]]
+    assert pair["space"] == "user" and min(pair["pair_transfers"]) > 0, pair
+    assert document["spaces"]["user"]["pair_transfers"] >= sum(pair["pair_transfers"])
+    assert not [
+        g
+        for g in document["groups"]
+        if g["space"] == "user"
+        and "split_pair:W" in g["worker0"] + g["worker1"]
+        and sum(g["transfers"]) > 2
+    ], document["groups"]
+
+
 def test_threads_that_fault_in_pages_share_their_mm_in_the_kernel(tmp_path):
     """faultzf's workers as threads, each mapping, touching and unmapping 256 KiB: one
     address space, so the kernel's mm_struct (mmap_lock, counters) moves between them,
