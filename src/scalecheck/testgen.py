@@ -32,6 +32,7 @@ from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivale
 from scalecheck import __version__, allowed, argtypes, binding, rundir_lock, testfile
 from scalecheck.analysisfile import all_pairs, pair_file, pair_is_current, read_analysis_meta
 from scalecheck.engine.commute import OBSERVED
+from scalecheck.engine.rawz3 import assert_all
 from scalecheck.errors import UserError
 from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.output import stdout_console
@@ -268,7 +269,7 @@ def _path_tests(
     pattern = IsomorphismPattern(observations, kinds, terms, context)
     values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern), text)
     choices = allowed.PathChoices(
-        list(solver.assertions()),
+        solver.assertions(),
         terms,
         list(_all_observations(observations)),
         observations["results"],
@@ -293,7 +294,7 @@ def _path_tests(
                 test["values"] = values_pattern.describe(variant)
             tests.append(test)
         classes += 1
-        solver.add(pattern.exclude(values))
+        assert_all(solver, [pattern.exclude(values)])
     return tests, "capped_paths" if solver.check() == z3.sat else "complete", value_capped
 
 
