@@ -156,3 +156,19 @@ def test_term_text_prints_as_python_does_and_once_per_term():
     assert again.get_id() == term.get_id()
     text._printed[term.get_id()] = (term, "printed before")
     assert text(again) == "printed before"
+
+
+def test_term_text_reuses_the_text_of_the_same_term_of_another_pair(monkeypatch):
+    def term(context):
+        f = z3.Function("procs[0].fds.off", z3.IntSort(context), z3.IntSort(context))
+        return f(z3.Int("B.fd", context)) == z3.Int("B.off", context)
+
+    first, second = term(z3.Context()), term(z3.Context())
+    assert testgen.TermText()(first) == str(first)
+    monkeypatch.setitem(testgen.TermText._by_smtlib, first.sexpr(), "printed for another pair")
+    assert testgen.TermText()(second) == "printed for another pair"
+    # Terms that print differently have other SMT-LIB texts (sorts show in numerals).
+    x, r = z3.Int("x"), z3.Real("x")
+    samples = [x + 1, r + 1, z3.If(x > 0, x, -x), z3.Not(x == 1), z3.Distinct(x, x + 1)]
+    text = testgen.TermText()
+    assert [text(t) for t in samples] == [str(t) for t in samples]
