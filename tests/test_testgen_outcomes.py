@@ -48,6 +48,33 @@ def test_each_tests_own_world_decides_its_legal_choices():
     assert left == []
 
 
+def test_legal_choices_are_found_once_per_values_of_the_world_they_depend_on(monkeypatch):
+    """The legal choices depend on the open table (``open`` is applied to the choice),
+    not on the unrelated ``B.len``: tests that differ only there share one enumeration;
+    a test with another open table gets its own."""
+    choices = _path()
+    length = z3.Int("B.len")
+    choices.terms.append(length)
+    choices.world_terms.append(len(choices.terms) - 1)
+    found = []
+    enumerate_ = allowed._legal_assignments
+    monkeypatch.setattr(
+        allowed, "_legal_assignments", lambda *args: found.append(1) or enumerate_(*args)
+    )
+    free_0_and_2 = [1, False, True, False, 0, 0, 0]
+    first = choices.test_outcomes([*free_0_and_2, 5])
+    assert choices.test_outcomes([*free_0_and_2, 7]) == first
+    assert len(found) == 1
+    _, _, shown = choices.test_outcomes([1, True, True, False, 0, 0, 0, 5])
+    assert shown == [{"AB": [2, "*", "*"], "BA": [2, "*", "*"]}] and len(found) == 2
+
+
+def test_tied_terms_are_those_linked_to_the_functions_by_shared_symbols():
+    world = {0: {"x"}, 1: {"f", "y"}, 2: {"y", "x"}, 3: {"z"}, 4: {"g", "z"}}
+    assert allowed._tied_terms({"f"}, world) == [0, 1, 2]
+    assert allowed._tied_terms(set(), world) == []
+
+
 def test_a_path_without_a_visible_choice_has_no_outcomes():
     x = z3.Int("A.fd")
     choices = allowed.PathChoices([x > 0], [x], [{"obs": 0, "chosen": False}], {"AB": []})
@@ -66,6 +93,8 @@ def test_constant_names_are_those_of_a_python_walk_and_stop_where_asked():
     stopped = names.of(term, {"a"})
     assert not stopped <= {"a"}  # holds a name outside, so the term is not on {a} alone
     assert names.of(f(a) > a, {"a"}) == {"a"}
+    functions: set[str] = set()
+    assert names.of(term, functions=functions) == {"a", "b", "c"} and functions == {"f"}
 
 
 class FailingSolver:
@@ -127,3 +156,19 @@ def test_term_text_prints_as_python_does_and_once_per_term():
     assert again.get_id() == term.get_id()
     text._printed[term.get_id()] = (term, "printed before")
     assert text(again) == "printed before"
+
+
+def test_term_text_reuses_the_text_of_the_same_term_of_another_pair(monkeypatch):
+    def term(context):
+        f = z3.Function("procs[0].fds.off", z3.IntSort(context), z3.IntSort(context))
+        return f(z3.Int("B.fd", context)) == z3.Int("B.off", context)
+
+    first, second = term(z3.Context()), term(z3.Context())
+    assert testgen.TermText()(first) == str(first)
+    monkeypatch.setitem(testgen.TermText._by_smtlib, first.sexpr(), "printed for another pair")
+    assert testgen.TermText()(second) == "printed for another pair"
+    # Terms that print differently have other SMT-LIB texts (sorts show in numerals).
+    x, r = z3.Int("x"), z3.Real("x")
+    samples = [x + 1, r + 1, z3.If(x > 0, x, -x), z3.Not(x == 1), z3.Distinct(x, x + 1)]
+    text = testgen.TermText()
+    assert [text(t) for t in samples] == [str(t) for t in samples]

@@ -28,6 +28,8 @@ from typing import Protocol
 
 import z3
 
+from scalecheck.engine.rawz3 import assert_all, or_
+
 # Legal assignments of a test's visible choices tried at most; more leave it as it was.
 CHOICE_CAP = 8
 
@@ -46,9 +48,15 @@ class _ConstantNames:
     def __init__(self, context: z3.Context):
         self.ref = context.ref()
 
-    def of(self, term: z3.ExprRef, stop_outside: set[str] | None = None) -> set[str]:
+    def of(
+        self,
+        term: z3.ExprRef,
+        stop_outside: set[str] | None = None,
+        functions: set[str] | None = None,
+    ) -> set[str]:
         """The names in ``term``; with ``stop_outside``, the walk stops at the first name
-        outside it (the names found so far, that one included, are returned)."""
+        outside it (the names found so far, that one included, are returned). The names
+        of the uninterpreted functions applied in ``term`` go into ``functions``."""
         ref, found, seen = self.ref, set(), set()
         todo = [term.as_ast()]
         while todo:
@@ -67,6 +75,10 @@ class _ConstantNames:
                     if stop_outside is not None and name not in stop_outside:
                         return found
                 continue
+            if functions is not None:
+                decl = z3.Z3_get_app_decl(ref, app)
+                if z3.Z3_get_decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
+                    functions.add(z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl)))
             todo.extend(z3.Z3_get_app_arg(ref, app, i) for i in range(arity))
         return found
 
@@ -91,11 +103,12 @@ class PathChoices:
     """What one path lets the implementation choose, found once per path: the choices a
     result shows as is, and the path's constraints on the choices alone.
 
-    ``assertions``: the path's constraints (docs/format-analysis.md, smt2); ``terms``:
+    ``assertions``: the path's constraints (docs/format-analysis.md, smt2; a list or
+    the solver's AstVector, read only when a result shows a choice); ``terms``:
     the observed terms; ``entries``: every observation entry of the path; ``results``:
     the path's observed results."""
 
-    def __init__(self, assertions: list, terms: Terms, entries: list[dict], results: dict):
+    def __init__(self, assertions, terms: Terms, entries: list[dict], results: dict):
         self.assertions, self.terms, self.results = assertions, terms, results
         self.visible: dict[str, z3.ExprRef] = {}
         self.on_choices_alone: list = []
@@ -104,6 +117,10 @@ class PathChoices:
         self._legal: z3.Solver | None = None
         self._path: z3.Solver | None = None
         self._world_literals: dict[tuple, z3.BoolRef] = {}  # (term, value): reused by tests
+        # The world's terms that can bear on which choices are legal (see _tied_terms), and
+        # the legal assignments found so far by their values.
+        self._tied: list[int] = []
+        self._legal_by_world: dict[tuple, list[dict] | None] = {}
         chosen = sorted({e["obs"] for e in entries if e["chosen"]})
         # Only a choice a result shows as is (a constant) can be visible: without one, the
         # path's terms need no walk.
@@ -115,9 +132,13 @@ class PathChoices:
         if not shown:
             return
         names = _ConstantNames(terms[chosen[0]].ctx)
+        world_symbols: dict[int, set[str]] = {}
         world_names: set[str] = set()
         for index in self.world_terms:
-            world_names |= names.of(terms[index])
+            functions: set[str] = set()
+            constants = names.of(terms[index], functions=functions)
+            world_names |= constants
+            world_symbols[index] = constants | functions
         choices: set[str] = set()
         for index in chosen:
             choices |= names.of(terms[index]) - world_names
@@ -126,6 +147,10 @@ class PathChoices:
             self.on_choices_alone = [
                 a for a in assertions if (found := names.of(a, choices)) and found <= choices
             ]
+            functions = set()
+            for assertion in self.on_choices_alone:
+                names.of(assertion, functions=functions)
+            self._tied = _tied_terms(functions, world_symbols)
 
     def test_outcomes(self, values: list) -> tuple[list, list, list] | None:
         """(on-path outcomes, left-path outcomes, every legal choice) of the test whose
@@ -147,14 +172,18 @@ class PathChoices:
                 (self._path, self.assertions),
             ):
                 solver.set("timeout", 60_000)
-                solver.add(*constraints)
+                assert_all(solver, constraints)
         world = [self._world_literal(index, values[index]) for index in self.world_terms]
-        legal = _legal_assignments(self._legal, visible, world)
+        tied = tuple(values[index] for index in self._tied)
+        if tied not in self._legal_by_world:
+            tied_world = [self._world_literal(index, values[index]) for index in self._tied]
+            self._legal_by_world[tied] = _legal_assignments(self._legal, visible, tied_world)
+        legal = self._legal_by_world[tied]
         if legal is None:
             return None
         path = self._path
         path.push()
-        path.add(*world)
+        assert_all(path, world)
         on_path, left, shown = [], [], []
         for assignment in legal:
             chosen_only = {
@@ -163,7 +192,7 @@ class PathChoices:
             }
             shown.append(chosen_only)
             path.push()
-            path.add(*(visible[name] == value for name, value in assignment.items()))
+            assert_all(path, [visible[name] == value for name, value in assignment.items()])
             if path.check() == z3.sat:
                 on_path.append(fill_results(results, _decided_value(path, terms, results)))
             else:
@@ -180,18 +209,41 @@ class PathChoices:
         return self._world_literals[key]
 
 
+def _tied_terms(symbols: set[str], world_symbols: dict[int, set[str]]) -> list[int]:
+    """The world's terms (by index) tied to ``symbols`` (the functions the constraints on
+    the choices alone apply): those that name one of them, and, again and again, those
+    that name an uninterpreted symbol a tied term names. Which choices are legal in a
+    test's world depends on the values of these terms only: the other terms' values
+    share no symbol with the constraints or with these terms, and they hold together
+    (they are one model's), so they rule no choice out. Tests of a path that agree on
+    these values have the same legal choices (the world varies mostly elsewhere: which
+    names alias)."""
+    reached, tied = set(symbols), []
+    left = dict(world_symbols)
+    grew = True
+    while grew:
+        grew = False
+        for index, names in list(left.items()):
+            if names & reached:
+                reached |= names
+                tied.append(index)
+                del left[index]
+                grew = True
+    return sorted(tied)
+
+
 def _legal_assignments(solver: z3.Solver, visible: dict, world: list) -> list[dict] | None:
     """Every assignment (name -> value) of the visible choices that ``solver``'s
     constraints allow in the test's ``world``, in order of their values (not of Z3's
     answers, which depend on what the solver saw before); None beyond CHOICE_CAP."""
     solver.push()
-    solver.add(*world)
+    assert_all(solver, world)
     found: list[dict] = []
     while solver.check() == z3.sat and len(found) <= CHOICE_CAP:
         model = solver.model()
         assignment = {name: model.eval(c, model_completion=True) for name, c in visible.items()}
         found.append(assignment)
-        solver.add(z3.Or([visible[name] != value for name, value in assignment.items()]))
+        assert_all(solver, [or_([visible[name] != value for name, value in assignment.items()])])
     solver.pop()
     if len(found) > CHOICE_CAP:
         return None
@@ -215,7 +267,7 @@ def _decided_value(path: z3.Solver, terms: Terms, results) -> Callable:
     open_ = sorted(raw)
     while open_:
         path.push()
-        path.add(z3.Or([terms[obs] != raw[obs] for obs in open_]))
+        assert_all(path, [or_([terms[obs] != raw[obs] for obs in open_])])
         answer = path.check()
         other = path.model() if answer == z3.sat else None
         path.pop()

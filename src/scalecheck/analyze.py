@@ -157,7 +157,8 @@ def analyze_model(
         for result in map_unordered(_analyze_one, work, jobs):
             result["fingerprint"] = fingerprint
             a, b = result["pair"]
-            write_json_atomically(pair_file(out, a, b), result)
+            # One line: a large pair's file holds megabytes of SMT-LIB text.
+            write_json_atomically(pair_file(out, a, b), result, indent=None)
             progress.update(task, advance=1, description=f"{a} || {b} ({result['seconds']:.1f}s)")
     summary = summarize(out, ops)
     summary["variants"] = [

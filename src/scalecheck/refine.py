@@ -92,7 +92,7 @@ class RefinablePath:
         self.terms = testgen.ObservedTerms(self.solver)
         observations = path["observations"]
         self.choices = allowed.PathChoices(
-            list(self.solver.assertions()),
+            self.solver.assertions(),
             self.terms,
             list(testgen._all_observations(observations)),
             observations["results"],

@@ -79,8 +79,10 @@ def require_space(path: Path, needed: int) -> None:
         raise no_space(path, needed)
 
 
-def write_json_atomically(path: Path, data) -> None:
-    write_text_atomically(path, json.dumps(data, indent=1) + "\n")
+def write_json_atomically(path: Path, data, indent: int | None = 1) -> None:
+    """``indent=None`` writes one line, for large files programs read: Python's JSON
+    encoder is several times faster without indentation."""
+    write_text_atomically(path, json.dumps(data, indent=indent) + "\n")
 
 
 def write_text_atomically(path: Path, text: str) -> None:

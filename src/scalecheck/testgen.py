@@ -23,7 +23,7 @@ import os
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import z3
 from rich.table import Table
@@ -32,6 +32,7 @@ from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivale
 from scalecheck import __version__, allowed, argtypes, binding, rundir_lock, testfile
 from scalecheck.analysisfile import all_pairs, pair_file, pair_is_current, read_analysis_meta
 from scalecheck.engine.commute import OBSERVED
+from scalecheck.engine.rawz3 import assert_all
 from scalecheck.errors import UserError
 from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.output import stdout_console
@@ -268,7 +269,7 @@ def _path_tests(
     pattern = IsomorphismPattern(observations, kinds, terms, context)
     values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern), text)
     choices = allowed.PathChoices(
-        list(solver.assertions()),
+        solver.assertions(),
         terms,
         list(_all_observations(observations)),
         observations["results"],
@@ -293,7 +294,7 @@ def _path_tests(
                 test["values"] = values_pattern.describe(variant)
             tests.append(test)
         classes += 1
-        solver.add(pattern.exclude(values))
+        assert_all(solver, [pattern.exclude(values)])
     return tests, "capped_paths" if solver.check() == z3.sat else "complete", value_capped
 
 
@@ -425,7 +426,12 @@ class ValuePattern:
 class TermText:
     """Terms as Z3's Python API prints them, each printed once per pair: the paths of a
     pair share most terms (one node per term in the pair's context), and printing them
-    cost as much as a quarter of the solver's time."""
+    cost as much as a quarter of the solver's time. Pairs share many terms too (an fd's
+    offset), each in its own context: a term's SMT-LIB text, which Z3 prints in C and
+    which spells the whole term, finds the Python text printed for another pair."""
+
+    # SMT-LIB text -> Python text, for the pairs one worker process makes.
+    _by_smtlib: ClassVar[dict[str, str]] = {}
 
     def __init__(self):
         # By node id, with the term itself: kept alive, its id is not given to another.
@@ -434,7 +440,10 @@ class TermText:
     def __call__(self, term: z3.ExprRef) -> str:
         key = term.get_id()
         if key not in self._printed:
-            self._printed[key] = (term, str(term))
+            smtlib = term.sexpr()
+            if smtlib not in self._by_smtlib:
+                self._by_smtlib[smtlib] = str(term)
+            self._printed[key] = (term, self._by_smtlib[smtlib])
         return self._printed[key][1]
 
 

@@ -22,6 +22,7 @@ import z3
 from scalecheck.engine import explore
 from scalecheck.engine.conditions import Region, pair_conditions, result_kinds, unique_exprs
 from scalecheck.engine.explore import join_name
+from scalecheck.engine.rawz3 import and_, implies
 from scalecheck.engine.sexpr import show
 from scalecheck.engine.types import (
     ArrayValue,
@@ -121,8 +122,8 @@ def state_components(a, b) -> list:
 def _entry_equal(a: MapValue, b: MapValue, key) -> z3.BoolRef:
     present_a, leaves_a = a.lookup(key)
     present_b, leaves_b = b.lookup(key)
-    same_leaves = z3.And([x == y for x, y in zip(leaves_a, leaves_b, strict=True)])
-    return z3.And(present_a == present_b, z3.Implies(present_a, same_leaves))
+    same_leaves = and_([x == y for x, y in zip(leaves_a, leaves_b, strict=True)])
+    return and_([present_a == present_b, implies(present_a, same_leaves)])
 
 
 def equal(a, b) -> z3.BoolRef:
@@ -235,7 +236,7 @@ def explore_pair(
     for number, (path, outcome) in enumerate(
         explore.explore(program, solver_timeout_ms, stats, model_timeout)
     ):
-        condition = z3.And(path.decisions) if path.decisions else z3.BoolVal(True)
+        condition = and_(path.decisions) if path.decisions else z3.BoolVal(True)
         if isinstance(outcome, Exception):
             regions.append(Region(path.decisions, path.assumptions, None))
             records.append(
@@ -337,9 +338,13 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
     """The path's constraints plus one atom ``observed(t0, t1, ...)`` whose arguments are
     every term a test needs; observation entries refer to those terms by position."""
     terms = []
-    choice_names = [f"|{name}|" for name in path.choices]
+    choice_names = tuple(f"|{name}|" for name in path.choices)
     kind_table = {}
     decided = _subterm_ids(path.decisions)
+    # Whether a term shows a choice, by term and choices: the paths of an exploration
+    # observe mostly the same terms (arguments, initial-state reads), and printing them
+    # again for each path cost more than the rest of the observations.
+    chosen_terms = explore.shared(path, "observed terms showing choices", dict)
 
     def observe(term, symtype):
         term = as_expr(term, None)
@@ -347,11 +352,14 @@ def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, 
         if symtype:
             kind_table[kind] = symtype.describe()
         terms.append(term)
-        text = term.sexpr()
+        key = (term.get_id(), choice_names)
+        if key not in chosen_terms:  # the term is kept with its id: no other gets it
+            text = term.sexpr()
+            chosen_terms[key] = (term, any(name in text for name in choice_names))
         return {
             "obs": len(terms) - 1,
             "kind": kind,
-            "chosen": any(name in text for name in choice_names),
+            "chosen": chosen_terms[key][1],
             "decided": term.get_id() in decided,
         }
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import z3
 
+from scalecheck.engine.rawz3 import and_, or_
 from scalecheck.engine.sexpr import expand_lets, parse_sexpr, show
 
 SOLVER_TIMEOUT_MS = 5_000  # one query; a pair's construction has its own budget
@@ -132,24 +133,6 @@ def count_raw_atoms(paths: list) -> int:
                 counts[decision.get_id()] = count_atoms(decision)
             total += counts[decision.get_id()]
     return total
-
-
-def _and(formulas: list) -> z3.BoolRef:
-    """``z3.And`` without its per-argument checks, which cost more than the solver for the
-    hundreds of regions of a large pair."""
-    return _connective(z3.Z3_mk_and, formulas, True)
-
-
-def _or(formulas: list) -> z3.BoolRef:
-    return _connective(z3.Z3_mk_or, formulas, False)
-
-
-def _connective(make, formulas: list, empty: bool) -> z3.BoolRef:
-    if not formulas:
-        return z3.BoolVal(empty)
-    ctx = formulas[0].ctx
-    array = (z3.Ast * len(formulas))(*[formula.as_ast() for formula in formulas])
-    return z3.BoolRef(make(ctx.ref(), len(formulas), array), ctx)
 
 
 def _count_atoms(node) -> int:
@@ -257,7 +240,7 @@ class _Space:
         self.decision_atoms: dict = {}
         self.spelled_out: set = set()  # ids of atoms only lifting if-then-else terms made
         self.formulas = {
-            id(region): _and(
+            id(region): and_(
                 region.decisions
                 + [a for a in region.assumptions if a.get_id() not in shared]
                 + region.definitions()
@@ -287,7 +270,7 @@ class _Space:
     def union(self, regions: list[Region]) -> z3.BoolRef:
         key = tuple(id(region) for region in regions)
         if key not in self.unions:  # building a large Or is slow in Z3's Python API
-            self.unions[key] = _or([self.formulas[id(region)] for region in regions])
+            self.unions[key] = or_([self.formulas[id(region)] for region in regions])
         return self.unions[key]
 
     def solver(self, *facts) -> z3.Solver:
@@ -484,7 +467,7 @@ class _Labeller:
                 for selector, region in zip(self.selectors, self.wanted, strict=True)
                 if region.results[slot] != kind
             ]
-            if not others or self.meets.unsat_with([*cube.literals, _or(others)]):
+            if not others or self.meets.unsat_with([*cube.literals, or_(others)]):
                 implied[RESULT_SLOTS[slot]] = kind
         return implied
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import z3
 
 from scalecheck.engine import timelimit
+from scalecheck.engine.rawz3 import and_, assert_all, not_
 
 # Values of an allocatable uninterpreted type that exist in the initial state lie below
 # this bound; values the implementation allocates during a call lie at or above it, so
@@ -112,7 +113,7 @@ class Path:
                     f"{_short(cond)} where the first run met {_short(scheduled)}"
                 )
         else:
-            negation = z3.Not(cond)
+            negation = not_(cond)
             can_true = self._feasible(cond)
             can_false = self._feasible(negation)
             if not (can_true or can_false):
@@ -122,17 +123,17 @@ class Path:
             if not forced:
                 self.queue.append(([*self.taken, (False, False, cond)], self.unknown))
         self.taken.append((outcome, forced, cond))
-        taken_cond = cond if outcome else z3.Not(cond)
+        taken_cond = cond if outcome else not_(cond)
         if not forced:  # a forced branch is implied by the path so far: keep conditions short
             self.decisions.append(taken_cond)
-        _assert(self.solver, taken_cond)
+        assert_all(self.solver, [taken_cond])
         self._keep_model_if(taken_cond)
         self._remember(cond, outcome)
         return outcome
 
     def _remember(self, cond, outcome):
         # Z3 reuses the id of a freed expression: keep the expressions alive with their ids.
-        negation = z3.Not(cond)
+        negation = not_(cond)
         self._decided[cond.get_id()] = outcome
         self._decided[negation.get_id()] = not outcome
         self._kept_alive += [cond, negation]
@@ -151,14 +152,14 @@ class Path:
     def _feasible(self, cond) -> bool:
         # A model of the path that already satisfies cond proves it feasible for free.
         if self._unchecked_assumptions:
-            if not self._satisfied_by_model(z3.And(self._unchecked_assumptions)):
+            if not self._satisfied_by_model(and_(self._unchecked_assumptions)):
                 self._model = None
             self._unchecked_assumptions = []
         if self._satisfied_by_model(cond):
             return True
         self.stats.solver_checks += 1
         self.solver.push()
-        _assert(self.solver, cond)
+        assert_all(self.solver, [cond])
         with timelimit.paused():
             answer = self.solver.check()
         if answer == z3.sat:
@@ -176,7 +177,7 @@ class Path:
         if z3.is_true(constraint):
             return
         self.assumptions.append(constraint)
-        _assert(self.solver, constraint)
+        assert_all(self.solver, [constraint])
         self._unchecked_assumptions.append(constraint)
 
     def finish(self):
@@ -238,12 +239,6 @@ class Path:
         if name not in self.choices:
             self.choices[name] = (z3.Const(name, symtype.sort), symtype)
         return self.choices[name][0]
-
-
-def _assert(solver: z3.Solver, constraint: z3.BoolRef):
-    """``solver.add(constraint)`` for one Boolean expression, without the Python API's
-    argument flattening and casts (paths replay thousands of these)."""
-    z3.Z3_solver_assert(solver.ctx.ref(), solver.solver, constraint.as_ast())
 
 
 def shared(path: Path, key, build):

@@ -13,6 +13,7 @@ import z3
 
 from scalecheck.engine import explore
 from scalecheck.engine.explore import FRESH_BASE, join_name
+from scalecheck.engine.rawz3 import ite, not_
 
 # Keys above a bounded key domain that allocations (lowest_free_key, any_free_key) may
 # take when the domain is full: two calls allocate at most 4 (two pipes, two fds each).
@@ -260,7 +261,7 @@ class ArrayValue:
             return self.items[index]
         result = self.items[-1]
         for i in range(self.type.size - 2, -1, -1):
-            result = z3.If(index == i, self.items[i], result)
+            result = ite(index == i, self.items[i], result)
         return result
 
     def any_index(self, where):
@@ -276,7 +277,7 @@ class ArrayValue:
         if isinstance(index, int):
             self.items[index] = value
         else:
-            self.items = [z3.If(index == i, value, item) for i, item in enumerate(self.items)]
+            self.items = [ite(index == i, value, item) for i, item in enumerate(self.items)]
         if self._on_change:
             self._on_change()
 
@@ -341,9 +342,9 @@ class MapValue:
             present, leaves = base or explore.current().read_base(self, key)
         for logged_key, logged_present, logged_leaves in reversed(undecided):
             hit = logged_key == key
-            present = z3.If(hit, logged_present, present)
+            present = ite(hit, logged_present, present)
             # A known-absent base has no leaves (only presence is asked of it).
-            leaves = [z3.If(hit, new, old) for new, old in zip(logged_leaves, leaves, strict=False)]
+            leaves = [ite(hit, new, old) for new, old in zip(logged_leaves, leaves, strict=False)]
         return present, leaves
 
     def __contains__(self, key):
@@ -409,9 +410,9 @@ class MapValue:
 
     def _is_free(self, key: int) -> z3.BoolRef:
         if key in self._domain_keys():
-            return z3.Not(self.lookup(key)[0])
+            return not_(self.lookup(key)[0])
         # Above the domain: absent in every initial state; no base read is needed.
-        return z3.Not(self.lookup(key, base=(z3.BoolVal(False), []))[0])
+        return not_(self.lookup(key, base=(z3.BoolVal(False), []))[0])
 
     def has_free_key(self) -> z3.BoolRef:
         """Whether some allocatable key is absent. A model whose interface has an error for
@@ -435,7 +436,7 @@ class MapValue:
         keys = self._allocatable_keys()
         result = z3.IntVal(keys[-1])
         for k in reversed(keys[:-1]):
-            result = z3.If(self._is_free(k), k, result)
+            result = ite(self._is_free(k), z3.IntVal(k), result)
         return result
 
     def any_free_key(self):

@@ -1,0 +1,79 @@
+"""Z3 terms made and asserted through Z3's C API directly.
+
+Z3's Python functions (``And``, ``If``, ``Not``, ``Solver.add``) cast and check every
+argument, and paths replay thousands of them: that cost more than the solver in the
+analysis and in test generation. These make the very same terms (Z3 shares equal terms,
+so the result is the node the Python function would give), for arguments that need no
+cast; any other argument takes the Python function's way.
+"""
+
+from __future__ import annotations
+
+import z3
+from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
+
+
+def and_(formulas: list) -> z3.BoolRef:
+    """``z3.And(formulas)``."""
+    made = _connective(z3.Z3_mk_and, formulas, True)
+    return z3.And(formulas) if made is None else made
+
+
+def or_(formulas: list) -> z3.BoolRef:
+    """``z3.Or(formulas)``."""
+    made = _connective(z3.Z3_mk_or, formulas, False)
+    return z3.Or(formulas) if made is None else made
+
+
+def _connective(make, formulas: list, empty: bool) -> z3.BoolRef | None:
+    """The connective of ``formulas``; None when one of them needs a cast. (Never ``or``
+    these results: a Boolean term's truth value is a branch of the explored path.)"""
+    if not formulas:
+        return z3.BoolVal(empty)
+    if not all(isinstance(formula, z3.BoolRef) for formula in formulas):
+        return None
+    ctx = formulas[0].ctx
+    array = (z3.Ast * len(formulas))(*[formula.as_ast() for formula in formulas])
+    return z3.BoolRef(make(ctx.ref(), len(formulas), array), ctx)
+
+
+def not_(formula) -> z3.BoolRef:
+    """``z3.Not(formula)``."""
+    if not isinstance(formula, z3.BoolRef):
+        return z3.Not(formula)
+    ctx = formula.ctx
+    return z3.BoolRef(z3.Z3_mk_not(ctx.ref(), formula.as_ast()), ctx)
+
+
+def implies(premise, conclusion) -> z3.BoolRef:
+    """``z3.Implies(premise, conclusion)``."""
+    if not (isinstance(premise, z3.BoolRef) and isinstance(conclusion, z3.BoolRef)):
+        return z3.Implies(premise, conclusion)
+    ctx = premise.ctx
+    return z3.BoolRef(z3.Z3_mk_implies(ctx.ref(), premise.as_ast(), conclusion.as_ast()), ctx)
+
+
+def ite(condition, then, otherwise) -> z3.ExprRef:
+    """``z3.If(condition, then, otherwise)``."""
+    if not (
+        isinstance(condition, z3.BoolRef)
+        and isinstance(then, z3.ExprRef)
+        and isinstance(otherwise, z3.ExprRef)
+    ):
+        return z3.If(condition, then, otherwise)
+    ctx = condition.ctx
+    try:
+        ast = z3.Z3_mk_ite(ctx.ref(), condition.as_ast(), then.as_ast(), otherwise.as_ast())
+    except z3.Z3Exception:  # branches of two sorts: z3.If converts one (an Int to a Real)
+        return z3.If(condition, then, otherwise)
+    return _to_expr_ref(ast, ctx)
+
+
+def assert_all(solver: z3.Solver, constraints) -> None:
+    """``solver.add(*constraints)`` for Boolean expressions."""
+    ref, raw = solver.ctx.ref(), solver.solver
+    for constraint in constraints:
+        if isinstance(constraint, z3.BoolRef):
+            z3.Z3_solver_assert(ref, raw, constraint.as_ast())
+        else:
+            solver.add(constraint)
