@@ -92,32 +92,32 @@ static void pin_to_cpu(int cpu)
 		fatal("sched_setaffinity");
 }
 
-/* Each call starts in a later tick of the coarse clock the kernel stamps files with than
- * every timestamp before it (the setup's, the first call's), so whether it finds them
- * current (and so leaves mtime, ctime or atime alone) is the same in every repeat. A tick
- * that passed during the setup's last steps counts: the first call often need not wait.
- * One sleep to where the next tick is due (the coarse clock's resolution is the tick),
- * then short ones until the tick's update shows. */
-static void wait_for_tick_after(const struct timespec *stamp)
+static int same_time(const struct timespec *a, const struct timespec *b)
 {
-	struct timespec now, tick, due, pause = {0, 100000};
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* Each call finds the coarse clock the kernel stamps files with past every timestamp
+ * before it (the setup's, the first call's), so whether it finds them current (and so
+ * leaves mtime, ctime or atime alone) is the same in every repeat. The clock moves at a
+ * tick (every 4 ms at HZ=250, a quarter of a test's time if waited for); setting the
+ * real-time clock moves it at once. It is set to its own fine-grained value, read just
+ * before: later than every earlier timestamp, and off the true time by the few
+ * microseconds between the read and the set. Setting the clock updates the timekeeper,
+ * the vDSO's copy and every CPU's timer offsets before it returns, so no call finds any
+ * of that work left for it; no test's timer runs on the real-time clock. */
+static void move_clock_past(const struct timespec *stamp)
+{
+	struct timespec now;
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	if (now.tv_sec != stamp->tv_sec || now.tv_nsec != stamp->tv_nsec)
+	if (!same_time(&now, stamp))
 		return;
-	clock_getres(CLOCK_REALTIME_COARSE, &tick);
-	due.tv_sec = stamp->tv_sec + tick.tv_sec;
-	due.tv_nsec = stamp->tv_nsec + tick.tv_nsec;
-	if (due.tv_nsec >= 1000000000L) {
-		due.tv_sec++;
-		due.tv_nsec -= 1000000000L;
-	}
-	clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &due, NULL);
-	for (;;) {
-		clock_gettime(CLOCK_REALTIME_COARSE, &now);
-		if (now.tv_sec != stamp->tv_sec || now.tv_nsec != stamp->tv_nsec)
-			return;
-		nanosleep(&pause, NULL);
-	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (clock_settime(CLOCK_REALTIME, &now) < 0)
+		fatal("clock_settime (moving the coarse clock past the last timestamp)");
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (same_time(&now, stamp))
+		fatal("clock_settime left the coarse clock at the last timestamp");
 }
 
 /* The stack pages a call's region could reach (the libc wrapper, a signal frame) are
@@ -148,7 +148,7 @@ static void *participant_main(void *arg)
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);
 	wait_at_least(&ctl->go[p->side], 1, 0);
-	wait_for_tick_after(&ctl->last_stamp);
+	move_clock_past(&ctl->last_stamp);
 	run_call(p, ctl->result[p->side], RESULT_LEN);
 	if (p->side == first_side(p->t)) {
 		clock_gettime(CLOCK_REALTIME_COARSE, &ctl->last_stamp);
