@@ -5,7 +5,6 @@
  * host). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
-#include <linux/mempolicy.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -26,16 +25,22 @@
  * results. Executors only touch it outside their marked regions. */
 struct control {
 	int ready, go[2], done[2], finish;
+	/* The coarse clock after the last timestamp a call could find: the setup's (read by
+	 * the coordinator before the go), then the first call's (read after its region). */
+	struct timespec last_stamp;
 	char setup_error[RESULT_LEN];
 	char result[2][RESULT_LEN];
 };
 
 static struct control *ctl;
+/* The coordinator's page for drain_own_lru_batches. */
+static void *coordinator_untouched;
 
 void coordination_init(void)
 {
 	ctl = mmap(NULL, sizeof *ctl, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (ctl == MAP_FAILED)
+	coordinator_untouched = mmap(NULL, SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ctl == MAP_FAILED || coordinator_untouched == MAP_FAILED)
 		fatal("mmap control");
 }
 
@@ -87,17 +92,32 @@ static void pin_to_cpu(int cpu)
 		fatal("sched_setaffinity");
 }
 
-/* Each call starts just after a tick of the coarse clock the kernel stamps files with,
- * so whether it sees the setup's or the other call's timestamps as current (and so
- * updates mtime, ctime or atime itself) is the same in every repeat. */
-static void wait_for_clock_tick(void)
+static int same_time(const struct timespec *a, const struct timespec *b)
 {
-	struct timespec start, now, pause = {0, 100000};
-	clock_gettime(CLOCK_REALTIME_COARSE, &start);
-	do {
-		nanosleep(&pause, NULL);
-		clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	} while (now.tv_sec == start.tv_sec && now.tv_nsec == start.tv_nsec);
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* Each call finds the coarse clock the kernel stamps files with past every timestamp
+ * before it (the setup's, the first call's), so whether it finds them current (and so
+ * leaves mtime, ctime or atime alone) is the same in every repeat. The clock moves at a
+ * tick (every 4 ms at HZ=250, a quarter of a test's time if waited for); setting the
+ * real-time clock moves it at once. It is set to its own fine-grained value, read just
+ * before: later than every earlier timestamp, and off the true time by the few
+ * microseconds between the read and the set. Setting the clock updates the timekeeper,
+ * the vDSO's copy and every CPU's timer offsets before it returns, so no call finds any
+ * of that work left for it; no test's timer runs on the real-time clock. */
+static void move_clock_past(const struct timespec *stamp)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (!same_time(&now, stamp))
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (clock_settime(CLOCK_REALTIME, &now) < 0)
+		fatal("clock_settime (moving the coarse clock past the last timestamp)");
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (same_time(&now, stamp))
+		fatal("clock_settime left the coarse clock at the last timestamp");
 }
 
 /* The stack pages a call's region could reach (the libc wrapper, a signal frame) are
@@ -128,10 +148,12 @@ static void *participant_main(void *arg)
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);
 	wait_at_least(&ctl->go[p->side], 1, 0);
-	wait_for_clock_tick();
+	move_clock_past(&ctl->last_stamp);
 	run_call(p, ctl->result[p->side], RESULT_LEN);
-	if (p->side == first_side(p->t))
+	if (p->side == first_side(p->t)) {
+		clock_gettime(CLOCK_REALTIME_COARSE, &ctl->last_stamp);
 		set_and_wake(&ctl->go[1 - p->side], 1);
+	}
 	set_and_wake(&ctl->done[p->side], 1);
 	return NULL;
 }
@@ -190,17 +212,14 @@ static void kill_and_reap(pid_t *pids, int n)
 			waitpid(pids[i], NULL, 0);
 }
 
-/* Empties every CPU's LRU page batches (mbind with MPOL_MF_MOVE drains them on all
- * CPUs). A call that fills its CPU's batch flushes it onto the shared LRU lists, and a
- * page the setup wrote may still sit in CPU 0's batch instead of on the LRU: both
- * depended on how many pages the tests before had left in the batches. */
-static void drain_lru_batches(void)
+/* Empties this CPU's LRU page batches: MADV_COLD drains them before it walks the range,
+ * here one page never touched, so it has nothing else to do. Without it, a call that
+ * fills its CPU's batch flushes it onto the shared LRU lists, or not, depending on how
+ * many pages the work before had left there. */
+void drain_own_lru_batches(void *untouched_page)
 {
-	static char page[4096] __attribute__((aligned(4096)));
-	unsigned long node0 = 1;
-	page[0] = 1;
-	if (syscall(__NR_mbind, page, sizeof page, MPOL_BIND, &node0, 8 * sizeof node0, MPOL_MF_MOVE) < 0)
-		fatal("mbind (draining the LRU batches)");
+	if (madvise(untouched_page, SC_UNIT, MADV_COLD) < 0)
+		fatal("madvise MADV_COLD (draining this CPU's LRU batches)");
 }
 
 void run_repeat(const struct test *t, int rep, const struct settings *s)
@@ -253,7 +272,17 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 			unlink(path);
 		}
 	}
-	drain_lru_batches();
+	/* The unlinks (a directory's and an inode's times) and the test processes' setup (a
+	 * mapping's atime) are the setup's last timestamps. */
+	clock_gettime(CLOCK_REALTIME_COARSE, &ctl->last_stamp);
+	/* The setup ran on CPU 0 (the coordinator's only CPU, and the test processes' until
+	 * their participants pin themselves): a page it wrote may still sit in CPU 0's batch
+	 * instead of on the LRU. CPUs 1 and 2 each drain their own just before their call
+	 * (run_call); what waits in the other call's CPU's batch meanwhile is that side's
+	 * own pages and the previous repeat's (of removed files and exited processes), which
+	 * no call reaches. Draining only this CPU saves the drain of every CPU
+	 * (lru_add_drain_all): a work item and its wake-ups on each call's CPU. */
+	drain_own_lru_batches(coordinator_untouched);
 	/* Call A runs first, then B; or B first (first_side, ops.c). */
 	int first = first_side(t);
 	set_and_wake(&ctl->go[first], 1);

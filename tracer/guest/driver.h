@@ -97,6 +97,7 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen);
 void coordination_init(void);
 void run_repeat(const struct test *t, int rep, const struct settings *s);
 long now_ms(void);
+void drain_own_lru_batches(void *untouched_page);
 
 /* ops.c */
 op_fn *find_op(const char *name);

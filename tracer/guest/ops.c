@@ -531,18 +531,6 @@ op_fn *find_op(const char *name)
 	return NULL;
 }
 
-/* Empties this CPU's LRU page batches: MADV_COLD drains them before it walks the range,
- * here one page never touched, so it has nothing else to do. The coordinator drained
- * every CPU before the go, but a page this CPU added since (a fault in the hand-off)
- * would wait in the batch, and a call that drains batches itself (truncation releases
- * pages through one) would then take the shared LRU lock or not, by timing. It runs as
- * the last thing before the start marker, after everything that could fault. */
-static void drain_own_lru_batches(void *untouched_page)
-{
-	if (madvise(untouched_page, SC_UNIT, MADV_COLD) < 0)
-		fatal("madvise MADV_COLD (draining this CPU's LRU batches)");
-}
-
 /* Runs the participant's call between markers and formats its result as JSON into res. */
 void run_call(struct participant *p, char *res, size_t len)
 {
@@ -555,6 +543,10 @@ void run_call(struct participant *p, char *res, size_t len)
 	/* A failing call's wrapper writes errno: a first write to its page inside the region
 	 * would be a copy-on-write fault of the driver's, not the call's work. */
 	errno = 0;
+	/* The last thing before the start marker, after everything that could fault: a page
+	 * this CPU added since the hand-off would wait in its batch, and a call that drains
+	 * batches itself (truncation releases pages through one) would then take the shared
+	 * LRU lock or not, by timing. */
 	drain_own_lru_batches(p->untouched);
 	sc_emit_tag(p->tag);
 	c->run(p, c, res, len);
