@@ -399,6 +399,18 @@ def benchmark_command(args, entry, mode: str, runtime: str, workdir: str) -> tup
     return argv, program
 
 
+def harness_result(run: subprocess.CompletedProcess, command: str) -> dict:
+    """The harness's result line of a finished run; UserError (with the run's last line on
+    stderr) when it exited non-zero or printed none."""
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UserError(f"{command} exited {run.returncode}: {last}")
+    try:
+        return parse_result(run.stdout)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
 def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> tuple:
     """Runs the benchmark's 2 worker threads under qemu-x86_64 and the plugin: (result,
     regions, groups, pair groups); UserError when it cannot be run or read."""
@@ -415,13 +427,7 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> t
         )
     except subprocess.TimeoutExpired:
         raise UserError(f"{name} ran past {args.timeout:g} s") from None
-    if run.returncode != 0:
-        last = (run.stderr.strip().splitlines() or ["no message"])[-1]
-        raise UserError(f"{shlex.join(argv)} exited {run.returncode}: {last}")
-    try:
-        result = parse_result(run.stdout)
-    except ValueError as err:
-        raise UserError(str(err)) from None
+    result = harness_result(run, shlex.join(argv))
     try:
         regions = worker_regions(trace)
     except ValueError as err:

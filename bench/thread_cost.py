@@ -28,10 +28,9 @@ from pathlib import Path
 
 from benchlib import REPO
 from scalecheck.benchsuite.catalog import load_catalog
-from scalecheck.benchsuite.runner import parse_result
 from scalecheck.errors import UserError
 from scalecheck.output import run_printing
-from sharing import layout_command, pick, thread_command
+from sharing import harness_result, layout_command, pick, thread_command
 
 SAMPLES_PER_SECOND = 10_000
 LAYOUTS = ("threads", "processes")
@@ -46,13 +45,7 @@ def profile(argv: list[str], warmup: float, scratch: Path) -> tuple[dict, dict[s
         "-D", str(int(warmup * 500)), "-o", str(data), "--", *argv,
     ]  # fmt: skip
     run = subprocess.run(record, cwd=REPO, capture_output=True, text=True, timeout=600)
-    if run.returncode != 0:
-        last = (run.stderr.strip().splitlines() or ["no message"])[-1]
-        raise UserError(f"perf record {' '.join(argv)} exited {run.returncode}: {last}")
-    try:
-        result = parse_result(run.stdout)
-    except ValueError as err:
-        raise UserError(str(err)) from None
+    result = harness_result(run, f"perf record {' '.join(argv)}")
     report = subprocess.run(
         ["perf", "report", "-i", str(data), "--no-children", "--sort", "symbol", "-n",
          "-g", "none", "--stdio", "--percent-limit", "0"],
