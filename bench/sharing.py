@@ -567,6 +567,17 @@ def print_groups(document: dict, top: int):
             print(f"... {len(pairs) - top} more pair groups (--top, or --json for all)")
 
 
+def add_catalog_option(parser) -> None:
+    """--catalog, as `scalecheck bench --catalog` has it."""
+    parser.add_argument(
+        "--catalog",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="read catalog *.toml files from DIR instead of the built-in catalog (repeatable)",
+    )
+
+
 def environment_setting(text: str) -> tuple[str, str]:
     name, equals, value = text.partition("=")
     if not equals or not name:
@@ -613,13 +624,7 @@ def main() -> int:
     parser.add_argument(
         "--top", type=int, default=30, help="groups printed (default 30; --json has all)"
     )
-    parser.add_argument(
-        "--catalog",
-        action="append",
-        type=Path,
-        metavar="DIR",
-        help="read catalog *.toml files from DIR instead of the built-in catalog (repeatable)",
-    )
+    add_catalog_option(parser)
     parser.add_argument("--json", type=Path, help="also write the groups to this file")
     args = parser.parse_args()
     args.env = dict(args.env)

@@ -30,7 +30,7 @@ from benchlib import REPO
 from scalecheck.benchsuite.catalog import load_catalog
 from scalecheck.errors import UserError
 from scalecheck.output import run_printing
-from sharing import harness_result, layout_command, pick, thread_command
+from sharing import add_catalog_option, harness_result, layout_command, pick, thread_command
 
 SAMPLES_PER_SECOND = 10_000
 LAYOUTS = ("threads", "processes")
@@ -129,13 +129,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=2.0, help="seconds (default 2)")
     parser.add_argument("--top", type=int, default=20, help="rows printed (default 20)")
     parser.add_argument("--json", type=Path, help="also write every row to this file")
-    parser.add_argument(
-        "--catalog",
-        action="append",
-        type=Path,
-        metavar="DIR",
-        help="read catalog *.toml files from DIR instead of the built-in catalog (repeatable)",
-    )
+    add_catalog_option(parser)
     args = parser.parse_args()
     try:
         if shutil.which("perf") is None:
