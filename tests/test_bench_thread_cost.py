@@ -69,3 +69,13 @@ def test_an_unknown_benchmark_is_refused_in_one_line():
     assert (
         run.stderr.strip() == "thread_cost: error: no benchmark 'no-such-benchmark' in the catalog"
     )
+
+
+def test_a_machine_without_perf_is_told_in_one_line():
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "thread_cost.py"), "sv6-openbench"],
+        capture_output=True, text=True, timeout=60,
+        env={"PATH": str(Path(sys.executable).parent)},
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.strip() == "thread_cost: error: perf is not installed (Debian: linux-perf)"
