@@ -28,6 +28,7 @@ from typing import Protocol
 
 import z3
 
+from scalecheck.engine import deadline
 from scalecheck.engine.rawz3 import assert_all, or_
 
 # Legal assignments of a test's visible choices tried at most; more leave it as it was.
@@ -166,13 +167,10 @@ class PathChoices:
             # (the path's own Z3 context: testgen gives each pair one): the constraints
             # on the choices alone, and all of the path's.
             context = next(iter(visible.values())).ctx
-            self._legal, self._path = z3.Solver(ctx=context), z3.Solver(ctx=context)
-            for solver, constraints in (
-                (self._legal, self.on_choices_alone),
-                (self._path, self.assertions),
-            ):
-                solver.set("timeout", 60_000)
-                assert_all(solver, constraints)
+            self._legal = deadline.Solver(60_000, ctx=context)
+            self._path = deadline.Solver(60_000, ctx=context)
+            assert_all(self._legal, self.on_choices_alone)
+            assert_all(self._path, self.assertions)
         world = [self._world_literal(index, values[index]) for index in self.world_terms]
         tied = tuple(values[index] for index in self._tied)
         if tied not in self._legal_by_world:

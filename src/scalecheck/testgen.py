@@ -31,6 +31,7 @@ from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivale
 
 from scalecheck import __version__, allowed, argtypes, binding, rundir_lock, testfile
 from scalecheck.analysisfile import all_pairs, pair_file, pair_is_current, read_analysis_meta
+from scalecheck.engine import deadline
 from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.rawz3 import assert_all
 from scalecheck.errors import UserError
@@ -260,8 +261,7 @@ def _path_tests(
     """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
     or unrealizable_paths: no buildable initial state), and how many of its isomorphism
     classes had more value-equality patterns than ``value_cap``."""
-    solver = z3.Solver(ctx=context)
-    solver.set("timeout", 60_000)
+    solver = deadline.Solver(60_000, ctx=context)
     solver.from_string(path["smt2"])
     terms = ObservedTerms(solver)
     observations = path["observations"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from scalecheck.engine import explore
+from scalecheck.engine import deadline, explore
 from scalecheck.engine.conditions import Region, pair_conditions, result_kinds, unique_exprs
 from scalecheck.engine.explore import join_name
 from scalecheck.engine.rawz3 import and_, implies
@@ -316,7 +316,8 @@ def _path_json(record: PathRecord) -> dict:
     }
 
 
-_SIMPLIFY = z3.TryFor(z3.Then("simplify", "ctx-simplify", "simplify"), 500)
+_SIMPLIFY = z3.Then("simplify", "ctx-simplify", "simplify")
+SIMPLIFY_TIMEOUT_MS = 500
 
 
 def readable_condition(condition: z3.BoolRef) -> str:
@@ -324,7 +325,8 @@ def readable_condition(condition: z3.BoolRef) -> str:
     goal = z3.Goal()
     goal.add(condition)
     try:
-        parts = list(_SIMPLIFY(goal)[0])
+        with deadline.limit(goal.ctx, SIMPLIFY_TIMEOUT_MS):
+            parts = list(_SIMPLIFY(goal)[0])
         simplified = parts[0] if len(parts) == 1 else z3.And(parts)
     except z3.Z3Exception:  # out of time: the unsimplified condition is still exact
         simplified = condition

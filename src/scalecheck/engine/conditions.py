@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import z3
 
+from scalecheck.engine import deadline
 from scalecheck.engine.rawz3 import and_, or_
 from scalecheck.engine.sexpr import expand_lets, parse_sexpr, show
 
@@ -185,7 +186,8 @@ def _joins_atoms(ref, app, kind: int, arity: int) -> bool:
     return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, last)) == z3.Z3_BOOL_SORT
 
 
-_LIFT_TERM_ITES = z3.TryFor(z3.Then("blast-term-ite", "simplify"), 2_000)
+_LIFT_TERM_ITES = z3.Then("blast-term-ite", "simplify")
+LIFT_TIMEOUT_MS = 2_000
 
 
 def lifted(decision: z3.BoolRef) -> list:
@@ -194,7 +196,8 @@ def lifted(decision: z3.BoolRef) -> list:
     goal = z3.Goal()
     goal.add(decision)
     try:
-        return list(_LIFT_TERM_ITES(goal)[0])
+        with deadline.limit(goal.ctx, LIFT_TIMEOUT_MS):
+            return list(_LIFT_TERM_ITES(goal)[0])
     except z3.Z3Exception:  # out of time: the atoms keep their if-then-else terms
         return [decision]
 
@@ -215,9 +218,12 @@ class _Clock:
         # z3's Solver.check casts every assumption, which costs more than the check
         # itself for the dozens of trackers a cube has; they are Boolean constants already
         array = (z3.Ast * len(assumptions))(*[tracker.as_ast() for tracker in assumptions])
-        answer = z3.CheckSatResult(
-            z3.Z3_solver_check_assumptions(solver.ctx.ref(), solver.solver, len(assumptions), array)
-        )
+        with deadline.limit(solver.ctx, solver.milliseconds):
+            answer = z3.CheckSatResult(
+                z3.Z3_solver_check_assumptions(
+                    solver.ctx.ref(), solver.solver, len(assumptions), array
+                )
+            )
         if answer == z3.unknown:
             raise OutOfTime(f"solver answered unknown ({solver.reason_unknown()})")
         return answer
@@ -273,9 +279,8 @@ class _Space:
             self.unions[key] = or_([self.formulas[id(region)] for region in regions])
         return self.unions[key]
 
-    def solver(self, *facts) -> z3.Solver:
-        solver = z3.Solver()
-        solver.set("timeout", self.timeout_ms)
+    def solver(self, *facts) -> deadline.Solver:
+        solver = deadline.Solver(self.timeout_ms)
         solver.add(self.background)
         solver.add(*facts)
         return solver
@@ -295,7 +300,7 @@ class _Tracked:
     """A solver whose checks assume formulas through Boolean trackers (a check's
     assumptions must be constants): ``tracker -> formula``, declared once per formula."""
 
-    def __init__(self, solver: z3.Solver, clock: _Clock):
+    def __init__(self, solver: deadline.Solver, clock: _Clock):
         self.solver, self.clock = solver, clock
         self.trackers: dict = {}
 

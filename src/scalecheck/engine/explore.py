@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from scalecheck.engine import timelimit
+from scalecheck.engine import deadline, timelimit
 from scalecheck.engine.rawz3 import and_, assert_all, not_
 
 # Values of an allocatable uninterpreted type that exist in the initial state lie below
@@ -348,8 +348,7 @@ def explore(
     Solver counts are added to ``stats`` when given.
     """
     global _current
-    solver = z3.SolverFor("QF_UFLIA")
-    solver.set("timeout", solver_timeout_ms)
+    solver = deadline.Solver(solver_timeout_ms, logic="QF_UFLIA")
     stats = stats if stats is not None else Stats()
     queue: list = [([], False)]
     shared_reads: dict = {}
