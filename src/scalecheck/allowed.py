@@ -41,24 +41,28 @@ class Terms(Protocol):
     def __getitem__(self, index: int) -> z3.ExprRef: ...
 
 
-class _ConstantNames:
-    """The names of the uninterpreted constants (arity 0) in a path's terms, walked through
-    Z3's C API: wrapping every node in Z3's Python classes cost more than the solver's
-    checks of the whole path."""
+class ConstantNames:
+    """The names of the uninterpreted constants (arity 0) and functions in a path's terms,
+    walked through Z3's C API: wrapping every node in Z3's Python classes cost more than
+    the solver's checks of the whole path. Each term is walked once: testgen keeps one
+    per pair (one Z3 context), whose paths share most terms and constraints."""
 
     def __init__(self, context: z3.Context):
         self.ref = context.ref()
+        # By node id, with the term itself: kept alive, its id is not given to another.
+        self._walked: dict[int, tuple[z3.AstRef, frozenset[str], frozenset[str]]] = {}
 
-    def of(
-        self,
-        term: z3.ExprRef,
-        stop_outside: set[str] | None = None,
-        functions: set[str] | None = None,
-    ) -> set[str]:
-        """The names in ``term``; with ``stop_outside``, the walk stops at the first name
-        outside it (the names found so far, that one included, are returned). The names
-        of the uninterpreted functions applied in ``term`` go into ``functions``."""
-        ref, found, seen = self.ref, set(), set()
+    def of(self, term: z3.AstRef) -> tuple[frozenset[str], frozenset[str]]:
+        """(the constants' names, the applied functions' names) in ``term``."""
+        key = z3.Z3_get_ast_id(self.ref, term.as_ast())
+        if key not in self._walked:
+            self._walked[key] = (term, *self._walk(term))
+        return self._walked[key][1:]
+
+    def _walk(self, term: z3.AstRef) -> tuple[frozenset[str], frozenset[str]]:
+        ref, seen = self.ref, set()
+        constants: set[str] = set()
+        functions: set[str] = set()
         todo = [term.as_ast()]
         while todo:
             node = todo.pop()
@@ -68,20 +72,12 @@ class _ConstantNames:
             seen.add(node_id)
             app = z3.Z3_to_app(ref, node)
             arity = z3.Z3_get_app_num_args(ref, app)
-            if arity == 0:
-                decl = z3.Z3_get_app_decl(ref, app)
-                if z3.Z3_get_decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
-                    name = z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl))
-                    found.add(name)
-                    if stop_outside is not None and name not in stop_outside:
-                        return found
-                continue
-            if functions is not None:
-                decl = z3.Z3_get_app_decl(ref, app)
-                if z3.Z3_get_decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
-                    functions.add(z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl)))
+            decl = z3.Z3_get_app_decl(ref, app)
+            if z3.Z3_get_decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
+                name = z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl))
+                (functions if arity else constants).add(name)
             todo.extend(z3.Z3_get_app_arg(ref, app, i) for i in range(arity))
-        return found
+        return frozenset(constants), frozenset(functions)
 
 
 def _value(term: z3.ExprRef, raw) -> z3.BoolRef:
@@ -107,9 +103,17 @@ class PathChoices:
     ``assertions``: the path's constraints (docs/format-analysis.md, smt2; a list or
     the solver's AstVector, read only when a result shows a choice); ``terms``:
     the observed terms; ``entries``: every observation entry of the path; ``results``:
-    the path's observed results."""
+    the path's observed results; ``names``: the walker of the terms, shared by the paths
+    of one Z3 context (one of the path's own without)."""
 
-    def __init__(self, assertions, terms: Terms, entries: list[dict], results: dict):
+    def __init__(
+        self,
+        assertions,
+        terms: Terms,
+        entries: list[dict],
+        results: dict,
+        names: ConstantNames | None = None,
+    ):
         self.assertions, self.terms, self.results = assertions, terms, results
         self.visible: dict[str, z3.ExprRef] = {}
         self.on_choices_alone: list = []
@@ -132,26 +136,25 @@ class PathChoices:
         }
         if not shown:
             return
-        names = _ConstantNames(terms[chosen[0]].ctx)
+        names = names or ConstantNames(terms[chosen[0]].ctx)
         world_symbols: dict[int, set[str]] = {}
         world_names: set[str] = set()
         for index in self.world_terms:
-            functions: set[str] = set()
-            constants = names.of(terms[index], functions=functions)
+            constants, functions = names.of(terms[index])
             world_names |= constants
-            world_symbols[index] = constants | functions
+            world_symbols[index] = set(constants | functions)
         choices: set[str] = set()
         for index in chosen:
-            choices |= names.of(terms[index]) - world_names
+            choices |= names.of(terms[index])[0] - world_names
         self.visible = {name: term for name, term in shown.items() if name in choices}
         if self.visible:
             self.on_choices_alone = [
-                a for a in assertions if (found := names.of(a, choices)) and found <= choices
+                a for a in assertions if (found := names.of(a)[0]) and found <= choices
             ]
-            functions = set()
+            applied: set[str] = set()
             for assertion in self.on_choices_alone:
-                names.of(assertion, functions=functions)
-            self._tied = _tied_terms(functions, world_symbols)
+                applied |= names.of(assertion)[1]
+            self._tied = _tied_terms(applied, world_symbols)
 
     def test_outcomes(self, values: list) -> tuple[list, list, list] | None:
         """(on-path outcomes, left-path outcomes, every legal choice) of the test whose

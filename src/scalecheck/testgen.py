@@ -231,13 +231,14 @@ def _pair_tests(job: tuple) -> tuple:
     # tests depend on which worker got the pair (--jobs, finishing order).
     context = z3.Context()
     text = TermText()
+    names = allowed.ConstantNames(context)
     for path in analysis["paths"]:
         if not path["commutes"] or path["unknown"]:
             continue
         counts["commutative_paths"] += 1
         try:
             path_tests, outcome, value_capped = _path_tests(
-                model_cls, (a, b), path, cap, value_cap, context, text
+                model_cls, (a, b), path, cap, value_cap, context, text, names
             )
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
@@ -256,11 +257,19 @@ def _pair_tests(job: tuple) -> tuple:
 
 
 def _path_tests(
-    model_cls, ops, path, cap: int, value_cap: int, context: z3.Context, text=str
+    model_cls,
+    ops,
+    path,
+    cap: int,
+    value_cap: int,
+    context: z3.Context,
+    text=str,
+    names: allowed.ConstantNames | None = None,
 ) -> tuple[list, str, int]:
     """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
     or unrealizable_paths: no buildable initial state), and how many of its isomorphism
-    classes had more value-equality patterns than ``value_cap``."""
+    classes had more value-equality patterns than ``value_cap``. ``text`` and ``names``:
+    the pair's printer and walker of terms (TermText, allowed.ConstantNames)."""
     solver = deadline.Solver(60_000, ctx=context)
     solver.from_string(path["smt2"])
     terms = ObservedTerms(solver)
@@ -273,6 +282,7 @@ def _path_tests(
         terms,
         list(_all_observations(observations)),
         observations["results"],
+        names,
     )
     tests: list[dict] = []
     classes = value_capped = 0
