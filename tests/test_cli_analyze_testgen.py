@@ -89,6 +89,28 @@ def test_a_stopped_analysis_keeps_its_finished_pairs(tmp_path):
     assert all(json.loads(path.read_text()) for path in kept)
 
 
+def test_a_destructors_error_after_a_stop_is_not_printed_after_the_last_line():
+    """An interrupt that lands in a Z3 object's constructor leaves an object whose __del__
+    fails later: after a stop request that error is dropped (the command's last line stays
+    the one that says it stopped); before one, it is reported as Python does."""
+    code = """
+import sys
+from scalecheck import cli
+from scalecheck.errors import stop_requested
+sys.unraisablehook = cli._unraisable
+class HalfBuilt:
+    def __del__(self):
+        raise AttributeError("no ctx")
+HalfBuilt()
+stop_requested.set()
+HalfBuilt()
+print("last line", file=sys.stderr)
+"""
+    job = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert job.stderr.count("AttributeError: no ctx") == 1, job.stderr
+    assert job.stderr.strip().splitlines()[-1] == "last line"
+
+
 def test_a_reader_that_leaves_early_ends_the_command_quietly():
     """`scalecheck bench list | head`: when stdout's reader is gone the command exits 141
     (as a program that SIGPIPE ended) without a traceback."""

@@ -47,11 +47,20 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _unraisable(report):
+    """After a stop request, a destructor's error is the interrupt's echo (it can land in
+    a Z3 object's constructor, whose __del__ then finds no context) and would be printed
+    after the one line that says the command stopped: dropped. Before it, reported."""
+    if not stop_requested.is_set():
+        sys.__unraisablehook__(report)
+
+
 def main(argv=None) -> int:
     # A CI system or `timeout` stops a job with SIGTERM: stop as on Ctrl-C, so that VMs
     # and worker processes are shut down and the results stores closed.
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
+    sys.unraisablehook = _unraisable
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
