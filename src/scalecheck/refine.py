@@ -25,6 +25,7 @@ import z3
 
 from scalecheck import allowed, rundir_lock, testgen
 from scalecheck.analysisfile import pair_file, read_analysis_meta
+from scalecheck.engine import deadline
 from scalecheck.errors import UserError
 from scalecheck.models.loading import load_model
 from scalecheck.output import stdout_console
@@ -86,8 +87,7 @@ class RefinablePath:
 
     def __init__(self, path: dict, context: z3.Context):
         self.path = path
-        self.solver = z3.Solver(ctx=context)
-        self.solver.set("timeout", 60_000)
+        self.solver = deadline.Solver(60_000, ctx=context)
         self.solver.from_string(path["smt2"])
         self.terms = testgen.ObservedTerms(self.solver)
         observations = path["observations"]
