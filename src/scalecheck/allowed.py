@@ -170,8 +170,8 @@ class PathChoices:
             # (the path's own Z3 context: testgen gives each pair one): the constraints
             # on the choices alone, and all of the path's.
             context = next(iter(visible.values())).ctx
-            self._legal = deadline.Solver(60_000, ctx=context)
-            self._path = deadline.Solver(60_000, ctx=context)
+            self._legal = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=context)
+            self._path = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=context)
             assert_all(self._legal, self.on_choices_alone)
             assert_all(self._path, self.assertions)
         world = [self._world_literal(index, values[index]) for index in self.world_terms]

@@ -22,6 +22,7 @@ from scalecheck.analysisfile import (
     pair_file,
     pair_is_current,
 )
+from scalecheck.engine import deadline
 from scalecheck.errors import UserError
 from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.output import stdout_console
@@ -62,9 +63,9 @@ def register(subparsers):
     parser.add_argument(
         "--solver-timeout",
         type=argtypes.whole_seconds,
-        default=60,
+        default=deadline.QUERY_LIMIT_MS // 1000,
         metavar="SECONDS",
-        help="per solver query; a query that times out counts as unknown (default: 60)",
+        help="per solver query; a query that times out counts as unknown (default: %(default)s)",
     )
     parser.add_argument(
         "--model-timeout",
@@ -130,7 +131,7 @@ def analyze_model(
     ops: list[str],
     out: Path,
     jobs: int | None = None,
-    solver_timeout_ms: int = 60_000,
+    solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     quiet: bool = False,
     model_timeout: float = DEFAULT_MODEL_TIMEOUT,
 ) -> dict:

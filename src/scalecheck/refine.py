@@ -87,7 +87,7 @@ class RefinablePath:
 
     def __init__(self, path: dict, context: z3.Context):
         self.path = path
-        self.solver = deadline.Solver(60_000, ctx=context)
+        self.solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=context)
         self.solver.from_string(path["smt2"])
         self.terms = testgen.ObservedTerms(self.solver)
         observations = path["observations"]

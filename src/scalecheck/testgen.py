@@ -263,14 +263,14 @@ def _path_tests(
     cap: int,
     value_cap: int,
     context: z3.Context,
-    text=str,
-    names: allowed.ConstantNames | None = None,
+    text: TermText,
+    names: allowed.ConstantNames,
 ) -> tuple[list, str, int]:
     """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
     or unrealizable_paths: no buildable initial state), and how many of its isomorphism
     classes had more value-equality patterns than ``value_cap``. ``text`` and ``names``:
     the pair's printer and walker of terms (TermText, allowed.ConstantNames)."""
-    solver = deadline.Solver(60_000, ctx=context)
+    solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=context)
     solver.from_string(path["smt2"])
     terms = ObservedTerms(solver)
     observations = path["observations"]

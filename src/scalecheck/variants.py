@@ -12,6 +12,7 @@ from __future__ import annotations
 import z3
 from rich.table import Table
 
+from scalecheck.engine import deadline
 from scalecheck.engine.commute import explore_pair
 from scalecheck.engine.conditions import Region, pair_conditions
 from scalecheck.engine.types import MapType, Unbound
@@ -44,7 +45,7 @@ def applicable(model_cls, ops: list[str]) -> list[Variant]:
     return [v for v in model_cls.variants if set(v.posix + v.variant) <= set(ops)]
 
 
-def compare(model_cls, variant: Variant, solver_timeout_ms: int = 60_000) -> dict:
+def compare(model_cls, variant: Variant, solver_timeout_ms: int = deadline.QUERY_LIMIT_MS) -> dict:
     """Both sides of one variant, as JSON data."""
     sides = {}
     for side, pair, when, when_text in (

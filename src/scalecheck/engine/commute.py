@@ -171,7 +171,7 @@ def analyze_pair(
     model_cls,
     op_a: str,
     op_b: str,
-    solver_timeout_ms: int = 60_000,
+    solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     model_timeout: float | None = None,
 ) -> dict:
     """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data.
@@ -194,7 +194,7 @@ def explore_pair(
     model_cls,
     op_a: str,
     op_b: str,
-    solver_timeout_ms: int = 60_000,
+    solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     model_timeout: float | None = None,
 ):
     """Every path of ``op_a || op_b``: its record, its region (for the pair's condition),

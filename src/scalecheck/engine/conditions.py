@@ -601,7 +601,9 @@ def condition_text(condition: Condition) -> str:
 # ---------------------------------------------------------------- checking a stored condition
 
 
-def recheck(regions: list[Region], stored: dict, verdict: str, timeout_ms: int = 60_000) -> str:
+def recheck(
+    regions: list[Region], stored: dict, verdict: str, timeout_ms: int = deadline.QUERY_LIMIT_MS
+) -> str:
     """Check a condition as the analysis stored it (its ``smt2``) against the pair's
     explored regions, with none of the code that built it: every region of the verdict
     lies inside it and every other region outside. Returns what fails, or ""."""

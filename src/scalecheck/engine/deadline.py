@@ -20,6 +20,8 @@ import time
 
 import z3
 
+# A Z3 query's limit where the user sets none (`scalecheck analyze --solver-timeout`).
+QUERY_LIMIT_MS = 60_000
 # How often the watchdog looks: a query may run this much longer than its limit.
 PERIOD_SECONDS = 0.1
 # Z3's value for "no timeout": no timer. The parameter is still set, because a solver

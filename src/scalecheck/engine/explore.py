@@ -335,7 +335,7 @@ def symbolic_python():
 
 def explore(
     program,
-    solver_timeout_ms: int = 60_000,
+    solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     stats: Stats | None = None,
     model_timeout: float | None = None,
 ):
