@@ -16,7 +16,7 @@
 /* Try to reclaim once this many more callbacks wait than after the last try:
  * amortizes the scan of every thread's slot, whose announcements those threads
  * keep writing. */
-#define RECLAIM_BATCH 64
+#define RECLAIM_BATCH 128
 /* How long a thread holding EBR_PENDING_MAX callbacks (ebr.h) waits in ebr_exit:
  * the caller may hold a lock that the stalled section waits for. */
 #define EBR_WAIT_NS (20 * 1000 * 1000L)

@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#define EBR_PENDING_MAX 1024
+#define EBR_PENDING_MAX 2048
 
 struct ebr_node {
     struct ebr_node *next;

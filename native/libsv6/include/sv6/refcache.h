@@ -79,7 +79,7 @@ struct refcache_slot {
 };
 
 /* Self-ticking: a core flushes its own cache after this many changes. */
-#define REFCACHE_FLUSH_EVERY 256
+#define REFCACHE_FLUSH_EVERY 1024
 /* Self-ticking: failed tries to end an epoch before a lagging core is flushed
  * by the core that tried (a few milliseconds of another core's changes: more
  * than a preempted thread's time slice, so a busy core flushes itself). */
@@ -88,7 +88,7 @@ struct refcache_slot {
  * yielding, for the epochs to end (a thread preempted on another core holds
  * them back while this one keeps queueing), for at most REFCACHE_WAIT_NS: the
  * caller may hold a lock that the lagging core waits for. */
-#define REFCACHE_WAITING_MAX 1024
+#define REFCACHE_WAITING_MAX 4096
 #define REFCACHE_WAIT_NS (20 * 1000 * 1000L)
 
 struct refcache_core {
