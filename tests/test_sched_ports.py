@@ -53,10 +53,12 @@ def test_port_runs_and_output_parses(runtime, bench, mode, per_proc):
         ["--mode", mode] if mode else []
     )
     completed = run(runtime, bench, *args)
-    if (runtime, bench, mode) == ("tokio", "transfer", "park") and completed.returncode != 0:
-        # Tokio puts a task woken by a running task into that worker's LIFO slot, which
-        # other workers cannot steal; behind the spinning leader it never runs. The port
-        # must report that as a clean failure (docs/scheduler.md).
+    if (runtime, bench) == ("tokio", "transfer") and completed.returncode != 0:
+        # Tokio can leave a task where no other worker can steal it, behind the spinning
+        # leader on the same worker: woken by a running task, in that worker's LIFO slot
+        # (park); after yield_now, in that worker's defer list, which it empties only when
+        # it parks (yield, rarely). The port must report that as a clean failure
+        # (docs/scheduler.md).
         assert completed.returncode == 1 and "stalled" in completed.stderr, completed.stderr
         return
     assert completed.returncode == 0, completed.stderr
@@ -164,7 +166,7 @@ def test_catalog_runs_through_the_driver(tmp_path):
     }
     assert set(outcomes) == expected
     for key, entry in outcomes.items():
-        if key == ("sched-transfer", "park", "tokio") and entry["runs_failed"]:
+        if key[0::2] == ("sched-transfer", "tokio") and entry["runs_failed"]:
             assert "stalled" in entry["failure_reasons"][0]  # see test_port_runs_and_output_parses
         else:
             assert entry["runs_ok"] == 1 and entry["mean"] > 0, entry
