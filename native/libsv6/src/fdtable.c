@@ -5,6 +5,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+/* The calling thread, as partitions' owner: an address no other live thread has. */
+static _Thread_local char thread_mark;
+
 void fdtable_init(struct fdtable *t)
 {
     for (unsigned p = 0; p < FDTABLE_PARTS; p++) {
@@ -13,6 +16,8 @@ void fdtable_init(struct fdtable *t)
         atomic_init(&part->next, 0);
         atomic_init(&part->bound, 0);
         atomic_init(&part->slots, NULL);
+        atomic_init(&part->owner, NULL);
+        atomic_init(&part->foreign, false);
     }
 }
 
@@ -35,6 +40,7 @@ static _Atomic(void *) *slots_of(struct fdtable_part *part)
         slots = calloc(FDTABLE_PART_SIZE, sizeof *slots);
         if (!slots)
             abort();
+        atomic_store(&part->owner, &thread_mark);
         atomic_store(&part->slots, slots); /* published whole: lookups read it unlocked */
     }
     sv6_unlock(&part->lock);
@@ -111,13 +117,27 @@ static _Atomic(void *) *slot_of(struct fdtable *t, int fd)
 void *fdtable_get(struct fdtable *t, int fd)
 {
     _Atomic(void *) *slot = slot_of(t, fd);
-    return slot ? atomic_load(slot) : NULL;
+    if (!slot)
+        return NULL;
+    struct fdtable_part *part = &t->parts[(unsigned)fd >> FDTABLE_PART_BITS];
+    if (part != &t->parts[0] &&
+        atomic_load_explicit(&part->owner, memory_order_relaxed) != &thread_mark) {
+        /* Marked before the slot is read, a fence between: an owner's remove
+         * (a store, then a fence, then its read of the mark) either sees the
+         * mark or took the value before this read. */
+        if (!atomic_load(&part->foreign))
+            atomic_store(&part->foreign, true);
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+    return atomic_load(slot);
 }
 
-void *fdtable_remove(struct fdtable *t, int fd)
+void *fdtable_remove(struct fdtable *t, int fd, bool *alone)
 {
     unsigned p, i;
     _Atomic(void *) *slot = slot_of(t, fd);
+    if (alone)
+        *alone = false;
     if (!slot || !split(fd, &p, &i))
         return NULL;
     /* Closing a free fd writes nothing: it conflicts with no lookup of it. */
@@ -130,6 +150,11 @@ void *fdtable_remove(struct fdtable *t, int fd)
     void *value = atomic_load_explicit(slot, memory_order_relaxed);
     atomic_store_explicit(slot, NULL, memory_order_release);
     sv6_unlock(&part->lock);
+    if (alone && value && p > 0 &&
+        atomic_load_explicit(&part->owner, memory_order_relaxed) == &thread_mark) {
+        atomic_thread_fence(memory_order_seq_cst); /* see fdtable_get */
+        *alone = !atomic_load(&part->foreign);
+    }
     return value;
 }
 

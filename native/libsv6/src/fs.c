@@ -215,12 +215,20 @@ off_t sv6_lseek(struct sv6_proc *p, int fd, off_t off, int whence)
     return result;
 }
 
+/* A regular file that its own thread opened with O_ANYFD and closes, never read
+ * or copied by another thread, goes at once (fdtable.h): its count is its fd's
+ * reference alone.  Pipes and sockets keep the grace period: other threads
+ * reach their ends through more than the fd. */
 int sv6_close(struct sv6_proc *p, int fd)
 {
-    struct sv6_file *f = fdtable_remove(&p->fds, fd);
+    bool alone;
+    struct sv6_file *f = fdtable_remove(&p->fds, fd, &alone);
     if (!f)
         return -EBADF;
-    refcache_dec(&p->world->rc, &f->ref);
+    if (alone && f->kind == FILE_INODE && !atomic_load(&f->copied))
+        sv6_file_release_now(f);
+    else
+        refcache_dec(&p->world->rc, &f->ref);
     return 0;
 }
 

@@ -137,6 +137,9 @@ struct sv6_file {
     struct sv6_pipe *pipe;
     struct usock *sock;
     uint64_t sock_ino;
+    /* A reference beside its fd's was taken (spawn or an fd copy): its close
+     * leaves the release to refcache, which alone knows when the last goes. */
+    atomic_bool copied;
     SV6_ALIGNED struct sv6_lock off_lock;
     _Atomic uint64_t off; /* changed under off_lock; lseek and read peek without it */
     _Atomic uint64_t off_changes; /* odd while off changes: a peek reads again */
@@ -189,6 +192,9 @@ uint64_t sv6_new_ino(struct sv6_world *w);
 /* An inode with link count 1 and two references (for its entry and a file). */
 struct sv6_inode *sv6_new_inode(struct sv6_world *w);
 struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind);
+/* Releases f now, without refcache's review or a grace period: for a file whose
+ * only reference was its fd's, which no other thread can have read. */
+void sv6_file_release_now(struct sv6_file *f);
 /* Largest file length: the page numbers of inode->pages. */
 #define SV6_FILE_MAX ((1ull << RADIX_KEY_BITS) * SV6_PAGE_SIZE)
 /* Inside an EBR section: bytes [off, off + n) that lie below the file's length

@@ -68,6 +68,11 @@ static void file_release(struct refcache_obj *obj)
     sv6_free_lines(f, sizeof *f);
 }
 
+void sv6_file_release_now(struct sv6_file *f)
+{
+    file_release(&f->ref);
+}
+
 struct sv6_file *sv6_new_file(struct sv6_world *w, enum file_kind kind)
 {
     struct sv6_file *f = sv6_zalloc(sizeof *f);
@@ -163,14 +168,27 @@ struct copy_args {
     int result;
 };
 
+/* Before a second reference to f is taken, copying fd `from` to fd `to`: a close
+ * of either must then leave the release to refcache (sv6_close).  Only a file
+ * at an O_ANYFD fd can be released at once, and the mark is written once:
+ * copies between other fds, and copies after the first, write nothing that a
+ * concurrent copy reads. */
+static void mark_copied(struct sv6_file *f, int from, int to)
+{
+    if ((from >> FDTABLE_PART_BITS || to >> FDTABLE_PART_BITS) && !atomic_load(&f->copied))
+        atomic_store(&f->copied, true);
+}
+
 /* Under the parent's partition lock: the slot's reference still counts, so a
  * new one may be taken even if another thread is closing the fd. */
 static void copy_to_child(int fd, void *value, void *arg)
 {
     struct copy_args *copy = arg;
     struct sv6_file *f = value;
+    int child_fd = copy->child_fd < 0 ? fd : copy->child_fd;
+    mark_copied(f, fd, child_fd);
     refcache_inc(&copy->child->world->rc, &f->ref);
-    if (fdtable_install(&copy->child->fds, copy->child_fd < 0 ? fd : copy->child_fd, f) != 0) {
+    if (fdtable_install(&copy->child->fds, child_fd, f) != 0) {
         refcache_dec(&copy->child->world->rc, &f->ref);
         copy->result = -EBADF;
     }
@@ -197,6 +215,7 @@ static int copy_fd_unlocked(struct sv6_proc *parent, int fd, struct sv6_proc *ch
     ebr_enter();
     struct sv6_file *f = fdtable_get(&parent->fds, fd);
     if (f) {
+        mark_copied(f, fd, child_fd);
         refcache_inc(&child->world->rc, &f->ref);
         if (fdtable_get(&parent->fds, fd) == f && fdtable_install(&child->fds, child_fd, f) == 0)
             result = 0;

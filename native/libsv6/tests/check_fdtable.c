@@ -5,6 +5,7 @@
 #include "sv6/fdtable.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stddef.h>
 
@@ -29,6 +30,54 @@ static void count_fd(int fd, void *value, void *arg)
     ++*(unsigned *)arg;
 }
 
+struct other_thread {
+    struct fdtable *t;
+    int fd;
+    void *found;
+    bool remove, alone;
+};
+
+/* Another thread's lookup (or remove) of fd. */
+static void *other_thread_body(void *arg)
+{
+    struct other_thread *o = arg;
+    o->found = o->remove ? fdtable_remove(o->t, o->fd, &o->alone) : fdtable_get(o->t, o->fd);
+    return NULL;
+}
+
+static void *as_other_thread(struct fdtable *t, int fd, bool remove, bool *alone)
+{
+    struct other_thread o = {.t = t, .fd = fd, .remove = remove};
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, other_thread_body, &o) != 0 || pthread_join(thread, NULL) != 0)
+        abort();
+    if (alone)
+        *alone = o.alone;
+    return o.found;
+}
+
+/* Whether a removed value may be freed at once (fdtable.h): only its O_ANYFD
+ * partition's owner's remove, and only until another thread has looked in. */
+static int check_alone(struct fdtable *t)
+{
+    bool alone;
+    sv6_core_set(5);
+    int fd = fdtable_alloc_any(t, &values[0]);
+    CHECK(fdtable_get(t, fd) == &values[0], "the owner's own lookup");
+    CHECK(fdtable_remove(t, fd, &alone) == &values[0] && alone, "the owner's remove is alone");
+    fd = fdtable_alloc_any(t, &values[0]);
+    CHECK(as_other_thread(t, fd, true, &alone) == &values[0] && !alone,
+          "another thread's remove is not alone");
+    fd = fdtable_alloc_any(t, &values[0]);
+    CHECK(as_other_thread(t, fd, false, NULL) == &values[0], "another thread's lookup");
+    CHECK(fdtable_remove(t, fd, &alone) == &values[0] && !alone, "a value another thread read");
+    fd = fdtable_alloc_any(t, &values[0]);
+    CHECK(fdtable_remove(t, fd, &alone) == &values[0] && !alone, "the partition stays foreign");
+    fd = fdtable_alloc_lowest(t, &values[0]);
+    CHECK(fdtable_remove(t, fd, &alone) == &values[0] && !alone, "a lowest fd is never alone");
+    return 0;
+}
+
 int check_fdtable_unit(const struct check_args *args)
 {
     (void)args;
@@ -37,8 +86,8 @@ int check_fdtable_unit(const struct check_args *args)
     fdtable_init(t);
     for (int i = 0; i < 3; i++)
         CHECK(fdtable_alloc_lowest(t, &values[i]) == i, "lowest %d", i);
-    CHECK(fdtable_remove(t, 1) == &values[1], "remove 1");
-    CHECK(fdtable_remove(t, 1) == NULL, "remove 1 twice");
+    CHECK(fdtable_remove(t, 1, NULL) == &values[1], "remove 1");
+    CHECK(fdtable_remove(t, 1, NULL) == NULL, "remove 1 twice");
     CHECK(fdtable_alloc_lowest(t, &values[3]) == 1, "lowest reuses 1");
     CHECK(fdtable_alloc_lowest(t, &values[4]) == 3, "then 3");
 
@@ -73,14 +122,16 @@ int check_fdtable_unit(const struct check_args *args)
     fdtable_each(t, count_fd, &each_seen);
     CHECK(each_seen == 9, "each visited %u of 9 fds", each_seen);
     for (int fd = 0; fd < (FDTABLE_PARTS << 16); fd++)
-        fdtable_remove(t, fd);
+        fdtable_remove(t, fd, NULL);
 
     /* A full partition says EMFILE. */
     for (int i = 0; i < FDTABLE_PART_SIZE; i++)
         CHECK(fdtable_alloc_lowest(t, &values[0]) == i, "fill %d", i);
     CHECK(fdtable_alloc_lowest(t, &values[0]) == -EMFILE, "full");
     for (int i = 0; i < FDTABLE_PART_SIZE; i++)
-        fdtable_remove(t, i);
+        fdtable_remove(t, i, NULL);
+    if (check_alone(t) != 0)
+        return 1;
     fdtable_destroy(t);
     free(t);
     printf("ok, fdtable unit checks passed\n");
@@ -119,12 +170,12 @@ static void fd_body(unsigned index, void *arg)
         } else {
             /* Still ours: nobody else was given the same fd. */
             CHECK(fdtable_get(&s->table, fd_of[k]) == &tags[k], "fd %d taken over", fd_of[k]);
-            CHECK(fdtable_remove(&s->table, fd_of[k]) == &tags[k], "fd %d removed", fd_of[k]);
+            CHECK(fdtable_remove(&s->table, fd_of[k], NULL) == &tags[k], "fd %d removed", fd_of[k]);
             fd_of[k] = -1;
         }
     }
     for (int k = 0; k < 32; k++)
-        CHECK(fd_of[k] < 0 || fdtable_remove(&s->table, fd_of[k]) == &tags[k], "final remove");
+        CHECK(fd_of[k] < 0 || fdtable_remove(&s->table, fd_of[k], NULL) == &tags[k], "final remove");
     atomic_fetch_add(&s->allocations, count);
 }
 

@@ -563,6 +563,32 @@ static void check_unchanged_page_write(struct sv6_proc *p0)
           "clean up");
 }
 
+/* A file released at its close (fdtable.h) only while its fd held its one
+ * reference: copied to another fd, in the same process or a child, it stays for
+ * the copy (under AddressSanitizer a use after free stops the check). */
+static void check_private_close(struct sv6_world *w, struct sv6_proc *p)
+{
+    int fd = sv6_open(p, "private", O_CREAT | SV6_O_ANYFD);
+    CHECK(fd >= 0 && sv6_pwrite(p, fd, "pv", 2, 0) == 2, "create private");
+    CHECK(sv6_fd_install(p, 900, p, fd) == 0, "copy to fd 900");
+    CHECK(sv6_close(p, fd) == 0, "close the O_ANYFD fd");
+    char buf[2];
+    CHECK(sv6_pread(p, 900, buf, 2, 0) == 2 && !memcmp(buf, "pv", 2), "the copy reads");
+    CHECK(sv6_close(p, 900) == 0, "close the copy");
+    struct sv6_proc *child = sv6_proc_create(w);
+    fd = sv6_open(p, "private", SV6_O_ANYFD);
+    CHECK(fd >= 0 && sv6_fd_install(child, 7, p, fd) == 0, "copy into a child");
+    CHECK(sv6_close(p, fd) == 0, "close the parent's");
+    CHECK(sv6_pread(child, 7, buf, 2, 0) == 2 && !memcmp(buf, "pv", 2), "the child's reads");
+    sv6_proc_destroy(child);
+    int lowest = sv6_open(p, "private", 0), high = 3 << 16 | 5;
+    CHECK(lowest >= 0 && sv6_fd_install(p, high, p, lowest) == 0, "copy to an O_ANYFD number");
+    CHECK(sv6_close(p, high) == 0, "close the copy in the partition");
+    CHECK(sv6_pread(p, lowest, buf, 2, 0) == 2 && !memcmp(buf, "pv", 2), "the lowest fd reads");
+    CHECK(sv6_close(p, lowest) == 0, "close the lowest fd");
+    CHECK(sv6_unlink(p, "private") == 0, "unlink private");
+}
+
 int check_posix_unit(const struct check_args *args)
 {
     (void)args;
@@ -579,6 +605,7 @@ int check_posix_unit(const struct check_args *args)
     check_read_at_end(p0);
     check_memwrite_past_end(p0);
     check_unchanged_page_write(p0);
+    check_private_close(w, p0);
     sv6_proc_destroy(p0);
     sv6_proc_destroy(p1);
     sv6_world_destroy(w);
@@ -598,6 +625,7 @@ struct posix_stress {
     int pipe_fds[2];  /* one pipe, at the same fds in both processes */
     _Atomic unsigned long ops, links, stats, pipe_sent, pipe_received;
     unsigned threads;
+    _Atomic int any_fd[MAX_STRESS_THREADS]; /* each thread's O_ANYFD fd open now, or -1 */
 };
 
 static void posix_body(unsigned index, void *arg)
@@ -617,7 +645,7 @@ static void posix_body(unsigned index, void *arg)
     uint32_t last_seen[MAX_STRESS_THREADS] = {0}; /* per writer, of its records read here */
     while (!check_stop()) {
         ops++;
-        switch (check_below(&rng, 12)) {
+        switch (check_below(&rng, 13)) {
         case 0: { /* open/close of the own file, any fd */
             int again = sv6_open(p, name, check_below(&rng, 2) ? SV6_O_ANYFD : 0);
             CHECK(again >= 0, "open %s: %d", name, again);
@@ -736,6 +764,21 @@ static void posix_body(unsigned index, void *arg)
                   "memread");
             break;
         }
+        case 11: { /* an O_ANYFD fd of the own file, which a thread of the same process
+                    * may be reading (fstat) while it closes: the close must not free
+                    * the file under that lookup (fdtable.h) */
+            int mine = sv6_open(p, name, SV6_O_ANYFD);
+            CHECK(mine >= 0, "open %s with O_ANYFD: %d", name, mine);
+            atomic_store(&s->any_fd[index], mine);
+            int theirs = atomic_load(&s->any_fd[(index + 2) % s->threads]);
+            struct sv6_stat st;
+            int got = theirs >= 0 ? sv6_fstat(p, theirs, &st) : -EBADF;
+            CHECK(got == -EBADF || (got == 0 && st.size == PAGE), "fstat of another's fd: %d",
+                  got);
+            atomic_store(&s->any_fd[index], -1);
+            CHECK(sv6_close(p, mine) == 0, "close %d", mine);
+            break;
+        }
         default: { /* the own file by name */
             struct sv6_stat st;
             CHECK(sv6_stat(p, name, &st) == 0 && st.nlink == 1 && st.size == PAGE, "stat");
@@ -750,9 +793,51 @@ static void posix_body(unsigned index, void *arg)
     atomic_fetch_add(&s->pipe_received, received);
 }
 
+/* One thread opens and closes O_ANYFD fds of a file while the other keeps
+ * looking the newest up: a close must not free the file under a lookup (under
+ * AddressSanitizer a use after free stops the check). */
+struct any_fd_race {
+    struct sv6_proc *proc;
+    _Atomic int fd;
+    _Atomic unsigned long closes, lookups;
+};
+
+static void any_fd_race_body(unsigned index, void *arg)
+{
+    struct any_fd_race *r = arg;
+    while (!check_stop()) {
+        if (index == 0) {
+            int fd = sv6_open(r->proc, "race", SV6_O_ANYFD);
+            CHECK(fd >= 0, "open race: %d", fd);
+            atomic_store(&r->fd, fd);
+            CHECK(sv6_close(r->proc, fd) == 0, "close race");
+            atomic_fetch_add(&r->closes, 1);
+        } else {
+            struct sv6_stat st;
+            int fd = atomic_load(&r->fd), got = fd >= 0 ? sv6_fstat(r->proc, fd, &st) : -EBADF;
+            CHECK(got == -EBADF || (got == 0 && st.size == 1), "fstat race: %d", got);
+            atomic_fetch_add(&r->lookups, 1);
+        }
+    }
+}
+
+static void any_fd_race(struct sv6_world *w, double seconds)
+{
+    struct any_fd_race r = {.proc = sv6_proc_create(w)};
+    atomic_init(&r.fd, -1);
+    int fd = sv6_open(r.proc, "race", O_CREAT);
+    CHECK(fd >= 0 && sv6_pwrite(r.proc, fd, "r", 1, 0) == 1 && sv6_close(r.proc, fd) == 0,
+          "create race");
+    check_run_threads(2, seconds, any_fd_race_body, &r);
+    CHECK(atomic_load(&r.closes) > 0 && atomic_load(&r.lookups) > 0, "the race ran");
+    sv6_proc_destroy(r.proc);
+}
+
 int check_posix_stress(const struct check_args *args)
 {
     struct posix_stress s = {.threads = args->threads, .shared_anon = 1ull << 31};
+    for (unsigned i = 0; i < MAX_STRESS_THREADS; i++)
+        atomic_init(&s.any_fd[i], -1);
     s.world = sv6_world_create(SV6_WORLD_SELF_TICK); /* frees while threads run */
     for (int i = 0; i < 2; i++) {
         s.procs[i] = sv6_proc_create(s.world);
@@ -777,6 +862,7 @@ int check_posix_stress(const struct check_args *args)
     CHECK(sv6_stat(s.procs[0], "shared", &st) == 0 && st.nlink == 1, "shared's final nlink");
     sv6_proc_destroy(s.procs[0]);
     sv6_proc_destroy(s.procs[1]);
+    any_fd_race(s.world, args->seconds < 0.5 ? args->seconds : 0.5);
     printf("ok, %lu operations (%lu link+unlink, %lu fstat, %lu pipe records) on %u threads, "
            "%lu retried reads\n",
            atomic_load(&s.ops), atomic_load(&s.links), atomic_load(&s.stats),

@@ -13,6 +13,15 @@
  * Slots hold opaque pointers.  Allocation and lookup are lock-free: callers read inside an EBR
  * section and may use what they find without taking a reference, because the
  * owner of a removed value frees it only after a grace period.
+ *
+ * Unless no other thread can have read it: an O_ANYFD partition belongs to the
+ * thread that made its slots (its first fd), and another thread's lookup in it
+ * first marks the partition foreign, for good, and only then reads the slot.  A
+ * value that its partition's owner removes from a partition never marked was
+ * read by no other thread (fdtable_remove says so), so the caller may free it at
+ * once: the commutative case, each thread closing the fds it opened, then shares
+ * no grace period, which costs a line between the cores at each epoch's end and
+ * keeps memory from its reuse meanwhile.
  */
 #ifndef SV6_FDTABLE_H
 #define SV6_FDTABLE_H
@@ -21,6 +30,7 @@
 #include "sv6/lock.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define FDTABLE_PART_BITS 16
@@ -38,6 +48,11 @@ struct fdtable_part {
     /* O_ANYFD partitions: where the owning core's next search starts (any
      * free fd will do there); only that core's allocations write it. */
     _Atomic unsigned next;
+    /* The thread that made slots (an address of its own), and whether another
+     * thread's lookup has read a slot since: beside slots, which every lookup
+     * reads; foreign is written once. */
+    _Atomic(const void *) owner;
+    atomic_bool foreign;
     /* Held by remove, visit and each: a slot's value stays while it is held. */
     SV6_ALIGNED struct sv6_lock lock;
     /* Every slot ever filled lies below it (raised before a slot is taken):
@@ -63,8 +78,9 @@ int fdtable_alloc_any(struct fdtable *t, void *value);
 int fdtable_install(struct fdtable *t, int fd, void *value);
 /* Inside an EBR section: the value at fd or NULL. */
 void *fdtable_get(struct fdtable *t, int fd);
-/* Removes and returns the value at fd, NULL if there was none. */
-void *fdtable_remove(struct fdtable *t, int fd);
+/* Removes and returns the value at fd, NULL if there was none.  *alone (if not
+ * NULL): whether no other thread can hold the value, as above. */
+void *fdtable_remove(struct fdtable *t, int fd, bool *alone);
 /* Calls fn(fd, value, arg) with fd's partition held still: 0, or -EBADF if
  * fd holds nothing (a reference taken in fn is safe against a racing close). */
 int fdtable_visit(struct fdtable *t, int fd, void (*fn)(int fd, void *value, void *arg),
