@@ -441,9 +441,12 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
     (result, regions, groups, pair groups) with the kernel's lines among them; UserError
     when it cannot be run or read."""
     kernel = wholestack.Kernel()
-    run = wholestack.GuestRun(kernel, argv, args.env, program, REPO, Path(scratch))
+    run, stdout, traced = wholestack.run_to_end(
+        lambda directory: wholestack.GuestRun(kernel, argv, args.env, program, REPO, directory),
+        Path(scratch),
+        args.timeout,
+    )
     try:
-        stdout, traced = run.wait(args.timeout)
         try:
             result = parse_result(stdout)
         except ValueError as err:

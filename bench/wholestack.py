@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scalecheck.errors import UserError
@@ -27,7 +28,8 @@ from scalecheck.trace.regions import Region
 
 GUEST_INIT = "/scalecheck-bench"
 GUEST_WORKDIR = "/t/work"
-RESULT_BEGIN, RESULT_END, EXIT = (
+STARTED, RESULT_BEGIN, RESULT_END, EXIT = (
+    "SCALECHECK-STARTED",
     "SCALECHECK-RESULT-BEGIN",
     "SCALECHECK-RESULT-END",
     "SCALECHECK-EXIT",
@@ -70,6 +72,7 @@ B=/bin/busybox
 $B mount -t proc proc /proc
 $B mount -t devtmpfs dev /dev
 $B mount -t tmpfs scalecheck /t
+echo {STARTED}
 $B mkdir -p {GUEST_WORKDIR} {cwd}
 cd {cwd}
 export TMPDIR=/t
@@ -118,6 +121,11 @@ class Kernel:
         self.tables = TypeTables.load()
 
 
+class BootHang(UserError):
+    """The guest did not reach its init within BOOT_TIMEOUT: the boot's fault, not the
+    benchmark's (a TCG boot can hang before the kernel prints anything)."""
+
+
 class GuestRun:
     """One boot running the command; the guest stays up until stop() (names need its RAM)."""
 
@@ -149,13 +157,18 @@ class GuestRun:
         )
 
     def wait(self, timeout: float) -> tuple[str, list[Region]]:
-        """The command's stdout and the regions; UserError when it fails or runs past."""
+        """The command's stdout and the regions; BootHang when the guest never reached its
+        init, UserError when the command fails or runs past timeout."""
         regions: list[Region] = []
-        deadline = time.monotonic() + timeout + BOOT_TIMEOUT
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        started = False
         while True:
             _, new = self.session.poll()
             regions += new
             console = self._console()
+            if not started and re.search(rf"^{STARTED}$", console, re.MULTILINE):
+                started = True
+                deadline = time.monotonic() + timeout
             found = re.search(rf"^{EXIT} (\d+)$", console, re.MULTILINE)
             if found:
                 break
@@ -163,6 +176,8 @@ class GuestRun:
                 detail = self.session.panic_message() or self.session.exit_description()
                 raise UserError(f"the guest stopped before the benchmark ended: {detail}")
             if time.monotonic() > deadline:
+                if not started:
+                    raise BootHang(f"the guest did not reach its init within {BOOT_TIMEOUT:g} s")
                 raise UserError(f"the benchmark ran past {timeout:g} s in the guest")
             time.sleep(0.2)
         time.sleep(0.2)  # the last region's flush precedes the console line, not the poll
@@ -194,3 +209,33 @@ class GuestRun:
 
     def stop(self):
         self.session.stop()
+
+
+def run_to_end(
+    start: Callable[[Path], GuestRun], scratch: Path, timeout: float
+) -> tuple[GuestRun, str, list[Region]]:
+    """Starts a guest run in a directory of scratch (start(directory)) and waits for its
+    command: (the run, still up for its names, the command's stdout, the regions). A guest
+    that never reached its init is stopped and booted once more, which stderr says; a
+    second such boot raises BootHang. Any other failure stops the guest and passes on."""
+    try:
+        return _waited(start, scratch / "boot1", timeout)
+    except BootHang as hang:
+        print(f"{hang}; booting it again", file=sys.stderr)
+    try:
+        return _waited(start, scratch / "boot2", timeout)
+    except BootHang as hang:
+        raise BootHang(f"{hang}, twice") from None
+
+
+def _waited(
+    start: Callable[[Path], GuestRun], directory: Path, timeout: float
+) -> tuple[GuestRun, str, list[Region]]:
+    directory.mkdir(parents=True, exist_ok=True)
+    run = start(directory)
+    try:
+        stdout, regions = run.wait(timeout)
+    except BaseException:
+        run.stop()
+        raise
+    return run, stdout, regions

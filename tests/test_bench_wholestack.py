@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -139,3 +141,78 @@ def test_processes_without_system_is_refused():
         timeout=60,
     )
     assert run.returncode == 2 and "--processes needs --system" in run.stderr
+
+
+class FakeSession:
+    """A fake guest session for the unit tests of GuestRun.wait: its console is a file the
+    test writes; nothing ever exits or traces."""
+
+    def __init__(self, console: Path):
+        self.console_path = console
+
+    def poll(self):
+        return None, []
+
+    def exited(self) -> bool:
+        return False
+
+
+def fake_run(console: Path) -> wholestack.GuestRun:
+    run = wholestack.GuestRun.__new__(wholestack.GuestRun)  # no boot
+    run.session = FakeSession(console)
+    return run
+
+
+def test_a_guest_that_never_reaches_its_init_is_a_boot_hang_not_a_slow_benchmark(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(wholestack, "BOOT_TIMEOUT", 0.3)
+    console = tmp_path / "console.log"
+    console.write_text("SeaBIOS (version 1.16.2)\nBooting from ROM..")
+    with pytest.raises(wholestack.BootHang, match=r"did not reach its init within 0\.3 s"):
+        fake_run(console).wait(60)
+    console.write_text(f"Booting from ROM..\n{wholestack.STARTED}\n")
+    with pytest.raises(wholestack.UserError, match=r"ran past 0\.3 s") as raised:
+        fake_run(console).wait(0.3)
+    assert not isinstance(raised.value, wholestack.BootHang)
+
+
+class ScriptedRun:
+    """A fake GuestRun whose wait raises or returns what the test scripted."""
+
+    def __init__(self, outcome):
+        self.outcome, self.stopped = outcome, False
+
+    def wait(self, timeout):
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_a_boot_hang_is_booted_once_more_and_said(tmp_path, capsys):
+    runs = iter([ScriptedRun(wholestack.BootHang("hung")), ScriptedRun(("out", []))])
+    made = []
+
+    def start(directory):
+        made.append((directory, next(runs)))
+        return made[-1][1]
+
+    run, stdout, regions = wholestack.run_to_end(start, tmp_path, 10)
+    assert (stdout, regions) == ("out", []) and run is made[1][1] and not run.stopped
+    assert made[0][1].stopped and made[0][0] != made[1][0] and made[1][0].is_dir()
+    assert "hung; booting it again" in capsys.readouterr().err
+
+    runs = iter([ScriptedRun(wholestack.BootHang("hung")) for _ in range(2)])
+    made.clear()
+    with pytest.raises(wholestack.BootHang, match="hung, twice"):
+        wholestack.run_to_end(start, tmp_path, 10)
+    assert all(r.stopped for _, r in made) and len(made) == 2
+
+    runs = iter([ScriptedRun(wholestack.UserError("the benchmark exited 1"))])
+    made.clear()
+    with pytest.raises(wholestack.UserError, match="exited 1"):
+        wholestack.run_to_end(start, tmp_path, 10)
+    assert len(made) == 1 and made[0][1].stopped
