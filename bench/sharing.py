@@ -37,8 +37,10 @@ the workers may be processes (--processes: a control's layout) instead of thread
 usage: python3 bench/sharing.py BENCHMARK [--mode M] [--runtime R] [--duration S]
                                 [--system [--processes]] [--env NAME=VALUE] [--top N]
                                 [--catalog DIR] [--json FILE]
-Exit status 0 after the table, 2 when the benchmark cannot be built or run, 141 when
-stdout's reader leaves before the table ends (--json is written first).
+Exit status 0 after the table, 2 when the benchmark cannot be built or run (with --system,
+also when the guest twice fails to reach its init within 300 s: one such boot is tried
+again, which stderr says), 141 when stdout's reader leaves before the table ends (--json is
+written first).
 """
 
 import argparse
