@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scalecheck.run import testcase
+from scalecheck.run import testcase, wire
 from scalecheck.run.linux import facts, guest_render, vm
 from scalecheck.run.linux.guest_build import ensure_built
 from scalecheck.run.run_cli import run_tests
@@ -29,9 +29,8 @@ CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibrat
 
 def guest_ms_per_test(tests, built, kernel, entries, plugin, repeats, workdir) -> tuple:
     """(guest ms per test, QEMU's CPU seconds) of one boot with ``plugin`` (None: none)."""
-    text = f"S repeats={repeats} timeout_ms=5000 fs=tmpfs warmup=0\n" + "".join(
-        guest_render.render(t, i) for i, t in enumerate(tests)
-    )
+    settings = wire.settings_line(repeats=repeats, timeout_ms=5000, fs="tmpfs", warmup=0)
+    text = settings + "".join(guest_render.render(t, i) for i, t in enumerate(tests))
     session = vm.GuestSession(
         workdir,
         kernel,
@@ -49,10 +48,10 @@ def guest_ms_per_test(tests, built, kernel, entries, plugin, repeats, workdir) -
     finally:
         session.stop()
     lines = session.out_path.read_text(errors="replace").splitlines()
-    done = [line for line in lines if line.startswith("DONE")]
+    done = [r for r in map(wire.parse_report, lines) if r and r.kind == "DONE"]
     if not done:
         sys.exit(f"guest did not finish: {session.exit_description()}")
-    return int(done[0].split()[1]) / len(tests), cpu_seconds
+    return int(done[0].rest) / len(tests), cpu_seconds
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -62,7 +61,8 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _done(out_path) -> bool:
-    return out_path.exists() and b"\nDONE " in out_path.read_bytes()
+    done = f"\n{wire.keyword('DONE')} ".encode()
+    return out_path.exists() and done in out_path.read_bytes()
 
 
 def main():

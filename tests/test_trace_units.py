@@ -12,7 +12,7 @@ import pytest
 
 from scalecheck.binding import linux_posix
 from scalecheck.common.errors import UserError
-from scalecheck.run import counting, outcome, regions, testcase
+from scalecheck.run import counting, outcome, regions, testcase, wire
 from scalecheck.run.linux import guest_render, initramfs
 from scalecheck.run.linux.kernel_symbols import KernelSymbols
 from scalecheck.run.store import ResultsStore
@@ -575,7 +575,7 @@ def _finished(repeat_regions, filters=counting.ALL_FILTERS_ON, granularity="stab
     progress = outcome.TestProgress(testcase.Test("t", ["stat", "stat"], raw), 0)
     regions_by_tag = {}
     for rep, (a, b) in enumerate(repeat_regions):
-        progress.repeats[rep] = ("R", '{"ret": 0}', '{"ret": 0}')
+        progress.add(wire.Report("RESULTS", 0, rep, '{"ret":0} {"ret":0}'))
         regions_by_tag[outcome.tag(0, rep, 0)] = a
         regions_by_tag[outcome.tag(0, rep, 1)] = b
     return outcome.finish(

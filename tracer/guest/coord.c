@@ -222,7 +222,7 @@ void drain_own_lru_batches(void *untouched_page)
 		fatal("madvise MADV_COLD (draining this CPU's LRU batches)");
 }
 
-void run_repeat(const struct test *t, int rep, const struct settings *s)
+void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
 {
 	int report = rep != SC_WARMUP_REP;
 	char why[RESULT_LEN];
@@ -238,7 +238,7 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 	clean_test_dir();
 	if (build_files_and_pipes(t, why, sizeof why) < 0) {
 		if (report)
-			out("X %ld %d %s\n", t->index, rep, why);
+			sc_wire_setup_failed(t->index, rep, why);
 		close_shared_fds(t);
 		return;
 	}
@@ -259,7 +259,7 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 	/* Each process reports once, plus once per participant. */
 	if (wait_at_least(&ctl->ready, forked + 2, s->timeout_ms) < 0 || ctl->ready >= 100) {
 		if (report)
-			out("X %ld %d %s\n", t->index, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
+			sc_wire_setup_failed(t->index, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
 		kill_and_reap(pids, 2);
 		close_shared_fds(t);
 		return;
@@ -288,13 +288,13 @@ void run_repeat(const struct test *t, int rep, const struct settings *s)
 	set_and_wake(&ctl->go[first], 1);
 	if (wait_at_least(&ctl->done[1 - first], 1, s->timeout_ms) < 0) {
 		if (report)
-			out("H %ld %d call %c did not return\n", t->index, rep, "AB"[ctl->done[first] ? 1 - first : first]);
+			sc_wire_hung(t->index, rep, ctl->done[first] ? 1 - first : first);
 		kill_and_reap(pids, 2);
 		close_shared_fds(t);
 		return;
 	}
 	if (report)
-		out("R %ld %d %s %s\n", t->index, rep, ctl->result[0], ctl->result[1]);
+		sc_wire_results(t->index, rep, ctl->result[0], ctl->result[1]);
 	set_and_wake(&ctl->finish, 1);
 	for (int i = 0; i < 2; i++)
 		if (pids[i] > 0)

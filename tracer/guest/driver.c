@@ -29,8 +29,11 @@
 #include "driver.h"
 
 #define DEBUGCON_PORT 0xe9
+/* The tests, written by the host into the initramfs (the wire format, scalecheck_wire.h). */
+#define BATCH "/batch.txt"
 
 const char *const TEST_DIRS[2] = {"/t/w0", "/t/w1"};
+struct sc_wire_settings settings = {.repeats = 2, .timeout_ms = 5000, .fs = "tmpfs"};
 
 /* ---- output ---- */
 
@@ -51,7 +54,7 @@ void out(const char *fmt, ...)
 
 void fatal(const char *what)
 {
-	out("F %s: %s\n", what, strerror(errno));
+	sc_wire_fail(what, strerror(errno));
 	reboot(RB_POWER_OFF);
 	_exit(1);
 }
@@ -80,27 +83,6 @@ static void mount_filesystems(const char *fs_type)
 	close(fd);
 }
 
-/* The batch, as a NUL-terminated string in memory of its own that test processes do not
- * inherit: it is most of the driver's memory (hundreds of KB for a full batch), and each
- * fork would copy its page table entries and each test process's exit drop them again. */
-static char *read_batch(void)
-{
-	int fd = open("/batch.txt", O_RDONLY);
-	if (fd < 0)
-		fatal("open batch");
-	struct stat st;
-	fstat(fd, &st);
-	char *buf = mmap(NULL, st.st_size + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED || madvise(buf, st.st_size + 1, MADV_DONTFORK) < 0)
-		fatal("mmap batch");
-	ssize_t got = 0, n;
-	while (got < st.st_size && (n = read(fd, buf + got, st.st_size - got)) > 0)
-		got += n;
-	buf[got] = 0;
-	close(fd);
-	return buf;
-}
-
 /* The same memory layout in every boot: with address-space randomization the driver's
  * stack, heap and mappings sit at other offsets each boot, so whether a call's region
  * touches a page for the first time (a fault) or grows a VMA tree node differs between
@@ -125,11 +107,14 @@ int main(int argc, char **argv)
 	(void)argc;
 	if (ioperm(DEBUGCON_PORT, 1, 1) < 0)
 		return 1;
+	sc_wire_output(out_bytes, NULL);
 	fix_memory_layout(argv);
-	char *cursor = read_batch(), *line;
-	struct settings settings = {.repeats = 2, .timeout_ms = 5000, .fs_type = "tmpfs"};
-	parse_settings(strsep(&cursor, "\n"), &settings);
-	mount_filesystems(settings.fs_type);
+	char *tests = sc_wire_read_batch(BATCH);
+	if (!tests)
+		fatal("read batch");
+	if (sc_wire_read_settings(&tests, &settings) < 0)
+		fatal("batch without settings");
+	mount_filesystems(settings.fs);
 	limit_socket_queues();
 	int devnull = open("/dev/null", O_RDWR);
 	if (devnull < 0 || dup2(devnull, DEVNULL_FD) < 0)
@@ -137,52 +122,15 @@ int main(int argc, char **argv)
 	close(devnull);
 	coordination_init();
 	install_fault_handlers();
-	out("READY %d\n", (int)sysconf(_SC_NPROCESSORS_ONLN));
+	sc_wire_ready((int)sysconf(_SC_NPROCESSORS_ONLN));
 	if (settings.dump_facts)
 		dump_kernel_facts();
-
 	/* Warm-up: the first tests run once untraced-for-results, so one-time kernel work
 	 * (first use of a CPU's random pool, slab caches filling) lands outside real runs. */
-	char *tests_start = cursor;
 	long run_started = now_ms();
-	for (int pass = settings.warmup > 0 ? 0 : 1; pass < 2; pass++) {
-		cursor = tests_start;
-		if (pass == 0) {
-			/* Parsing cuts the text: the warm-up parses a copy of its own. */
-			cursor = read_batch();
-			strsep(&cursor, "\n");
-		}
-		int seen = 0;
-		while ((line = strsep(&cursor, "\n"))) {
-			if (line[0] != 'T')
-				continue;
-			if (pass == 0 && seen++ >= settings.warmup)
-				break;
-			static struct test t;
-			const char *why;
-			long index = strtol(line + 2, NULL, 10);
-			int bad = parse_test(&cursor, &t, &why);
-			t.index = index;
-			if (!bad && t.ncalls != 2)
-				bad = 1, why = "a test needs exactly two calls";
-			if (pass == 0) {
-				/* Announced, so that a warm-up that crashes the guest is blamed on its test. */
-				out("W %ld\n", index);
-				if (!bad)
-					run_repeat(&t, SC_WARMUP_REP, &settings);
-				continue;
-			}
-			out("B %ld\n", index);
-			if (bad) {
-				out("X %ld -1 %s\n", index, why);
-				continue;
-			}
-			for (int rep = 0; rep < settings.repeats; rep++)
-				run_repeat(&t, rep, &settings);
-		}
-	}
+	run_batch(BATCH, tests);
 	/* Guest-side run time of the tests (warm-up included), for the speed benchmarks. */
-	out("DONE %ld\n", now_ms() - run_started);
+	sc_wire_done(now_ms() - run_started);
 	sync();
 	/* The probe's memory is read once the guest has powered off. A traced boot stays up:
 	 * the host names the last test's data from guest memory after DONE, then stops QEMU. */

@@ -2,7 +2,7 @@
  * scalecheck guest driver: declarations shared by its parts.
  *
  *   driver.c  main: the guest's file systems, memory layout, output, the batch loop
- *   parse.c   the batch's line-based rendering of tests (docs/tracer.md)
+ *   parse.c   a test's setup and call lines (the wire format, scalecheck_wire.h)
  *   setup.c   building a test's files, pipes, sockets, fd tables and mappings
  *   coord.c   coordination: the test processes, the hand-offs between the two calls
  *   ops.c     one function per operation, found through a dispatch table
@@ -16,6 +16,7 @@
 
 #include "../include/scalecheck_abi.h"
 #include "../include/scalecheck_marker.h"
+#include "../include/scalecheck_wire.h"
 
 #define MAX_TOKENS 10
 #define TOKEN_LEN 48
@@ -70,20 +71,18 @@ struct participant {
 	void *untouched;     /* page never touched: see drain_own_lru_batches */
 };
 
-/* The batch's settings (header line "S key=value ..."). */
-struct settings { int repeats, timeout_ms, warmup, dump_facts; const char *fs_type; };
 
 /* driver.c */
 /* Repeats alternate between two test directories (see run_repeat). */
 extern const char *const TEST_DIRS[2];
+/* The batch's settings (its first line). */
+extern struct sc_wire_settings settings;
 void out_bytes(const char *s, size_t n);
 void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fatal(const char *what) __attribute__((noreturn));
 
-/* parse.c */
-int tokenize(char *line, char **tok, int max);
-void parse_settings(char *line, struct settings *s);
-int parse_test(char **cursor, struct test *t, const char **why);
+/* parse.c: runs the batch's tests (the text after its settings line) */
+void run_batch(const char *path, char *tests);
 
 /* setup.c */
 void inode_path(const struct test *t, int inode, char *path, size_t len);
@@ -95,7 +94,7 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen);
 
 /* coord.c */
 void coordination_init(void);
-void run_repeat(const struct test *t, int rep, const struct settings *s);
+void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s);
 long now_ms(void);
 void drain_own_lru_batches(void *untouched_page);
 

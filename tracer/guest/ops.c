@@ -508,7 +508,8 @@ static void op_panic(struct participant *p, const struct call_spec *c, char *res
 	result(res, len, r, err);
 }
 
-static const struct {
+/* Ended by a NULL name (sc_wire_find). */
+static const struct op {
 	const char *name;
 	op_fn *run;
 } OPS[] = {
@@ -520,15 +521,13 @@ static const struct {
 	{"mprotect", op_mprotect}, {"memread", op_memread}, {"memwrite", op_memwrite},
 	{"fstatx", op_fstatx},   {"sendto", op_sendto},     {"recvfrom", op_recvfrom},
 	{"fork", op_fork},       {"posix_spawn", op_posix_spawn}, {"exec", op_exec},
-	{"_hang", op_hang},      {"_panic", op_panic},
+	{"_hang", op_hang},      {"_panic", op_panic},      {NULL, NULL},
 };
 
 op_fn *find_op(const char *name)
 {
-	for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
-		if (!strcmp(OPS[i].name, name))
-			return OPS[i].run;
-	return NULL;
+	const struct op *op = sc_wire_find(OPS, sizeof OPS[0], name);
+	return op ? op->run : NULL;
 }
 
 /* Runs the participant's call between markers and formats its result as JSON into res. */

@@ -2,31 +2,19 @@
  * scalecheck user-space harness: runs a library's tests under qemu-x86_64 with the
  * tracing plugin (mode=user). Linked with the library's adapter (scalecheck_adapter.h).
  *
- * Reads the batch file named by argv[1] (written by src/scalecheck/run/user/program_worker.py):
- *
- *   S repeats=N
- *   T index            a test, then its lines up to E:
- *   V path value       one value of the setup (flattened; value an integer or a word)
- *   C side proc op name=value...  call A (side 0) and call B (side 1), in process proc
- *   E
- *
- * preceded by lines "P addr size": the library's static data to snapshot (below).
- *
- * and writes to stdout, flushed after each test repeat:
- *
- *   B index                       a test begins (a crash or hang is blamed on it)
- *   A index rep addr size site    an allocation made by the setup or a call
- *   R index rep resultA resultB   a repeat's results (JSON, no spaces)
- *   X index rep why               the setup failed
- *   M index rep addr hex          a snapshot of memory after a repeat's calls
- *   DONE
+ * Reads the batch file named by argv[1] (the wire format, tracer/include/scalecheck_wire.h,
+ * written by src/scalecheck/run/user/program_worker.py; read by tracer/common/wire.c): each
+ * test's setup as "V path value" lines, its calls as "C side proc op name=value..." lines,
+ * and "N addr size" lines before the tests, the library's static data to snapshot (below).
+ * It reports on stdout, flushed after each test repeat: B as a test begins, then per
+ * repeat the allocations (A), the memory snapshot (MEM) and the results (R), or X.
  *
  * Call A runs on thread A, then call B on thread B, each between markers, with the region
  * tag (index << SC_TAG_INDEX_SHIFT) | (rep << SC_TAG_REP_SHIFT) | side emitted first. The
  * harness's own memory written around the calls (results, allocation logs, stacks) is
  * private to each thread, so it never shows as a conflict.
  *
- * After each repeat's calls the harness writes a snapshot (M lines) of the "P" ranges and
+ * After each repeat's calls the harness writes a snapshot (MEM lines) of the "P" ranges and
  * of the live allocations: the host follows the typed pointers in them to find the DWARF
  * type of each heap object (src/scalecheck/run/user/dwarfnames.py), and names each
  * repeat's conflicting lines from its own snapshot before it compares the repeats.
@@ -38,10 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "../include/scalecheck_abi.h"
 #include "../include/scalecheck_alloc.h"
 #include "../include/scalecheck_marker.h"
+#include "../include/scalecheck_wire.h"
 #include "scalecheck_adapter.h"
 
 #define MAX_VALUES 512
@@ -375,64 +365,62 @@ static void start_participants(void)
 	}
 }
 
-/* ---- parsing the batch ---- */
+/* ---- a test's lines (the wire module, tracer/common/wire.c, reads the batch) ---- */
 
-static const struct sc_op *find_op(const char *name)
+static int setup_line(void *test, char **tok, int n, const char **why)
 {
-	for (const struct sc_op *op = SC_OPS; op->name; op++)
-		if (!strcmp(op->name, name))
-			return op;
-	return NULL;
+	struct test *t = test;
+	if (strcmp(tok[0], SC_WIRE_VALUE) || t->state.nvalues == MAX_VALUES) {
+		*why = "setup exceeds the harness's limits or is malformed";
+		return -1;
+	}
+	if (n != 3 || strlen(tok[1]) >= PATH_LEN || strlen(tok[2]) >= SC_TEXT_LEN) {
+		*why = "malformed setup value";
+		return -1;
+	}
+	strcpy(t->state.paths[t->state.nvalues], tok[1]);
+	strcpy(t->state.texts[t->state.nvalues++], tok[2]);
+	return 0;
 }
 
-/* Reads one test after its "T" line; returns 0, or -1 with *why set. */
-static int parse_test(FILE *in, struct test *t, const char **why)
+static int call_line(void *test, const struct sc_wire_call *line, const char **why)
 {
-	char line[512];
-	*why = NULL;
-	while (fgets(line, sizeof line, in)) {
-		char *save, *kind = strtok_r(line, " \n", &save);
-		if (!kind)
-			continue;
-		if (!strcmp(kind, "E"))
-			return *why ? -1 : 0;
-		if (!strcmp(kind, "V") && t->state.nvalues < MAX_VALUES) {
-			char *path = strtok_r(NULL, " \n", &save), *value = strtok_r(NULL, " \n", &save);
-			if (!path || !value || strlen(path) >= PATH_LEN || strlen(value) >= SC_TEXT_LEN) {
-				*why = "malformed setup value";
-				continue;
-			}
-			strcpy(t->state.paths[t->state.nvalues], path);
-			strcpy(t->state.texts[t->state.nvalues++], value);
-		} else if (!strcmp(kind, "C") && t->ncalls < 2) {
-			struct call *c = &t->calls[t->ncalls++];
-			strtok_r(NULL, " \n", &save); /* side: calls come in order A, B */
-			char *proc = strtok_r(NULL, " \n", &save), *name = strtok_r(NULL, " \n", &save);
-			c->op = name ? find_op(name) : NULL;
-			c->call.proc = proc ? atoi(proc) : 0;
-			for (char *arg; (arg = strtok_r(NULL, " \n", &save));) {
-				struct sc_arg *a = &c->call.args[c->call.nargs];
-				char *eq = strchr(arg, '=');
-				if (c->call.nargs == SC_MAX_ARGS || !eq || eq - arg >= SC_NAME_LEN || strlen(eq + 1) >= SC_TEXT_LEN) {
-					*why = "malformed or too many arguments";
-					break;
-				}
-				memcpy(a->name, arg, (size_t)(eq - arg));
-				strcpy(a->text, eq + 1);
-				if (!parse_integer(a->text, &a->value))
-					a->value = 0;
-				c->call.nargs++;
-			}
-			if (!c->op)
-				*why = "the adapter has no such operation";
-			else if (c->call.nargs != c->op->nargs)
-				*why = "wrong number of arguments for the adapter's operation";
-		} else {
-			*why = "setup exceeds the harness's limits or is malformed";
-		}
+	struct test *t = test;
+	if (t->ncalls == 2) {
+		*why = "setup exceeds the harness's limits or is malformed";
+		return -1;
 	}
-	*why = "batch ended inside a test";
-	return -1;
+	struct call *c = &t->calls[t->ncalls++];
+	c->op = sc_wire_find(SC_OPS, sizeof SC_OPS[0], line->op);
+	c->call.proc = line->proc;
+	for (int i = 0; i < line->nargs; i++) {
+		struct sc_arg *a = &c->call.args[c->call.nargs++];
+		if (i == SC_MAX_ARGS || strlen(line->names[i]) >= SC_NAME_LEN || strlen(line->values[i]) >= SC_TEXT_LEN) {
+			*why = "malformed or too many arguments";
+			return -1;
+		}
+		strcpy(a->name, line->names[i]);
+		strcpy(a->text, line->values[i]);
+		if (!parse_integer(a->text, &a->value))
+			a->value = 0;
+	}
+	if (!c->op)
+		*why = "the adapter has no such operation";
+	else if (c->call.nargs != c->op->nargs)
+		*why = "wrong number of arguments for the adapter's operation";
+	return *why ? -1 : 0;
+}
+
+static void begin(void *test, long index)
+{
+	struct test *t = test;
+	memset(t, 0, sizeof *t);
+	t->index = index;
+}
+
+static int ncalls(const void *test)
+{
+	return ((const struct test *)test)->ncalls;
 }
 
 /* ---- running ---- */
@@ -470,7 +458,7 @@ static void report_allocations(long index, int rep)
 		const struct alloc *a = order[k].a;
 		if (k + 1 < n && order[k + 1].a->addr == a->addr)
 			continue;
-		printf("A %ld %d %#lx %zu %#lx\n", index, rep, (unsigned long)a->addr, a->size, (unsigned long)a->site);
+		sc_wire_allocation(index, rep, a->addr, a->size, a->site);
 	}
 	for (int slot = 0; slot < 3; slot++)
 		harness.logs[slot]->n = 0;
@@ -485,28 +473,18 @@ static struct {
 	size_t size[MAX_SNAPSHOT_RANGES];
 } __attribute__((aligned(64))) snapshot_ranges;
 
-static void add_snapshot_range(const char *line)
+/* "N addr size", a line before the tests. */
+static void add_snapshot_range(char **tok, int n)
 {
-	unsigned long addr, size;
-	if (sscanf(line, "P %lx %lu", &addr, &size) == 2 && snapshot_ranges.n < MAX_SNAPSHOT_RANGES) {
-		snapshot_ranges.addr[snapshot_ranges.n] = addr;
-		snapshot_ranges.size[snapshot_ranges.n++] = size;
+	if (n == 3 && !strcmp(tok[0], SC_WIRE_SNAPSHOT) && snapshot_ranges.n < MAX_SNAPSHOT_RANGES) {
+		snapshot_ranges.addr[snapshot_ranges.n] = strtoul(tok[1], NULL, 16);
+		snapshot_ranges.size[snapshot_ranges.n++] = strtoul(tok[2], NULL, 10);
 	}
 }
 
 static void print_memory(long index, int rep, uintptr_t addr, size_t size)
 {
-	static const char digits[] = "0123456789abcdef";
-	/* Whole lines of its own, as all the harness's static data (the digits and a NUL). */
-	static char hex[2 * SNAPSHOT_BYTES + 64] __attribute__((aligned(64)));
-	const unsigned char *bytes = (const unsigned char *)addr;
-	size = size < SNAPSHOT_BYTES ? size : SNAPSHOT_BYTES;
-	for (size_t i = 0; i < size; i++) {
-		hex[2 * i] = digits[bytes[i] >> 4];
-		hex[2 * i + 1] = digits[bytes[i] & 15];
-	}
-	hex[2 * size] = 0;
-	printf("M %ld %d %#lx %s\n", index, rep, (unsigned long)addr, hex);
+	sc_wire_memory(index, rep, addr, (const unsigned char *)addr, size < SNAPSHOT_BYTES ? size : SNAPSHOT_BYTES);
 }
 
 /* Whether the allocation at entry i of log slot was freed later: the setup's log (0) comes
@@ -533,12 +511,12 @@ static void report_snapshot(long index, int rep)
 		}
 }
 
-static void run_repeat(const struct test *t, int rep)
+static void run_repeat(const void *test, int rep)
 {
+	const struct test *t = test;
 	char why[SC_RESULT_LEN] = "";
 	if (sc_setup(&t->state, why, sizeof why) < 0) {
-		printf("X %ld %d %s\n", t->index, rep, why[0] ? why : "setup failed");
-		fflush(stdout);
+		sc_wire_setup_failed(t->index, rep, why[0] ? why : "setup failed");
 		return;
 	}
 	for (int side = 0; side < 2; side++) {
@@ -550,10 +528,19 @@ static void run_repeat(const struct test *t, int rep)
 	}
 	report_snapshot(t->index, rep);
 	report_allocations(t->index, rep);
-	printf("R %ld %d %s %s\n", t->index, rep, participants[0].result.text, participants[1].result.text);
-	fflush(stdout);
+	sc_wire_results(t->index, rep, participants[0].result.text, participants[1].result.text);
 	sc_teardown();
 	report_allocations(t->index, rep);
+}
+
+static void write_stdout(const char *s, size_t n)
+{
+	fwrite(s, 1, n, stdout);
+}
+
+static void flush_stdout(void)
+{
+	fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -562,44 +549,34 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s BATCH\n", argv[0]);
 		return 2;
 	}
-	FILE *in = fopen(argv[1], "r");
-	if (!in) {
+	char *tests = sc_wire_read_batch(argv[1]);
+	if (!tests) {
 		perror(argv[1]);
 		return 2;
 	}
-	int repeats = 2;
-	char line[512];
-	if (!fgets(line, sizeof line, in) || sscanf(line, "S repeats=%d", &repeats) != 1) {
+	struct sc_wire_settings settings = {.repeats = 2};
+	if (sc_wire_read_settings(&tests, &settings) < 0) {
 		fprintf(stderr, "%s: no header line\n", argv[1]);
 		return 2;
 	}
+	sc_wire_output(write_stdout, flush_stdout);
 	my_log = new_log(0);
 	start_participants();
-	printf("READY\n");
-	fflush(stdout);
+	sc_wire_ready(2);
+	struct timespec started, ended;
+	clock_gettime(CLOCK_MONOTONIC, &started);
 	static struct test t;
-	while (fgets(line, sizeof line, in)) {
-		if (line[0] == 'P')
-			add_snapshot_range(line);
-		if (line[0] != 'T')
-			continue;
-		memset(&t, 0, sizeof t);
-		t.index = strtol(line + 2, NULL, 10);
-		const char *why;
-		int bad = parse_test(in, &t, &why);
-		if (!bad && t.ncalls != 2)
-			bad = 1, why = "a test needs exactly two calls";
-		printf("B %ld\n", t.index);
-		fflush(stdout); /* before the calls: a crash or hang is then blamed on this test */
-		if (bad) {
-			printf("X %ld -1 %s\n", t.index, why);
-			fflush(stdout);
-			continue;
-		}
-		for (int rep = 0; rep < repeats; rep++)
-			run_repeat(&t, rep);
-	}
-	printf("DONE\n");
-	fflush(stdout);
+	struct sc_wire_driver driver = {
+		.test = &t,
+		.begin = begin,
+		.setup_line = setup_line,
+		.call = call_line,
+		.ncalls = ncalls,
+		.repeat = run_repeat,
+		.batch_line = add_snapshot_range,
+	};
+	sc_wire_run_tests(argv[1], tests, &settings, &driver);
+	clock_gettime(CLOCK_MONOTONIC, &ended);
+	sc_wire_done((ended.tv_sec - started.tv_sec) * 1000L + (ended.tv_nsec - started.tv_nsec) / 1000000);
 	return 0;
 }

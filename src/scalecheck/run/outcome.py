@@ -10,6 +10,7 @@ from scalecheck.run.counting import ALL_FILTERS_ON, GRANULARITIES, Filters, coun
 from scalecheck.run.naming import name_data, symbol_key
 from scalecheck.run.regions import PcSet, shared_lines
 from scalecheck.run.testcase import LEFT_PATH, MISMATCH, Test, check_results
+from scalecheck.run.wire import Report
 
 # The repeat number the driver gives its unreported warm-up runs, and the tag layout.
 WARMUP_REP = abi.value("WARMUP_REP")
@@ -22,11 +23,16 @@ class TestProgress:
 
     test: Test
     index: int
-    repeats: dict = field(default_factory=dict)  # rep -> ("R", res_a, res_b) | ("X"|"H", why)
+    # rep -> its RESULTS, SETUP_FAILED or HUNG report (run/wire.py); rep -1: the test
+    # could not be read.
+    repeats: dict[int, Report] = field(default_factory=dict)
+
+    def add(self, report: Report) -> None:
+        self.repeats[report.rep] = report
 
     def complete(self, repeats: int) -> bool:
         return len(self.repeats) >= repeats or any(
-            kind == "X" and rep < 0 for rep, (kind, *_) in self.repeats.items()
+            report.kind == "SETUP_FAILED" and rep < 0 for rep, report in self.repeats.items()
         )
 
 
@@ -294,16 +300,16 @@ def finish(
     (``repeat_namers``), before the repeats are compared (name_data)."""
     test = progress.test
     reports = progress.repeats
-    for rep, (kind, *rest) in sorted(reports.items()):
-        if kind == "X":
-            return base_record(test, "error", f"setup: {rest[0]}")
-        if kind == "H":
-            return base_record(test, "timeout", f"repeat {rep}: {rest[0]} (guest watchdog)")
+    for rep, report in sorted(reports.items()):
+        if report.kind == "SETUP_FAILED":
+            return base_record(test, "error", f"setup: {report.rest}")
+        if report.kind == "HUNG":
+            return base_record(test, "timeout", f"repeat {rep}: {report.rest} (guest watchdog)")
     per_repeat, noise_switch, interrupts, dropped, tick_sites = [], False, 0, 0, 0
     tick_signatures: list = []  # per repeat: (signature without tick work, with it)
     mismatch, left_path, results, order = "", "", {}, None
     for rep in range(repeats):
-        _, res_a, res_b = reports[rep]
+        res_a, res_b = reports[rep].results()
         try:
             res_a, res_b = json.loads(res_a), json.loads(res_b)
         except json.JSONDecodeError:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from scalecheck.common.errors import UserError
 from scalecheck.common.sources import cache_dir
+from scalecheck.run import wire
 from scalecheck.run.linux.btf import Types
 from scalecheck.run.linux.kernelmem import GuestMemory, KernelMemory, read_kernel_btf
 from scalecheck.run.linux.vm import MEMORY_BYTES, GuestSession
@@ -53,7 +54,7 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
         kernel,
         kernel_args,
         built["base_image"],
-        "S facts=1\n",
+        wire.settings_line(facts=1),
         plugin=None,
         entries=None,
         ram_file=True,
@@ -70,7 +71,8 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
         if session.out_path.exists()
         else []
     )
-    if not any(line.startswith("DONE") for line in lines):
+    reports = [wire.parse_report(line) for line in lines]
+    if not any(report and report.kind == "DONE" for report in reports):
         tail = session.panic_message() or session.console_tail(3).replace("\n", " | ")
         raise UserError(
             f"kernel {kernel} did not boot the tracer's guest ({session.exit_description()}; "

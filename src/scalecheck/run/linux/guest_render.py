@@ -1,11 +1,12 @@
-"""Renders tests for the guest driver (tracer/guest/).
-
-The driver is a small static C program, so it reads a line-based rendering (one token per
-value, see docs/tracer.md) instead of JSON. Everything the driver cannot express is caught
-here, per test: such a test gets status "error" with the reason, never dropped.
+"""What a test's lines say to the guest driver (tracer/guest/): its POSIX setup and its
+calls, in the wire format (run/wire.py, tracer/include/scalecheck_wire.h). The driver is a
+small static C program, so it reads lines, one token per value, instead of JSON.
+Everything the driver cannot express is caught here, per test: such a test gets status
+"error" with the reason, never dropped.
 """
 
 from scalecheck.binding import abi, linux_posix
+from scalecheck.run import wire
 from scalecheck.run.testcase import Test, UnsupportedTest
 
 # op -> argument names in the order the driver reads them: the model's order, from its
@@ -50,71 +51,103 @@ def _limit(items, kind):
 
 
 def render(test: Test, index: int) -> str:
-    """The driver's line-based form of one test; raises UnsupportedTest."""
+    """The driver's form of one test (run/wire.py); raises UnsupportedTest."""
     raw = test.raw
     if raw.get("model", "posix") != "posix":
         raise UnsupportedTest(f"model {raw.get('model')!r} has no Linux mapping (only posix)")
     setup = raw["setup"]
     if not isinstance(setup, dict):
         raise UnsupportedTest("setup must be an object")
-    lines = [f"T {index}"]
     inodes = _limit(setup.get("inodes", []), "inodes")
+    lines = _files(setup, inodes) + _inodes(inodes)
+    pipes = _limit(setup.get("pipes", []), "pipes")
+    lines += _pipes(pipes)
+    lines += _processes(setup, len(inodes), len(pipes))
+    lines += _sockets(setup)
+    return wire.test_text(index, lines, _calls(raw["calls"]))
+
+
+def _files(setup: dict, inodes: list) -> list[str]:
+    lines = []
     for name, inode in _limit(list(setup.get("files", {}).items()), "names"):
         inode = _int(inode, f"files[{name}]")
         if not 0 <= inode < len(inodes):
             raise UnsupportedTest(f"file {name} names missing inode {inode}")
-        lines.append(f"F {_name(name, 'file name')} {inode}")
+        lines.append(wire.line("FILE", _name(name, "file name"), inode))
+    return lines
+
+
+def _inodes(inodes: list) -> list[str]:
+    lines = []
     for i, inode in enumerate(inodes):
         data = [_int(b, f"inode {i} data") & 0xFF for b in _limit(inode.get("data", []), "units")]
-        lines.append(
-            " ".join(map(str, ["I", i, _int(inode.get("nlink", 1), "nlink"), len(data), *data]))
-        )
-    pipes = _limit(setup.get("pipes", []), "pipes")
+        lines.append(wire.line("INODE", i, _int(inode.get("nlink", 1), "nlink"), len(data), *data))
+    return lines
+
+
+def _pipes(pipes: list) -> list[str]:
+    lines = []
     for i, pipe in enumerate(pipes):
         data = [_int(b, f"pipe {i} data") & 0xFF for b in _limit(pipe.get("data", []), "units")]
-        lines.append(" ".join(map(str, ["P", i, len(data), *data])))
+        lines.append(wire.line("PIPE", i, len(data), *data))
+    return lines
+
+
+def _processes(setup: dict, ninodes: int, npipes: int) -> list[str]:
+    """The fd and mapping lines of the model's (at most two) processes."""
     procs = setup.get("procs", [])
     if len(procs) > 2:
         raise UnsupportedTest(f"setup has {len(procs)} processes; the model has two")
-    nfds = nmaps = 0
+    lines, nfds, nmaps = [], 0, 0
     for p, proc in enumerate(procs):
         for fd, desc in proc.get("fds", {}).items():
-            fd = _int(fd, "fd")
+            lines.append(_fd(p, _int(fd, "fd"), desc, ninodes, npipes))
             nfds += 1
-            if "pipe" in desc:
-                pipe = _int(desc["pipe"], "pipe")
-                if not 0 <= pipe < len(pipes) or desc.get("end") not in ("r", "w"):
-                    raise UnsupportedTest(f"proc {p} fd {fd}: bad pipe end {desc}")
-                line = f"D {p} {fd} pipe {pipe} {desc['end']}"
-            else:
-                inode = _int(desc.get("file"), f"proc {p} fd {fd} file")
-                if not 0 <= inode < len(inodes):
-                    raise UnsupportedTest(f"proc {p} fd {fd}: missing inode {inode}")
-                line = f"D {p} {fd} file {inode} {_int(desc.get('off', 0), 'off')}"
-            lines.append(line + (" cloexec" if desc.get("cloexec") else ""))
         for va, desc in proc.get("maps", {}).items():
-            va = _int(va, "mapping address")
+            lines.append(_mapping(p, _int(va, "mapping address"), desc, ninodes))
             nmaps += 1
-            writable = int(bool(desc.get("writable")))
-            if desc.get("anon"):
-                lines.append(
-                    f"M {p} {va:#x} anon {writable} {_int(desc.get('data', 0), 'data') & 0xFF}"
-                )
-            else:
-                inode = _int(desc.get("file"), f"proc {p} map {va:#x} file")
-                if not 0 <= inode < len(inodes):
-                    raise UnsupportedTest(f"proc {p} map {va:#x}: missing inode {inode}")
-                lines.append(
-                    f"M {p} {va:#x} file {writable} {inode} {_int(desc.get('off', 0), 'off')}"
-                )
     if nfds > LIMITS["fds"] or nmaps > LIMITS["maps"]:
         raise UnsupportedTest("setup has more fds or mappings than the driver handles")
+    return lines
+
+
+def _fd(p: int, fd: int, desc: dict, ninodes: int, npipes: int) -> str:
+    cloexec = ["cloexec"] if desc.get("cloexec") else []
+    if "pipe" in desc:
+        pipe = _int(desc["pipe"], "pipe")
+        if not 0 <= pipe < npipes or desc.get("end") not in ("r", "w"):
+            raise UnsupportedTest(f"proc {p} fd {fd}: bad pipe end {desc}")
+        return wire.line("FD", p, fd, "pipe", pipe, desc["end"], *cloexec)
+    inode = _int(desc.get("file"), f"proc {p} fd {fd} file")
+    if not 0 <= inode < ninodes:
+        raise UnsupportedTest(f"proc {p} fd {fd}: missing inode {inode}")
+    off = _int(desc.get("off", 0), "off")
+    return wire.line("FD", p, fd, "file", inode, off, *cloexec)
+
+
+def _mapping(p: int, va: int, desc: dict, ninodes: int) -> str:
+    writable = int(bool(desc.get("writable")))
+    if desc.get("anon"):
+        data = _int(desc.get("data", 0), "data") & 0xFF
+        return wire.line("MAPPING", p, f"{va:#x}", "anon", writable, data)
+    inode = _int(desc.get("file"), f"proc {p} map {va:#x} file")
+    if not 0 <= inode < ninodes:
+        raise UnsupportedTest(f"proc {p} map {va:#x}: missing inode {inode}")
+    off = _int(desc.get("off", 0), "off")
+    return wire.line("MAPPING", p, f"{va:#x}", "file", writable, inode, off)
+
+
+def _sockets(setup: dict) -> list[str]:
+    lines = []
     for i, sock in enumerate(_limit(setup.get("sockets", []), "sockets")):
         data = [_int(b, f"socket {i} data") & 0xFF for b in sock.get("data", [])]
         if len(data) > abi.value("SOCK_CAPACITY"):
             raise UnsupportedTest(f"socket {i} holds {len(data)} messages, more than it can")
-        lines.append(" ".join(map(str, ["Q", i, len(data), *data])))
-    calls = raw["calls"]
+        lines.append(wire.line("SOCKET", i, len(data), *data))
+    return lines
+
+
+def _calls(calls: list) -> list[wire.Call]:
     if len(calls) != 2:
         raise UnsupportedTest(f"a test needs exactly two calls, this one has {len(calls)}")
     if [call.get("op") for call in calls] == ["exec", "exec"] and len(
@@ -124,24 +157,25 @@ def render(test: Test, index: int) -> str:
             "exec || exec in one process: the second exec would run in the first one's new "
             "image, which runs no calls"
         )
-    for side, call in enumerate(calls):
-        op = call.get("op")
-        if op not in OP_ARGS:
-            raise UnsupportedTest(f"call {'AB'[side]}: unknown op {op!r}")
-        args = call.get("args", {})
-        proc = _int(call.get("proc", side), "proc")
-        if proc not in (0, 1):
-            raise UnsupportedTest(f"call {'AB'[side]}: proc must be 0 or 1")
-        tokens = []
-        for arg in OP_ARGS[op]:
-            if arg not in args:
-                # mmap's va only matters with fixed; any other missing argument is an error.
-                if op == "mmap" and arg in ("va", "fd", "off"):
-                    tokens.append("0")
-                    continue
-                raise UnsupportedTest(f"call {'AB'[side]} ({op}): missing argument {arg!r}")
-            value = args[arg]
-            tokens.append(_name(value, arg) if arg in NAME_ARGS else str(_int(value, arg)))
-        lines.append(" ".join(["C", str(side), str(proc), op, *tokens]))
-    lines.append("E")
-    return "\n".join(lines) + "\n"
+    return [_call(side, call) for side, call in enumerate(calls)]
+
+
+def _call(side: int, call: dict) -> wire.Call:
+    op = call.get("op")
+    if op not in OP_ARGS:
+        raise UnsupportedTest(f"call {'AB'[side]}: unknown op {op!r}")
+    args = call.get("args", {})
+    proc = _int(call.get("proc", side), "proc")
+    if proc not in (0, 1):
+        raise UnsupportedTest(f"call {'AB'[side]}: proc must be 0 or 1")
+    arguments = []
+    for arg in OP_ARGS[op]:
+        if arg not in args:
+            # mmap's va only matters with fixed; any other missing argument is an error.
+            if op == "mmap" and arg in ("va", "fd", "off"):
+                arguments.append((arg, "0"))
+                continue
+            raise UnsupportedTest(f"call {'AB'[side]} ({op}): missing argument {arg!r}")
+        value = args[arg]
+        arguments.append((arg, _name(value, arg) if arg in NAME_ARGS else str(_int(value, arg))))
+    return wire.Call(side, proc, op, arguments)

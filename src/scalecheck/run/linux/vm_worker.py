@@ -12,7 +12,7 @@ from pathlib import Path
 
 from scalecheck.common.errors import UserError
 from scalecheck.common.storage import require_space
-from scalecheck.run import outcome
+from scalecheck.run import outcome, wire
 from scalecheck.run.linux import datanames, guest_render, type_tables, vm
 from scalecheck.run.linux.btf import Types
 from scalecheck.run.linux.kernel_symbols import KernelSymbols
@@ -77,6 +77,19 @@ class RunConfig:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+@dataclass
+class _Boot:
+    """What one boot's reports have told so far."""
+
+    done: set  # ids of the tests recorded
+    runnable: dict = field(default_factory=dict)  # index -> test, those in the batch
+    regions: dict = field(default_factory=dict)  # tag -> region
+    current: outcome.TestProgress | None = None
+    ready: bool = False
+    finished: bool = False
+    hung: str | None = None  # the id of a test that hung, to be tried again
+
+
 class VmWorker:
     """Runs its share of the tests in one VM at a time, rebooting after a crash or hang."""
 
@@ -123,9 +136,12 @@ class VmWorker:
         c = self.config
         trace = c.settings.trace
         parts = [
-            f"S repeats={trace.repeats} timeout_ms={int(trace.timeout * 1000)} "
-            f"fs={c.settings.fs} "
-            f"warmup={min(WARMUP_TESTS, len(batch))}\n"
+            wire.settings_line(
+                repeats=trace.repeats,
+                timeout_ms=int(trace.timeout * 1000),
+                fs=c.settings.fs,
+                warmup=min(WARMUP_TESTS, len(batch)),
+            )
         ]
         runnable = {}
         for index, test in batch:
@@ -140,11 +156,11 @@ class VmWorker:
         """One boot; returns the ids it finished, and the id of a test that hung and is
         to be tried again in a fresh boot (None if none)."""
         c = self.config
-        done, hung = set(), None
-        text, runnable = self._batch_text(batch, done)
-        if not runnable:
-            return done, hung
-        self._require_space(len(runnable) + WARMUP_TESTS)
+        boot = _Boot(done=set())
+        text, boot.runnable = self._batch_text(batch, boot.done)
+        if not boot.runnable:
+            return boot.done, None
+        self._require_space(len(boot.runnable) + WARMUP_TESTS)
         session = vm.GuestSession(
             self.workdir,
             c.settings.kernel,
@@ -158,75 +174,8 @@ class VmWorker:
             c.on_vm_start(session)
         # Made when the first record is written: QEMU has mapped the guest's RAM by then.
         self.session, self.namer = session, None
-        regions, current, ready, finished = {}, None, False, False
-        last_progress = time.monotonic()
-        # A call may take `timeout` in the guest, its setup as long again; beyond that
-        # without a word the whole guest is stuck.
-        stall_limit = 3 * c.settings.trace.timeout + 30
         try:
-            while not c.stop.is_set():
-                exited = session.exited()
-                lines, new_regions = session.poll()
-                for region in new_regions:
-                    if not outcome.is_warmup(region.tag):
-                        regions[region.tag] = region
-                if lines:
-                    last_progress = time.monotonic()
-                for line in lines:
-                    kind, _, rest = line.partition(" ")
-                    if kind == "READY":
-                        ready = True
-                    elif kind in ("B", "W"):
-                        # "W": a warm-up run, whose results are not reported; should it
-                        # crash or hang the guest, the test it ran gets the blame.
-                        current = self._close(current, regions, done)
-                        index = int(rest)
-                        current = (
-                            outcome.TestProgress(runnable[index], index)
-                            if index in runnable
-                            else None
-                        )
-                    elif kind in ("R", "X", "H") and current is not None:
-                        index, rep, payload = _split_report(rest)
-                        if kind == "H":
-                            self.hangs[current.test.id] += 1
-                            if self.hangs[current.test.id] < HANG_TRIES:
-                                hung = current.test.id
-                                break
-                        if kind == "R":
-                            res_a, _, res_b = payload.partition(" ")
-                            current.repeats[rep] = ("R", res_a, res_b)
-                        else:
-                            current.repeats[rep] = (kind, payload)
-                        if current.complete(c.settings.trace.repeats):
-                            current = self._close(current, regions, done)
-                    elif kind == "DONE":
-                        current = self._close(current, regions, done)
-                        finished = True
-                    elif kind == "F":
-                        raise UserError(f"guest driver failed: {rest}")
-                if finished or hung:
-                    break
-                if exited:
-                    self._fail(
-                        current,
-                        done,
-                        "crash",
-                        session.panic_message() or session.exit_description(),
-                    )
-                    break
-                stalled = time.monotonic() - last_progress
-                if (not ready and time.monotonic() - session.started > BOOT_TIMEOUT) or (
-                    ready and stalled > stall_limit
-                ):
-                    self._fail(
-                        current,
-                        done,
-                        "timeout",
-                        f"no progress from the guest for {stalled:.0f} s; VM killed and rebooted",
-                    )
-                    break
-                time.sleep(0.05)
+            self._follow(session, boot)
         finally:
             if self.namer:
                 with self.config.lock:
@@ -235,7 +184,69 @@ class VmWorker:
                     self.config.naming_seconds += self.namer.seconds
                 self.namer.close()
             session.stop()
-        return done, hung
+        return boot.done, boot.hung
+
+    def _follow(self, session: vm.GuestSession, boot: _Boot) -> None:
+        """Takes the guest's reports until its batch is done, a test hung, or the guest
+        crashed or stalled."""
+        c = self.config
+        last_progress = time.monotonic()
+        # A call may take `timeout` in the guest, its setup as long again; beyond that
+        # without a word the whole guest is stuck.
+        stall_limit = 3 * c.settings.trace.timeout + 30
+        while not c.stop.is_set():
+            exited = session.exited()
+            lines, new_regions = session.poll()
+            for region in new_regions:
+                if not outcome.is_warmup(region.tag):
+                    boot.regions[region.tag] = region
+            if lines:
+                last_progress = time.monotonic()
+            for line in lines:
+                report = wire.parse_report(line)
+                if report is not None and self._take(report, boot):
+                    break
+            if boot.finished or boot.hung:
+                return
+            if exited:
+                detail = session.panic_message() or session.exit_description()
+                self._fail(boot.current, boot.done, "crash", detail)
+                return
+            stalled = time.monotonic() - last_progress
+            if (not boot.ready and time.monotonic() - session.started > BOOT_TIMEOUT) or (
+                boot.ready and stalled > stall_limit
+            ):
+                detail = f"no progress from the guest for {stalled:.0f} s; VM killed and rebooted"
+                self._fail(boot.current, boot.done, "timeout", detail)
+                return
+            time.sleep(0.05)
+
+    def _take(self, report: wire.Report, boot: _Boot) -> bool:
+        """Takes one report; True when a test hung and is to be tried in a fresh boot."""
+        kind = report.kind
+        if kind == "READY":
+            boot.ready = True
+        elif kind in ("BEGIN", "WARMUP"):
+            # A warm-up run's results are not reported; should it crash or hang the
+            # guest, the test it ran gets the blame.
+            boot.current = self._close(boot.current, boot.regions, boot.done)
+            test = boot.runnable.get(report.index)
+            boot.current = outcome.TestProgress(test, report.index) if test else None
+        elif kind in ("RESULTS", "SETUP_FAILED", "HUNG") and boot.current is not None:
+            if kind == "HUNG":
+                self.hangs[boot.current.test.id] += 1
+                if self.hangs[boot.current.test.id] < HANG_TRIES:
+                    boot.hung = boot.current.test.id
+                    return True
+            boot.current.add(report)
+            if boot.current.complete(self.config.settings.trace.repeats):
+                boot.current = self._close(boot.current, boot.regions, boot.done)
+        elif kind == "DONE":
+            boot.current = self._close(boot.current, boot.regions, boot.done)
+            boot.finished = True
+        elif kind == "FAIL":
+            raise UserError(f"guest driver failed: {report.rest}")
+        return False
 
     def _require_space(self, tests: int):
         c = self.config
@@ -290,8 +301,3 @@ class VmWorker:
             # Written before the record: whoever takes the record finds its log.
             save_crash_log(self.config.trace_dir, current.test.id, console.read_bytes())
         self._record(done, outcome.base_record(current.test, status, detail))
-
-
-def _split_report(rest):
-    index, rep, payload = ([*rest.split(" ", 2), "", ""])[:3]
-    return int(index), int(rep), payload

@@ -1,7 +1,8 @@
 """One worker's share of a library run: runs the test program under ``qemu-x86_64`` with
 the tracing plugin, call A on one thread and then call B on another, between markers;
-follows the harness's reports, turns each test's regions into a record (outcome.py), and
-restarts the program after a crash or hang, each of which costs one test."""
+follows the harness's reports (run/wire.py), turns each test's regions into a record
+(outcome.py), and restarts the program after a crash or hang, each of which costs one
+test."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalecheck.common.errors import UserError
-from scalecheck.run import outcome
+from scalecheck.run import outcome, wire
 from scalecheck.run.regions import RegionReader
 from scalecheck.run.target import TraceSettings, die_with_parent, save_crash_log
 from scalecheck.run.testcase import UnsupportedTest
@@ -25,6 +26,23 @@ QEMU_USER = "qemu-x86_64"
 TEXT_LEN = 40
 # Runs of the test program in a row that finish no test before the run gives up.
 MAX_FRUITLESS_RUNS = 3
+
+
+@dataclass
+class _Run:
+    """What one run of the test program has reported so far."""
+
+    runnable: dict  # index -> test, those in the batch
+    regions_reader: RegionReader
+    regions: dict = field(default_factory=dict)  # tag -> region
+    current: outcome.TestProgress | None = None
+    # The current test's blocks allocated per repeat, and its snapshot after the calls.
+    allocations: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+    memory: dict[int, dict[int, bytes]] = field(default_factory=dict)
+
+    def read_regions(self) -> None:
+        for region in self.regions_reader.read_new():
+            self.regions[region.tag] = region
 
 
 @dataclass
@@ -68,8 +86,11 @@ class ProgramWorker:
         self.on_record(record)
 
     def _batch(self) -> tuple[str, dict]:
-        parts = [f"S repeats={self.settings.repeats}\n"]
-        parts += [f"P {start:#x} {size}\n" for start, size in self.symbols.snapshot_ranges]
+        parts = [wire.settings_line(repeats=self.settings.repeats)]
+        parts += [
+            wire.line("SNAPSHOT", f"{start:#x}", size)
+            for start, size in self.symbols.snapshot_ranges
+        ]
         runnable = {}
         for index, test in self.pending:
             try:
@@ -105,72 +126,8 @@ class ProgramWorker:
             bufsize=1,
             preexec_fn=die_with_parent,
         )
-        lines: queue.Queue = queue.Queue()
-        reader = threading.Thread(target=_forward_lines, args=(process.stdout, lines), daemon=True)
-        reader.start()
-        regions_reader = RegionReader(trace_path)
-        regions: dict = {}
-        current = None
-        # Per repeat: the blocks it allocated, and its snapshot after the calls.
-        allocations: dict[int, list[tuple[int, int, int]]] = {}
-        memory: dict[int, dict[int, bytes]] = {}
-        last_progress, finished, failure = time.monotonic(), False, None
-        timeout = self.settings.timeout
         try:
-            while not self.stop.is_set():
-                try:
-                    line = lines.get(timeout=0.05)
-                except queue.Empty:
-                    line = None
-                for region in regions_reader.read_new():
-                    regions[region.tag] = region
-                if line is None:
-                    if process.poll() is not None and not reader.is_alive() and lines.empty():
-                        break
-                    if current is not None and time.monotonic() - last_progress > timeout:
-                        failure = (current, "timeout", f"no result within {timeout:g} s; killed")
-                        break
-                    continue
-                last_progress = time.monotonic()
-                kind, _, rest = line.rstrip("\n").partition(" ")
-                if kind == "B":
-                    current = self._close(current, regions, allocations, memory)
-                    index = int(rest)
-                    current = (
-                        outcome.TestProgress(runnable[index], index) if index in runnable else None
-                    )
-                    allocations, memory = {}, {}
-                elif kind == "A" and current is not None:
-                    _, rep, addr, size, site = rest.split()
-                    block = (int(addr, 16), int(size), int(site, 16))
-                    allocations.setdefault(int(rep), []).append(block)
-                elif kind == "M" and current is not None:
-                    _, rep, addr, data = rest.split()
-                    memory.setdefault(int(rep), {})[int(addr, 16)] = bytes.fromhex(data)
-                elif kind in ("R", "X") and current is not None:
-                    index, rep, payload = ([*rest.split(" ", 2), "", ""])[:3]
-                    if kind == "R":
-                        res_a, _, res_b = payload.partition(" ")
-                        current.repeats[int(rep)] = ("R", res_a, res_b)
-                    else:
-                        current.repeats[int(rep)] = ("X", payload)
-                    if current.complete(self.settings.repeats):
-                        # The plugin wrote the regions at the end markers, before the
-                        # harness printed the result.
-                        for region in regions_reader.read_new():
-                            regions[region.tag] = region
-                        current = self._close(current, regions, allocations, memory)
-                elif kind == "DONE":
-                    current = self._close(current, regions, allocations, memory)
-                    finished = True
-                    break
-            if (
-                failure is None
-                and not finished
-                and current is not None
-                and process.poll() is not None
-            ):
-                failure = (current, "crash", "")
+            failure = self._follow(process, _Run(runnable, RegionReader(trace_path)))
         finally:
             if process.poll() is None:
                 process.kill()
@@ -183,6 +140,59 @@ class ProgramWorker:
                 current, status, detail or _exit_description(process.returncode, last_line), stderr
             )
         return last_line
+
+    def _follow(self, process: subprocess.Popen, run: _Run) -> tuple | None:
+        """Takes the program's reports until it is done; returns (test progress, status,
+        detail) for a test that crashed or timed out, else None."""
+        lines: queue.Queue = queue.Queue()
+        reader = threading.Thread(target=_forward_lines, args=(process.stdout, lines), daemon=True)
+        reader.start()
+        last_progress = time.monotonic()
+        timeout = self.settings.timeout
+        while not self.stop.is_set():
+            try:
+                line = lines.get(timeout=0.05)
+            except queue.Empty:
+                line = None
+            run.read_regions()
+            if line is None:
+                if process.poll() is not None and not reader.is_alive() and lines.empty():
+                    break
+                if run.current is not None and time.monotonic() - last_progress > timeout:
+                    return run.current, "timeout", f"no result within {timeout:g} s; killed"
+                continue
+            last_progress = time.monotonic()
+            report = wire.parse_report(line)
+            if report is not None and self._take(report, run):
+                return None
+        if run.current is not None and process.poll() is not None:
+            return run.current, "crash", ""
+        return None
+
+    def _take(self, report: wire.Report, run: _Run) -> bool:
+        """Takes one report; True when the program is done."""
+        kind, rep = report.kind, report.rep
+        if kind == "BEGIN":
+            run.current = self._close(run.current, run.regions, run.allocations, run.memory)
+            test = run.runnable.get(report.index)
+            run.current = outcome.TestProgress(test, report.index) if test else None
+            run.allocations, run.memory = {}, {}
+        elif kind == "ALLOCATION" and run.current is not None:
+            run.allocations.setdefault(rep, []).append(report.allocation())
+        elif kind == "MEMORY" and run.current is not None:
+            addr, data = report.memory()
+            run.memory.setdefault(rep, {})[addr] = data
+        elif kind in ("RESULTS", "SETUP_FAILED") and run.current is not None:
+            run.current.add(report)
+            if run.current.complete(self.settings.repeats):
+                # The plugin wrote the regions at the end markers, before the harness
+                # printed the result.
+                run.read_regions()
+                run.current = self._close(run.current, run.regions, run.allocations, run.memory)
+        elif kind == "DONE":
+            run.current = self._close(run.current, run.regions, run.allocations, run.memory)
+            return True
+        return False
 
     def _close(self, current, regions, allocations, memory):
         if current is None or current.test.id in self.done:
@@ -240,29 +250,29 @@ def _exit_description(code: int, stderr: str) -> str:
 
 
 def render(test, index: int, arguments: dict, constants: dict) -> str:
-    """The harness's line-based form of one test (tracer/user/trace_harness.c), with the tests
-    file's header constants under ``constants``; raises UnsupportedTest."""
+    """The harness's form of one test (run/wire.py): its setup flattened to VALUE lines,
+    with the tests file's header constants under ``constants``; raises UnsupportedTest."""
     raw = test.raw
-    lines = [f"T {index}"]
     setup = {"constants": constants, **(raw.get("setup") or {})}
-    for path, value in _flatten(setup):
-        lines.append(f"V {path} {value}")
+    lines = [wire.line("VALUE", path, value) for path, value in _flatten(setup)]
     calls = raw.get("calls") or []
     if len(calls) != 2:
         raise UnsupportedTest(f"a test needs exactly two calls, this one has {len(calls)}")
-    for side, call in enumerate(calls):
-        op = call.get("op")
-        if op not in arguments:
-            raise UnsupportedTest(f"call {'AB'[side]}: unknown op {op!r}")
-        args = call.get("args") or {}
-        missing = [a for a in arguments[op] if a not in args]
-        if missing:
-            raise UnsupportedTest(f"call {'AB'[side]} ({op}): missing {missing[0]!r}")
-        proc = _token(call.get("proc", 0), "proc")
-        values = [f"{a}={_token(args[a], a)}" for a in arguments[op]]
-        lines.append(" ".join(["C", str(side), proc, op, *values]))
-    lines.append("E")
-    return "\n".join(lines) + "\n"
+    return wire.test_text(
+        index, lines, [_call(side, call, arguments) for side, call in enumerate(calls)]
+    )
+
+
+def _call(side: int, call: dict, arguments: dict) -> wire.Call:
+    op = call.get("op")
+    if not isinstance(op, str) or op not in arguments:
+        raise UnsupportedTest(f"call {'AB'[side]}: unknown op {op!r}")
+    args = call.get("args") or {}
+    missing = [a for a in arguments[op] if a not in args]
+    if missing:
+        raise UnsupportedTest(f"call {'AB'[side]} ({op}): missing {missing[0]!r}")
+    proc = _token(call.get("proc", 0), "proc")
+    return wire.Call(side, proc, op, [(a, _token(args[a], a)) for a in arguments[op]])
 
 
 def _flatten(value, prefix=""):

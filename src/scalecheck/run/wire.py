@@ -1,0 +1,119 @@
+"""The wire format between the host and both C drivers (the guest driver and the user-space
+harness), Python's side: every test line written and every report line read here, with the
+keywords read from their one definition, tracer/include/scalecheck_wire.h (every
+``#define SC_WIRE_NAME "word"``), which describes the lines. Each target's wing decides
+what a test's setup lines say (run/linux/guest_render.py, run/user/program_worker.py);
+this module writes them and reads what comes back."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from scalecheck.common import sources
+
+_DEFINE = re.compile(r'^#define\s+SC_WIRE_(\w+)\s+"([^"]*)"\s*$', re.MULTILINE)
+
+
+def header_path():
+    return sources.root() / "tracer" / "include" / "scalecheck_wire.h"
+
+
+@functools.cache
+def keywords() -> dict[str, str]:
+    """{"RESULTS": "R", ...}: the header's keywords without their SC_WIRE_ prefix."""
+    return dict(_DEFINE.findall(header_path().read_text()))
+
+
+def keyword(name: str) -> str:
+    return keywords()[name]
+
+
+# ---- tests, host -> driver ----
+
+
+def line(kind: str, *tokens) -> str:
+    """One line of kind (a keyword's name, "FILE") and its tokens, space-separated."""
+    return " ".join([keyword(kind), *map(str, tokens)]) + "\n"
+
+
+def settings_line(**settings) -> str:
+    """The batch's first line: key=value per setting."""
+    return line("SETTINGS", *(f"{key}={value}" for key, value in settings.items()))
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call line: side 0 is call A, 1 call B; arguments in the model's order."""
+
+    side: int
+    proc: int | str
+    op: str
+    arguments: list[tuple[str, str]]
+
+
+def test_text(index: int, setup: list[str], calls: list[Call]) -> str:
+    """A test's lines: T, its setup lines (made by ``line``), its calls, E."""
+    parts = [line("TEST", index), *setup]
+    for call in calls:
+        values = [f"{name}={value}" for name, value in call.arguments]
+        parts.append(line("CALL", call.side, call.proc, call.op, *values))
+    parts.append(line("END"))
+    return "".join(parts)
+
+
+# ---- reports, driver -> host ----
+
+
+@dataclass(frozen=True)
+class Report:
+    """One report line. ``kind`` is the keyword's name (``"RESULTS"``); ``index`` and
+    ``rep`` are -1 where the line has none; ``rest`` is the text after them: both
+    results (``results()``), a reason, an allocation's fields or a memory snapshot."""
+
+    kind: str
+    index: int = -1
+    rep: int = -1
+    rest: str = ""
+
+    def results(self) -> tuple[str, str]:
+        """A RESULTS line's results of call A and call B."""
+        result_a, _, result_b = self.rest.partition(" ")
+        return result_a, result_b
+
+    def allocation(self) -> tuple[int, int, int]:
+        """An ALLOCATION line's block: (address, size, allocation site)."""
+        addr, size, site = self.rest.split()
+        return int(addr, 16), int(size), int(site, 16)
+
+    def memory(self) -> tuple[int, bytes]:
+        """A MEMORY line's (address, bytes)."""
+        addr, _, data = self.rest.partition(" ")
+        return int(addr, 16), bytes.fromhex(data)
+
+
+# Reports that name a test, and those that name a test and a repeat.
+_WITH_INDEX = {"WARMUP", "BEGIN"}
+_WITH_REPEAT = {"RESULTS", "SETUP_FAILED", "HUNG", "ALLOCATION", "MEMORY"}
+REPORTS = {"READY", "FAIL", "DONE", *_WITH_INDEX, *_WITH_REPEAT}
+
+
+@functools.cache
+def _kinds() -> dict[str, str]:
+    return {keyword(name): name for name in REPORTS}
+
+
+def parse_report(text: str) -> Report | None:
+    """The report a driver's output line holds, or None for any other line (the guest's
+    console, a probe's kernel facts)."""
+    word, _, rest = text.rstrip("\n").partition(" ")
+    kind = _kinds().get(word)
+    if kind is None:
+        return None
+    if kind in _WITH_INDEX:
+        return Report(kind, int(rest))
+    if kind in _WITH_REPEAT:
+        index, rep, rest = [*rest.split(" ", 2), "", ""][:3]
+        return Report(kind, int(index), int(rep), rest)
+    return Report(kind, rest=rest)

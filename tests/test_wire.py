@@ -1,0 +1,210 @@
+"""The wire format between the host and the C drivers, round trip: tests rendered by the
+host (run/wire.py and each target's renderer) read back by each driver's own C reader
+(the guest driver's parse.c, the user-space harness) with every field, and every report
+the C side writes (tracer/common/wire.c) parsed back by the one Python reader."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scalecheck.run import testcase, wire
+from scalecheck.run.linux import guest_render
+from scalecheck.run.user import program_build, program_worker
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+
+# One test with every line kind of the guest's setup and a call with arguments.
+GUEST_TEST = {
+    "setup": {
+        "files": {"f0": 0, "f1": 1},
+        "inodes": [{"nlink": 2, "data": [7, 300]}, {"nlink": 0, "data": []}],
+        "pipes": [{"data": [65, 66]}],
+        "procs": [
+            {
+                "fds": {
+                    "10": {"file": 0, "off": 1},
+                    "11": {"pipe": 0, "end": "w", "cloexec": True},
+                },
+                "maps": {"0x100000000": {"anon": True, "writable": True, "data": 9}},
+            },
+            {"fds": {}, "maps": {"0x100001000": {"file": 1, "off": 2, "writable": False}}},
+        ],
+        "sockets": [{"data": [3]}],
+    },
+    "calls": [
+        {"op": "rename", "proc": 0, "args": {"src": "f0", "dst": "f1"}},
+        {"op": "pwrite", "proc": 1, "args": {"fd": 10, "off": 2, "byte": 255}},
+    ],
+}
+
+# What the guest driver holds after reading GUEST_TEST (wire_guest_echo.c's form).
+GUEST_HELD = [
+    "file f0 0",
+    "file f1 1",
+    "nlink 2",
+    "inode 2 7 44",  # data bytes are taken modulo 256
+    "nlink 0",
+    "inode 0",
+    "pipe 2 65 66",
+    "fd 0 10 0 0 1 0 0 0",
+    "fd 0 11 1 0 0 0 1 1",
+    "map 0 0x100000000 1 1 9 0 0",
+    "map 1 0x100001000 0 0 0 1 2",
+    "socket 1 3",
+    "call 0 f0 f1",
+    "call 1 10 2 255",
+]
+
+
+def _build(tmp_path: Path, name: str, sources: list, flags: list) -> Path:
+    program = tmp_path / name
+    subprocess.run(
+        ["cc", "-O1", "-pthread", *flags, "-o", str(program), *map(str, sources)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return program
+
+
+def _reports(stdout: str) -> list[wire.Report]:
+    return [r for r in map(wire.parse_report, stdout.splitlines()) if r is not None]
+
+
+def test_every_keyword_is_defined_once_and_means_one_thing():
+    header = (REPO / "tracer" / "include" / "scalecheck_wire.h").read_text()
+    words = wire.keywords()
+    assert len(words) == len(re.findall(r"^#define SC_WIRE_\w+ \"", header, re.MULTILINE))
+    assert len(set(words.values())) == len(words), words
+    assert words.keys() >= wire.REPORTS
+
+
+def test_the_guest_driver_reads_back_every_field(tmp_path):
+    program = _build(
+        tmp_path,
+        "echo",
+        [DATA / "wire_guest_echo.c", REPO / "tracer/guest/parse.c", REPO / "tracer/common/wire.c"],
+        [],
+    )
+    good = guest_render.render(testcase.Test("t", ["rename", "pwrite"], GUEST_TEST), 5)
+    unknown = wire.test_text(6, [], [wire.Call(0, 0, "nosuch", []), wire.Call(1, 0, "read", [])])
+    batch = tmp_path / "batch.txt"
+    settings = wire.settings_line(repeats=2, timeout_ms=1234, fs="ext4", warmup=1, facts=1)
+    batch.write_text(settings + good + unknown)
+    out = subprocess.run([program, batch], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0] == "settings 2 1234 1 1 ext4"
+    held = [line for line in lines if wire.parse_report(line) is None]
+    # The warm-up's run (repeat 127, SC_WARMUP_REP), then the two repeats.
+    for rep in (127, 0, 1):
+        start = held.index(f"repeat 5 {rep}")
+        assert held[start + 1 : start + 1 + len(GUEST_HELD)] == GUEST_HELD
+    assert _reports(out) == [
+        wire.Report("READY", rest="3"),
+        wire.Report("WARMUP", 5),
+        wire.Report("BEGIN", 5),
+        wire.Report("BEGIN", 6),
+        wire.Report("SETUP_FAILED", 6, -1, "unknown op"),
+        wire.Report("HUNG", 7, 1, "call B did not return"),
+        wire.Report("FAIL", rest="mount /t: No such device"),
+        wire.Report("DONE", rest="42"),
+    ]
+
+
+def _harness_program(tmp_path: Path) -> Path:
+    subprocess.run(["make", "-s", "-C", str(REPO / "tracer/user")], check=True)
+    wrap = ",".join(f"--wrap={name}" for name in program_build.WRAPPED)
+    adapter = tmp_path / "adapter.o"
+    subprocess.run(
+        [
+            "cc",
+            "-O1",
+            "-I",
+            str(REPO / "tracer/user"),
+            "-c",
+            "-o",
+            str(adapter),
+            DATA / "wire_adapter.c",
+        ],
+        check=True,
+    )
+    harness = REPO / "tracer/user/build/trace_harness.o"
+    return _build(tmp_path, "harness", [harness, adapter], ["-static", f"-Wl,{wrap}"])
+
+
+def _symbol(program: Path, name: str) -> int:
+    for line in subprocess.run(["nm", program], capture_output=True, text=True).stdout.split("\n"):
+        parts = line.split()
+        if len(parts) == 3 and parts[2] == name:
+            return int(parts[0], 16)
+    raise AssertionError(f"{name} not in {program}")
+
+
+def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
+    program = _harness_program(tmp_path)
+    arguments = {"put": ("key", "value"), "get": ("key",)}
+    good = {
+        "setup": {"table": {"2": {"present": True, "": 8}}, "name": "f0", "empty": []},
+        "calls": [
+            {"op": "put", "proc": 0, "args": {"key": 3, "value": "f0"}},
+            {"op": "get", "proc": 1, "args": {"key": -2}},
+        ],
+    }
+    failing = {"setup": {"fail": 1}, "calls": good["calls"]}
+    static = _symbol(program, "wire_static")
+    batch = tmp_path / "batch.txt"
+    batch.write_text(
+        wire.settings_line(repeats=2)
+        + wire.line("SNAPSHOT", f"{static:#x}", 16)
+        + program_worker.render(testcase.Test("a", [], good), 5, arguments, {"fd_base": 10})
+        + program_worker.render(testcase.Test("b", [], failing), 6, arguments, {})
+        + wire.test_text(7, [], [wire.Call(0, 0, "nosuch", []), wire.Call(1, 0, "get", [])])
+    )
+    done = subprocess.run([program, batch], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = done.stderr.splitlines()
+    assert seen.count("value constants.fd_base=10") == 2  # once per repeat
+    for expected in ("value table.2.present=1", "value table.2=8", "value name=f0"):
+        assert expected in seen
+    assert "value empty=[]" in seen and "value fail=1" in seen
+    assert seen.count("call put proc=0 key=3 value=f0") == 2
+    assert seen.count("call get proc=1 key=-2") == 2
+    reports = _reports(done.stdout)
+    kinds = [r.kind for r in reports]
+    assert kinds[0] == "READY" and kinds[-1] == "DONE"
+    results = [r for r in reports if r.kind == "RESULTS"]
+    assert [(r.index, r.rep) for r in results] == [(5, 0), (5, 1)]
+    assert results[0].results() == ('{"ret":3,"nlink":1,"fds":[10,11]}', '{"errno":"ENOENT"}')
+    memory = dict(r.memory() for r in reports if r.kind == "MEMORY" and (r.index, r.rep) == (5, 0))
+    blocks = [r.allocation() for r in reports if r.kind == "ALLOCATION" and r.index == 5]
+    assert memory[static] == bytes(range(1, 17))
+    assert any(size == 24 and memory.get(addr) == b"\x5a" * 24 for addr, size, _ in blocks)
+    assert [r for r in reports if r.kind == "SETUP_FAILED"] == [
+        wire.Report("SETUP_FAILED", 6, 0, "asked to fail"),
+        wire.Report("SETUP_FAILED", 6, 1, "asked to fail"),
+        wire.Report("SETUP_FAILED", 7, -1, "the adapter has no such operation"),
+    ]
+    assert [r.index for r in reports if r.kind == "BEGIN"] == [5, 6, 7]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["R 3 1 {} {}", "X 3 -1 why it failed", "B 4", "W 4", "DONE 17", "READY 3", "H 1 0 call A"],
+)
+def test_every_report_parses_back_to_its_line(line):
+    report = wire.parse_report(line)
+    assert report is not None
+    fields = [wire.keyword(report.kind)]
+    if report.index >= 0:
+        fields.append(str(report.index))
+    if report.kind in ("RESULTS", "SETUP_FAILED", "HUNG"):
+        fields.append(str(report.rep))
+    assert " ".join([*fields, report.rest] if report.rest else fields) == line
+
+
+def test_other_lines_are_no_reports():
+    assert wire.parse_report("U 6.1.0-56-amd64") is None  # a probe's kernel facts
+    assert wire.parse_report("[    0.000000] Linux version") is None
