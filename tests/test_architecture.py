@@ -104,12 +104,13 @@ def _reaches(start: str, prefix: str) -> set[str]:
 
 def test_the_run_loop_knows_no_target_and_no_target_the_loop():
     wings = ("scalecheck.run.linux", "scalecheck.run.user")
-    # The run command chooses the target, so it alone knows the loop and every wing.
-    command = "scalecheck.run.run_cli"
+    # The commands (run, kernel) choose or feed a target: they alone know the wings.
     generic = [
         name
         for name in MODULES
-        if name.startswith("scalecheck.run.") and not name.startswith(wings) and name != command
+        if name.startswith("scalecheck.run.")
+        and not name.startswith(wings)
+        and not name.endswith("_cli")
     ]
     assert "scalecheck.run.loop" in generic
     for name in generic:
@@ -184,3 +185,63 @@ def test_no_stage_imports_a_later_stage():
 def test_the_stage_check_finds_a_later_import(monkeypatch):
     monkeypatch.setitem(GRAPH, "scalecheck.testgen.refine", {"scalecheck.report.build"})
     assert _later_imports(GRAPH) == ["scalecheck.testgen.refine imports scalecheck.report.build"]
+
+
+def _defines_register(path: Path) -> bool:
+    return any(
+        isinstance(node, ast.FunctionDef) and node.name == "register"
+        for node in ast.parse(path.read_text()).body
+    )
+
+
+def test_no_argparse_below_the_command_layer():
+    """Only the commands (each module with a ``register``), the CLI and the argument types
+    touch argparse; below them options travel as typed values (run/options.py)."""
+    allowed = {"scalecheck.cli", "scalecheck.common.argtypes"}
+    below = [
+        name
+        for name, path in MODULES.items()
+        if "argparse" in _imported_names(path)
+        and name not in allowed
+        and not _defines_register(path)
+    ]
+    assert not below, below
+
+
+def _imported_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_run_options_defaults_are_the_commands():
+    """`scalecheck run` and `pipeline` with no options give RunOptions' defaults: one
+    declaration of each."""
+    from scalecheck.cli import build_parser
+    from scalecheck.run.options import DEFAULTS, RunOptions
+
+    parser = build_parser()
+    for argv in (["run", "DIR"], ["pipeline"]):
+        assert RunOptions.from_args(parser.parse_args(argv)) == DEFAULTS
+
+
+def test_a_run_as_a_function_builds_no_parser(monkeypatch, tmp_path):
+    import argparse
+
+    import pytest
+
+    from scalecheck.common.errors import UserError
+    from scalecheck.run.run_cli import run_tests
+
+    def no_parser(*args, **kwargs):
+        raise AssertionError("an argparse parser below the command layer")
+
+    monkeypatch.setattr(argparse, "ArgumentParser", no_parser)
+    with pytest.raises(UserError, match="unknown target"):
+        run_tests(tmp_path, target="sv7", quiet=True)
+    with pytest.raises(TypeError, match="no_such_option"):
+        run_tests(tmp_path, no_such_option=1)

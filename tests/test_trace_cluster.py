@@ -20,7 +20,7 @@ from distributed import Client, LocalCluster
 from guest_diagnostics import diagnostic_test
 from scalecheck.common.errors import stop_requested
 from scalecheck.run.linux import vm
-from scalecheck.run.linux.vm_worker import BATCH
+from scalecheck.run.options import BATCH
 from scalecheck.run.run_cli import run_tests
 from scalecheck.run.store import ResultsStore
 from scalecheck.run.target import batches

@@ -20,7 +20,7 @@ STAGE_MODULES = [
     "scalecheck.analyze.analyze",
     "scalecheck.testgen.testgen",
     "scalecheck.testgen.refine",  # testgen's --refine-left-path
-    "scalecheck.run.linux.kernels",
+    "scalecheck.run.kernel_cli",
     "scalecheck.run.run_cli",
     "scalecheck.report.report_cli",
     "scalecheck.report.side_by_side",

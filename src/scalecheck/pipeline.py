@@ -25,7 +25,8 @@ from scalecheck.run.loop import (
     exit_codes_help,
     not_conforming,
 )
-from scalecheck.run.run_cli import add_trace_options, run_from_args
+from scalecheck.run.options import RunOptions
+from scalecheck.run.run_cli import add_run_options, run_with
 from scalecheck.run.user.library import library_spec, load_library
 from scalecheck.testgen.testgen import add_testgen_options, current_tests, generate_tests
 
@@ -84,7 +85,7 @@ def register(subparsers):
         metavar="SECONDS",
         help=f"model code may run this long per path (default: {DEFAULT_MODEL_TIMEOUT:g})",
     )
-    add_trace_options(parser)
+    add_run_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -99,20 +100,17 @@ def run_stages(args) -> int:
 
     console = Console(stderr=True)
     spec = library_spec(args.target)
-    if args.model is None:
-        args.model = load_library(spec).model if spec else "posix"
-    model_cls = load_model(args.model)
-    ops_text = None if args.full else args.ops or (DEFAULT_OPS if args.model == "posix" else None)
+    model = args.model or (load_library(spec).model if spec else "posix")
+    model_cls = load_model(model)
+    ops_text = None if args.full else args.ops or (DEFAULT_OPS if model == "posix" else None)
     ops = select_ops(model_cls, ops_text)
-    left_out = not_run_by(args.model, library_target=spec is not None) if args.full else {}
+    left_out = not_run_by(model, library_target=spec is not None) if args.full else {}
     if left_out:
         ops = [op for op in ops if op not in left_out]
         console.print(f"--full: {', '.join(left_out)} left out ({', '.join(left_out.values())})")
 
-    console.rule(f"1/4 analyze: {len(ops)} operations of {args.model}")
-    analysis = analyze_model(
-        args.model, ops, args.out, jobs=args.jobs, model_timeout=args.model_timeout
-    )
+    console.rule(f"1/4 analyze: {len(ops)} operations of {model}")
+    analysis = analyze_model(model, ops, args.out, jobs=args.jobs, model_timeout=args.model_timeout)
     print_summary(analysis)
     console.rule("2/4 testgen")
     generated = current_tests(args.out, args.cap, args.value_cap)
@@ -130,7 +128,7 @@ def run_stages(args) -> int:
         if args.target == "linux"
         else f"3/4 run on {args.target} under qemu-x86_64"
     )
-    traced = run_from_args(args, args.out, set_aside_incompatible=True)
+    traced = run_with(RunOptions.from_args(args), args.out, set_aside_incompatible=True)
     console.rule("4/4 report")
     summary = make_report(args.out)
     console.print(summary["summary"])

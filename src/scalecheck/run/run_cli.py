@@ -7,7 +7,6 @@ target is a wing of trace/: run/linux/ (a kernel under QEMU) and run/user/ (a C 
 under qemu-x86_64).
 """
 
-import argparse
 import functools
 import json
 from pathlib import Path
@@ -15,10 +14,9 @@ from pathlib import Path
 from scalecheck.common import argtypes
 from scalecheck.common.errors import UserError
 from scalecheck.run import counting, loop
-from scalecheck.run.linux import kernels, vm
+from scalecheck.run.linux import vm
 from scalecheck.run.linux.kernel_target import LinuxRun
-from scalecheck.run.linux.vm_worker import BATCH
-from scalecheck.run.target import TraceSettings
+from scalecheck.run.options import DEFAULTS, RunOptions
 from scalecheck.run.user.library import NAMED_LIBRARIES, library_spec
 from scalecheck.run.user.library_target import LibraryRun
 
@@ -44,25 +42,34 @@ def register(subparsers):
         type=argtypes.op_list,
         help="comma-separated ops: trace only tests whose calls all use them",
     )
-    add_trace_options(p)
+    add_run_options(p)
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.set_defaults(func=_cli)
 
 
-def add_trace_options(p) -> None:
-    """The options of a run, which `run` and `pipeline` share."""
+def add_run_options(p) -> None:
+    """The options of a run (RunOptions, options.py, holds their defaults), which `run` and
+    `pipeline` share."""
     p.add_argument(
         "--target",
-        default="linux",
+        default=DEFAULTS.target,
         help="implementation to trace: 'linux' (default), 'lib:PATH' for a C library "
         "described by the manifest at PATH, or a shipped library by name: "
         f"{', '.join(sorted(NAMED_LIBRARIES))} (docs/usertarget.md)",
     )
-    kernels.add_kernel_option(p, "newest /boot/vmlinuz-*")
+    p.add_argument(
+        "--kernel",
+        help="Linux: kernel to trace: an image path, a fetched release or series (6.12, "
+        "6.12-rt; see `scalecheck kernel list`), default: newest /boot/vmlinuz-*",
+    )
     p.add_argument(
         "--vmlinux", type=Path, help="Linux: debug vmlinux of that kernel, for file:line names"
     )
-    p.add_argument("--kernel-args", default="", help="Linux: extra kernel command-line arguments")
+    p.add_argument(
+        "--kernel-args",
+        default=DEFAULTS.kernel_args,
+        help="Linux: extra kernel command-line arguments",
+    )
     p.add_argument(
         "--jobs",
         "-j",
@@ -72,13 +79,14 @@ def add_trace_options(p) -> None:
     p.add_argument(
         "--repeats",
         type=argtypes.count,
-        default=2,
-        help="runs per test; a conflict counts only if every run shows it (default 2)",
+        default=DEFAULTS.repeats,
+        help="runs per test; a conflict counts only if every run shows it "
+        f"(default {DEFAULTS.repeats})",
     )
     p.add_argument("--limit", type=argtypes.limit, help="trace only the first N matching tests")
     p.add_argument(
         "--fs",
-        default="tmpfs",
+        default=DEFAULTS.fs,
         choices=["tmpfs", "ramfs"],
         help="Linux: file system the tests' files live on",
     )
@@ -86,15 +94,15 @@ def add_trace_options(p) -> None:
     p.add_argument(
         "--timeout",
         type=argtypes.seconds,
-        default=5.0,
-        help="seconds one call may take (default 5)",
+        default=DEFAULTS.timeout,
+        help=f"seconds one call may take (default {DEFAULTS.timeout:g})",
     )
     p.add_argument(
         "--batch",
         type=argtypes.count,
-        default=BATCH,
-        help=f"Linux: tests per boot, at most (default {BATCH}; the tests are cut into equal "
-        "batches, a multiple of the VMs' count)",
+        default=DEFAULTS.batch,
+        help=f"Linux: tests per boot, at most (default {DEFAULTS.batch}; the tests are cut "
+        "into equal batches, a multiple of the VMs' count)",
     )
     p.add_argument(
         "--cluster",
@@ -117,7 +125,7 @@ def add_conflict_options(p) -> None:
     removed."""
     p.add_argument(
         "--granularity",
-        default="stable",
+        default=DEFAULTS.granularity,
         choices=counting.GRANULARITIES,
         help="what counts as a conflict: 'stable' (default) overlapping bytes, or a "
         "shared line of static, per-cpu or page-table data; heap false sharing, which depends on "
@@ -139,7 +147,7 @@ def add_conflict_options(p) -> None:
     )
     p.add_argument(
         "--lsm",
-        default="minor",
+        default=DEFAULTS.lsm,
         choices=sorted(vm.LSM_ARGS),
         help="Linux: security modules in the guest: 'minor' (default) keeps only the minor "
         "ones (AppArmor and SELinux off: their shared state is not the interface's); "
@@ -147,57 +155,40 @@ def add_conflict_options(p) -> None:
     )
 
 
-def trace_settings(args) -> TraceSettings:
-    return TraceSettings(
-        repeats=args.repeats,
-        granularity=args.granularity,
-        filters=counting.Filters(
-            count_unrepeated=args.count_unrepeated, keep_tick_work=args.keep_tick_work
-        ),
-        timeout=args.timeout,
-    )
-
-
-def target_opener(args, on_vm_start=None):
+def target_opener(options: RunOptions, on_vm_start=None):
     """The function that makes the run's target from the tests file's header.
     ``on_vm_start(session)`` is called after each boot starts (tests that kill a VM)."""
-    settings = trace_settings(args)
-    library = library_spec(args.target)
+    library = library_spec(options.target)
     if library is not None:
-        return functools.partial(LibraryRun.open, trace=settings, spec=library)
-    if args.target != "linux":
+        return functools.partial(LibraryRun.open, trace=options.trace_settings(), spec=library)
+    if options.target != "linux":
         raise UserError(
-            f"unknown target {args.target!r} ('linux', 'lib:PATH' or one of "
+            f"unknown target {options.target!r} ('linux', 'lib:PATH' or one of "
             f"{', '.join(sorted(NAMED_LIBRARIES))})"
         )
-    return functools.partial(
-        LinuxRun.open,
-        trace=settings,
-        kernel=args.kernel,
-        kernel_args=args.kernel_args,
-        vmlinux=args.vmlinux,
-        fs=args.fs,
-        lsm=args.lsm,
-        batch=args.batch,
-        on_vm_start=on_vm_start,
-    )
+    return functools.partial(LinuxRun.open, options=options, on_vm_start=on_vm_start)
 
 
-def run_from_args(
-    args, out_dir: Path, ops=None, quiet=False, set_aside_incompatible=False, on_vm_start=None
+def run_with(
+    options: RunOptions,
+    out_dir: Path,
+    ops=None,
+    quiet=False,
+    set_aside_incompatible=False,
+    on_vm_start=None,
 ):
-    """Runs the tests in ``out_dir`` as the options add_trace_options() made say."""
+    """Runs the tests in ``out_dir`` with these options."""
     return loop.run_tests(
         out_dir,
-        target_opener(args, on_vm_start),
-        trace_settings(args),
-        jobs=args.jobs,
-        limit=args.limit,
+        target_opener(options, on_vm_start),
+        options.trace_settings(),
+        jobs=options.jobs,
+        limit=options.limit,
         ops=ops,
         quiet=quiet,
         set_aside_incompatible=set_aside_incompatible,
-        cluster=args.cluster,
-        retry_unfinished=args.retry_unfinished,
+        cluster=options.cluster,
+        retry_unfinished=options.retry_unfinished,
     )
 
 
@@ -209,20 +200,16 @@ def run_tests(
     on_vm_start=None,
     **options,
 ) -> dict:
-    """The run as a function: ``options`` are those of `scalecheck run` by their Python
-    names (``kernel_args``, ``count_unrepeated``...), with the command's defaults."""
-    parser = argparse.ArgumentParser(add_help=False)
-    add_trace_options(parser)
-    args = parser.parse_args([])
-    unknown = set(options) - set(vars(args))
-    if unknown:
-        raise TypeError(f"run_tests: unknown option(s) {', '.join(sorted(unknown))}")
-    vars(args).update(options)
-    return run_from_args(args, Path(out_dir), ops, quiet, set_aside_incompatible, on_vm_start)
+    """The run as a function: ``options`` are RunOptions' fields (those of `scalecheck
+    run` by their Python names: ``kernel_args``, ``count_unrepeated``...), the others
+    their defaults; an unknown one is a TypeError."""
+    return run_with(
+        RunOptions(**options), Path(out_dir), ops, quiet, set_aside_incompatible, on_vm_start
+    )
 
 
 def _cli(args) -> int:
-    summary = run_from_args(args, args.dir, ops=args.ops, quiet=args.json)
+    summary = run_with(RunOptions.from_args(args), args.dir, ops=args.ops, quiet=args.json)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:

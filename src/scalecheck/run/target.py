@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from scalecheck.run.counting import ALL_FILTERS_ON, Filters
+from scalecheck.run.counting import Filters
 
 
 class TargetMismatch(Exception):
@@ -51,12 +51,12 @@ class Target(Protocol):
 @dataclass(frozen=True)
 class TraceSettings:
     """How every target traces a test: runs per test, what counts as a conflict, and how
-    long one call may take."""
+    long one call may take (from the run's options, options.py)."""
 
-    repeats: int = 2
-    granularity: str = "stable"
-    filters: Filters = ALL_FILTERS_ON
-    timeout: float = 5.0
+    repeats: int
+    granularity: str
+    filters: Filters
+    timeout: float
 
     def header(self) -> dict:
         """Their fields of the results header."""

@@ -13,8 +13,9 @@ from scalecheck.common.errors import UserError
 from scalecheck.run.linux import facts, guest_render, kernel_layout, kernels, type_tables, vm
 from scalecheck.run.linux.guest_build import ensure_built
 from scalecheck.run.linux.kernel_symbols import KernelSymbols
-from scalecheck.run.linux.vm_worker import BATCH, RunConfig, VmSettings, VmWorker
-from scalecheck.run.target import TargetMismatch, TraceSettings, batch_size, run_workers
+from scalecheck.run.linux.vm_worker import RunConfig, VmSettings, VmWorker
+from scalecheck.run.options import RunOptions
+from scalecheck.run.target import TargetMismatch, batch_size, run_workers
 
 
 @dataclass(frozen=True)
@@ -81,33 +82,26 @@ class LinuxRun:
 
     @classmethod
     def open(
-        cls,
-        tests_header: dict,
-        trace: TraceSettings,
-        kernel: Path | None = None,
-        kernel_args: str = "",
-        vmlinux: Path | None = None,
-        fs: str = "tmpfs",
-        lsm: str = "minor",
-        batch: int = BATCH,
-        on_vm_start: Callable | None = None,
+        cls, tests_header: dict, options: RunOptions, on_vm_start: Callable | None = None
     ) -> "LinuxRun":
         if tests_header.get("model", "posix") != "posix":
             raise UserError(
                 f"tests of model {tests_header.get('model')!r} have no Linux mapping; "
                 "`scalecheck run --target linux` runs posix-model tests"
             )
+        kernel, vmlinux = options.kernel, options.vmlinux
         image = vm.check_kernel(kernels.resolve(kernel)) if kernel else vm.default_kernel()
         if vmlinux and not Path(vmlinux).is_file():
             raise UserError(f"--vmlinux {vmlinux} does not exist")
         vm.qemu_binary()
+        lsm = options.lsm
         settings = VmSettings(
-            trace=trace,
+            trace=options.trace_settings(),
             kernel=image,
-            kernel_args=" ".join(part for part in (vm.LSM_ARGS[lsm], kernel_args) if part),
+            kernel_args=" ".join(part for part in (vm.LSM_ARGS[lsm], options.kernel_args) if part),
             vmlinux=Path(vmlinux) if vmlinux else None,
-            fs=fs,
-            batch=batch,
+            fs=options.fs,
+            batch=options.batch,
         )
         return cls(settings, lsm, on_vm_start)
 

@@ -1,6 +1,7 @@
-"""``scalecheck kernel``: other kernels of the distribution, as inputs to ``run --kernel``.
+"""Other kernels of the distribution, as inputs to ``run --kernel`` (the command is
+``scalecheck kernel``, run/kernel_cli.py).
 
-``scalecheck kernel fetch 6.12`` downloads Debian's newest ``linux-image-6.12.*-amd64-unsigned``
+``fetch("6.12")`` downloads Debian's newest ``linux-image-6.12.*-amd64-unsigned``
 package with ``apt-get download`` and unpacks it with ``dpkg -x`` into
 ``~/.cache/scalecheck/kernels/<release>/`` (never /boot, nothing installed): the kernel
 image, its config and a ``kernel.json`` saying which package it came from. The modules are
@@ -9,12 +10,10 @@ an image path, a fetched release (``6.12.117+deb12-amd64``) or a short name: ``6
 newest fetched 6.12 of the standard flavour), ``6.12-rt`` (PREEMPT_RT), ``6.1``.
 """
 
-import argparse
 import json
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -168,60 +167,4 @@ def resolve(name: str | Path) -> Path:
     raise UserError(
         f"--kernel {name}: neither an image file nor a fetched kernel "
         "(`scalecheck kernel list` shows them)"
-    )
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "kernel",
-        help="fetch other kernels of the distribution and list them",
-        description="Kernels to trace besides the installed one: Debian's packages, "
-        "downloaded with apt-get download and unpacked into ~/.cache/scalecheck/kernels/ "
-        "(not installed, /boot untouched). `run --kernel 6.12` then traces the one fetched.",
-    )
-    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    f = actions.add_parser(
-        "fetch",
-        help="download and unpack a kernel series' newest package",
-        description="Download the newest linux-image-SERIES.*-amd64-unsigned package "
-        "(or -rt-amd64 for SERIES-rt) with apt-get download and unpack it with dpkg -x.",
-    )
-    f.add_argument("name", help="a kernel series: 6.12, 6.1, 6.12-rt (PREEMPT_RT)")
-    f.set_defaults(func=_fetch_command)
-    li = actions.add_parser(
-        "list",
-        help="list the fetched kernels",
-        description="List the kernels `kernel fetch` unpacked, newest first.",
-    )
-    li.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    li.set_defaults(func=_list_command)
-
-
-def _fetch_command(args) -> int:
-    fetch(args.name)
-    return 0
-
-
-def _list_command(args) -> int:
-    kernels = fetched()
-    if args.json:
-        print(json.dumps(kernels, indent=1))
-        return 0
-    if not kernels:
-        print("no kernels fetched (scalecheck kernel fetch 6.12)", file=sys.stderr)
-        return 0
-    print(f"{'release':<28} {'package version':<22} {'package MB':>10}  image")
-    for k in kernels:
-        print(
-            f"{k['release']:<28} {k['version']:<22} {k['package_bytes'] / 1e6:>10.1f}  {k['path']}"
-        )
-    return 0
-
-
-def add_kernel_option(parser: argparse.ArgumentParser, default_text: str) -> None:
-    """``--kernel`` of the commands that trace Linux (one declaration for all of them)."""
-    parser.add_argument(
-        "--kernel",
-        help=f"Linux: kernel to trace: an image path, a fetched release or series (6.12, 6.12-rt; "
-        f"see `scalecheck kernel list`), default: {default_text}",
     )

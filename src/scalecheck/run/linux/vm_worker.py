@@ -24,11 +24,6 @@ BOOT_TIMEOUT = 300
 # Boots in a row that finish no test before the run gives up: the kernel or its
 # arguments cannot run the guest at all.
 MAX_FAILED_BOOTS = 3
-# Tests per boot, at most. A boot costs about 13 s of a VM's time (2026-11-24), while the
-# disk a boot asks for grows by TRACE_BYTES_PER_RUN per test and repeat (469 MiB for 2500
-# tests and 2 repeats); a crash or hang reboots anyway. With 2500 the main
-# job's 4,822 tests take one boot per VM at -j 2.
-BATCH = 2500
 # Tests the guest runs once, unreported, after each boot: one-time kernel work (a CPU's
 # first use of the random pool, slab caches filling) then stays out of real runs.
 WARMUP_TESTS = 20
