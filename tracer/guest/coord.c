@@ -222,7 +222,9 @@ void drain_own_lru_batches(void *untouched_page)
 		fatal("madvise MADV_COLD (draining this CPU's LRU batches)");
 }
 
-void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
+/* The repeat's files and pipes, then its test processes, each reporting ready; returns 0,
+ * or -1 after reporting why (X) and cleaning up. */
+static int start_repeat(const struct test *t, int rep, const struct sc_wire_settings *s, pid_t pids[2])
 {
 	int report = rep != SC_WARMUP_REP;
 	char why[RESULT_LEN];
@@ -240,9 +242,8 @@ void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
 		if (report)
 			sc_wire_setup_failed(t->index, rep, why);
 		close_shared_fds(t);
-		return;
+		return -1;
 	}
-	pid_t pids[2] = {0, 0};
 	int forked = 0;
 	for (int proc = 0; proc < 2; proc++) {
 		/* A process with no call, no fds and no mappings holds no kernel state a call
@@ -262,9 +263,14 @@ void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
 			sc_wire_setup_failed(t->index, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
 		kill_and_reap(pids, 2);
 		close_shared_fds(t);
-		return;
+		return -1;
 	}
-	/* Inodes with no name stay alive only through the fds and mappings just made. */
+	return 0;
+}
+
+/* Inodes with no name stay alive only through the fds and mappings just made. */
+static void unlink_nameless_inodes(const struct test *t)
+{
 	for (int i = 0; i < t->ninodes; i++) {
 		if (t->inodes[i].nlink == 0) {
 			char path[TOKEN_LEN];
@@ -272,6 +278,15 @@ void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
 			unlink(path);
 		}
 	}
+}
+
+void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
+{
+	int report = rep != SC_WARMUP_REP;
+	pid_t pids[2] = {0, 0};
+	if (start_repeat(t, rep, s, pids) < 0)
+		return;
+	unlink_nameless_inodes(t);
 	/* The unlinks (a directory's and an inode's times) and the test processes' setup (a
 	 * mapping's atime) are the setup's last timestamps. */
 	clock_gettime(CLOCK_REALTIME_COARSE, &ctl->last_stamp);

@@ -216,10 +216,9 @@ static int socket_fds(int i, int *receiver, int *sender)
 	return connect(*sender, (struct sockaddr *)&addr, addrlen);
 }
 
-/* In a test process: rebuilds its fd table and mappings exactly as the model says. */
-int build_process(const struct test *t, int proc, char *why, size_t whylen)
+/* A test process's mappings (the model's pages of its address space). */
+static int build_mappings(const struct test *t, int proc, char *why, size_t whylen)
 {
-	int parked = 0, targets[SC_MAX_FDS + 2 * SC_MAX_SOCKETS], cloexec[SC_MAX_FDS + 2 * SC_MAX_SOCKETS];
 	char path[TOKEN_LEN];
 	for (int i = 0; i < t->nmaps; i++) {
 		const struct map_spec *m = &t->maps[i];
@@ -247,6 +246,27 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen)
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/* The fds a test process will hold, parked at PARK_FD + k until its table is cleared. */
+struct parked {
+	int n, targets[SC_MAX_FDS + 2 * SC_MAX_SOCKETS], cloexec[SC_MAX_FDS + 2 * SC_MAX_SOCKETS];
+};
+
+static int park(struct parked *parked, int src, int target, int cloexec)
+{
+	if (dup2(src, PARK_FD + parked->n) < 0)
+		return -1;
+	close(src);
+	parked->cloexec[parked->n] = cloexec;
+	parked->targets[parked->n++] = target;
+	return 0;
+}
+
+static int park_files_and_pipes(const struct test *t, int proc, struct parked *parked, char *why, size_t whylen)
+{
+	char path[TOKEN_LEN];
 	for (int i = 0; i < t->nfds; i++) {
 		const struct fd_spec *f = &t->fds[i];
 		if (f->proc != proc)
@@ -260,14 +280,16 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen)
 			if (src >= 0 && lseek(src, (off_t)f->off * SC_UNIT, SEEK_SET) < 0)
 				src = -1;
 		}
-		if (src < 0 || dup2(src, PARK_FD + parked) < 0) {
+		if (src < 0 || park(parked, src, f->fd, f->cloexec) < 0) {
 			snprintf(why, whylen, "proc %d fd %d: %s", proc, f->fd, strerror(errno));
 			return -1;
 		}
-		close(src);
-		cloexec[parked] = f->cloexec;
-		targets[parked++] = f->fd;
 	}
+	return 0;
+}
+
+static int park_sockets(const struct test *t, int proc, struct parked *parked, char *why, size_t whylen)
+{
 	for (int i = 0; i < t->nsocks; i++) {
 		int ends[2];
 		if (socket_fds(i, &ends[0], &ends[1]) < 0) {
@@ -275,27 +297,35 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen)
 			return -1;
 		}
 		for (int e = 0; e < 2; e++) {
-			if (dup2(ends[e], PARK_FD + parked) < 0) {
+			if (park(parked, ends[e], SOCK_FD_BASE + 2 * i + e, 0) < 0) {
 				snprintf(why, whylen, "proc %d socket %d: %s", proc, i, strerror(errno));
 				return -1;
 			}
-			close(ends[e]);
-			cloexec[parked] = 0;
-			targets[parked++] = SOCK_FD_BASE + 2 * i + e;
 		}
 	}
+	return 0;
+}
+
+/* In a test process: rebuilds its fd table and mappings exactly as the model says. */
+int build_process(const struct test *t, int proc, char *why, size_t whylen)
+{
+	struct parked parked = {.n = 0};
+	if (build_mappings(t, proc, why, whylen) < 0 || park_files_and_pipes(t, proc, &parked, why, whylen) < 0 ||
+	    park_sockets(t, proc, &parked, why, whylen) < 0)
+		return -1;
 	/* Every fd below fd_base is held on /dev/null, so lowest-fd choices match the model. */
 	for (int fd = 0; fd < SC_FD_BASE; fd++)
 		dup2(DEVNULL_FD, fd);
 	close_range(SC_FD_BASE, PARK_FD - 1, 0);
-	close_range(PARK_FD + parked, ~0U, 0);
+	close_range(PARK_FD + parked.n, ~0U, 0);
 	/* dup2 clears close-on-exec: set after it. */
-	for (int k = 0; k < parked; k++)
-		if (dup2(PARK_FD + k, targets[k]) < 0 || (cloexec[k] && fcntl(targets[k], F_SETFD, FD_CLOEXEC) < 0)) {
-			snprintf(why, whylen, "proc %d fd %d: %s", proc, targets[k], strerror(errno));
+	for (int k = 0; k < parked.n; k++)
+		if (dup2(PARK_FD + k, parked.targets[k]) < 0 ||
+		    (parked.cloexec[k] && fcntl(parked.targets[k], F_SETFD, FD_CLOEXEC) < 0)) {
+			snprintf(why, whylen, "proc %d fd %d: %s", proc, parked.targets[k], strerror(errno));
 			return -1;
 		}
-	if (parked)
-		close_range(PARK_FD, PARK_FD + parked - 1, 0);
+	if (parked.n)
+		close_range(PARK_FD, PARK_FD + parked.n - 1, 0);
 	return 0;
 }

@@ -292,6 +292,14 @@ def register(subparsers) -> None:
         dest="bench_command", metavar="SUBCOMMAND", parser_class=OneLineErrorParser
     )
 
+    _register_run(commands)
+    _register_plot(commands)
+    _register_compare(commands)
+    _register_list(commands)
+
+
+def _register_run(commands) -> None:
+    """`bench run`: the sweep."""
     run = commands.add_parser(
         "run",
         help="sweep benchmarks over core counts (resumable)",
@@ -334,6 +342,9 @@ def register(subparsers) -> None:
     _add_catalog_option(run)
     run.set_defaults(func=run_command)
 
+
+def _register_plot(commands) -> None:
+    """`bench plot`."""
     plot = commands.add_parser(
         "plot",
         help="draw throughput and throughput per core against cores",
@@ -343,6 +354,9 @@ def register(subparsers) -> None:
     plot.add_argument("--json", action="store_true", help="list the written files as JSON")
     plot.set_defaults(func=plot_command)
 
+
+def _register_compare(commands) -> None:
+    """`bench compare`."""
     comp = commands.add_parser(
         "compare",
         help="improvement table of B over A (+23%%) with spreads",
@@ -353,6 +367,9 @@ def register(subparsers) -> None:
     comp.add_argument("--json", action="store_true", help="print rows as JSON instead of a table")
     comp.set_defaults(func=compare_command)
 
+
+def _register_list(commands) -> None:
+    """`bench list`."""
     listing = commands.add_parser(
         "list",
         help="show the benchmark catalog",

@@ -94,6 +94,24 @@ def _describe_exit(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
+def _failed_record(cell: Cell) -> dict:
+    """A cell's record before it ran: failed, with no reason yet."""
+    return {
+        "benchmark": cell.benchmark,
+        "mode": cell.mode,
+        "runtime": cell.runtime,
+        "cores": cell.cores,
+        "run": cell.run,
+        "status": "failed",
+        "reason": None,
+        "ops_per_sec": None,
+        "cycles_per_op": None,
+        "result": None,
+        "command": None,
+        "seconds": None,
+    }
+
+
 def _run_shell(
     command: str, cwd: Path, stdout_path: Path, stderr_path: Path, timeout: float
 ) -> tuple[int | None, float]:
@@ -237,20 +255,7 @@ class Sweep:
 
     def _run_cell(self, cell: Cell, progress: Progress) -> dict:
         benchmark = self.benchmarks[cell.benchmark]
-        record = {
-            "benchmark": cell.benchmark,
-            "mode": cell.mode,
-            "runtime": cell.runtime,
-            "cores": cell.cores,
-            "run": cell.run,
-            "status": "failed",
-            "reason": None,
-            "ops_per_sec": None,
-            "cycles_per_op": None,
-            "result": None,
-            "command": None,
-            "seconds": None,
-        }
+        record = _failed_record(cell)
         build_failure = self._build(benchmark, progress)
         if build_failure:
             record.update(reason=build_failure, finished_at=now_iso())

@@ -24,51 +24,79 @@ if abi.value("SOCK_CAPACITY") != SOCK_CAPACITY:
 
 def describe_test(ops, snapshot, args, results, label):
     """The test file's setup, calls and results (docs/format-tests.md)."""
-    inode_index, pipe_index = {}, {}
-    socket_index = {sock: number for number, sock in enumerate(sorted(snapshot.get("sockets", {})))}
-
-    def inode(label_):
-        return inode_index.setdefault(label_, len(inode_index))
-
-    def pipe(label_):
-        return pipe_index.setdefault(label_, len(pipe_index))
-
+    numbering = _Numbering()
     files = {
-        f"f{name}": inode(entry[""])
+        f"f{name}": numbering.inode(entry[""])
         for name, entry in snapshot.get("fname_to_inum", {}).items()
         if entry["present"]
     }
-    procs = []
-    for pid in range(2):
-        fds, maps = {}, {}
-        for fd, entry in snapshot.get(f"procs[{pid}].fds", {}).items():
-            if not entry["present"]:
-                continue
-            if entry["ispipe"]:
-                desc = {"pipe": pipe(entry["pipe"]), "end": "w" if entry["writer"] else "r"}
-            else:
-                desc = {"file": inode(entry["inum"]), "off": entry["off"]}
-            if entry.get("cloexec"):
-                desc["cloexec"] = True
-            fds[str(fd + abi.value("FD_BASE"))] = desc
-        for page, entry in snapshot.get(f"procs[{pid}].vmas", {}).items():
-            if entry["present"] and entry["anon"]:
-                maps[str(_address(page))] = {
-                    "anon": True,
-                    "writable": entry["writable"],
-                    "data": _byte(entry["anondata"]),
-                }
-            elif entry["present"]:
-                maps[str(_address(page))] = {
-                    "anon": False,
-                    "writable": entry["writable"],
-                    "file": inode(entry["inum"]),
-                    "off": entry["off"],
-                }
-        procs.append({"fds": fds, "maps": maps})
-    names_per_inode = [list(files.values()).count(index) for index in range(len(inode_index))]
+    procs = [_describe_process(snapshot, pid, numbering) for pid in range(2)]
+    setup = {
+        "files": files,
+        "inodes": _describe_inodes(snapshot, files, numbering),
+        "pipes": _describe_pipes(snapshot, numbering),
+        "procs": procs,
+    }
+    sockets = _describe_sockets(snapshot)
+    if sockets:
+        setup["sockets"] = sockets
+    expect = {
+        order.lower(): [
+            _describe_result(op, result, label)
+            for op, result in zip(ops, order_results, strict=True)
+        ]
+        for order, order_results in results.items()
+    }
+    return setup, _describe_calls(ops, args, snapshot), expect
+
+
+class _Numbering:
+    """The model's inode and pipe labels numbered in the order the test first names them."""
+
+    def __init__(self):
+        self.inodes: dict = {}
+        self.pipes: dict = {}
+
+    def inode(self, label):
+        return self.inodes.setdefault(label, len(self.inodes))
+
+    def pipe(self, label):
+        return self.pipes.setdefault(label, len(self.pipes))
+
+
+def _describe_process(snapshot, pid: int, numbering: _Numbering) -> dict:
+    fds, maps = {}, {}
+    for fd, entry in snapshot.get(f"procs[{pid}].fds", {}).items():
+        if not entry["present"]:
+            continue
+        if entry["ispipe"]:
+            desc = {"pipe": numbering.pipe(entry["pipe"]), "end": "w" if entry["writer"] else "r"}
+        else:
+            desc = {"file": numbering.inode(entry["inum"]), "off": entry["off"]}
+        if entry.get("cloexec"):
+            desc["cloexec"] = True
+        fds[str(fd + abi.value("FD_BASE"))] = desc
+    for page, entry in snapshot.get(f"procs[{pid}].vmas", {}).items():
+        if entry["present"] and entry["anon"]:
+            maps[str(_address(page))] = {
+                "anon": True,
+                "writable": entry["writable"],
+                "data": _byte(entry["anondata"]),
+            }
+        elif entry["present"]:
+            maps[str(_address(page))] = {
+                "anon": False,
+                "writable": entry["writable"],
+                "file": numbering.inode(entry["inum"]),
+                "off": entry["off"],
+            }
+    return {"fds": fds, "maps": maps}
+
+
+def _describe_inodes(snapshot, files: dict, numbering: _Numbering) -> list:
+    names_per_inode = [list(files.values()).count(index) for index in range(len(numbering.inodes))]
     inodes = []
-    for label_, index in sorted(inode_index.items(), key=lambda item: item[1]):
+    for label_, index in sorted(numbering.inodes.items(), key=lambda item: item[1]):
         known = snapshot.get("inodes", {}).get(label_)
         inodes.append(
             {
@@ -78,15 +106,23 @@ def describe_test(ops, snapshot, args, results, label):
             if known
             else {"nlink": names_per_inode[index], "data": []}
         )
+    return inodes
+
+
+def _describe_pipes(snapshot, numbering: _Numbering) -> list:
     pipes = []
-    for label_, _ in sorted(pipe_index.items(), key=lambda item: item[1]):
+    for label_, _ in sorted(numbering.pipes.items(), key=lambda item: item[1]):
         known = snapshot.get("pipes", {}).get(label_)
         pipes.append(
             {"data": [_byte(known[f"data[{i}]"]) for i in range(known["head"], known["tail"])]}
             if known
             else {"data": []}
         )
-    sockets = [
+    return pipes
+
+
+def _describe_sockets(snapshot) -> list:
+    return [
         {
             "unordered": known["unordered"],
             "data": [
@@ -95,10 +131,10 @@ def describe_test(ops, snapshot, args, results, label):
         }
         for _, known in sorted(snapshot.get("sockets", {}).items())
     ]
-    setup = {"files": files, "inodes": inodes, "pipes": pipes, "procs": procs}
-    if sockets:
-        setup["sockets"] = sockets
 
+
+def _describe_calls(ops, args, snapshot) -> list:
+    socket_index = {sock: number for number, sock in enumerate(sorted(snapshot.get("sockets", {})))}
     calls = []
     for number, (op, call_args) in enumerate(zip(ops, args, strict=True)):
         types = Posix.operations()[op].argument_types
@@ -111,14 +147,7 @@ def describe_test(ops, snapshot, args, results, label):
             if name != "pid"
         }
         calls.append({"op": op, "proc": proc, "args": described})
-    expect = {
-        order.lower(): [
-            _describe_result(op, result, label)
-            for op, result in zip(ops, order_results, strict=True)
-        ]
-        for order, order_results in results.items()
-    }
-    return setup, calls, expect
+    return calls
 
 
 def _address(page):

@@ -201,6 +201,37 @@ def explore_pair(
     and the exploration's solver statistics."""
     operations = model_cls.operations()
     records, regions = [], []
+    program = _pair_program(model_cls, op_a, op_b)
+    stats = explore.Stats()
+    for number, (path, outcome) in enumerate(
+        explore.explore(program, solver_timeout_ms, stats, model_timeout)
+    ):
+        condition = and_(path.decisions) if path.decisions else z3.BoolVal(True)
+        if isinstance(outcome, Exception):
+            regions.append(Region(path.decisions, path.assumptions, None))
+            records.append(
+                PathRecord(
+                    number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
+                )
+            )
+            continue
+        base, args, results, commutes = outcome
+        record = PathRecord(number, commutes, path.unknown, "", condition)
+        returned = result_kinds(results)
+        names = _named_results(results)
+        hints = _comparisons(names, args, operations, op_a, op_b)
+        regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))
+        if commutes and not path.unknown:
+            kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
+            record.smt2, record.observations = _observations(path, base, args, kinds, results)
+        records.append(record)
+    return records, regions, stats
+
+
+def _pair_program(model_cls, op_a: str, op_b: str):
+    """The program the exploration runs on each path: both orders of the two calls from
+    one symbolic state, and whether they commute (one branch per component)."""
+    operations = model_cls.operations()
 
     def program(path):
         base = instantiate(model_cls, path)
@@ -232,30 +263,7 @@ def explore_pair(
         commutes = all(path.decide(z3.simplify(component)) for component in components)
         return base, args, results, commutes
 
-    stats = explore.Stats()
-    for number, (path, outcome) in enumerate(
-        explore.explore(program, solver_timeout_ms, stats, model_timeout)
-    ):
-        condition = and_(path.decisions) if path.decisions else z3.BoolVal(True)
-        if isinstance(outcome, Exception):
-            regions.append(Region(path.decisions, path.assumptions, None))
-            records.append(
-                PathRecord(
-                    number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
-                )
-            )
-            continue
-        base, args, results, commutes = outcome
-        record = PathRecord(number, commutes, path.unknown, "", condition)
-        returned = result_kinds(results)
-        names = _named_results(results)
-        hints = _comparisons(names, args, operations, op_a, op_b)
-        regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))
-        if commutes and not path.unknown:
-            kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
-            record.smt2, record.observations = _observations(path, base, args, kinds, results)
-        records.append(record)
-    return records, regions, stats
+    return program
 
 
 def _named_results(results) -> list:
@@ -336,75 +344,83 @@ def readable_condition(condition: z3.BoolRef) -> str:
 # ---------------------------------------------------------------- what testgen needs
 
 
-def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, dict]:
-    """The path's constraints plus one atom ``observed(t0, t1, ...)`` whose arguments are
-    every term a test needs; observation entries refer to those terms by position."""
-    terms = []
-    choice_names = tuple(f"|{name}|" for name in path.choices)
-    kind_table = {}
-    decided = _subterm_ids(path.decisions)
-    # Whether a term shows a choice, by term and choices: the paths of an exploration
-    # observe mostly the same terms (arguments, initial-state reads), and printing them
-    # again for each path cost more than the rest of the observations.
-    chosen_terms = explore.shared(path, "observed terms showing choices", dict)
+class _Observer:
+    """Gives every term a test needs a position among the observed atom's arguments."""
 
-    def observe(term, symtype):
+    def __init__(self, path: explore.Path):
+        self.terms: list = []
+        self.choice_names = tuple(f"|{name}|" for name in path.choices)
+        self.kind_table: dict = {}
+        self.decided = _subterm_ids(path.decisions)
+        # Whether a term shows a choice, by term and choices: the paths of an exploration
+        # observe mostly the same terms (arguments, initial-state reads), and printing them
+        # again for each path cost more than the rest of the observations.
+        self.chosen_terms = explore.shared(path, "observed terms showing choices", dict)
+
+    def observe(self, term, symtype):
         term = as_expr(term, None)
         kind = symtype.kind if symtype else ("bool" if z3.is_bool(term) else "int")
         if symtype:
-            kind_table[kind] = symtype.describe()
-        terms.append(term)
-        key = (term.get_id(), choice_names)
-        if key not in chosen_terms:  # the term is kept with its id: no other gets it
+            self.kind_table[kind] = symtype.describe()
+        self.terms.append(term)
+        key = (term.get_id(), self.choice_names)
+        if key not in self.chosen_terms:  # the term is kept with its id: no other gets it
             text = term.sexpr()
-            chosen_terms[key] = (term, any(name in text for name in choice_names))
+            self.chosen_terms[key] = (term, any(name in text for name in self.choice_names))
         return {
-            "obs": len(terms) - 1,
+            "obs": len(self.terms) - 1,
             "kind": kind,
-            "chosen": chosen_terms[key][1],
-            "decided": term.get_id() in decided,
+            "chosen": self.chosen_terms[key][1],
+            "decided": term.get_id() in self.decided,
         }
 
-    def observe_result(value):
+    def observe_result(self, value):
         if isinstance(value, dict):
-            return {key: observe_result(item) for key, item in value.items()}
+            return {key: self.observe_result(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
-            return [observe_result(item) for item in value]
+            return [self.observe_result(item) for item in value]
         if isinstance(value, str):
             return value
         if isinstance(value, Chosen):
             return "*"
-        return observe(value, None)
+        return self.observe(value, None)
 
-    reads = []
-    for read in path.reads:
-        reads.append(
-            {
-                "map": read.map_name,
-                "key": observe(read.key, read.key_type) if read.key is not None else None,
-                "present": observe(read.present, None) if read.present is not None else None,
-                "leaves": {
-                    suffix: observe(leaf, leaf_type)
-                    for suffix, leaf, leaf_type in zip(
-                        read.leaf_names, read.leaves, read.leaf_types, strict=True
-                    )
-                },
-            }
-        )
+    def observe_read(self, read) -> dict:
+        observe = self.observe
+        return {
+            "map": read.map_name,
+            "key": observe(read.key, read.key_type) if read.key is not None else None,
+            "present": observe(read.present, None) if read.present is not None else None,
+            "leaves": {
+                suffix: observe(leaf, leaf_type)
+                for suffix, leaf, leaf_type in zip(
+                    read.leaf_names, read.leaves, read.leaf_types, strict=True
+                )
+            },
+        }
+
+
+def _observations(path: explore.Path, base, args, kinds, results) -> tuple[str, dict]:
+    """The path's constraints plus one atom ``observed(t0, t1, ...)`` whose arguments are
+    every term a test needs; observation entries refer to those terms by position."""
+    observer = _Observer(path)
+    reads = [observer.observe_read(read) for read in path.reads]
     arguments = {
-        call: {name: observe(expr, kinds[call][name]) for name, expr in call_args.items()}
+        call: {name: observer.observe(expr, kinds[call][name]) for name, expr in call_args.items()}
         for call, call_args in args.items()
     }
     observed_results = {
-        order: [observe_result(results[order, call]) for call in "AB"] for order in ("AB", "BA")
+        order: [observer.observe_result(results[order, call]) for call in "AB"]
+        for order in ("AB", "BA")
     }
+    terms = observer.terms
     observed = z3.Function(OBSERVED, *[term.sort() for term in terms], z3.BoolSort())
     constraints = [*path.decisions, *path.assumptions, *base.setup_constraints(path.reads)]
     return _smtlib(constraints, _apply(observed, terms)), {
         "reads": reads,
         "args": arguments,
         "results": observed_results,
-        "kinds": kind_table,
+        "kinds": observer.kind_table,
     }
 
 

@@ -56,13 +56,7 @@ def make_report(out_dir, other_dir=None) -> dict:
     left_path = mismatches(run, LEFT_PATH)
 
     summary = {
-        "format": SUMMARY_FORMAT,
-        "version": SUMMARY_VERSION,
-        "generator": f"scalecheck {__version__}",
-        "model": run.model,
-        run.implementation: run.kernel_name,
-        # What counted as a conflict (docs/tracer.md); "line" for runs that predate the choice.
-        "granularity": run.results_header.get("granularity", "line"),
+        **_summary_header(run),
         "summary": line,
         "granularity_shares": shares,
         "filters": filters,
@@ -78,18 +72,42 @@ def make_report(out_dir, other_dir=None) -> dict:
         "mismatches": mismatched,
         "damaged_result_lines": run.damaged_lines,
         "left_path": left_path,
+        **({"security_modules": lsm} if lsm else {}),
+        **({"diff": diff} if diff is not None else {}),
     }
-    if lsm:
-        summary["security_modules"] = lsm
-    if diff is not None:
-        summary["diff"] = diff
 
     guest = f", security modules: {lsm}" if lsm else ""
     conflicts = f"{summary['granularity']} conflicts{guest}; {naming}"
     what = f"model {run.model} on {run.kernel_name} ({conflicts})"
     title = f"{what}: {line}\n{views_line(shares)}"
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)
-    (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title), encoding="utf-8")
+    _write_texts(report_dir, run, format_bottlenecks(sites, title), mismatched, left_path, diff)
+    _write_pages(
+        report_dir,
+        run,
+        (pairs, totals, not_run_by_status, line, top_sites, diff),
+        (shares, filters, lsm),
+        (mismatched, left_path),
+    )
+    (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return summary
+
+
+def _summary_header(run) -> dict:
+    return {
+        "format": SUMMARY_FORMAT,
+        "version": SUMMARY_VERSION,
+        "generator": f"scalecheck {__version__}",
+        "model": run.model,
+        run.implementation: run.kernel_name,
+        # What counted as a conflict (docs/tracer.md); "line" for runs that predate the choice.
+        "granularity": run.results_header.get("granularity", "line"),
+    }
+
+
+def _write_texts(report_dir: Path, run, bottlenecks: str, mismatched, left_path, diff) -> None:
+    """The report's text files: bottlenecks, mismatches, left-path tests, the diff."""
+    (report_dir / "bottlenecks.txt").write_text(bottlenecks, encoding="utf-8")
     (report_dir / "mismatches.txt").write_text(
         format_mismatches(mismatched, run.implementation), encoding="utf-8"
     )
@@ -101,6 +119,11 @@ def make_report(out_dir, other_dir=None) -> dict:
     else:
         # A diff.txt left by an earlier --diff run would describe another comparison.
         (report_dir / "diff.txt").unlink(missing_ok=True)
+
+
+def _write_pages(report_dir: Path, run, figures: tuple, views: tuple, found: tuple) -> None:
+    """index.html and one file per pair (html_page.py, pair_files.py)."""
+    pairs, totals, not_run_by_status, line, top_sites, diff = figures
     grouped = tests_by_pair(run)
     write_index(
         report_dir / "index.html",
@@ -111,10 +134,8 @@ def make_report(out_dir, other_dir=None) -> dict:
         line,
         top_sites,
         diff,
-        (shares, filters, lsm),
-        (mismatched, left_path),
+        views,
+        found,
         grouped,
     )
     write_pair_files(report_dir, run, grouped, changes_by_test(diff))
-    (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    return summary

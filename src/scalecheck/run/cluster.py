@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from distributed import Client, KilledWorker, LocalCluster, Queue, Variable, get_worker, wait
@@ -136,92 +137,111 @@ def trace_on_cluster(
     once per test as results arrive, after storing its crash log under ``trace_dir``.
     Returns (boots, tests recorded per worker)."""
     client, cluster = connect(address)
-    run_name = f"scalecheck-{header['started']}-{id(pending):x}"
-    queue = Queue(run_name, client=client)
-    per_worker: Counter[str] = Counter()
-    refused: set[str] = set()
-    boots = 0
-    futures: dict[Future, list] = {}
-    # Per batch, the Dask variable listing its recorded tests: kept current, so that a
-    # batch Dask reruns by itself after losing its worker skips them too.
-    variable_of: dict[str, Variable] = {}
-    recorded_in: dict[str, list] = {}
-    submitted = Counter[str]()
-
-    def submit(batch: list) -> None:
-        submitted["batches"] += 1
-        done = Variable(f"{run_name}-done-{submitted['batches']}", client=client)
-        recorded_in[done.name] = [t.id for _, t in batch if is_done(t.id)]
-        done.set(recorded_in[done.name])
-        for _, test in batch:
-            variable_of[test.id] = done
-        allowed = [w for w in client.scheduler_info()["workers"] if w not in refused]
-        if not allowed:
-            raise UserError(f"every worker of the cluster was refused: {'; '.join(refused)}")
-        future = client.submit(
-            trace_batch,
-            target,
-            header["tracer"],
-            batch,
-            run_name,
-            done.name,
-            workers=allowed,
-            pure=False,
-        )
-        futures[future] = batch
-
-    def drain() -> None:
-        """Records every record waiting in the queue (without waiting)."""
-        changed = set()
-        arrived = [entry for group in queue.get(batch=True) for entry in group]
-        for worker, result, crash_log in arrived:
-            if not is_done(result["id"]):
-                if crash_log is not None:
-                    save_crash_log(trace_dir, result["id"], crash_log)
-                record(result)
-                per_worker[worker] += 1
-                done = variable_of[result["id"]]
-                recorded_in[done.name].append(result["id"])
-                changed.add(done)
-                check_stop()  # Ctrl-C: what is recorded stays, the rest is not taken
-        for done in changed:
-            done.set(recorded_in[done.name])
-
+    name = f"scalecheck-{header['started']}-{id(pending):x}"
+    run = _ClusterRun(
+        client, name, Queue(name, client=client), target, header, is_done, record, trace_dir, log
+    )
     try:
         workers = len(client.scheduler_info()["workers"]) or 1
         for batch in batches(pending, workers, target.batch):
-            submit(batch)
-        while futures:
+            run.submit(batch)
+        while run.futures:
             check_stop()
-            drain()
+            run.drain()
             with contextlib.suppress(TimeoutError):
-                wait(list(futures), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
-            finished = [future for future in futures if future.done()]
-            for future in finished:
-                batch = futures.pop(future)
-                if future.status == "finished":
-                    boots += future.result()["boots"]
-                    continue
-                error = future.exception() if future.status == "error" else None
-                if isinstance(error, WorkerRefused):
-                    refused.add(error.worker)
-                    log(f"refused: {error}")
-                elif error is None or isinstance(error, KilledWorker):
-                    # Cancelled with its worker, or Dask gave up rerunning it on others.
-                    log("a worker was lost; its batch goes out again")
-                else:
-                    # A one-line error on a worker (naming it), or a bug: rerunning the
-                    # batch elsewhere would only repeat it.
-                    raise error
-                drain()
-                rest = [(index, test) for index, test in batch if not is_done(test.id)]
-                if rest:
-                    submit(rest)
-        drain()
+                wait(list(run.futures), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+            for future in [future for future in run.futures if future.done()]:
+                run.collect(future)
+        run.drain()
     finally:
-        for future in futures:
+        for future in run.futures:
             future.cancel()
         client.close()
         if cluster is not None:
             cluster.close()
-    return boots, dict(per_worker)
+    return run.boots, dict(run.per_worker)
+
+
+@dataclass
+class _ClusterRun:
+    """The submitting side of a run on a cluster: its batches out, its records in."""
+
+    client: Client
+    name: str
+    queue: Queue  # the records the workers send
+    target: Target
+    header: dict
+    is_done: Callable[[str], bool]
+    record: Callable[[dict], None]
+    trace_dir: Path
+    log: Callable[[str], None]
+    per_worker: Counter[str] = field(default_factory=Counter)
+    refused: set[str] = field(default_factory=set)
+    boots: int = 0
+    futures: dict[Future, list] = field(default_factory=dict)
+    # Per batch, the Dask variable listing its recorded tests: kept current, so that a
+    # batch Dask reruns by itself after losing its worker skips them too.
+    variable_of: dict[str, Variable] = field(default_factory=dict)
+    recorded_in: dict[str, list] = field(default_factory=dict)
+    submitted: int = 0
+
+    def submit(self, batch: list) -> None:
+        self.submitted += 1
+        done = Variable(f"{self.name}-done-{self.submitted}", client=self.client)
+        self.recorded_in[done.name] = [t.id for _, t in batch if self.is_done(t.id)]
+        done.set(self.recorded_in[done.name])
+        for _, test in batch:
+            self.variable_of[test.id] = done
+        allowed = [w for w in self.client.scheduler_info()["workers"] if w not in self.refused]
+        if not allowed:
+            raise UserError(f"every worker of the cluster was refused: {'; '.join(self.refused)}")
+        future = self.client.submit(
+            trace_batch,
+            self.target,
+            self.header["tracer"],
+            batch,
+            self.name,
+            done.name,
+            workers=allowed,
+            pure=False,
+        )
+        self.futures[future] = batch
+
+    def drain(self) -> None:
+        """Records every record waiting in the queue (without waiting)."""
+        changed = set()
+        arrived = [entry for group in self.queue.get(batch=True) for entry in group]
+        for worker, result, crash_log in arrived:
+            if not self.is_done(result["id"]):
+                if crash_log is not None:
+                    save_crash_log(self.trace_dir, result["id"], crash_log)
+                self.record(result)
+                self.per_worker[worker] += 1
+                done = self.variable_of[result["id"]]
+                self.recorded_in[done.name].append(result["id"])
+                changed.add(done)
+                check_stop()  # Ctrl-C: what is recorded stays, the rest is not taken
+        for done in changed:
+            done.set(self.recorded_in[done.name])
+
+    def collect(self, future: Future) -> None:
+        """Takes a finished batch: its boots, or its tests not recorded sent out again."""
+        batch = self.futures.pop(future)
+        if future.status == "finished":
+            self.boots += future.result()["boots"]
+            return
+        error = future.exception() if future.status == "error" else None
+        if isinstance(error, WorkerRefused):
+            self.refused.add(error.worker)
+            self.log(f"refused: {error}")
+        elif error is None or isinstance(error, KilledWorker):
+            # Cancelled with its worker, or Dask gave up rerunning it on others.
+            self.log("a worker was lost; its batch goes out again")
+        else:
+            # A one-line error on a worker (naming it), or a bug: rerunning the batch
+            # elsewhere would only repeat it.
+            raise error
+        self.drain()
+        rest = [(index, test) for index, test in batch if not self.is_done(test.id)]
+        if rest:
+            self.submit(rest)

@@ -106,16 +106,7 @@ def run_tests(
     log = (lambda *a: None) if quiet else print
     trace_dir = out_dir / "trace"
     target, prepared, target_header = run.start(trace_dir, log)
-    header = {
-        "format": RESULTS_FORMAT,
-        "version": RESULTS_VERSION,
-        **target_header,
-        "tests": "tests.jsonl",
-        TESTS_HASH: file_hash(tests_path),
-        **settings.header(),
-        "tracer": tracer_build.tracer_fingerprint(),
-        "started": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    header = _results_header(target_header, tests_path, settings)
     store = ResultsStore(
         trace_dir / "results.jsonl",
         header,
@@ -126,9 +117,7 @@ def run_tests(
     if retry_unfinished:
         store.set_aside_unfinished(log)
     pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
-    # A VM keeps about one host core busy: its two test CPUs take turns (A, then B) and
-    # CPU 0 mostly sleeps. One VM per core traced 15.7 tests/s on 2 cores, one VM 10.8.
-    jobs = max(1, min(jobs or os.cpu_count() or 1, max(1, len(pending))))
+    jobs = _jobs(jobs, len(pending))
     started = time.monotonic()
     boots, per_worker = trace_pending(
         target, prepared, pending, jobs, cluster, header, store, quiet
@@ -141,16 +130,42 @@ def run_tests(
         {
             "results": str(trace_dir / "results.jsonl"),
             run.starts: boots,
-            "seconds": round(elapsed, 1),
-            "finished": finished_now,
-            "skipped_already_done": len(selected) - len(pending),
-            "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
+            **_speed(elapsed, finished_now, len(selected) - len(pending)),
             **run.summary(prepared),
             "per_worker": per_worker,
         }
     )
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def _speed(elapsed: float, finished_now: int, already_done: int) -> dict:
+    return {
+        "seconds": round(elapsed, 1),
+        "finished": finished_now,
+        "skipped_already_done": already_done,
+        "tests_per_second": round(finished_now / elapsed, 3) if elapsed else 0.0,
+    }
+
+
+def _jobs(asked: int | None, pending: int) -> int:
+    # A VM keeps about one host core busy: its two test CPUs take turns (A, then B) and
+    # CPU 0 mostly sleeps. One VM per core traced 15.7 tests/s on 2 cores, one VM 10.8.
+    return max(1, min(asked or os.cpu_count() or 1, max(1, pending)))
+
+
+def _results_header(target_header: dict, tests_path: Path, settings: TraceSettings) -> dict:
+    """The results file's header (docs/format-results.md): what the records were made of."""
+    return {
+        "format": RESULTS_FORMAT,
+        "version": RESULTS_VERSION,
+        **target_header,
+        "tests": "tests.jsonl",
+        TESTS_HASH: file_hash(tests_path),
+        **settings.header(),
+        "tracer": tracer_build.tracer_fingerprint(),
+        "started": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
 def trace_pending(

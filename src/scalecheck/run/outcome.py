@@ -285,6 +285,21 @@ def views(conflicts: list) -> dict:
     return {g: not any(counts(c, g) for c in conflicts) for g in GRANULARITIES}
 
 
+@dataclass
+class _Traced:
+    """What the repeats of one test showed, gathered repeat by repeat."""
+
+    per_repeat: list = field(default_factory=list)  # (kept_a, kept_b, counted, uncounted)
+    tick_signatures: list = field(default_factory=list)  # (without tick work, with it)
+    noise_switch: bool = False
+    interrupts: int = 0
+    dropped: int = 0
+    tick_sites: int = 0
+    mismatch: str = ""
+    left_path: str = ""
+    results: dict = field(default_factory=dict)
+
+
 def finish(
     progress: TestProgress,
     regions: dict,
@@ -299,57 +314,76 @@ def finish(
     lines (counted or not) are named by ``namer``, or each repeat's by its own namer
     (``repeat_namers``), before the repeats are compared (name_data)."""
     test = progress.test
-    reports = progress.repeats
-    for rep, report in sorted(reports.items()):
+    for rep, report in sorted(progress.repeats.items()):
         if report.kind == "SETUP_FAILED":
             return base_record(test, "error", f"setup: {report.rest}")
         if report.kind == "HUNG":
             return base_record(test, "timeout", f"repeat {rep}: {report.rest} (guest watchdog)")
-    per_repeat, noise_switch, interrupts, dropped, tick_sites = [], False, 0, 0, 0
-    tick_signatures: list = []  # per repeat: (signature without tick work, with it)
-    mismatch, left_path, results, order = "", "", {}, None
+    traced = _Traced()
     for rep in range(repeats):
-        res_a, res_b = reports[rep].results()
-        try:
-            res_a, res_b = json.loads(res_a), json.loads(res_b)
-        except json.JSONDecodeError:
-            return base_record(test, "error", f"repeat {rep}: unreadable result from the driver")
-        order, verdict = check_results(test, res_a, res_b)
-        got = f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}"
-        if verdict == MISMATCH and not mismatch:
-            mismatch = f"{got}, expected {json.dumps((test.raw.get('expect') or {}).get('ab'))}"
-        elif verdict == LEFT_PATH and not left_path:
-            left_path = f"{got}: a choice the model allows, off the path this test was made for"
-        if rep == 0:
-            results = {"a": res_a, "b": res_b, "expected_order": order}
-        ra, rb = regions.get(tag(progress.index, rep, 0)), regions.get(tag(progress.index, rep, 1))
-        if ra is None or rb is None:
-            return base_record(
-                test,
-                "error",
-                f"repeat {rep}: no trace from the plugin for call {'A' if ra is None else 'B'}",
-            )
-        (kept_a, tick_a), (kept_b, tick_b) = (
-            without_tick_work(ra, symbols),
-            without_tick_work(rb, symbols),
+        error = _check_results(traced, progress, rep) or _trace_repeat(
+            traced, progress, rep, regions, symbols, granularity, filters
         )
-        tick_sites += tick_a + tick_b
-        noise_switch |= ra.context_switched or rb.context_switched
-        interrupts += ra.interrupts + rb.interrupts
-        dropped += ra.dropped_in_interrupts + rb.dropped_in_interrupts
-        without_tick = _shared(kept_a, kept_b, symbols)
-        # With the tick's work kept: computed only when the filter dropped something.
-        with_tick = _shared(ra, rb, symbols) if tick_a + tick_b else without_tick
-        tick_signatures.append((conflict_set(without_tick), conflict_set(with_tick)))
-        counted: list = []
-        uncounted: list = []
-        for conflict in with_tick if filters.keep_tick_work else without_tick:
-            (counted if counts(conflict, granularity) else uncounted).append(conflict)
-        per_repeat.append((kept_a, kept_b, counted, uncounted))
+        if error:
+            return base_record(test, "error", error)
+    name_data([c + u for _, _, c, u in traced.per_repeat], repeat_namers or [namer] * repeats)
+    return _record(test, traced, granularity, filters)
+
+
+def _check_results(traced: _Traced, progress: TestProgress, rep: int) -> str | None:
+    """Checks a repeat's results against the model; an error's detail, or None."""
+    test = progress.test
+    res_a, res_b = progress.repeats[rep].results()
+    try:
+        res_a, res_b = json.loads(res_a), json.loads(res_b)
+    except json.JSONDecodeError:
+        return f"repeat {rep}: unreadable result from the driver"
+    order, verdict = check_results(test, res_a, res_b)
+    got = f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}"
+    if verdict == MISMATCH and not traced.mismatch:
+        expected = json.dumps((test.raw.get("expect") or {}).get("ab"))
+        traced.mismatch = f"{got}, expected {expected}"
+    elif verdict == LEFT_PATH and not traced.left_path:
+        traced.left_path = f"{got}: a choice the model allows, off the path this test was made for"
+    if rep == 0:
+        traced.results = {"a": res_a, "b": res_b, "expected_order": order}
+    return None
+
+
+def _trace_repeat(
+    traced: _Traced, progress, rep, regions, symbols, granularity, filters
+) -> str | None:
+    """Adds a repeat's shared lines, counted or not, and its noise; an error's detail, or
+    None."""
+    ra, rb = regions.get(tag(progress.index, rep, 0)), regions.get(tag(progress.index, rep, 1))
+    if ra is None or rb is None:
+        return f"repeat {rep}: no trace from the plugin for call {'A' if ra is None else 'B'}"
+    (kept_a, tick_a), (kept_b, tick_b) = (
+        without_tick_work(ra, symbols),
+        without_tick_work(rb, symbols),
+    )
+    traced.tick_sites += tick_a + tick_b
+    traced.noise_switch |= ra.context_switched or rb.context_switched
+    traced.interrupts += ra.interrupts + rb.interrupts
+    traced.dropped += ra.dropped_in_interrupts + rb.dropped_in_interrupts
+    without_tick = _shared(kept_a, kept_b, symbols)
+    # With the tick's work kept: computed only when the filter dropped something.
+    with_tick = _shared(ra, rb, symbols) if tick_a + tick_b else without_tick
+    traced.tick_signatures.append((conflict_set(without_tick), conflict_set(with_tick)))
+    counted: list = []
+    uncounted: list = []
+    for conflict in with_tick if filters.keep_tick_work else without_tick:
+        (counted if counts(conflict, granularity) else uncounted).append(conflict)
+    traced.per_repeat.append((kept_a, kept_b, counted, uncounted))
+    return None
+
+
+def _record(test: Test, traced: _Traced, granularity: str, filters: Filters) -> dict:
+    """The record of a test whose repeats all traced, their conflicting data named."""
+    per_repeat, tick_signatures = traced.per_repeat, traced.tick_signatures
     first_a, first_b = per_repeat[0][:2]
     # A conflict counts only if every repeat shows it (unless that filter is off).
     every = not filters.count_unrepeated
-    name_data([c + u for _, _, c, u in per_repeat], repeat_namers or [namer] * repeats)
     conflicts, signatures = _repeated([c for _, _, c, _ in per_repeat], every)
     false_sharing, _ = _repeated([u for _, _, _, u in per_repeat], every)
     repeated = frozenset.intersection(*signatures)
@@ -361,6 +395,7 @@ def finish(
         - frozenset.intersection(*(without for without, _ in tick_signatures)),
         granularity,
     )
+    mismatch, left_path = traced.mismatch, traced.left_path
     record = base_record(
         test,
         MISMATCH if mismatch else LEFT_PATH if left_path else "ok",
@@ -376,10 +411,10 @@ def finish(
             },
             "agree": all(s == signatures[0] for s in signatures),
             "noise": {
-                "ctxswitch": noise_switch,
-                "interrupts_dropped": interrupts,
-                "accesses_dropped": dropped,
-                "tick_sites_dropped": tick_sites,
+                "ctxswitch": traced.noise_switch,
+                "interrupts_dropped": traced.interrupts,
+                "accesses_dropped": traced.dropped,
+                "tick_sites_dropped": traced.tick_sites,
                 "transient_conflicts": len(transient),
                 "transient": sorted(show(e) for e in transient),
             },
@@ -388,7 +423,7 @@ def finish(
             "conflicts": conflicts,
             "false_sharing": false_sharing,
             "site_pairs": site_pairs(conflicts),
-            "results": results,
+            "results": traced.results,
         }
     )
     return record

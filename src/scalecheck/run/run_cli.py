@@ -50,26 +50,7 @@ def register(subparsers):
 def add_run_options(p) -> None:
     """The options of a run (RunOptions, options.py, holds their defaults), which `run` and
     `pipeline` share."""
-    p.add_argument(
-        "--target",
-        default=DEFAULTS.target,
-        help="implementation to trace: 'linux' (default), 'lib:PATH' for a C library "
-        "described by the manifest at PATH, or a shipped library by name: "
-        f"{', '.join(sorted(NAMED_LIBRARIES))} (docs/usertarget.md)",
-    )
-    p.add_argument(
-        "--kernel",
-        help="Linux: kernel to trace: an image path, a fetched release or series (6.12, "
-        "6.12-rt; see `scalecheck kernel list`), default: newest /boot/vmlinuz-*",
-    )
-    p.add_argument(
-        "--vmlinux", type=Path, help="Linux: debug vmlinux of that kernel, for file:line names"
-    )
-    p.add_argument(
-        "--kernel-args",
-        default=DEFAULTS.kernel_args,
-        help="Linux: extra kernel command-line arguments",
-    )
+    _add_target_options(p)
     p.add_argument(
         "--jobs",
         "-j",
@@ -116,6 +97,30 @@ def add_run_options(p) -> None:
         help="trace again the tests this DIR's run recorded as timed out, crashed or in error "
         "(e.g. a timeout on a loaded host); their old records are kept beside, in "
         "trace/results.<start>.retried.jsonl",
+    )
+
+
+def _add_target_options(p) -> None:
+    """What to trace: the target, and for Linux the kernel."""
+    p.add_argument(
+        "--target",
+        default=DEFAULTS.target,
+        help="implementation to trace: 'linux' (default), 'lib:PATH' for a C library "
+        "described by the manifest at PATH, or a shipped library by name: "
+        f"{', '.join(sorted(NAMED_LIBRARIES))} (docs/usertarget.md)",
+    )
+    p.add_argument(
+        "--kernel",
+        help="Linux: kernel to trace: an image path, a fetched release or series (6.12, "
+        "6.12-rt; see `scalecheck kernel list`), default: newest /boot/vmlinuz-*",
+    )
+    p.add_argument(
+        "--vmlinux", type=Path, help="Linux: debug vmlinux of that kernel, for file:line names"
+    )
+    p.add_argument(
+        "--kernel-args",
+        default=DEFAULTS.kernel_args,
+        help="Linux: extra kernel command-line arguments",
     )
 
 

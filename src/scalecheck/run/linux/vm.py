@@ -119,6 +119,34 @@ class GuestSession:
         ):
             stale.unlink(missing_ok=True)
         image = initramfs.build_boot_image(base_image, batch_text, workdir / "boot.cpio")
+        cmd = self._qemu_command(kernel, kernel_args, image, ram_file)
+        if plugin:
+            plugin_arg = f"{plugin},out={self.trace_path}"
+            if entries:
+                plugin_arg += f",entries={entries}"
+            if plugin_options:  # "transfers=on,user=on" (tracer/plugin/src/lib.rs)
+                plugin_arg += f",{plugin_options}"
+            cmd += ["-plugin", plugin_arg]
+        self.command = cmd
+        self.started = time.monotonic()
+        # QEMU writes to it until the VM is stopped; stop() closes it.
+        self._log = open(workdir / "qemu.log", "wb")  # noqa: SIM115
+        # Own process group: a Ctrl-C in the terminal reaches the runner, which then
+        # stops QEMU itself, instead of QEMU dying mid-write.
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        self._out_offset = 0
+        self._partial = b""
+        self._regions = RegionReader(self.trace_path) if plugin else None
+
+    def _qemu_command(self, kernel: Path, kernel_args: str, image: Path, ram_file: bool) -> list:
+        """QEMU's command line for this boot, without the plugin."""
         cmd = [
             qemu_binary(),
             "-accel",
@@ -155,30 +183,7 @@ class GuestSession:
                 "-machine",
                 "memory-backend=ram",
             ]
-        if plugin:
-            plugin_arg = f"{plugin},out={self.trace_path}"
-            if entries:
-                plugin_arg += f",entries={entries}"
-            if plugin_options:  # "transfers=on,user=on" (tracer/plugin/src/lib.rs)
-                plugin_arg += f",{plugin_options}"
-            cmd += ["-plugin", plugin_arg]
-        self.command = cmd
-        self.started = time.monotonic()
-        # QEMU writes to it until the VM is stopped; stop() closes it.
-        self._log = open(workdir / "qemu.log", "wb")  # noqa: SIM115
-        # Own process group: a Ctrl-C in the terminal reaches the runner, which then
-        # stops QEMU itself, instead of QEMU dying mid-write.
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
-        self._out_offset = 0
-        self._partial = b""
-        self._regions = RegionReader(self.trace_path) if plugin else None
+        return cmd
 
     def poll(self):
         """New complete driver lines, then the regions written before them."""
