@@ -245,3 +245,53 @@ def test_a_run_as_a_function_builds_no_parser(monkeypatch, tmp_path):
         run_tests(tmp_path, target="sv7", quiet=True)
     with pytest.raises(TypeError, match="no_such_option"):
         run_tests(tmp_path, no_such_option=1)
+
+
+# Functions longer than the house's 60 lines, each named with why it is not split yet.
+LONG_FUNCTIONS = {
+    "scalecheck.testgen.testgen.generate_tests": "testgen is being split along its three jobs",
+    "scalecheck.testgen.refine.refine_left_path": "testgen is being split along its three jobs",
+}
+MAX_LINES = 60
+
+
+def _long_python_functions() -> list[str]:
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_LINES and f"{name}.{node.name}" not in LONG_FUNCTIONS:
+                    found.append(f"{name}.{node.name}: {lines} lines")
+    return found
+
+
+def _long_c_functions(text: str) -> list[str]:
+    """Functions of a C file in the tracer's style (the signature at the start of a line,
+    its brace alone on the next, the closing brace alone at the start of a line)."""
+    found, start = [], None
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if start is None and line == "{" and number and lines[number - 1][:1].isalpha():
+            start = number - 1
+        elif start is not None and line == "}":
+            if number - start + 1 > MAX_LINES:
+                found.append(f"{lines[start]}: {number - start + 1} lines")
+            start = None
+    return found
+
+
+def test_functions_are_short():
+    assert not _long_python_functions(), _long_python_functions()
+    long_c = [
+        f"{path.relative_to(REPO)}: {found}"
+        for path in sorted((REPO / "tracer").rglob("*.c"))
+        if not {"target", "build"} & set(path.relative_to(REPO).parts)
+        for found in _long_c_functions(path.read_text())
+    ]
+    assert not long_c, long_c
+
+
+def test_the_length_check_finds_a_long_c_function():
+    body = "\n".join(["\tx++;"] * MAX_LINES)
+    assert _long_c_functions(f"static void f(void)\n{{\n{body}\n}}\n")
