@@ -295,3 +295,18 @@ def test_functions_are_short():
 def test_the_length_check_finds_a_long_c_function():
     body = "\n".join(["\tx++;"] * MAX_LINES)
     assert _long_c_functions(f"static void f(void)\n{{\n{body}\n}}\n")
+
+
+def test_libsv6_builds_without_the_tracers_tree():
+    """libsv6 is a library of its own: its sources include nothing of tracer/ and its
+    Makefile and manifest add no include path into it (the harness finds its allocator's
+    weak hooks by symbol)."""
+    libsv6 = REPO / "native" / "libsv6"
+    naming = [
+        f"{path.relative_to(REPO)}: {line.strip()}"
+        for pattern in ("src/*.[ch]", "include/sv6/*.h", "Makefile", "scalecheck/*.toml")
+        for path in libsv6.glob(pattern)
+        for line in path.read_text().splitlines()
+        if ("-I" in line and "tracer" in line) or line.startswith('#include "scalecheck_')
+    ]
+    assert not naming, naming

@@ -1,11 +1,17 @@
 /* alloc.c - each thread's lists of freed line blocks (see alloc.h). */
 #include "sv6/alloc.h"
 
-#include "scalecheck_alloc.h"
-
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
+
+/* How the allocator tells a tracer (scalecheck's user-space harness, or any tool that
+ * defines them) that a block changed hands without malloc or free seeing it, as
+ * Valgrind's MALLOCLIKE_BLOCK and FREELIKE_BLOCK requests: weak, so outside such a tool
+ * both are NULL and never called. Declared here so that libsv6 builds on its own; the
+ * harness's side is tracer/include/scalecheck_alloc.h. */
+extern void scalecheck_malloclike(void *addr, size_t size, void *site) __attribute__((weak));
+extern void scalecheck_freelike(void *addr) __attribute__((weak));
 
 /* AddressSanitizer sees every block's lifetime only if none is kept. */
 #if defined(__SANITIZE_ADDRESS__)
