@@ -110,8 +110,13 @@ def test_the_guest_driver_reads_back_every_field(tmp_path):
         wire.Report("SETUP_FAILED", 6, -1, "unknown op"),
         wire.Report("HUNG", 7, 1, "call B did not return"),
         wire.Report("FAIL", rest="mount /t: No such device"),
+        wire.Report("RELEASE", rest="6.1.0-56-amd64"),
+        wire.Report("PERCPU_OFFSET", rest="1 ffff88801f200000"),
         wire.Report("DONE", rest="42"),
     ]
+    # The kallsyms block holds the file it was given as it is.
+    start = out.index("\nK\n") + 3
+    assert out[start : out.index("\nKEND\n", start - 1) + 1] == batch.read_text()
 
 
 def _harness_program(tmp_path: Path) -> Path:
@@ -206,5 +211,5 @@ def test_every_report_parses_back_to_its_line(line):
 
 
 def test_other_lines_are_no_reports():
-    assert wire.parse_report("U 6.1.0-56-amd64") is None  # a probe's kernel facts
+    assert wire.parse_report("ffffffff81000000 T _text") is None  # a kallsyms line
     assert wire.parse_report("[    0.000000] Linux version") is None

@@ -3,8 +3,10 @@
  * with each repeat of each test printed as the driver holds it instead of run, then one
  * report of each kind the guest alone writes. Runs on the host: no VM, no kernel state. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../tracer/guest/driver.h"
 
@@ -85,6 +87,12 @@ int main(int argc, char **argv)
 	run_batch(argv[1], tests);
 	sc_wire_hung(7, 1, 1);
 	sc_wire_fail("mount /t", "No such device");
+	/* The probe boot's facts: the kallsyms block is this program's own batch. */
+	sc_wire_release("6.1.0-56-amd64");
+	int fd = open(argv[1], O_RDONLY);
+	sc_wire_kallsyms(fd);
+	close(fd);
+	sc_wire_percpu_offset(1, 0xffff88801f200000UL);
 	sc_wire_done(42);
 	return 0;
 }

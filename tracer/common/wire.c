@@ -270,3 +270,23 @@ void sc_wire_done(long ms)
 {
 	report(1, "%s %ld\n", SC_WIRE_DONE, ms);
 }
+
+void sc_wire_release(const char *release)
+{
+	report(1, "%s %s\n", SC_WIRE_RELEASE, release);
+}
+
+void sc_wire_kallsyms(int fd)
+{
+	char chunk[4096];
+	ssize_t n;
+	report(0, "%s\n", SC_WIRE_KALLSYMS);
+	while ((n = read(fd, chunk, sizeof chunk)) > 0)
+		output.write(chunk, (size_t)n);
+	report(1, "%s\n", SC_WIRE_KALLSYMS_END);
+}
+
+void sc_wire_percpu_offset(int cpu, unsigned long offset)
+{
+	report(1, "%s %d %lx\n", SC_WIRE_PERCPU_OFFSET, cpu, offset);
+}

@@ -13,7 +13,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,21 +34,11 @@
 const char *const TEST_DIRS[2] = {"/t/w0", "/t/w1"};
 struct sc_wire_settings settings = {.repeats = 2, .timeout_ms = 5000, .fs = "tmpfs"};
 
-/* ---- output ---- */
+/* ---- output: the reports go to the host through the debug console port ---- */
 
-void out_bytes(const char *s, size_t n)
+static void out_bytes(const char *s, size_t n)
 {
 	outsb(DEBUGCON_PORT, s, n);
-}
-
-void out(const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(line, sizeof line, fmt, ap);
-	va_end(ap);
-	out_bytes(line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 void fatal(const char *what)

@@ -1,7 +1,7 @@
 /*
  * scalecheck guest driver: declarations shared by its parts.
  *
- *   driver.c  main: the guest's file systems, memory layout, output, the batch loop
+ *   driver.c  main: the guest's file systems, memory layout, output
  *   parse.c   a test's setup and call lines (the wire format, scalecheck_wire.h)
  *   setup.c   building a test's files, pipes, sockets, fd tables and mappings
  *   coord.c   coordination: the test processes, the hand-offs between the two calls
@@ -77,8 +77,6 @@ struct participant {
 extern const char *const TEST_DIRS[2];
 /* The batch's settings (its first line). */
 extern struct sc_wire_settings settings;
-void out_bytes(const char *s, size_t n);
-void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fatal(const char *what) __attribute__((noreturn));
 
 /* parse.c: runs the batch's tests (the text after its settings line) */

@@ -35,17 +35,12 @@ void dump_kernel_facts(void)
 {
 	struct utsname u;
 	uname(&u);
-	out("U %s\n", u.release);
+	sc_wire_release(u.release);
 	int fd = open("/proc/kallsyms", O_RDONLY);
 	if (fd < 0)
 		fatal("open /proc/kallsyms");
-	static char chunk[65536];
-	ssize_t n;
-	out("K\n");
-	while ((n = read(fd, chunk, sizeof chunk)) > 0)
-		out_bytes(chunk, n);
+	sc_wire_kallsyms(fd);
 	close(fd);
-	out("KEND\n");
 	unsigned long per_cpu_offset = 0;
 	FILE *syms = fopen("/proc/kallsyms", "r");
 	char line[512];
@@ -58,6 +53,6 @@ void dump_kernel_facts(void)
 	for (int cpu = 0; cpu < ncpus; cpu++) {
 		unsigned long offset;
 		if (per_cpu_offset && read_kcore(per_cpu_offset + 8 * cpu, &offset, 8) == 0)
-			out("O %d %lx\n", cpu, offset);
+			sc_wire_percpu_offset(cpu, offset);
 	}
 }

@@ -30,6 +30,10 @@
  *   H index rep call A|B did not return
  *   FAIL what: reason                the driver itself failed
  *   DONE ms                          every test ran (ms: the tests' run time)
+ * and from the guest's probe boot (settings facts=1), before DONE:
+ *   U release                        the kernel's release
+ *   K, then /proc/kallsyms as it is, then KEND on a line of its own
+ *   O cpu offset                     a CPU's per-cpu offset (hex)
  */
 #ifndef SCALECHECK_WIRE_H
 #define SCALECHECK_WIRE_H
@@ -60,6 +64,10 @@
 #define SC_WIRE_HUNG "H"
 #define SC_WIRE_FAIL "FAIL"
 #define SC_WIRE_DONE "DONE"
+#define SC_WIRE_RELEASE "U"
+#define SC_WIRE_KALLSYMS "K"
+#define SC_WIRE_KALLSYMS_END "KEND"
+#define SC_WIRE_PERCPU_OFFSET "O"
 
 /* The most arguments a call line carries, and the most tokens of any line. */
 #define SC_WIRE_MAX_ARGS 16
@@ -115,5 +123,9 @@ void sc_wire_allocation(long index, int rep, uintptr_t addr, size_t size, uintpt
 void sc_wire_memory(long index, int rep, uintptr_t addr, const unsigned char *bytes, size_t n);
 void sc_wire_fail(const char *what, const char *reason);
 void sc_wire_done(long ms);
+void sc_wire_release(const char *release);
+/* K, everything fd holds (read to its end), KEND. */
+void sc_wire_kallsyms(int fd);
+void sc_wire_percpu_offset(int cpu, unsigned long offset);
 
 #endif

@@ -96,7 +96,9 @@ class Report:
 # Reports that name a test, and those that name a test and a repeat.
 _WITH_INDEX = {"WARMUP", "BEGIN"}
 _WITH_REPEAT = {"RESULTS", "SETUP_FAILED", "HUNG", "ALLOCATION", "MEMORY"}
-REPORTS = {"READY", "FAIL", "DONE", *_WITH_INDEX, *_WITH_REPEAT}
+# The probe boot's kernel facts: the release, each CPU's per-cpu offset ("cpu hex").
+_FACTS = {"RELEASE", "PERCPU_OFFSET"}
+REPORTS = {"READY", "FAIL", "DONE", *_FACTS, *_WITH_INDEX, *_WITH_REPEAT}
 
 
 @functools.cache
@@ -106,7 +108,7 @@ def _kinds() -> dict[str, str]:
 
 def parse_report(text: str) -> Report | None:
     """The report a driver's output line holds, or None for any other line (the guest's
-    console, a probe's kernel facts)."""
+    console, the lines of a probe's kallsyms block)."""
     word, _, rest = text.rstrip("\n").partition(" ")
     kind = _kinds().get(word)
     if kind is None:

@@ -78,12 +78,12 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
             f"kernel {kernel} did not boot the tracer's guest ({session.exit_description()}; "
             f"console: {tail or 'empty'})"
         )
-    kallsyms = session.read_block("K", "KEND")
-    release = next((line[2:] for line in lines if line.startswith("U ")), "")
+    kallsyms = session.read_block(wire.keyword("KALLSYMS"), wire.keyword("KALLSYMS_END"))
+    release = next((r.rest for r in reports if r and r.kind == "RELEASE"), "")
     offsets = {}
-    for line in lines:
-        if line.startswith("O "):
-            _, cpu, off = line.split()
+    for report in reports:
+        if report and report.kind == "PERCPU_OFFSET":
+            cpu, off = report.rest.split()
             offsets[cpu] = int(off, 16)
     if btf:
         (facts_dir / "btf").write_bytes(btf)
