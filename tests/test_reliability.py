@@ -88,7 +88,7 @@ def test_a_held_directory_is_refused_naming_its_holder(counter_tests, tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from scalecheck import rundir_lock\n"
+            "import sys; from pathlib import Path; from scalecheck.common import rundir_lock\n"
             f"with rundir_lock.locked(Path({str(run_dir)!r})):\n"
             "    print('held', flush=True); sys.stdin.read()",
         ],
