@@ -26,6 +26,7 @@ STAGE_MODULES = [
     "scalecheck.report.side_by_side",
     "scalecheck.pipeline",
     "scalecheck.benchsuite.bench_cli",
+    "scalecheck.benchsuite.sharing",
 ]
 
 
