@@ -27,6 +27,7 @@ STAGE_MODULES = [
     "scalecheck.pipeline",
     "scalecheck.benchsuite.bench_cli",
     "scalecheck.benchsuite.sharing",
+    "scalecheck.benchsuite.predict",
 ]
 
 

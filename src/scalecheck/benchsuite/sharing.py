@@ -772,6 +772,15 @@ def cpu_counts(text: str) -> list[int]:
     return counts
 
 
+def counting_args(cpus: list[int], catalog) -> argparse.Namespace:
+    """The options of a count at these CPU counts, every other one at its default."""
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    args = parser.parse_args(["-", "--cpus", ",".join(map(str, cpus))])
+    args.catalog, args.env = catalog, {}
+    return args
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "sharing",
