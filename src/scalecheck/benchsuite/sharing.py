@@ -75,6 +75,7 @@ from scalecheck.trace.linux.kernel_symbols import USER_END
 from scalecheck.trace.outcome import conflict_bytes
 from scalecheck.trace.regions import (
     FLAG_PAIR_TRANSFERS,
+    FLAG_SCHEDULE_LAPSED,
     FLAG_TRANSFERS,
     Region,
     RegionReader,
@@ -666,6 +667,11 @@ def print_lines(document: dict, top: int):
     print(
         f"{document['benchmark']} {document['mode']} at {document['cpus']} CPUs "
         f"(quantum {document['quantum'] or 'off'}): {document['operations']} operations"
+        + (
+            f"; {document['schedule_lapsed']} worker(s) once ran out of turn"
+            if document["schedule_lapsed"]
+            else ""
+        )
     )
     print(f"{'lines':>6} {'transfers/op':>13} {'invalidations/op':>17}  name")
     for row in document["lines"][:top]:
@@ -822,6 +828,9 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "system": args.system,
         "workers_as": "processes" if args.processes else "threads",
         "lines_touched": [len(r.lines) for r in regions],
+        # workers that once ran without their turn (the host held the turn's holder past
+        # the plugin's patience): their order was not the schedule's
+        "schedule_lapsed": sum(1 for r in regions if r.flags & FLAG_SCHEDULE_LAPSED),
         "operations": ops,
         "warmup_s": args.warmup,
         **totals(lines, pairs, ops, args.warmup),

@@ -671,11 +671,23 @@ unsafe extern "C" fn on_block(vcpu: VCPUIndex, count: *mut c_void) {
     }
 }
 
+/// x86-64 Linux system calls that may wait for another thread (or yield to one): a vCPU
+/// leaves the turns for them. Any other call keeps its turn (it runs in the host, where no
+/// access is traced, and ends without another thread's help).
+const WAITING_SYSCALLS: [i64; 26] = [
+    0, 1, 7, 19, 20, 23, 24, 34, 35, 43, 45, 47, 61, 65, 70, 202, 220, 230, 232, 247, 270, 271,
+    281, 288, 299, 435,
+];
+
+fn may_wait(num: i64) -> bool {
+    WAITING_SYSCALLS.contains(&num)
+}
+
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn on_syscall(
     _id: sys::qemu_plugin_id_t,
     vcpu: VCPUIndex,
-    _num: i64,
+    num: i64,
     _a1: u64,
     _a2: u64,
     _a3: u64,
@@ -685,16 +697,20 @@ unsafe extern "C" fn on_syscall(
     _a7: u64,
     _a8: u64,
 ) {
-    tracer().on_wait(vcpu, true);
+    if may_wait(num) {
+        tracer().on_wait(vcpu, true);
+    }
 }
 
 unsafe extern "C" fn on_syscall_return(
     _id: sys::qemu_plugin_id_t,
     vcpu: VCPUIndex,
-    _: i64,
+    num: i64,
     _: i64,
 ) {
-    tracer().on_wait(vcpu, false);
+    if may_wait(num) {
+        tracer().on_wait(vcpu, false);
+    }
 }
 
 unsafe extern "C" fn on_idle(_id: sys::qemu_plugin_id_t, vcpu: VCPUIndex) {

@@ -13,10 +13,15 @@
 //! every running vCPU) is skipped: the vCPU runs without its turn, counted as a lapse, so
 //! the run goes on and says that its order was not the schedule's.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 const LAPSE: Duration = Duration::from_millis(500);
+/// Yields a waiting vCPU makes, watching for its turn, before it sleeps: a turn passed to a
+/// sleeping thread waits for the host to wake it, which takes milliseconds on a busy host.
+const YIELDS_BEFORE_SLEEP: u32 = 200;
+const NOBODY: u32 = u32::MAX;
 
 /// Whose turn it is, among which vCPUs: the schedule's state, apart from its waiting.
 #[derive(Default, Debug)]
@@ -84,6 +89,8 @@ impl Turns {
 /// The turns, and the waiting of the vCPUs whose turn it is not.
 pub struct Schedule {
     turns: Mutex<Turns>,
+    /// The holder (NOBODY: none), read without the lock by the vCPUs waiting for a turn.
+    holder: AtomicU32,
     /// One per vCPU: a turn wakes only the vCPU it goes to.
     wake: Vec<Condvar>,
     lapses: Mutex<Vec<u32>>,
@@ -93,6 +100,7 @@ impl Schedule {
     pub fn new(quantum: u64, vcpus: usize) -> Self {
         Schedule {
             turns: Mutex::new(Turns::new(quantum)),
+            holder: AtomicU32::new(NOBODY),
             wake: (0..vcpus).map(|_| Condvar::new()).collect(),
             lapses: Mutex::new(vec![0; vcpus]),
         }
@@ -101,6 +109,7 @@ impl Schedule {
     pub fn join(&self, vcpu: u32) {
         let mut turns = self.turns.lock().unwrap();
         turns.join(vcpu);
+        self.wake_holder(&turns);
         self.wait_turn(turns, vcpu);
     }
 
@@ -127,12 +136,24 @@ impl Schedule {
     }
 
     fn wake_holder(&self, turns: &Turns) {
+        self.holder.store(turns.holder().unwrap_or(NOBODY), Ordering::Release);
         if let Some(next) = turns.holder() {
             self.wake[next as usize].notify_one();
         }
     }
 
-    fn wait_turn(&self, mut turns: std::sync::MutexGuard<'_, Turns>, vcpu: u32) {
+    fn wait_turn(&self, turns: std::sync::MutexGuard<'_, Turns>, vcpu: u32) {
+        if !turns.is_member(vcpu) || turns.holder() == Some(vcpu) {
+            return;
+        }
+        drop(turns);
+        for _ in 0..YIELDS_BEFORE_SLEEP {
+            if self.holder.load(Ordering::Acquire) == vcpu {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let mut turns = self.turns.lock().unwrap();
         while turns.is_member(vcpu) && turns.holder() != Some(vcpu) {
             let (next, timeout) = self.wake[vcpu as usize].wait_timeout(turns, LAPSE).unwrap();
             turns = next;
