@@ -31,7 +31,7 @@ run, their median (against the absolute --bar), and the medians of each run's ra
 the empty loop's in that same run ("of machine") and over its control's ("of control").
 The line transfer's ns per run shows where the host placed the two vCPUs (near: about
 50 ns; far: about 180 ns): a series whose threads move k lines per operation
-(bench/sharing.py) loses about k transfers' time per operation, which only the far
+(`scalecheck sharing`) loses about k transfers' time per operation, which only the far
 placement makes large.  Writes OUT/scaling.json, OUT/scaling.png and .svg (each series'
 ratio per run and median, each commutative series beside its control, the bar across)
 and OUT/plots/ (`scalecheck bench plot`: throughput per core).
@@ -60,8 +60,8 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from benchlib import REPO, add_sweep_options, bench_run_args, save_figure
-from scalecheck.benchsuite.bench_results import ResultsDir
-from scalecheck.benchsuite.plot import plot_results
+from scalecheck.bench.bench_results import ResultsDir
+from scalecheck.bench.plot import plot_results
 
 BENCHMARKS = [
     "empty",

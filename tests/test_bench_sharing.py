@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.benchsuite import sharing as sharing_script
-from scalecheck.trace import regions
+from scalecheck.bench import sharing as sharing_script
+from scalecheck.run import regions
 
 REPO = Path(__file__).resolve().parents[1]
 SHARING = [sys.executable, "-m", "scalecheck.cli", "sharing"]

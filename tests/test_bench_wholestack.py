@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.benchsuite import wholestack
+from scalecheck.bench import wholestack
 from test_bench_sharing import SHARING, publish_catalog
 
 

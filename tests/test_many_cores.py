@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.benchsuite import predict
-from scalecheck.errors import UserError
+from scalecheck.bench import predict
+from scalecheck.common.errors import UserError
 
 PREDICT = [sys.executable, "-m", "scalecheck.cli", "predict"]
 SHARING = [sys.executable, "-m", "scalecheck.cli", "sharing"]
