@@ -448,21 +448,29 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
         raise unread(err, result) from None
     names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
     groups, pairs = user_groups(regions, names) if workers == 2 else ([], [])
-    lines = line_table(regions, lambda line: names.data(line.vaddr))
+    lines = line_table(regions, lambda line: names.data(line.vaddr), names.function)
     return result, regions, groups, pairs, lines
 
 
-def line_table(regions: list[Region], name_of) -> list[dict]:
-    """The lines two or more workers touched, one of them writing, grouped by their name
-    (``name_of(line)``, of the first worker's line that touched it): the transfers and
+def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
+    """The lines two or more workers touched, one of them writing, grouped by their name:
+    the data that holds them (``data_of(line)``, of the lowest address a worker touched it
+    at) and the code of any worker that wrote them (``function_of(pc)``); the transfers and
     invalidations of all workers, most transfers first."""
     by_paddr: dict[int, list] = {}
     for region in regions:
         for paddr, line in region.lines.items():
             by_paddr.setdefault(paddr, []).append(line)
+
+    def name(touched: list) -> str:
+        code = {site for line in touched for site in line_code(line, function_of)}
+        writers = sorted(site[:-2] for site in code if site.endswith(":W"))
+        shown = ", ".join(writers[:3]) + (", ..." if len(writers) > 3 else "")
+        return f"{data_of(min(touched, key=lambda line: line.vaddr))} (written by {shown})"
+
     return ranked_lines(
         (
-            name_of(min(touched, key=lambda line: line.vaddr)),
+            name(touched),
             1,
             sum(line.transfers for line in touched),
             sum(line.invalidations for line in touched),
