@@ -387,9 +387,9 @@ def harness_names(result: dict, program: Path) -> tuple[int, SharedObjects]:
     among them (its addresses that no symbol holds, the PLT and the GOT that the loader
     fills in, are named by its file), from the harness's result; UserError without them."""
     harness = result.get("harness")
-    bias = harness.get("load_bias") if isinstance(harness, dict) else None
-    if not isinstance(bias, int):
+    if not isinstance(harness, dict) or not isinstance(harness.get("load_bias"), int):
         raise UserError("the result has no harness.load_bias (scalecheck's harness gives it)")
+    bias = harness["load_bias"]
     image = {"path": str(program), "bias": bias}
     return bias, SharedObjects([image, *harness.get("shared_objects", [])])
 
