@@ -24,6 +24,7 @@ import itertools
 import json
 import shlex
 import subprocess
+import textwrap
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,29 +187,24 @@ def plot_points(document: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # here: every other command starts faster without it
 
-    figure, axes = plt.subplots(figsize=(7, 4.5))
+    figure, axes = plt.subplots(figsize=(8, 5.5))
     points = document["points"]
     cores = [p["cores"] for p in points]
     axes.plot(cores, [p["ops_per_sec_per_core"] for p in points], "o-", label="predicted")
-    axes.set(
-        xlabel="cores",
-        ylabel="operations/s per core",
-        ylim=(0, None),
-        title=f"PREDICTION: {document['benchmark']} {document['mode']} on "
-        f"{document['machine']['name']}",
+    axes.set(xlabel="cores", ylabel="operations/s per core", ylim=(0, None))
+    axes.set_title(
+        f"PREDICTION: {document['benchmark']} {document['mode']}\non {document['machine']['name']}",
+        fontsize="medium",
     )
     counted = ", ".join(str(n) for n in document["counted_cpus"])
-    axes.text(
-        0.01,
-        0.02,
-        f"predicted from transfers per op counted at {counted} emulated CPUs (quantum "
-        f"{document['quantum']}),\n{document['machine']['source']}; "
-        f"1-worker time {document['base_ns']:.0f} ns/op ({document['base_from']})",
-        transform=axes.transAxes,
-        fontsize="x-small",
+    note = (
+        f"Predicted from transfers per operation counted at {counted} emulated CPUs "
+        f"(quantum {document['quantum']}); transfer costs: {document['machine']['source']}; "
+        f"1-worker time {document['base_ns']:.0f} ns/op ({document['base_from']})."
     )
+    figure.text(0.02, 0.01, textwrap.fill(note, 120), fontsize="x-small", va="bottom")
     axes.legend()
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
