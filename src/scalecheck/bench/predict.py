@@ -31,7 +31,7 @@ from pathlib import Path
 
 from scalecheck.bench import sharing
 from scalecheck.bench.catalog import load_catalog
-from scalecheck.common import sources
+from scalecheck.common import argtypes, sources
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
 
@@ -226,16 +226,6 @@ def print_points(document: dict) -> None:
         )
 
 
-def core_list(text: str) -> list[int]:
-    try:
-        cores = sorted({int(part) for part in text.split(",")})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of core counts") from None
-    if not cores or cores[0] < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: core counts from 1")
-    return cores
-
-
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "predict",
@@ -249,14 +239,17 @@ def register(subparsers) -> None:
         "--machine", required=True, help="a shipped profile (e7-8870, ...) or a profile file"
     )
     parser.add_argument(
-        "--cores", type=core_list, default=[1, 2, 4, 8, 16, 32, 48, 64, 80], help="1,2,4,..."
+        "--cores",
+        type=argtypes.count_list,
+        default=[1, 2, 4, 8, 16, 32, 48, 64, 80],
+        help="1,2,4,...",
     )
     parser.add_argument(
         "--counts", type=Path, help="a `scalecheck sharing --json` file (default: count now)"
     )
     parser.add_argument(
         "--count-cpus",
-        type=sharing.cpu_counts,
+        type=argtypes.count_list,
         default=[2, 4, 8],
         metavar="N[,N...]",
         help="without --counts: emulated CPUs to count at (default 2,4,8)",
