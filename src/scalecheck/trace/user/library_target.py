@@ -20,7 +20,9 @@ from scalecheck.trace.target import TargetMismatch, TraceSettings, run_workers
 from scalecheck.trace.tracer_build import ensure_plugin
 from scalecheck.trace.user.library import Library, load_library
 from scalecheck.trace.user.program_build import adapter_object, build_program, library_objects
-from scalecheck.trace.user.program_symbols import ProgramSymbols
+from scalecheck.trace.user import installed
+from scalecheck.trace.user.adapter_check import check_adapter
+from scalecheck.trace.user.program_symbols import Installed, ProgramSymbols
 from scalecheck.trace.user.program_worker import QEMU_USER, ProgramWorker
 
 # Tests a cluster worker is sent in one task, at most (one program run traces them all).
@@ -37,6 +39,7 @@ class LibraryRun:
     trace: TraceSettings
     arguments: dict  # op -> the arguments a call of it carries
     constants: dict  # the tests file's header constants
+    optional: set  # the operations the adapter may leave out
 
     @classmethod
     def open(cls, tests_header: dict, trace: TraceSettings, spec: str) -> LibraryRun:
@@ -51,8 +54,11 @@ class LibraryRun:
                 f"tests of model {tests_header.get('model')!r}, but {library.manifest} "
                 f"implements model {library.model!r}"
             )
-        arguments = binding.for_model(model_cls).call_arguments()
-        return cls(library, trace, arguments, tests_header.get("constants") or {})
+        model_binding = binding.for_model(model_cls)
+        arguments = model_binding.call_arguments()
+        # What an adapter may leave out: the target's own operations, the manifest's unbound.
+        optional = {*model_binding.extra_ops, *library.unbound}
+        return cls(library, trace, arguments, tests_header.get("constants") or {}, optional)
 
     def known_ops(self):
         return self.arguments
@@ -65,10 +71,44 @@ class LibraryRun:
             "target": f"lib:{self.library.name}",
             "library": {"manifest": str(self.library.manifest), "sources": target.sources},
         }
-        return target, target.prepare(trace_dir, log), header
+        prepared = target.prepare(trace_dir, log)
+        check_adapter(prepared.path, self.arguments, self.optional)
+        if prepared.symbols.lacking_dwarf:
+            header["library"]["without_dwarf"] = list(prepared.symbols.lacking_dwarf)
+        return target, prepared, header
 
     def summary(self, prepared: Program) -> dict:
         return {"library": {"manifest": str(self.library.manifest), "sources": prepared.sources}}
+
+
+def installed_parts(library: Library, log) -> Installed:
+    """The installed libraries' archives linked into the program, their symbols and debug
+    files; the objects without DWARF are said on ``log`` (their data named by symbol)."""
+    archives = installed.linked_archives(library)
+    code: set[str] = set()
+    data: set[str] = set()
+    debug_files: list[Path] = []
+    lacking: list[str] = []
+    for archive in archives:
+        defined_code, defined_data = installed.archive_symbols(archive)
+        code |= defined_code
+        data |= defined_data
+        found = installed.debug_info(archive)
+        debug_files += found.files
+        lacking += found.lacking
+    if lacking:
+        shown = ", ".join(lacking[:8]) + (
+            f" and {len(lacking) - 8} more" if len(lacking) > 8 else ""
+        )
+        log(f"no DWARF (data named by symbol): {shown}")
+    return Installed(
+        tuple(archives),
+        frozenset(code),
+        frozenset(data),
+        tuple(debug_files),
+        library.allocators,
+        tuple(lacking),
+    )
 
 
 @dataclass(frozen=True)
@@ -113,6 +153,7 @@ class LibraryTarget:
             library_objects(self.library, out),
             (adapter_object(self.library, out),),
             (self.library.adapter, *self.library.sources),
+            installed_parts(self.library, log),
         )
         return Program(program, ensure_plugin(), symbols, trace_dir, found)
 

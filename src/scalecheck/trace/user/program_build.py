@@ -8,10 +8,23 @@ from pathlib import Path
 
 from scalecheck import sources
 from scalecheck.trace.tracer_build import run_step
+from scalecheck.trace.user.installed import pkg_config
 from scalecheck.trace.user.library import Library
 
-# Allocation functions the harness wraps (ld --wrap) to record each test's heap blocks.
-WRAPPED = ("malloc", "calloc", "realloc", "aligned_alloc", "free")
+# Allocation functions the harness wraps (ld --wrap, tracer/user/trace_alloc.c) to record
+# each test's heap blocks.
+WRAPPED = (
+    "malloc",
+    "calloc",
+    "realloc",
+    "aligned_alloc",
+    "posix_memalign",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "free",
+)
+HARNESS_OBJECTS = ("trace_harness.o", "trace_alloc.o")
 
 
 def user_dir() -> Path:
@@ -22,27 +35,36 @@ def build_program(library: Library, out: Path) -> Path:
     """Compiles the library and its adapter with the library's flags and links them with
     the harness into one static program (rebuilt when any input changed)."""
     run_step(["make", "-s", "-C", str(user_dir())], "user-space harness")
-    harness = user_dir() / "build" / "trace_harness.o"
+    harness = [user_dir() / "build" / name for name in HARNESS_OBJECTS]
     program = out / f"{library.name}-{library.fingerprint()}"
-    if program.exists() and program.stat().st_mtime >= harness.stat().st_mtime:
+    if program.exists() and program.stat().st_mtime >= max(h.stat().st_mtime for h in harness):
         return program
     out.mkdir(parents=True, exist_ok=True)
     include = ["-I", str(user_dir()), "-I", str(library.adapter.parent)]
     cc = os.environ.get("CC", "cc")
+    cflags = [*library.cflags, *pkg_config(library, "--cflags")]
     objects = []
     for source in (library.adapter, *library.sources):
         obj = _object_path(library, source, out)
         run_step(
-            [cc, *library.cflags, "-pthread", *include, "-c", "-o", str(obj), str(source)],
+            [cc, *cflags, "-pthread", *include, "-c", "-o", str(obj), str(source)],
             f"library source {source.name}",
         )
         objects.append(str(obj))
     wrap = ",".join(f"--wrap={name}" for name in WRAPPED)
     run_step(
-        [cc, "-static", "-pthread", f"-Wl,{wrap}", "-o", str(program), str(harness), *objects],
+        [cc, "-static", "-pthread", f"-Wl,{wrap}", "-o", str(program), *map(str, harness)]
+        + [*objects, *link_flags(library)],
         f"test program of {library.name}",
     )
     return program
+
+
+def link_flags(library: Library) -> list[str]:
+    """The installed libraries the manifest links, after the objects that use them: its
+    ldflags, its libs (a path, or a name as -lNAME) and its packages' static link flags."""
+    libs = [lib if "/" in lib else f"-l{lib}" for lib in library.libs]
+    return [*library.ldflags, *libs, *pkg_config(library, "--static", "--libs")]
 
 
 def _object_path(library: Library, source: Path, out: Path) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -15,6 +16,55 @@ from scalecheck.trace.outcome import function_of
 from scalecheck.trace.user import dwarfnames, heapnames
 
 LINE = 64
+# Allocation wrappers of common libraries (GLib, GNU's x-functions, libc's copies): a
+# block one of them allocated is named by its caller. A manifest adds its own.
+DEFAULT_ALLOCATORS = (
+    "g_malloc",
+    "g_malloc0",
+    "g_realloc",
+    "g_try_malloc",
+    "g_try_malloc0",
+    "g_try_realloc",
+    "g_malloc_n",
+    "g_malloc0_n",
+    "g_realloc_n",
+    "g_try_malloc_n",
+    "g_try_malloc0_n",
+    "g_try_realloc_n",
+    "g_slice_alloc",
+    "g_slice_alloc0",
+    "g_slice_copy",
+    "g_memdup",
+    "g_memdup2",
+    "g_strdup",
+    "g_strndup",
+    "g_aligned_alloc",
+    "g_aligned_alloc0",
+    "xmalloc",
+    "xcalloc",
+    "xrealloc",
+    "xzalloc",
+    "xstrdup",
+    "xmemdup",
+    "strdup",
+    "strndup",
+    "__strdup",
+    "__strndup",
+)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What the program links of installed libraries (installed.py): the functions and data
+    their archives define, debug files found for them, and the allocation wrappers the
+    manifest names."""
+
+    archives: tuple[Path, ...] = ()
+    code: frozenset[str] = frozenset()
+    data: frozenset[str] = frozenset()
+    debug_files: tuple[Path, ...] = ()
+    allocators: tuple[str, ...] = ()
+    lacking_dwarf: tuple[str, ...] = ()  # archive(member) of no DWARF, here or separate
 
 
 def _overlapping(starts: list, entries: list, line: int) -> list:
@@ -34,26 +84,39 @@ class ProgramSymbols:
         library_objects: list[Path],
         adapter_objects: tuple[Path, ...] = (),
         sources: tuple[Path, ...] = (),
+        installed: Installed | None = None,
     ):
         """``sources``: the adapter's and the library's, whose DWARF in the program names
-        data (the adapter's first: the library's own win a clash of names)."""
+        data (the adapter's first: the library's own win a clash of names); ``installed``:
+        the installed libraries linked in (their DWARF is in the program or in debug
+        files, of units of sources not known here: every unit is read)."""
+        installed = installed or Installed()
+        self.lacking_dwarf = installed.lacking_dwarf
         self._program = program
         self._pc_names: dict[int, str] = {}
         functions, objects = _symbols(program, "STT_FUNC"), _symbols(program, "STT_OBJECT")
-        self.library_data = {
+        self.library_data = installed.data | {
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
         }
         # with -g: the field of a static variable at the line (buckets[1].head), and the
         # types of the adapter's variables
-        self.fields = dwarfnames.FieldNames([program], list(sources))
-        self.library_code = {
+        self.fields = dwarfnames.FieldNames(
+            [program, *installed.debug_files],
+            None if installed.archives else list(sources),
+        )
+        self.library_code = installed.code | {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
         }
+        # The code of the allocation wrappers (g_malloc, the manifest's `allocators`): a
+        # block is named by the first caller outside them (tracer/user/trace_alloc.c).
+        wrappers = set(DEFAULT_ALLOCATORS) | set(installed.allocators)
+        self.allocator_ranges = [
+            (start, start + size) for start, size, name in functions if name in wrappers and size
+        ]
         self._functions, self._objects = functions, objects
         self._function_starts = [f[0] for f in functions]
         self._object_starts = [o[0] for o in objects]
         self.allocations: list = []  # (addr, size, site) of one test
-        self.library_statics = [o for o in objects if o[2] in self.library_data]
         # The statics the harness snapshots after a test: the roots of heap typing, the
         # library's and the adapter's (the handles it keeps: `struct idtab *table`), each
         # of the size its DWARF type says (not a namesake of libc's).
@@ -83,7 +146,7 @@ class ProgramSymbols:
         """Names one test's conflicting lines of the library down to the field, heap objects
         by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
         return heapnames.DataNamer(
-            self.fields, self.library_statics, allocations, memory, self.roots, self.function
+            self.fields, self._objects, allocations, memory, self.roots, self.function
         )
 
     def pc_name(self, pc: int) -> str:

@@ -70,6 +70,7 @@ class ProgramWorker:
     def _batch(self) -> tuple[str, dict]:
         parts = [f"S repeats={self.settings.repeats}\n"]
         parts += [f"P {start:#x} {size}\n" for start, size in self.symbols.snapshot_ranges]
+        parts += [f"W {start:#x} {end:#x}\n" for start, end in self.symbols.allocator_ranges]
         runnable = {}
         for index, test in self.pending:
             try:
