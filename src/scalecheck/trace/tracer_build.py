@@ -5,8 +5,8 @@ date; a target's own parts are built by its wing (trace/linux/guest_build.py,
 trace/user/program_build.py)."""
 
 import hashlib
-import shutil
 import re
+import shutil
 import subprocess
 from pathlib import Path
 

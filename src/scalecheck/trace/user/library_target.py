@@ -18,10 +18,10 @@ from scalecheck.errors import UserError
 from scalecheck.models.loading import load_model, model_fingerprint
 from scalecheck.trace.target import TargetMismatch, TraceSettings, run_workers
 from scalecheck.trace.tracer_build import ensure_plugin
-from scalecheck.trace.user.library import Library, load_library
-from scalecheck.trace.user.program_build import adapter_object, build_program, library_objects
 from scalecheck.trace.user import installed
 from scalecheck.trace.user.adapter_check import check_adapter
+from scalecheck.trace.user.library import Library, load_library
+from scalecheck.trace.user.program_build import adapter_object, build_program, library_objects
 from scalecheck.trace.user.program_symbols import Installed, ProgramSymbols
 from scalecheck.trace.user.program_worker import QEMU_USER, ProgramWorker
 

@@ -52,9 +52,9 @@ def build_program(library: Library, out: Path) -> Path:
         )
         objects.append(str(obj))
     wrap = ",".join(f"--wrap={name}" for name in WRAPPED)
+    link = [cc, "-static", "-pthread", f"-Wl,{wrap}", "-o", str(program), *map(str, harness)]
     run_step(
-        [cc, "-static", "-pthread", f"-Wl,{wrap}", "-o", str(program), *map(str, harness)]
-        + [*objects, *link_flags(library)],
+        [*link, *objects, *link_flags(library)],
         f"test program of {library.name}",
     )
     return program
