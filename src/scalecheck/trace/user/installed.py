@@ -84,12 +84,14 @@ class DebugInfo:
     lacking: list[str]
 
 
-def debug_info(archive: Path) -> DebugInfo:
+def debug_info(archive: Path, linked: set[str]) -> DebugInfo:
+    """Of the archive's objects the program linked (those defining a function of
+    ``linked``)."""
     info = DebugInfo([], [])
     for member, content in _members(archive):
         try:
             elf = ELFFile(io.BytesIO(content))
-            if elf.get_section_by_name(".debug_info") is not None:
+            if not _defines_any(elf, linked) or elf.get_section_by_name(".debug_info"):
                 continue
             separate = _separate_debug_file(elf, archive.parent)
         except ELFError:
@@ -99,6 +101,13 @@ def debug_info(archive: Path) -> DebugInfo:
         else:
             info.lacking.append(f"{archive.name}({member})")
     return info
+
+
+def _defines_any(elf: ELFFile, names: set[str]) -> bool:
+    symtab = elf.get_section_by_name(".symtab")
+    return symtab is not None and any(
+        sym.name in names and sym["st_shndx"] != "SHN_UNDEF" for sym in symtab.iter_symbols()
+    )
 
 
 def _members(archive: Path) -> list[tuple[str, bytes]]:

@@ -132,9 +132,9 @@ def _manifest_data(manifest: Path) -> dict:
 
 
 def _resolved_lib(lib: str, base: Path) -> str:
-    """A library named by path (``build/libx.a``) is relative to the manifest; a bare name
-    (``ck``, ``m``) is linked as ``-lNAME``."""
-    return str(base / lib) if "/" in lib else lib
+    """A library named by path (``build/libx.a``, ``libx.a``) is relative to the manifest;
+    a bare name (``ck``, ``m``) is linked as ``-lNAME``."""
+    return str(base / lib) if "/" in lib or lib.endswith((".a", ".so")) else lib
 
 
 def _resolved_flag(flag: str, base: Path) -> str:

@@ -22,7 +22,7 @@ from scalecheck.trace.user import installed
 from scalecheck.trace.user.adapter_check import check_adapter
 from scalecheck.trace.user.library import Library, load_library
 from scalecheck.trace.user.program_build import adapter_object, build_program, library_objects
-from scalecheck.trace.user.program_symbols import Installed, ProgramSymbols
+from scalecheck.trace.user.program_symbols import Installed, ProgramSymbols, program_functions
 from scalecheck.trace.user.program_worker import QEMU_USER, ProgramWorker
 
 # Tests a cluster worker is sent in one task, at most (one program run traces them all).
@@ -81,7 +81,7 @@ class LibraryRun:
         return {"library": {"manifest": str(self.library.manifest), "sources": prepared.sources}}
 
 
-def installed_parts(library: Library, log) -> Installed:
+def installed_parts(library: Library, program: Path, log) -> Installed:
     """The installed libraries' archives linked into the program, their symbols and debug
     files; the objects without DWARF are said on ``log`` (their data named by symbol)."""
     archives = installed.linked_archives(library)
@@ -89,11 +89,12 @@ def installed_parts(library: Library, log) -> Installed:
     data: set[str] = set()
     debug_files: list[Path] = []
     lacking: list[str] = []
+    linked = {name for _, _, name in program_functions(program)}
     for archive in archives:
         defined_code, defined_data = installed.archive_symbols(archive)
         code |= defined_code
         data |= defined_data
-        found = installed.debug_info(archive)
+        found = installed.debug_info(archive, linked)
         debug_files += found.files
         lacking += found.lacking
     if lacking:
@@ -153,7 +154,7 @@ class LibraryTarget:
             library_objects(self.library, out),
             (adapter_object(self.library, out),),
             (self.library.adapter, *self.library.sources),
-            installed_parts(self.library, log),
+            installed_parts(self.library, program, log),
         )
         return Program(program, ensure_plugin(), symbols, trace_dir, found)
 

@@ -111,7 +111,9 @@ class ProgramSymbols:
         # block is named by the first caller outside them (tracer/user/trace_alloc.c).
         wrappers = set(DEFAULT_ALLOCATORS) | set(installed.allocators)
         self.allocator_ranges = [
-            (start, start + size) for start, size, name in functions if name in wrappers and size
+            (start, start + size)
+            for start, size, name in functions
+            if name.split(".")[0] in wrappers and size  # GCC's clones too: x.constprop.0
         ]
         self._functions, self._objects = functions, objects
         self._function_starts = [f[0] for f in functions]
@@ -199,6 +201,11 @@ class ProgramSymbols:
 
     def __eq__(self, other):
         return isinstance(other, ProgramSymbols) and other._program == self._program
+
+
+def program_functions(program: Path) -> list:
+    """Sorted (address, size, name) of a program's functions."""
+    return _symbols(program, "STT_FUNC")
 
 
 def _symbols(path: Path, kind: str) -> list:
