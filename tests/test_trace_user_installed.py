@@ -92,7 +92,10 @@ long tally_untouched;
 void rc_init(long count) { tally_state.count = count; tally_state.limit = 1 << 20; }
 void rc_register_thread(int slot) { (void)slot; }
 void rc_inc(void) { __atomic_add_fetch(&tally_state.count, 1, __ATOMIC_SEQ_CST); }
-int rc_dec(void) { return __atomic_sub_fetch(&tally_state.count, 1, __ATOMIC_SEQ_CST) < 0 ? -1 : 0; }
+int rc_dec(void)
+{
+	return __atomic_sub_fetch(&tally_state.count, 1, __ATOMIC_SEQ_CST) < 0 ? -1 : 0;
+}
 int rc_iszero(void) { return __atomic_load_n(&tally_state.count, __ATOMIC_SEQ_CST) == 0; }
 """
 
@@ -199,9 +202,19 @@ def test_an_unknown_package_and_a_failed_link_are_said(tmp_path):
 
 WRONG_ADAPTER = """
 #include "scalecheck_adapter.h"
-static void nothing(const struct sc_call *call, struct sc_result *result) { (void)call; sc_ok(result, 0); }
-const struct sc_op SC_OPS[] = {{"inc", 0, nothing}, {"decrement", 0, nothing}, {"iszero", 1, nothing}, {0, 0, 0}};
-int sc_setup(const struct sc_state *state, char *why, size_t whylen) { (void)state, (void)why, (void)whylen; return 0; }
+static void nothing(const struct sc_call *call, struct sc_result *result)
+{
+	(void)call;
+	sc_ok(result, 0);
+}
+const struct sc_op SC_OPS[] = {
+	{"inc", 0, nothing}, {"decrement", 0, nothing}, {"iszero", 1, nothing}, {0, 0, 0},
+};
+int sc_setup(const struct sc_state *state, char *why, size_t whylen)
+{
+	(void)state, (void)why, (void)whylen;
+	return 0;
+}
 void sc_teardown(void) {}
 """
 
