@@ -22,8 +22,9 @@
 #include "trace_alloc.h"
 
 #define MAX_WRAPPERS 64
-/* How far above an allocation's frame the wrappers' callers are looked for. */
-#define STACK_WORDS 256
+/* How far above an allocation's frame the wrappers' callers are looked for: a few small
+ * frames (a wrapper tail-called has no return address there; beyond, stale words). */
+#define STACK_WORDS 64
 
 static __thread struct alloc_log *my_log;
 
