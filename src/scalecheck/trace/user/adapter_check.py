@@ -25,7 +25,8 @@ def adapter_ops(program: Path) -> dict[str, int]:
             found = symtab.get_symbol_by_name("SC_OPS") if symtab else None
             if not found:
                 raise UserError(f"{program}: the adapter defines no SC_OPS")
-            ops, at = {}, found[0]["st_value"]
+            ops: dict[str, int] = {}
+            at = found[0]["st_value"]
             while True:
                 name_at, nargs, _ = _SC_OP.unpack(_read(elf, at, _SC_OP.size))
                 if not name_at:
@@ -51,7 +52,9 @@ def _read_string(elf: ELFFile, address: int) -> str:
 
 
 def check_adapter(
-    program: Path, arguments: dict[str, tuple[str, ...]], optional: set[str] = frozenset()
+    program: Path,
+    arguments: dict[str, tuple[str, ...]],
+    optional: frozenset[str] | set[str] = frozenset(),
 ) -> None:
     """One line naming the differences between the adapter's operations and the model's
     (``arguments``: op -> the arguments a call carries; ``optional``: those an adapter may

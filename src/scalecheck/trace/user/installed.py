@@ -66,7 +66,8 @@ def archive_symbols(archive: Path) -> tuple[set[str], set[str]]:
     done = subprocess.run(
         ["nm", "--defined-only", str(archive)], capture_output=True, text=True, check=False
     )
-    code, data = set(), set()
+    code: set[str] = set()
+    data: set[str] = set()
     for line in done.stdout.splitlines():
         parts = line.split()
         if len(parts) == 3:

@@ -67,15 +67,12 @@ class LibraryRun:
         target = LibraryTarget(
             self.library, self.library.fingerprint(), self.trace, self.arguments, self.constants
         )
-        header = {
-            "target": f"lib:{self.library.name}",
-            "library": {"manifest": str(self.library.manifest), "sources": target.sources},
-        }
         prepared = target.prepare(trace_dir, log)
         check_adapter(prepared.path, self.arguments, self.optional)
+        library: dict = {"manifest": str(self.library.manifest), "sources": target.sources}
         if prepared.symbols.lacking_dwarf:
-            header["library"]["without_dwarf"] = list(prepared.symbols.lacking_dwarf)
-        return target, prepared, header
+            library["without_dwarf"] = list(prepared.symbols.lacking_dwarf)
+        return target, prepared, {"target": f"lib:{self.library.name}", "library": library}
 
     def summary(self, prepared: Program) -> dict:
         return {"library": {"manifest": str(self.library.manifest), "sources": prepared.sources}}
