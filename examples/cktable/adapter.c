@@ -59,13 +59,19 @@ static void call_put(const struct sc_call *call, struct sc_result *result)
 	sc_ok(result, 0);
 }
 
+/* The hash and the entry ck_ht looks the call's key up by. */
+static void lookup_key(const struct sc_call *call, ck_ht_hash_t *hash, ck_ht_entry_t *entry)
+{
+	uintptr_t key = key_of(sc_arg_int(call, "key"));
+	ck_ht_hash_direct(hash, &table, key);
+	ck_ht_entry_key_set_direct(entry, key);
+}
+
 static void call_get(const struct sc_call *call, struct sc_result *result)
 {
 	ck_ht_hash_t hash;
 	ck_ht_entry_t entry;
-	uintptr_t key = key_of(sc_arg_int(call, "key"));
-	ck_ht_hash_direct(&hash, &table, key);
-	ck_ht_entry_key_set_direct(&entry, key);
+	lookup_key(call, &hash, &entry);
 	if (ck_ht_get_spmc(&table, hash, &entry))
 		sc_ok(result, (long)ck_ht_entry_value_direct(&entry));
 	else
@@ -76,9 +82,7 @@ static void call_delete(const struct sc_call *call, struct sc_result *result)
 {
 	ck_ht_hash_t hash;
 	ck_ht_entry_t entry;
-	uintptr_t key = key_of(sc_arg_int(call, "key"));
-	ck_ht_hash_direct(&hash, &table, key);
-	ck_ht_entry_key_set_direct(&entry, key);
+	lookup_key(call, &hash, &entry);
 	if (ck_ht_remove_spmc(&table, hash, &entry))
 		sc_ok(result, 0);
 	else
