@@ -116,6 +116,7 @@ def test_a_static_archive_is_named_from_its_separate_debug_file(
         # by the symbol the conflicting bytes are in only, and said to lack DWARF
         assert conflict["data"] == "tally_state"
         assert header["library"]["without_dwarf"] == ["libtally.a(tally.o)"]
+        assert "no DWARF in libtally.a(tally.o)" in header["naming"]["missing"]  # the report's
 
 
 # The counter in a block from posix_memalign, asked for through the library's wrapper.

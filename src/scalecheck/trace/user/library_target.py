@@ -70,9 +70,13 @@ class LibraryRun:
         prepared = target.prepare(trace_dir, log)
         check_adapter(prepared.path, self.arguments, self.optional)
         library: dict = {"manifest": str(self.library.manifest), "sources": target.sources}
-        if prepared.symbols.lacking_dwarf:
-            library["without_dwarf"] = list(prepared.symbols.lacking_dwarf)
-        return target, prepared, {"target": f"lib:{self.library.name}", "library": library}
+        header = {"target": f"lib:{self.library.name}", "library": library}
+        lacking = prepared.symbols.lacking_dwarf
+        if lacking:
+            library["without_dwarf"] = list(lacking)
+            # what the report's naming line says was not named by field
+            header["naming"] = {"missing": f"no DWARF in {_listed(lacking)}: named by symbol"}
+        return target, prepared, header
 
     def summary(self, prepared: Program) -> dict:
         return {"library": {"manifest": str(self.library.manifest), "sources": prepared.sources}}
@@ -95,10 +99,7 @@ def installed_parts(library: Library, program: Path, log) -> Installed:
         debug_files += found.files
         lacking += found.lacking
     if lacking:
-        shown = ", ".join(lacking[:8]) + (
-            f" and {len(lacking) - 8} more" if len(lacking) > 8 else ""
-        )
-        log(f"no DWARF (data named by symbol): {shown}")
+        log(f"no DWARF (data named by symbol): {_listed(lacking)}")
     return Installed(
         tuple(archives),
         frozenset(code),
@@ -107,6 +108,11 @@ def installed_parts(library: Library, program: Path, log) -> Installed:
         library.allocators,
         tuple(lacking),
     )
+
+
+def _listed(objects, shown: int = 8) -> str:
+    more = f" and {len(objects) - shown} more" if len(objects) > shown else ""
+    return ", ".join(objects[:shown]) + more
 
 
 @dataclass(frozen=True)

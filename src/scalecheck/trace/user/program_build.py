@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scalecheck import sources
 from scalecheck.trace.tracer_build import run_step
-from scalecheck.trace.user.installed import pkg_config
+from scalecheck.trace.user.installed import linked_archives, pkg_config
 from scalecheck.trace.user.library import Library
 
 # Allocation functions the harness wraps (ld --wrap, tracer/user/trace_alloc.c) to record
@@ -37,7 +37,9 @@ def build_program(library: Library, out: Path) -> Path:
     run_step(["make", "-s", "-C", str(user_dir())], "user-space harness")
     harness = [user_dir() / "build" / name for name in HARNESS_OBJECTS]
     program = out / f"{library.name}-{library.fingerprint()}"
-    if program.exists() and program.stat().st_mtime >= max(h.stat().st_mtime for h in harness):
+    # Rebuilt when the harness or an installed archive (a package upgrade) is newer.
+    inputs = [*harness, *linked_archives(library)]
+    if program.exists() and program.stat().st_mtime >= max(i.stat().st_mtime for i in inputs):
         return program
     out.mkdir(parents=True, exist_ok=True)
     include = ["-I", str(user_dir()), "-I", str(library.adapter.parent)]
