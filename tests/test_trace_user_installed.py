@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.errors import UserError
-from scalecheck.run import run_tests
-from scalecheck.trace.user import library
+from scalecheck.common.errors import UserError
+from scalecheck.run.run_cli import run_tests
+from scalecheck.run.user import library
 
 ROOT = Path(__file__).resolve().parents[1]
 REFCOUNT = ROOT / "examples" / "refcount"
@@ -191,7 +191,7 @@ def test_an_unknown_package_and_a_failed_link_are_said(tmp_path):
     )
     unknown = manifest(tmp_path, 'sources = ["lib.c"]', 'pkg-config = ["no-such-package"]')
     with pytest.raises(UserError, match="no-such-package") as caught:
-        from scalecheck.trace.user.program_build import build_program
+        from scalecheck.run.user.program_build import build_program
 
         build_program(library.load_library(str(unknown)), tmp_path / "build")
     assert "\n" not in str(caught.value)

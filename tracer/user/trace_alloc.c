@@ -1,6 +1,6 @@
 /*
  * The harness's allocation log: every allocation entry point is wrapped at link time
- * (ld --wrap, the list in src/scalecheck/trace/user/program_build.py) and logs the block
+ * (ld --wrap, the list in src/scalecheck/run/user/program_build.py) and logs the block
  * and its site, the return address into the function that asked for it.
  *
  * A library that allocates through wrappers of its own (g_malloc, xmalloc, a callback
