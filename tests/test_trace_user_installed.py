@@ -124,7 +124,7 @@ WRAPPED_TALLY = """
 #include <stdlib.h>
 #include "refcount.h"
 long *count;
-__attribute__((noinline)) static void *tally_alloc(size_t size)
+__attribute__((noinline)) static void *WRAPPER(size_t size)
 {
 	void *block = NULL;
 	if (posix_memalign(&block, 64, size))
@@ -134,7 +134,7 @@ __attribute__((noinline)) static void *tally_alloc(size_t size)
 }
 __attribute__((noinline)) static long *tally_new(long initial)
 {
-	long *block = tally_alloc(64);
+	long *block = WRAPPER(64);
 	*block = initial;
 	return block;
 }
@@ -146,13 +146,16 @@ int rc_iszero(void) { return __atomic_load_n(count, __ATOMIC_SEQ_CST) == 0; }
 """
 
 
+@pytest.mark.parametrize(
+    "wrapper, listed",
+    [("tally_alloc", ['allocators = ["tally_alloc"]']), ("xmalloc", [])],
+    ids=["manifest", "default-list"],
+)
 def test_a_block_from_a_wrapper_of_posix_memalign_is_named_by_the_wrappers_caller(
-    counter_tests, tmp_path
+    counter_tests, tmp_path, wrapper, listed
 ):
-    compile_archive(tmp_path, WRAPPED_TALLY, separate_debug=False)
-    path = manifest(
-        tmp_path, "sources = []", 'libs = ["libtally.a"]', 'allocators = ["tally_alloc"]'
-    )
+    compile_archive(tmp_path, WRAPPED_TALLY.replace("WRAPPER", wrapper), separate_debug=False)
+    path = manifest(tmp_path, "sources = []", 'libs = ["libtally.a"]', *listed)
     _, records = run(counter_tests, path)
     (conflict,) = records["inc-inc/p0/t1"]["conflicts"]
     assert conflict["kind"] == "heap"
