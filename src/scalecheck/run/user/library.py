@@ -1,5 +1,6 @@
 """A C library as a target: its manifest (``scalecheck.toml`` in a directory, or a ``.toml``
-file) names its model, adapter, sources and compiler flags (docs/usertarget.md)."""
+file) names its model, adapter, sources and compiler flags, and the installed libraries it
+links (docs/usertarget.md, docs/installed-libraries.md)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,9 @@ from scalecheck.common import sources
 from scalecheck.common.errors import UserError
 
 MANIFEST_NAME = "scalecheck.toml"
-MANIFEST_KEYS = {
-    "model",
-    "adapter",
-    "sources",
-    "cflags",
-    "pkg-config",
-    "libs",
-    "ldflags",
-    "allocators",
-    "unbound",
-}
+# The manifest's keys whose value is a list of strings; all its keys besides model, adapter.
 LIST_KEYS = ("sources", "cflags", "pkg-config", "libs", "ldflags", "allocators", "unbound")
+MANIFEST_KEYS = {"model", "adapter", *LIST_KEYS}
 # Libraries shipped with scalecheck, by the name `--target NAME` takes (beside lib:PATH).
 NAMED_LIBRARIES = {"libsv6": "native/libsv6/scalecheck/libsv6.toml"}
 
