@@ -162,6 +162,40 @@ def test_a_block_from_a_wrapper_of_posix_memalign_is_named_by_the_wrappers_calle
     assert conflict["data_symbol"] == "tally_new:alloc(64)+0x0"
 
 
+def test_a_shared_library_is_linked_and_its_allocations_named(counter_tests, tmp_path):
+    """link = "shared": the library's allocations (through its wrapper, in the shared
+    object) are intercepted and named by its function, where this run loaded it."""
+    (tmp_path / "tally.c").write_text(
+        WRAPPED_TALLY.replace("WRAPPER", "xmalloc").replace("static ", "")
+    )
+    library_file = tmp_path / "libtally.so"
+    subprocess.run(
+        [
+            "cc",
+            "-O2",
+            "-shared",
+            "-fPIC",
+            f"-I{REFCOUNT}",
+            "-o",
+            str(library_file),
+            str(tmp_path / "tally.c"),
+        ],
+        check=True,
+    )
+    path = manifest(
+        tmp_path,
+        "sources = []",
+        'link = "shared"',
+        f'ldflags = ["-L.", "-Wl,-rpath,{tmp_path}"]',
+        'libs = ["tally"]',
+    )
+    _, records = run(counter_tests, path)
+    (conflict,) = records["inc-inc/p0/t1"]["conflicts"]
+    assert conflict["kind"] == "heap"
+    assert conflict["data_symbol"] == "tally_new:alloc(64)+0x0"
+    assert ["rc_inc", "rc_inc"] in conflict["sites"]  # code in the shared object, named
+
+
 @pytest.mark.skipif(shutil.which("pkg-config") is None, reason="scripts/setup.sh")
 def test_an_installed_package_is_linked_through_pkg_config(tmp_path):
     if subprocess.run(["pkg-config", "--exists", "ck"]).returncode != 0:

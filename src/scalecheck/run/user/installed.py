@@ -49,15 +49,24 @@ def pkg_config(library: Library, *what: str) -> list[str]:
 def linked_archives(library: Library) -> list[Path]:
     """The static archives of the library itself (not of its dependencies, nor libc): its
     ``libs`` and its packages' own -l names, found as the linker finds them."""
+    return [] if library.shared else _own_libraries(library, ".a")
+
+
+def linked_shared_objects(library: Library) -> list[Path]:
+    """The shared objects of the library itself (``link = "shared"``), their real files."""
+    return [path.resolve() for path in _own_libraries(library, ".so")] if library.shared else []
+
+
+def _own_libraries(library: Library, suffix: str) -> list[Path]:
     flags = [*library.ldflags, *pkg_config(library, "--libs")]
     dirs = [Path(f[2:]) for f in flags if f.startswith("-L")] + list(SYSTEM_LIB_DIRS)
     names = [lib for lib in library.libs if "/" not in lib]
     names += [f[2:] for f in flags if f.startswith("-l")]
-    found = [Path(lib) for lib in library.libs if lib.endswith(".a")]
+    found = [Path(lib) for lib in library.libs if lib.endswith(suffix)]
     for name in dict.fromkeys(names):
         if name in RUNTIME_LIBS:
             continue
-        found += [d / f"lib{name}.a" for d in dirs if (d / f"lib{name}.a").is_file()][:1]
+        found += [d / f"lib{name}{suffix}" for d in dirs if (d / f"lib{name}{suffix}").exists()][:1]
     return found
 
 
@@ -120,17 +129,23 @@ def _members(archive: Path) -> list[tuple[str, bytes]]:
     return members
 
 
+def build_id_debug_file(elf: ELFFile) -> Path | None:
+    """The separate debug file of an object by its build-id, when installed."""
+    note = elf.get_section_by_name(".note.gnu.build-id")
+    for entry in note.iter_notes() if note is not None else ():
+        if entry["n_type"] == "NT_GNU_BUILD_ID":
+            build_id = entry["n_desc"]
+            path = DEBUG_ROOT / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug"
+            return path if path.is_file() else None
+    return None
+
+
 def _separate_debug_file(elf: ELFFile, folder: Path) -> Path | None:
     """The debug file of an object: by its build-id, else by its .gnu_debuglink name
     beside it, in .debug/ there, or under /usr/lib/debug (gdb's search)."""
-    note = elf.get_section_by_name(".note.gnu.build-id")
-    if note is not None:
-        for entry in note.iter_notes():
-            if entry["n_type"] == "NT_GNU_BUILD_ID":
-                build_id = entry["n_desc"]
-                path = DEBUG_ROOT / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug"
-                if path.is_file():
-                    return path
+    by_id = build_id_debug_file(elf)
+    if by_id is not None:
+        return by_id
     link = elf.get_section_by_name(".gnu_debuglink")
     if link is None:
         return None

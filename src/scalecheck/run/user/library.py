@@ -15,7 +15,10 @@ from scalecheck.common.errors import UserError
 MANIFEST_NAME = "scalecheck.toml"
 # The manifest's keys whose value is a list of strings; all its keys besides model, adapter.
 LIST_KEYS = ("sources", "cflags", "pkg-config", "libs", "ldflags", "allocators", "unbound")
-MANIFEST_KEYS = {"model", "adapter", *LIST_KEYS}
+MANIFEST_KEYS = {"model", "adapter", "link", *LIST_KEYS}
+# How the installed libraries are linked: from their static archives into a static
+# program, or as shared objects the dynamic linker loads.
+LINKS = ("static", "shared")
 # Libraries shipped with scalecheck, by the name `--target NAME` takes (beside lib:PATH).
 NAMED_LIBRARIES = {"libsv6": "native/libsv6/scalecheck/libsv6.toml"}
 
@@ -37,6 +40,7 @@ class Library:
     allocators: tuple[str, ...] = ()
     # Model operations the adapter leaves out on purpose (their tests end as error).
     unbound: tuple[str, ...] = ()
+    shared: bool = False  # link = "shared"
 
     @property
     def name(self) -> str:
@@ -98,6 +102,7 @@ def load_library(spec: str) -> Library:
         ldflags=tuple(_resolved_flag(str(flag), base) for flag in data.get("ldflags", ())),
         allocators=tuple(data.get("allocators", ())),
         unbound=tuple(data.get("unbound", ())),
+        shared=data.get("link", "static") == "shared",
     )
 
 
@@ -116,6 +121,8 @@ def _manifest_data(manifest: Path) -> dict:
             + ("; " if unknown and missing else "")
             + (f"missing key(s) {', '.join(sorted(missing))}" if missing else "")
         )
+    if data.get("link", "static") not in LINKS:
+        raise UserError(f"{manifest}: link must be one of {', '.join(LINKS)}")
     for key in LIST_KEYS:
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -107,6 +107,7 @@ def installed_parts(library: Library, program: Path, log) -> Installed:
         tuple(debug_files),
         library.allocators,
         tuple(lacking),
+        tuple(installed.linked_shared_objects(library)),
     )
 
 

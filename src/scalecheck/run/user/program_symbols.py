@@ -14,6 +14,7 @@ from elftools.elf.elffile import ELFFile
 from scalecheck.common.errors import UserError
 from scalecheck.run.outcome import function_of
 from scalecheck.run.user import dwarfnames, heapnames
+from scalecheck.run.user.shared_objects import object_symbols
 
 LINE = 64
 # Allocation wrappers of common libraries (GLib, GNU's x-functions, libc's copies): a
@@ -65,6 +66,7 @@ class Installed:
     debug_files: tuple[Path, ...] = ()
     allocators: tuple[str, ...] = ()
     lacking_dwarf: tuple[str, ...] = ()  # archive(member) of no DWARF, here or separate
+    shared: tuple[Path, ...] = ()  # the library's shared objects (link = "shared")
 
 
 def _overlapping(starts: list, entries: list, line: int) -> list:
@@ -107,14 +109,15 @@ class ProgramSymbols:
         self.library_code = installed.code | {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
         }
-        # The code of the allocation wrappers (g_malloc, the manifest's `allocators`): a
-        # block is named by the first caller outside them (tracer/user/trace_alloc.c).
-        wrappers = set(DEFAULT_ALLOCATORS) | set(installed.allocators)
-        self.allocator_ranges = [
-            (start, start + size)
-            for start, size, name in functions
-            if name.split(".")[0] in wrappers and size  # GCC's clones too: x.constprop.0
-        ]
+        self.shared_objects = installed.shared
+        for path in installed.shared:
+            self.library_code |= {name for _, _, name in object_symbols(path, "STT_FUNC")}
+            self.library_data |= {name for _, _, name in object_symbols(path, "STT_OBJECT")}
+        self.allocator_ranges = _allocator_ranges(
+            functions, installed, set(DEFAULT_ALLOCATORS) | set(installed.allocators)
+        )
+        self._identity: tuple = (program,)
+        self._loaded: list[tuple[int, str]] = []  # (load address, file) of shared objects
         self._functions, self._objects = functions, objects
         self._function_starts = [f[0] for f in functions]
         self._object_starts = [o[0] for o in objects]
@@ -144,6 +147,22 @@ class ProgramSymbols:
         named._alloc_starts = [a[0] for a in named.allocations]
         return named
 
+    def loaded(self, link_map: tuple[tuple[int, Path], ...]) -> ProgramSymbols:
+        """The same names, with the code and data of the shared objects one run of the
+        program loaded at these addresses (shared_objects.read_link_map)."""
+        named = object.__new__(ProgramSymbols)
+        named.__dict__.update(self.__dict__)
+        for base, path in link_map:
+            for kind, into in (("STT_FUNC", "_functions"), ("STT_OBJECT", "_objects")):
+                shifted = [(base + at, size, name) for at, size, name in object_symbols(path, kind)]
+                setattr(named, into, sorted([*getattr(named, into), *shifted]))
+        named._function_starts = [f[0] for f in named._functions]
+        named._object_starts = [o[0] for o in named._objects]
+        named._pc_names = {}
+        named._loaded = sorted((base, path.name) for base, path in link_map)
+        named._identity = (self._program, link_map)
+        return named
+
     def data_namer(self, allocations: list, memory: dict[int, bytes]) -> heapnames.DataNamer:
         """Names one test's conflicting lines of the library down to the field, heap objects
         by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
@@ -158,11 +177,17 @@ class ProgramSymbols:
             i = bisect.bisect_right(self._function_starts, pc) - 1
             start, size, function = self._functions[i] if i >= 0 else (0, 0, "")
             if i < 0 or pc >= start + max(size, 1):
-                name = hex(pc)
+                name = self._object_offset(pc)
             else:
                 name = f"{function}+{pc - start:#x}" if pc > start else function
             self._pc_names[pc] = name
         return name
+
+    def _object_offset(self, pc: int) -> str:
+        """A code address no symbol holds (a shared object's static function, without its
+        debug file): ``libck.so.0.7.1@0x3b2f``, the same in every run; else hex."""
+        i = bisect.bisect_right(self._loaded, (pc, chr(0x10FFFF))) - 1
+        return f"{self._loaded[i][1]}@{pc - self._loaded[i][0]:#x}" if i >= 0 else hex(pc)
 
     def function(self, pc: int) -> str:
         return function_of(self.pc_name(pc))
@@ -197,10 +222,25 @@ class ProgramSymbols:
     # views compare equal, so what outcome caches per symbols (sets of PCs by function)
     # is computed once per program, not once per test.
     def __hash__(self):
-        return hash(self._program)
+        return hash(self._identity)
 
     def __eq__(self, other):
-        return isinstance(other, ProgramSymbols) and other._program == self._program
+        return isinstance(other, ProgramSymbols) and other._identity == self._identity
+
+
+def _allocator_ranges(functions: list, installed: Installed, wrappers: set[str]) -> list:
+    """(start, end, file) of the allocation wrappers' code (g_malloc, the manifest's
+    `allocators`): a block is named by the first caller outside them (the harness looks
+    for it, tracer/user/trace_alloc.c). ``file``: "" for the program's own code, else the
+    shared object the range is an offset into. GCC's clones count (x.constprop.0)."""
+    shared = [(str(path), object_symbols(path, "STT_FUNC")) for path in installed.shared]
+    objects = [("", functions), *shared]
+    return [
+        (start, start + size, file)
+        for file, symbols in objects
+        for start, size, name in symbols
+        if name.split(".")[0] in wrappers and size
+    ]
 
 
 def program_functions(program: Path) -> list:
