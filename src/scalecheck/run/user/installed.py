@@ -113,6 +113,19 @@ def debug_info(archive: Path, linked: set[str]) -> DebugInfo:
     return info
 
 
+def shared_debug_info(path: Path) -> DebugInfo:
+    """A shared object's DWARF: its own, its debug file by build-id, or none."""
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            if elf.get_section_by_name(".debug_info") is not None:
+                return DebugInfo([], [])
+            separate = build_id_debug_file(elf)
+    except (OSError, ELFError):
+        separate = None
+    return DebugInfo([separate], []) if separate else DebugInfo([], [path.name])
+
+
 def _defines_any(elf: ELFFile, names: set[str]) -> bool:
     symtab = elf.get_section_by_name(".symtab")
     return symtab is not None and any(

@@ -98,6 +98,11 @@ def installed_parts(library: Library, program: Path, log) -> Installed:
         found = installed.debug_info(archive, linked)
         debug_files += found.files
         lacking += found.lacking
+    shared = installed.linked_shared_objects(library)
+    for shared_object in shared:
+        found = installed.shared_debug_info(shared_object)
+        debug_files += found.files
+        lacking += found.lacking
     if lacking:
         log(f"no DWARF (data named by symbol): {_listed(lacking)}")
     return Installed(
@@ -107,7 +112,7 @@ def installed_parts(library: Library, program: Path, log) -> Installed:
         tuple(debug_files),
         library.allocators,
         tuple(lacking),
-        tuple(installed.linked_shared_objects(library)),
+        tuple(shared),
     )
 
 

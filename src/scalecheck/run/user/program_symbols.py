@@ -104,7 +104,7 @@ class ProgramSymbols:
         # types of the adapter's variables
         self.fields = dwarfnames.FieldNames(
             [program, *installed.debug_files],
-            None if installed.archives else list(sources),
+            None if installed.archives or installed.shared else list(sources),
         )
         self.library_code = installed.code | {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
