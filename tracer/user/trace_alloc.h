@@ -20,8 +20,9 @@ extern struct alloc_log *sc_alloc_logs[3];
 /* Gives the calling thread the log of a slot, on pages of its own. */
 void sc_alloc_log_start(int slot);
 
-/* A batch line "W start end": code of an allocation wrapper of the library's (g_malloc,
- * strdup): an allocation made from there is named by the wrapper's caller. */
+/* A batch line "W start end [file]": code of an allocation wrapper of the library's
+ * (g_malloc, strdup), in the program or at offsets into a loaded shared object: an
+ * allocation made from there is named by the wrapper's caller. */
 void sc_alloc_add_wrapper(const char *line);
 
 #endif

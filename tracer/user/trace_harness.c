@@ -11,7 +11,7 @@
  *   E
  *
  * preceded by lines "P addr size": the library's static data to snapshot (below), and
- * "W start end": the code of an allocation wrapper (trace_alloc.c).
+ * "W start end [file]": the code of an allocation wrapper (trace_alloc.h).
  *
  * and writes to stdout, flushed after each test repeat:
  *
