@@ -6,8 +6,9 @@ For each series: `scalecheck sharing B --mode M --cpus 2,4,8,16 --duration D --j
 OUT/B-M.json`, then a table of the top line's transfers per operation at each N and all
 lines' total; the wall time of each count, with the operations it made against those of
 the same benchmark run natively at 1 worker in the same minute (the emulation's slowdown
-per N). Then --quantum at half and twice the default at N = 4, and a second run at N = 8
-(top five lines within 10 %?).
+per N: one emulated worker's time per operation, N x window / operations, over the native
+1-worker time per operation). Then --quantum at half and twice the default at N = 4, and
+a second run at N = 8 (top five lines within 10 %?).
 
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
 """
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 
 from benchlib import REPO
+from scalecheck.bench.catalog import load_catalog
+from scalecheck.bench.predict import native_base_ns
 from scalecheck.bench.sharing import QUANTUM
 
 SERIES = [
@@ -60,15 +63,19 @@ def total(document: dict) -> float:
 
 
 def series_table(out: Path, duration: float, series: list[str]) -> None:
-    print("| series | N | ops | top line | its transfers/op | all lines' transfers/op |")
-    print("|---|---|---|---|---|---|")
+    print("| series | N | ops | top line | its transfers/op | all lines' | slowdown |")
+    print("|---|---|---|---|---|---|---|")
+    catalog = load_catalog()
     for name in series:
         documents, wall = count(out / f"{name.replace(':', '-')}.json", name, "2,4,8,16", duration)
+        benchmark, mode = name.split(":")
+        native_ns = native_base_ns(catalog[benchmark], mode, documents[0]["runtime"])
         for document in documents:
             line, moved = top(document)
+            emulated_ns = document["cpus"] * duration * 1e9 / max(document["operations"], 1)
             print(
                 f"| {name} | {document['cpus']} | {document['operations']} | {line} | "
-                f"{moved:.4f} | {total(document):.4f} |"
+                f"{moved:.4f} | {total(document):.4f} | {emulated_ns / native_ns:,.0f}x |"
             )
         print(f"<!-- {name}: {wall:.0f} s wall for N = 2, 4, 8, 16 -->", flush=True)
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from scalecheck.bench import predict
+from scalecheck.bench.sharing import line_table
 from scalecheck.common.errors import UserError
+from scalecheck.run.regions import Line, Region, Site
 
 PREDICT = [sys.executable, "-m", "scalecheck.cli", "predict"]
 SHARING = [sys.executable, "-m", "scalecheck.cli", "sharing"]
@@ -163,3 +165,29 @@ def test_at_4_cpus_a_private_counter_stays_flat_and_a_shared_one_moves(tmp_path)
     # the shared word moves at the first store of each turn of 200 instructions: about one
     # operation of the loop in 20 (its few instructions / the quantum)
     assert per_op(shared) >= 0.02, shared["lines"]
+
+
+def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
+    """sharing.line_table on hand-made regions of 3 workers: a line all write, a line one
+    writes and the others read, a line only read by all, a private line."""
+
+    def line(paddr: int, written: bool, moved: int, invalidated: int = 0) -> Line:
+        sites = [Site(0x10 if written else 0x20, 0 if written else 1, 1 if written else 0)]
+        mask = (0, 1) if written else (1, 0)
+        return Line(paddr, paddr, *mask, sites=sites, transfers=moved, invalidations=invalidated)
+
+    workers = [
+        Region(vcpu=v, tag=v, flags=24, accesses=0, dropped_in_interrupts=0, interrupts=0)
+        for v in range(3)
+    ]
+    for v, region in enumerate(workers):
+        region.lines[0x1000] = line(0x1000, True, 5)  # all write
+        region.lines[0x2000] = line(0x2000, v == 0, 0 if v == 0 else 2, 3 if v == 0 else 0)
+        region.lines[0x3000] = line(0x3000, False, 0)  # read by all: not shared with a write
+        region.lines[0x4000 + 0x40 * v] = line(0x4000 + 0x40 * v, True, 0)  # private
+    names = {0x1000: "counter", 0x2000: "flag"}
+    rows = line_table(workers, lambda ln: names.get(ln.paddr, "?"), {0x10: "bump"}.get)
+    assert [(r["name"], r["lines"], r["transfers"], r["invalidations"]) for r in rows] == [
+        ("counter (written by bump)", 1, 15, 0),
+        ("flag (written by bump)", 1, 4, 3),
+    ]

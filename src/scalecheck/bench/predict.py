@@ -24,13 +24,14 @@ import itertools
 import json
 import shlex
 import subprocess
+import textwrap
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from scalecheck.bench import sharing
 from scalecheck.bench.catalog import load_catalog
-from scalecheck.common import sources
+from scalecheck.common import argtypes, sources
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
 
@@ -186,29 +187,24 @@ def plot_points(document: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # here: every other command starts faster without it
 
-    figure, axes = plt.subplots(figsize=(7, 4.5))
+    figure, axes = plt.subplots(figsize=(8, 5.5))
     points = document["points"]
     cores = [p["cores"] for p in points]
     axes.plot(cores, [p["ops_per_sec_per_core"] for p in points], "o-", label="predicted")
-    axes.set(
-        xlabel="cores",
-        ylabel="operations/s per core",
-        ylim=(0, None),
-        title=f"PREDICTION: {document['benchmark']} {document['mode']} on "
-        f"{document['machine']['name']}",
+    axes.set(xlabel="cores", ylabel="operations/s per core", ylim=(0, None))
+    axes.set_title(
+        f"PREDICTION: {document['benchmark']} {document['mode']}\non {document['machine']['name']}",
+        fontsize="medium",
     )
     counted = ", ".join(str(n) for n in document["counted_cpus"])
-    axes.text(
-        0.01,
-        0.02,
-        f"predicted from transfers per op counted at {counted} emulated CPUs (quantum "
-        f"{document['quantum']}),\n{document['machine']['source']}; "
-        f"1-worker time {document['base_ns']:.0f} ns/op ({document['base_from']})",
-        transform=axes.transAxes,
-        fontsize="x-small",
+    note = (
+        f"Predicted from transfers per operation counted at {counted} emulated CPUs "
+        f"(quantum {document['quantum']}); transfer costs: {document['machine']['source']}; "
+        f"1-worker time {document['base_ns']:.0f} ns/op ({document['base_from']})."
     )
+    figure.text(0.02, 0.01, textwrap.fill(note, 120), fontsize="x-small", va="bottom")
     axes.legend()
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
@@ -230,16 +226,6 @@ def print_points(document: dict) -> None:
         )
 
 
-def core_list(text: str) -> list[int]:
-    try:
-        cores = sorted({int(part) for part in text.split(",")})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of core counts") from None
-    if not cores or cores[0] < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: core counts from 1")
-    return cores
-
-
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "predict",
@@ -253,14 +239,17 @@ def register(subparsers) -> None:
         "--machine", required=True, help="a shipped profile (e7-8870, ...) or a profile file"
     )
     parser.add_argument(
-        "--cores", type=core_list, default=[1, 2, 4, 8, 16, 32, 48, 64, 80], help="1,2,4,..."
+        "--cores",
+        type=argtypes.count_list,
+        default=[1, 2, 4, 8, 16, 32, 48, 64, 80],
+        help="1,2,4,...",
     )
     parser.add_argument(
         "--counts", type=Path, help="a `scalecheck sharing --json` file (default: count now)"
     )
     parser.add_argument(
         "--count-cpus",
-        type=sharing.cpu_counts,
+        type=argtypes.count_list,
         default=[2, 4, 8],
         metavar="N[,N...]",
         help="without --counts: emulated CPUs to count at (default 2,4,8)",

@@ -86,6 +86,9 @@ from scalecheck.run.user.program_symbols import ProgramSymbols
 from scalecheck.run.user.program_worker import QEMU_USER
 
 LINE_BYTES = 64
+# The plugin's vCPUs (tracer/plugin/src/lib.rs MAX_VCPUS), the harness's main thread among
+# them in user mode.
+MAX_CPUS = 63
 # Instructions per turn of the plugin's quantum schedule: about what a core runs while a
 # contended line crosses to it (a transfer costs 100-400 cycles on the machines of
 # docs/many-cores.md). Counts of operations longer than it do not depend on it; a line
@@ -725,7 +728,7 @@ def add_options(parser) -> None:
     parser.add_argument("--runtime", help="default: the benchmark's first runtime")
     parser.add_argument(
         "--cpus",
-        type=cpu_counts,
+        type=argtypes.count_list,
         default=[2],
         metavar="N[,N...]",
         help="emulated CPUs, one worker each (default 2; e.g. 2,4,8,16: one run per count)",
@@ -774,16 +777,6 @@ def add_options(parser) -> None:
         "--json", type=Path, help="also write the results to this file (several --cpus: runs)"
     )
     parser.add_argument("--plot", type=Path, help="draw transfers per operation against N here")
-
-
-def cpu_counts(text: str) -> list[int]:
-    try:
-        counts = sorted({int(part) for part in text.split(",")})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of CPU counts") from None
-    if not counts or counts[0] < 1 or counts[-1] > 64:
-        raise argparse.ArgumentTypeError(f"{text!r}: CPU counts from 1 to 64")
-    return counts
 
 
 def counting_args(cpus: list[int], catalog) -> argparse.Namespace:
@@ -853,6 +846,8 @@ def run(args) -> int:
     args.env = dict(args.env)
     if args.processes and not args.system:
         raise UserError("--processes needs --system (user mode traces one process's threads)")
+    if args.cpus[-1] > MAX_CPUS:
+        raise UserError(f"--cpus {args.cpus[-1]}: the tracer follows at most {MAX_CPUS} CPUs")
     if args.system and args.cpus != [2]:
         raise UserError("--system runs 2 workers on the guest's 2 quiet CPUs (--cpus 2)")
     catalog = load_catalog(args.catalog)

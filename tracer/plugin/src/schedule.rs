@@ -14,13 +14,14 @@
 //! the run goes on and says that its order was not the schedule's.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 const LAPSE: Duration = Duration::from_millis(500);
-/// Yields a waiting vCPU makes, watching for its turn, before it sleeps: a turn passed to a
-/// sleeping thread waits for the host to wake it, which takes milliseconds on a busy host.
-const YIELDS_BEFORE_SLEEP: u32 = 200;
+/// How long the vCPU whose turn comes next spins, watching for it, before it sleeps: a
+/// turn passed to a sleeping thread waits for the host to wake it (milliseconds on a busy
+/// host). Only that one vCPU spins; it is woken when it becomes next.
+const SPIN: Duration = Duration::from_micros(50);
 const NOBODY: u32 = u32::MAX;
 
 /// Whose turn it is, among which vCPUs: the schedule's state, apart from its waiting.
@@ -71,6 +72,14 @@ impl Turns {
         if self.used >= self.quantum {
             self.pass(vcpu);
         }
+    }
+
+    /// The member whose turn comes after the holder's (none when the holder is alone).
+    pub fn successor(&self) -> Option<u32> {
+        let holder = self.holder?;
+        let after = (holder + 1) % 64;
+        let others = (self.members & !(1u64 << holder)).rotate_right(after);
+        (others != 0).then(|| (after + others.trailing_zeros()) % 64)
     }
 
     pub fn is_member(&self, vcpu: u32) -> bool {
@@ -135,33 +144,38 @@ impl Schedule {
         std::mem::take(&mut self.lapses.lock().unwrap()[vcpu as usize])
     }
 
+    /// Wakes the holder, and the vCPU whose turn is next so that it spins for it.
     fn wake_holder(&self, turns: &Turns) {
         self.holder.store(turns.holder().unwrap_or(NOBODY), Ordering::Release);
-        if let Some(next) = turns.holder() {
-            self.wake[next as usize].notify_one();
+        for vcpu in [turns.holder(), turns.successor()].into_iter().flatten() {
+            self.wake[vcpu as usize].notify_one();
         }
     }
 
-    fn wait_turn(&self, turns: std::sync::MutexGuard<'_, Turns>, vcpu: u32) {
-        if !turns.is_member(vcpu) || turns.holder() == Some(vcpu) {
-            return;
-        }
-        drop(turns);
-        for _ in 0..YIELDS_BEFORE_SLEEP {
-            if self.holder.load(Ordering::Acquire) == vcpu {
-                break;
+    fn wait_turn<'a>(&'a self, mut turns: MutexGuard<'a, Turns>, vcpu: u32) {
+        let lapse = Instant::now() + LAPSE;
+        loop {
+            if !turns.is_member(vcpu) || turns.holder() == Some(vcpu) {
+                return;
             }
-            std::thread::yield_now();
-        }
-        let mut turns = self.turns.lock().unwrap();
-        while turns.is_member(vcpu) && turns.holder() != Some(vcpu) {
-            let (next, timeout) = self.wake[vcpu as usize].wait_timeout(turns, LAPSE).unwrap();
-            turns = next;
-            if timeout.timed_out() && turns.holder() != Some(vcpu) {
+            if turns.successor() == Some(vcpu) {
+                drop(turns);
+                let spun = Instant::now() + SPIN;
+                while self.holder.load(Ordering::Acquire) != vcpu && Instant::now() < spun {
+                    std::hint::spin_loop();
+                }
+                turns = self.turns.lock().unwrap();
+                if !turns.is_member(vcpu) || turns.holder() == Some(vcpu) {
+                    return;
+                }
+            }
+            let now = Instant::now();
+            if now >= lapse {
                 drop(turns);
                 self.lapses.lock().unwrap()[vcpu as usize] += 1;
                 return;
             }
+            turns = self.wake[vcpu as usize].wait_timeout(turns, lapse - now).unwrap().0;
         }
     }
 }
@@ -178,7 +192,7 @@ mod tests {
         turns.join(2);
         turns.join(0);
         turns.join(5);
-        assert_eq!(turns.holder(), Some(2));
+        assert_eq!((turns.holder(), turns.successor()), (Some(2), Some(5)));
         turns.ran(2, 6);
         assert_eq!(turns.holder(), Some(2));
         turns.ran(0, 100); // not its turn: its count is not taken
