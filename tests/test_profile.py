@@ -57,8 +57,9 @@ def test_threads_opening_files_fight_over_their_fd_table_and_the_rule_says_o_any
     run, document = profile(tmp_path, str(opens), "threads", "2", "1000")
     assert run.returncode == 0, run.stderr[-3000:]
     assert document["program"]["status"] == 0 and not document["program"]["timed_out"]
-    [table] = rows_named(document, "kernel: files_struct")
-    assert table["transfers"] > 100, table
+    tables = rows_named(document, "kernel: files_struct")
+    assert sum(row["transfers"] for row in tables) > 100, tables
+    table = tables[0]  # the busiest
     calls = {tuple(pair["calls"]) for pair in table["pairs"]}
     assert {("openat", "openat"), ("close", "openat")} & calls, table["pairs"]
     opening = next(

@@ -41,6 +41,7 @@ from scalecheck.common.output import run_printing
 
 # Where the guest mounts its own file systems over the host's (profile_guest.init_script).
 GUEST_MOUNTS = ("/tmp", "/run", "/proc", "/sys", "/dev")
+MAX_CPUS = 64  # the plugin's MAX_VCPUS
 
 
 def add_options(parser) -> None:
@@ -97,6 +98,8 @@ def program_argv(command: list[str]) -> list[str]:
 
 def run(args) -> int:
     argv = program_argv(args.command)
+    if args.cpus > MAX_CPUS:
+        raise UserError(f"--cpus {args.cpus}: the plugin follows at most {MAX_CPUS} CPUs")
     rule = Rule.load(args.analysis or rule_verdicts.SHIPPED)
     with tempfile.TemporaryDirectory(prefix="profile-") as scratch:
         # The run's directory: the program's output, the guest's console and trace.

@@ -30,11 +30,15 @@ from scalecheck.run.regions import RegionReader
 MODULES = ("virtio_pci", "9pnet_virtio", "9p")
 HOST_ROOT, RUN_SHARE = "hostroot", "profilerun"
 FAILED = "SCALECHECK-FAILED"
+# A name of its own: a mail server will not start on a host named "(none)".
+GUEST_HOSTNAME = "scalecheck-guest"
 MOUNT_9P = "-t 9p -o trans=virtio,version=9p2000.L,msize=262144"
 # Seconds the guest may take past the bound to stop the program, close the window (the
 # plugin writes every region then) and say so.
 STOP_MARGIN = 120.0
 PLUGIN_OPTIONS = "transfers=on,user=on,profile=on,pcs=8"
+# Kernel data names that say no type: the writers' functions are added to them.
+BARE_KINDS = ("page", "vmalloc", "unknown", "anon page", "page cache")
 
 
 @dataclass
@@ -109,6 +113,7 @@ def run_script(argv: list[str], rundir: Path, duration: float, mark: Path) -> st
     return f"""B=/bin/busybox
 O={rundir}
 $B ifconfig lo 127.0.0.1 up
+$B hostname {GUEST_HOSTNAME}
 echo 0 > /proc/sys/kernel/randomize_va_space
 export HOME=/tmp TMPDIR=/tmp PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 cd /tmp
@@ -269,6 +274,25 @@ def line_names(contended: dict, kernel, session: vm.GuestSession, cpus: int) -> 
     finally:
         namer.close()
     return {
-        paddr: f"kernel: {found[paddr]}" if paddr in kernel_lines else "user: memory"
+        paddr: kernel_name(found[paddr], kernel_lines[paddr], kernel.symbols)
+        if paddr in kernel_lines
+        else "user: memory"
         for paddr in contended
     }
+
+
+def kernel_name(data: str, touches: list, symbols) -> str:
+    """A kernel line's name; memory that names no type (a page that is no slab's, vmalloc)
+    adds the functions that wrote it."""
+    if data not in BARE_KINDS:
+        return f"kernel: {data}"
+    writers = sorted(
+        {
+            symbols.function(site.pc)
+            for _, _, line in touches
+            for site in line.sites
+            if site.pc and site.write_mask
+        }
+    )
+    shown = ", ".join(writers[:2]) + (", ..." if len(writers) > 2 else "")
+    return f"kernel: {data} (written by {shown or 'unknown code'})"
