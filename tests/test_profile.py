@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,12 @@ def test_contexts_on_two_cpus_meet_on_a_written_line_and_are_weighed_by_their_tr
     assert profile_lines.call_pairs(contended[0x1000], syscalls) == {("close", "openat"): 8}
     rows = profile_lines.call_rows(contended, syscalls)
     assert [(r["call"], r["transfers"]) for r in rows] == [("openat", 5), ("close", 3)]
+
+
+def test_a_line_is_judged_by_its_busiest_pair_of_calls_the_model_has(shipped):
+    row = {"name": "kernel: files_struct.fd_array"}
+    pairs = Counter({("openat", "page fault"): 9, ("futex", "openat"): 5, ("openat", "openat"): 2})
+    profile_lines.judge_pairs(row, pairs, shipped)
+    assert row["judged_pair"] == ["openat", "openat"]
+    assert row["verdict"].startswith(f"{FORCED}: use O_ANYFD")
+    assert row["pairs"][0]["verdict"] == "outside the model (page fault)"

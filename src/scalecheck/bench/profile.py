@@ -14,7 +14,8 @@ system call in progress (from the kernel's __x64_sys_ entry points), a page faul
 kernel code, or user code. Each line two CPUs moved between them (a transfer or an
 invalidation) is named as `scalecheck trace` names kernel data (`kernel: files_struct.
 fd_array[]`), counted, and given the pairs of calls that met on it, ranked per second
-and per call; for each kernel line the rule's verdict on its busiest pair, from a POSIX
+and per call; for each kernel line the rule's verdict on its busiest pair of two calls the
+model has (else its busiest pair), from a POSIX
 analysis (--analysis DIR, a `scalecheck analyze --model posix` directory): commutative,
 so the kernel could avoid it, or not as called, with the seeds' alternative.
 
@@ -181,9 +182,8 @@ def print_report(document: dict, top: int) -> None:
     for row in document["lines"][:top]:
         rate = rate_text(row["transfers_per_s"])
         print(f"{row['lines']:6d} {row['transfers']:10d} {rate:>9}  {row['name']}")
-        if row["pairs"]:
-            pair = row["pairs"][0]
-            print(f"{'':28}{' || '.join(pair['calls'])}: {row['verdict']}")
+        if row["judged_pair"]:
+            print(f"{'':28}{' || '.join(row['judged_pair'])}: {row['verdict']}")
     if len(document["lines"]) > top:
         print(f"... {len(document['lines']) - top} more (--top, or --json for all)")
     print(f"{'transfers':>10} {'/s':>9} {'lines':>6}  context")

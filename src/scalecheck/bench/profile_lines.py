@@ -99,13 +99,24 @@ def line_rows(contended: dict, names: dict, syscalls: list[str], rule: Rule | No
         row["invalidations"] += sum(line.invalidations for _, _, line in touches)
         row["_pairs"].update(call_pairs(touches, syscalls))
     for row in rows.values():
-        counted = row.pop("_pairs")
-        row["pairs"] = [
-            {"calls": list(calls), "transfers": moved, "verdict": verdict(rule, row["name"], calls)}
-            for calls, moved in counted.most_common(PAIRS_KEPT)
-        ]
-        row["verdict"] = row["pairs"][0]["verdict"] if row["pairs"] else "no pair of calls"
+        judge_pairs(row, row.pop("_pairs"), rule)
     return sorted(rows.values(), key=lambda r: (-r["transfers"], -r["invalidations"], r["name"]))
+
+
+def judge_pairs(row: dict, counted: Counter, rule: Rule | None) -> None:
+    """The row's busiest pairs (PAIRS_KEPT, and the busiest pair of two calls the model
+    has, if not among them), each with its verdict; the row's verdict is that pair's (the
+    busiest pair's when no pair is in the model)."""
+    ranked = counted.most_common()
+    judged = next((pair for pair in ranked if rule and rule.has_calls(*pair[0])), None)
+    kept = ranked[:PAIRS_KEPT] + ([judged] if judged and judged not in ranked[:PAIRS_KEPT] else [])
+    row["pairs"] = [
+        {"calls": list(calls), "transfers": moved, "verdict": verdict(rule, row["name"], calls)}
+        for calls, moved in kept
+    ]
+    chosen = judged or (ranked[0] if ranked else None)
+    row["verdict"] = verdict(rule, row["name"], chosen[0]) if chosen else "no pair of calls"
+    row["judged_pair"] = list(chosen[0]) if chosen else None
 
 
 def verdict(rule: Rule | None, name: str, calls: tuple) -> str:

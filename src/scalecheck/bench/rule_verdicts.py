@@ -142,10 +142,14 @@ class Rule:
         found = self._cases.get(f"{a} {b}")
         return found if found is not None else self._cases.get(f"{b} {a}")
 
+    def has_calls(self, *calls: str) -> bool:
+        """Whether the model has the operations of these system calls."""
+        return all(SYSCALL_OPS.get(call) in self.ops for call in calls)
+
     def verdict(self, call_a: str, call_b: str, data_name: str) -> str:
         """The verdict on two calls (syscall names, or a context such as "page fault")
         that met on the data."""
-        missing = [c for c in (call_a, call_b) if SYSCALL_OPS.get(c) not in self.ops]
+        missing = [c for c in (call_a, call_b) if not self.has_calls(c)]
         if missing:
             return f"outside the model ({', '.join(sorted(set(missing)))})"
         ops = [SYSCALL_OPS[call] for call in (call_a, call_b)]
