@@ -71,7 +71,10 @@ def module_files(version: str) -> list[Path]:
     except FileNotFoundError:
         raise UserError("modprobe not found (kmod): it finds the guest's 9p modules") from None
     if run.returncode != 0:
-        raise UserError(f"no 9p modules for kernel {version}: {run.stderr.strip()}")
+        raise UserError(
+            f"no 9p modules for kernel {version} in /lib/modules (profile mounts the host "
+            f"over 9p): {(run.stderr.strip().splitlines() or ['modprobe failed'])[0]}"
+        )
     files: list[Path] = []
     for line in run.stdout.splitlines():
         words = line.split()
@@ -137,8 +140,9 @@ exec $B sleep 1000000
 """
 
 
-def start_guest(args, argv: list[str], kernel, rundir: Path) -> vm.GuestSession:
-    modules = module_files(kernel_version(kernel.image))
+def start_guest(
+    args, argv: list[str], kernel, modules: list[Path], rundir: Path
+) -> vm.GuestSession:
     mark = guest_build.guest_dir() / "build" / "profile_mark"
     rundir.mkdir(parents=True, exist_ok=True)
     (rundir / "run.sh").write_text(run_script(argv, rundir, args.duration, mark))
@@ -225,8 +229,10 @@ def outcome(rundir: Path) -> tuple[dict, float]:
 
 def profile(args, argv: list[str], rundir: Path) -> Profiled:
     """Boots, runs the program, reads and names its contended lines, stops the guest."""
+    # The modules first: a kernel without them fails before its facts are probed.
+    modules = module_files(kernel_version(args.kernel or vm.default_kernel()))
     kernel = wholestack.Kernel(args.kernel)
-    session = start_guest(args, argv, kernel, rundir)
+    session = start_guest(args, argv, kernel, modules, rundir)
     try:
         wait_for_exit(session, args.duration)
         result, seconds = outcome(rundir)
