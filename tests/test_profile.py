@@ -76,7 +76,7 @@ def test_threads_opening_files_fight_over_their_fd_table_and_the_rule_says_o_any
 def test_processes_opening_files_share_no_fd_table(tmp_path, opens):
     run, document = profile(tmp_path, str(opens), "processes", "2", "1000")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert rows_named(document, "openat") == []
+    assert any(row["call"] == "openat" for row in document["calls"])  # they did open
     hot = [row for row in rows_named(document, "files_struct") if row["transfers"] > 20]
     assert not hot, hot
 
