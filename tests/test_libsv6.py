@@ -82,6 +82,16 @@ def test_unordered_socket_receivers_steal():
     assert received > 1000 and stolen > 0, line
 
 
+@pytest.mark.parametrize("variant", ["release", "debug", "tsan", "asan"])
+def test_two_senders_into_one_socket_share_no_line(variant):
+    """Sends on cores 1 and 2 into one unordered socket with room (capacity 2, the
+    model's; 32; none): neither writes a line the other writes, neither reads or writes
+    the other's partition (fenced with a pattern any read or write would trip), and
+    2,000 rounds of the two at once all succeed."""
+    line = assert_clean(sv6_check(variant, "usock-two-senders"))
+    assert counts(line)[-1] == 2000, line
+
+
 @pytest.mark.parametrize("seed", ["1", "2", "3"])
 def test_conformance_with_the_reference(seed):
     line = assert_clean(sv6_check("release", "conformance", "--ops", "100000", "--seed", seed))
