@@ -155,6 +155,7 @@ def run_benchmark(benchmark: str, *args: str) -> dict:
         ("mailbench", "commutative"),
         ("sockbench", "ordered"),
         ("sockbench", "unordered"),
+        ("sockbench", "unordered-capacity"),
     ],
 )
 def test_benchmarks_run_on_the_harness(benchmark, mode):
@@ -174,6 +175,7 @@ def test_benchmarks_run_on_the_harness(benchmark, mode):
         ("statbench", "fstatx", ["--param", "layout=mixed"]),
         ("mailbench", "commutative", []),
         ("sockbench", "unordered", []),
+        ("sockbench", "unordered-capacity", []),
     ],
 )
 def test_controls_run_each_worker_as_a_process_of_its_own(benchmark, mode, params):
