@@ -26,6 +26,9 @@ STAGE_MODULES = [
     "scalecheck.report.side_by_side",
     "scalecheck.pipeline",
     "scalecheck.bench.bench_cli",
+    "scalecheck.bench.sharing",
+    "scalecheck.bench.predict",
+    "scalecheck.bench.profile",
 ]
 
 

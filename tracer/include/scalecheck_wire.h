@@ -9,6 +9,8 @@
  * Tests, host -> driver (a batch file):
  *   S key=value...          first line: repeats, timeout_ms, fs, warmup, facts
  *   N addr size             harness: a range of the library's static data to snapshot
+ *   WRAP start end [file]   harness: the code of an allocation wrapper (in file, a shared
+ *                           object, at offsets into it), whose caller names a block
  *   T index                 a test; its setup lines and two call lines follow, up to E
  *     guest setup:   F name inode | I inode nlink n byte... | P pipe n byte... |
  *                    D proc fd file inode off [cloexec] | D proc fd pipe pipe r|w [cloexec] |
@@ -43,6 +45,7 @@
 
 #define SC_WIRE_SETTINGS "S"
 #define SC_WIRE_SNAPSHOT "N"
+#define SC_WIRE_ALLOC_WRAPPER "WRAP"
 #define SC_WIRE_TEST "T"
 #define SC_WIRE_CALL "C"
 #define SC_WIRE_END "E"

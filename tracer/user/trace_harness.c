@@ -5,7 +5,8 @@
  * Reads the batch file named by argv[1] (the wire format, tracer/include/scalecheck_wire.h,
  * written by src/scalecheck/run/user/program_worker.py; read by tracer/common/wire.c): each
  * test's setup as "V path value" lines, its calls as "C side proc op name=value..." lines,
- * and "N addr size" lines before the tests, the library's static data to snapshot (below).
+ * and before the tests "N addr size" lines, the library's static data to snapshot (below),
+ * and "WRAP start end [file]" lines, the code of allocation wrappers (trace_alloc.h).
  * It reports on stdout, flushed after each test repeat: B as a test begins, then per
  * repeat the allocations (A), the memory snapshot (MEM) and the results (R), or X.
  *
@@ -14,7 +15,7 @@
  * harness's own memory written around the calls (results, allocation logs, stacks) is
  * private to each thread, so it never shows as a conflict.
  *
- * After each repeat's calls the harness writes a snapshot (MEM lines) of the "P" ranges and
+ * After each repeat's calls the harness writes a snapshot (MEM lines) of the "N" ranges and
  * of the live allocations: the host follows the typed pointers in them to find the DWARF
  * type of each heap object (src/scalecheck/run/user/dwarfnames.py), and names each
  * repeat's conflicting lines from its own snapshot before it compares the repeats.
@@ -29,14 +30,13 @@
 #include <time.h>
 
 #include "../include/scalecheck_abi.h"
-#include "../include/scalecheck_alloc.h"
 #include "../include/scalecheck_marker.h"
 #include "../include/scalecheck_wire.h"
 #include "scalecheck_adapter.h"
+#include "trace_alloc.h"
 
 #define MAX_VALUES 512
 #define PATH_LEN 64
-#define MAX_ALLOCS 1024
 #define MAX_SNAPSHOT_RANGES 64
 /* Bytes of one range or allocation in a snapshot: pointers beyond are not followed. */
 #define SNAPSHOT_BYTES 4096
@@ -205,96 +205,12 @@ __attribute__((weak)) void sc_thread_init(int side)
 	(void)side;
 }
 
-/* ---- allocation log: each thread logs the allocations it makes, in its own memory ---- */
-
-/* An allocation, or (is_free) the release of one: the snapshot leaves freed memory out. */
-struct alloc { uintptr_t addr; size_t size; uintptr_t site; int is_free; };
-struct alloc_log { int n; struct alloc entries[MAX_ALLOCS]; };
-
-static __thread struct alloc_log *my_log;
-/* The main thread's (setup) and the two calling threads' logs. The harness's static data
- * is one line-aligned block: it never shares a cache line with the library's. */
+/* The harness's static data is one line-aligned block: it never shares a cache line with
+ * the library's. */
 static struct {
-	struct alloc_log *logs[3];
 	pthread_mutex_t handoff;
 	pthread_cond_t changed;
 } __attribute__((aligned(64))) harness = {.handoff = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
-
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *old, size_t size);
-void *__real_aligned_alloc(size_t alignment, size_t size);
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *old, size_t size);
-void *__wrap_aligned_alloc(size_t alignment, size_t size);
-void __real_free(void *addr);
-void __wrap_free(void *addr);
-
-static void *logged(void *addr, size_t size, void *site)
-{
-	if (addr && my_log && my_log->n < MAX_ALLOCS)
-		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, size, (uintptr_t)site, 0};
-	return addr;
-}
-
-void *__wrap_malloc(size_t size)
-{
-	return logged(__real_malloc(size), size, __builtin_return_address(0));
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-	return logged(__real_calloc(n, size), n * size, __builtin_return_address(0));
-}
-
-/* Logged in the thread's own log, like an allocation (never in another thread's: that
- * would be a conflict of the harness's). */
-static void log_free(void *addr)
-{
-	if (addr && my_log && my_log->n < MAX_ALLOCS)
-		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, 0, 0, 1};
-}
-
-void *__wrap_realloc(void *old, size_t size)
-{
-	log_free(old);
-	return logged(__real_realloc(old, size), size, __builtin_return_address(0));
-}
-
-void *__wrap_aligned_alloc(size_t alignment, size_t size)
-{
-	return logged(__real_aligned_alloc(alignment, size), size, __builtin_return_address(0));
-}
-
-void __wrap_free(void *addr)
-{
-	log_free(addr);
-	__real_free(addr);
-}
-
-/* A library's own allocator hands out or takes back a block (scalecheck_alloc.h). */
-void scalecheck_malloclike(void *addr, size_t size, void *site)
-{
-	logged(addr, size, site);
-}
-
-void scalecheck_freelike(void *addr)
-{
-	log_free(addr);
-}
-
-/* On pages of its own: never beside an allocation of the library's. */
-static struct alloc_log *new_log(int slot)
-{
-	struct alloc_log *log = mmap(NULL, sizeof *log, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (log == MAP_FAILED) {
-		perror("scalecheck harness: allocation log");
-		exit(3);
-	}
-	harness.logs[slot] = log;
-	return log;
-}
 
 /* ---- the two calling threads ---- */
 
@@ -328,7 +244,7 @@ static void wait_flag(int *flag)
 static void *participant_main(void *arg)
 {
 	struct participant *p = arg;
-	my_log = new_log(1 + p->side);
+	sc_alloc_log_start(1 + p->side);
 	/* The thread's first allocation attaches it to an allocator arena: done here, so that
 	 * no call pays for it inside its region (volatile: the compiler drops a bare
 	 * malloc/free pair). */
@@ -445,8 +361,8 @@ static void report_allocations(long index, int rep)
 	struct allocation_at order[3 * MAX_ALLOCS];
 	int n = 0;
 	for (int slot = 0; slot < 3; slot++) {
-		for (int i = 0; i < harness.logs[slot]->n; i++) {
-			const struct alloc *a = &harness.logs[slot]->entries[i];
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++) {
+			const struct alloc *a = &sc_alloc_logs[slot]->entries[i];
 			if (!a->is_free) {
 				order[n] = (struct allocation_at){a, n};
 				n++;
@@ -461,7 +377,7 @@ static void report_allocations(long index, int rep)
 		sc_wire_allocation(index, rep, a->addr, a->size, a->site);
 	}
 	for (int slot = 0; slot < 3; slot++)
-		harness.logs[slot]->n = 0;
+		sc_alloc_logs[slot]->n = 0;
 }
 
 /* ---- memory snapshot ---- */
@@ -476,10 +392,19 @@ static struct {
 /* "N addr size", a line before the tests. */
 static void add_snapshot_range(char **tok, int n)
 {
-	if (n == 3 && !strcmp(tok[0], SC_WIRE_SNAPSHOT) && snapshot_ranges.n < MAX_SNAPSHOT_RANGES) {
+	if (n == 3 && snapshot_ranges.n < MAX_SNAPSHOT_RANGES) {
 		snapshot_ranges.addr[snapshot_ranges.n] = strtoul(tok[1], NULL, 16);
 		snapshot_ranges.size[snapshot_ranges.n++] = strtoul(tok[2], NULL, 10);
 	}
+}
+
+/* The lines before the tests: snapshot ranges and allocation wrappers. */
+static void batch_line(char **tok, int n)
+{
+	if (!strcmp(tok[0], SC_WIRE_SNAPSHOT))
+		add_snapshot_range(tok, n);
+	else if (!strcmp(tok[0], SC_WIRE_ALLOC_WRAPPER))
+		sc_alloc_add_wrapper(tok, n);
 }
 
 static void print_memory(long index, int rep, uintptr_t addr, size_t size)
@@ -491,10 +416,10 @@ static void print_memory(long index, int rep, uintptr_t addr, size_t size)
  * before call A's (1), which comes before call B's (2). */
 static int freed_later(int slot, int i)
 {
-	uintptr_t addr = harness.logs[slot]->entries[i].addr;
+	uintptr_t addr = sc_alloc_logs[slot]->entries[i].addr;
 	for (int s = slot; s < 3; s++)
-		for (int j = s == slot ? i + 1 : 0; j < harness.logs[s]->n; j++)
-			if (harness.logs[s]->entries[j].is_free && harness.logs[s]->entries[j].addr == addr)
+		for (int j = s == slot ? i + 1 : 0; j < sc_alloc_logs[s]->n; j++)
+			if (sc_alloc_logs[s]->entries[j].is_free && sc_alloc_logs[s]->entries[j].addr == addr)
 				return 1;
 	return 0;
 }
@@ -504,8 +429,8 @@ static void report_snapshot(long index, int rep)
 	for (int i = 0; i < snapshot_ranges.n; i++)
 		print_memory(index, rep, snapshot_ranges.addr[i], snapshot_ranges.size[i]);
 	for (int slot = 0; slot < 3; slot++)
-		for (int i = 0; i < harness.logs[slot]->n; i++) {
-			const struct alloc *a = &harness.logs[slot]->entries[i];
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++) {
+			const struct alloc *a = &sc_alloc_logs[slot]->entries[i];
 			if (!a->is_free && a->size && !freed_later(slot, i))
 				print_memory(index, rep, a->addr, a->size);
 		}
@@ -560,7 +485,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	sc_wire_output(write_stdout, flush_stdout);
-	my_log = new_log(0);
+	sc_alloc_log_start(0);
 	start_participants();
 	sc_wire_ready(2);
 	struct timespec started, ended;
@@ -573,7 +498,7 @@ int main(int argc, char **argv)
 		.call = call_line,
 		.ncalls = ncalls,
 		.repeat = run_repeat,
-		.batch_line = add_snapshot_range,
+		.batch_line = batch_line,
 	};
 	sc_wire_run_tests(argv[1], tests, &settings, &driver);
 	clock_gettime(CLOCK_MONOTONIC, &ended);

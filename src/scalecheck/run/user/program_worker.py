@@ -6,6 +6,7 @@ test."""
 
 from __future__ import annotations
 
+import os
 import queue
 import subprocess
 import threading
@@ -20,6 +21,7 @@ from scalecheck.run.regions import RegionReader
 from scalecheck.run.target import TraceSettings, die_with_parent, save_crash_log
 from scalecheck.run.testcase import UnsupportedTest
 from scalecheck.run.user.program_symbols import ProgramSymbols
+from scalecheck.run.user.shared_objects import read_link_map
 
 QEMU_USER = "qemu-x86_64"
 # The harness's room for one value's text (SC_TEXT_LEN, tracer/user/scalecheck_adapter.h).
@@ -63,6 +65,7 @@ class ProgramWorker:
     restarts: int = 0
     error: BaseException | None = None
     done: set = field(default_factory=set)
+    run_symbols: ProgramSymbols | None = None  # of the program's current run
 
     def run(self):
         try:
@@ -90,6 +93,10 @@ class ProgramWorker:
         parts += [
             wire.line("SNAPSHOT", f"{start:#x}", size)
             for start, size in self.symbols.snapshot_ranges
+        ]
+        parts += [
+            wire.line("ALLOC_WRAPPER", f"{start:#x}", f"{end:#x}", *([file] if file else []))
+            for start, end, file in self.symbols.allocator_ranges
         ]
         runnable = {}
         for index, test in self.pending:
@@ -120,6 +127,7 @@ class ProgramWorker:
         # Killed with its runner, as a VM is (a lost cluster worker leaves no program behind).
         process = subprocess.Popen(
             command,
+            env=self._environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -194,6 +202,27 @@ class ProgramWorker:
             return True
         return False
 
+    def _environment(self) -> dict | None:
+        """A program with shared libraries writes where it loaded them (read by
+        _symbols_of_run) and binds every symbol at load (lazily, the first call in a
+        region would write the GOT); None: the runner's own environment."""
+        self.run_symbols = None
+        if not self.symbols.shared_objects:
+            return None
+        self._link_map().unlink(missing_ok=True)
+        return {**os.environ, "SCALECHECK_LINK_MAP": str(self._link_map()), "LD_BIND_NOW": "1"}
+
+    def _link_map(self) -> Path:
+        return self.workdir / "link-map.txt"
+
+    def _symbols_of_run(self) -> ProgramSymbols:
+        """The program's names, with the shared objects where this run loaded them (the
+        program wrote its link map before its first line)."""
+        if self.run_symbols is None:
+            loaded = read_link_map(self._link_map()) if self.symbols.shared_objects else ()
+            self.run_symbols = self.symbols.loaded(loaded) if loaded else self.symbols
+        return self.run_symbols
+
     def _close(self, current, regions, allocations, memory):
         if current is None or current.test.id in self.done:
             return None
@@ -205,13 +234,14 @@ class ProgramWorker:
         # own snapshot.
         live: dict[int, tuple] = {}
         namers = []
+        symbols = self._symbols_of_run()
         for rep in range(repeats):
             live.update((block[0], block) for block in allocations.get(rep, []))
-            namers.append(self.symbols.data_namer(list(live.values()), memory.get(rep, {})))
+            namers.append(symbols.data_namer(list(live.values()), memory.get(rep, {})))
         record = outcome.finish(
             current,
             regions,
-            self.symbols.with_allocations(list(live.values())),
+            symbols.with_allocations(list(live.values())),
             repeats,
             self.settings.granularity,
             self.settings.filters,
