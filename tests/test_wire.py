@@ -136,8 +136,8 @@ def _harness_program(tmp_path: Path) -> Path:
         ],
         check=True,
     )
-    harness = REPO / "tracer/user/build/trace_harness.o"
-    return _build(tmp_path, "harness", [harness, adapter], ["-static", f"-Wl,{wrap}"])
+    harness = [REPO / "tracer/user/build" / name for name in program_build.HARNESS_OBJECTS[False]]
+    return _build(tmp_path, "harness", [*harness, adapter], ["-static", f"-Wl,{wrap}"])
 
 
 def _symbol(program: Path, name: str) -> int:

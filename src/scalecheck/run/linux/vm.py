@@ -133,7 +133,7 @@ class GuestSession:
         ):
             stale.unlink(missing_ok=True)
         image = initramfs.build_boot_image(base_image, batch_text, workdir / "boot.cpio")
-        cmd = self._qemu_command(kernel, kernel_args, image, ram_file)
+        cmd = self._qemu_command(kernel, kernel_args, image, ram_file, machine)
         if plugin:
             plugin_arg = f"{plugin},out={self.trace_path}"
             if entries:
@@ -159,8 +159,11 @@ class GuestSession:
         self._partial = b""
         self._regions = RegionReader(self.trace_path) if plugin else None
 
-    def _qemu_command(self, kernel: Path, kernel_args: str, image: Path, ram_file: bool) -> list:
-        """QEMU's command line for this boot, without the plugin."""
+    def _qemu_command(
+        self, kernel: Path, kernel_args: str, image: Path, ram_file: bool, machine: "Machine | None"
+    ) -> list:
+        """QEMU's command line for this boot, without the plugin; `machine`: a profile's
+        CPUs and devices instead of the tracer's isolated default."""
         cmd = [
             qemu_binary(),
             "-accel",
