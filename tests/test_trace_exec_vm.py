@@ -104,7 +104,7 @@ def test_the_region_holds_the_exec_and_ends_where_the_new_image_starts(records):
     assert exec_sides & EXEC_WORK, exec_sides
 
 
-def test_exec_exec_in_one_process_is_an_error_with_its_reason(records):
+def test_exec_exec_in_one_process_is_not_runnable_with_its_reason(records):
     record = records["exec-exec/p0/t1"]
-    assert record["status"] == "error"
+    assert record["status"] == "unsupported"
     assert "exec || exec in one process" in record["detail"]

@@ -112,8 +112,26 @@ def test_unsupported_setups_are_reported_per_test():
         (bad_name, "plain file name"),
         (full_socket, "more than it can"),
     ):
-        with pytest.raises(testcase.UnsupportedTest, match=why):
+        with pytest.raises(testcase.UnsupportedTest, match=why) as raised:
             guest_render.render(testcase.Test("x", ["open", "open"], raw), 0)
+        # Only what Linux's driver cannot run by its nature is "unsupported", not an error.
+        assert isinstance(raised.value, testcase.NotRunnable) == (raw is exec_exec)
+
+
+def test_tests_a_target_cannot_run_are_counted_apart_and_leave_the_exit_code():
+    from scalecheck.run import loop, outcome
+
+    test = testcase.Test("exec-exec/p0/t1", ["exec", "exec"], {})
+    records = [
+        outcome.unbuilt_record(test, testcase.NotRunnable("exec || exec in one process")),
+        dict(outcome.base_record(test, "ok"), conflict_free=True),
+    ]
+    summary = loop.summarize(records, records)
+    assert summary["unsupported"] == 1 and summary["error"] == 0
+    assert loop.exit_code(summary) == 0
+    assert "1 not runnable on this target" in loop.conformance_line(summary)
+    error = outcome.unbuilt_record(test, testcase.UnsupportedTest("unknown op"))
+    assert loop.exit_code(loop.summarize([error], [error])) == loop.EXIT_NOT_CONFORMING
 
 
 def test_close_on_exec_fds_are_rendered_for_the_driver():

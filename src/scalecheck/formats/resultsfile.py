@@ -17,7 +17,7 @@ RESULTS_FORMAT = "scalecheck-results"
 KNOWN_VERSION = 1
 
 RAN_STATUSES = {"ok", "left_path", "mismatch"}
-NOT_RUN_STATUSES = {"timeout", "crash", "error"}
+NOT_RUN_STATUSES = {"timeout", "crash", "error", "unsupported"}
 CONFLICT_KINDS = {"static", "percpu", "heap", "user", "pagetable", "unknown"}
 
 

@@ -63,6 +63,11 @@ def conformance_line(summary: dict) -> str:
         f"{summary['conflict_free']} conflict-free, {summary['conflicting']} conflicting; "
         f"{not_conforming(summary)} did not run or conform ({why}); "
         f"{summary['left_path']} left the path (a legal choice off the test's path)"
+        + (
+            f"; {summary['unsupported']} not runnable on this target (each record says why)"
+            if summary["unsupported"]
+            else ""
+        )
     )
 
 
@@ -247,7 +252,9 @@ def tracing_progress(quiet: bool, total: int):
 
 
 def summarize(records, selected) -> dict:
-    status = dict.fromkeys(("ok", "left_path", "mismatch", "timeout", "crash", "error"), 0)
+    status = dict.fromkeys(
+        ("ok", "left_path", "mismatch", "timeout", "crash", "error", "unsupported"), 0
+    )
     for r in records:
         status[r["status"]] = status.get(r["status"], 0) + 1
     traced = [r for r in records if r["status"] in ("ok", "left_path", "mismatch")]

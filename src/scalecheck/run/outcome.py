@@ -9,7 +9,14 @@ from scalecheck.binding import abi
 from scalecheck.run.counting import ALL_FILTERS_ON, GRANULARITIES, Filters, counts, counts_kind
 from scalecheck.run.naming import name_data, symbol_key
 from scalecheck.run.regions import PcSet, shared_lines
-from scalecheck.run.testcase import LEFT_PATH, MISMATCH, Test, check_results
+from scalecheck.run.testcase import (
+    LEFT_PATH,
+    MISMATCH,
+    NotRunnable,
+    Test,
+    UnsupportedTest,
+    check_results,
+)
 from scalecheck.run.wire import Report
 
 # The repeat number the driver gives its unreported warm-up runs, and the tag layout.
@@ -48,6 +55,12 @@ def tag(index: int, rep: int, side: int) -> int:
 
 def is_warmup(region_tag: int) -> bool:
     return (region_tag >> _REP_SHIFT) & ((1 << (_INDEX_SHIFT - _REP_SHIFT)) - 1) == WARMUP_REP
+
+
+def unbuilt_record(test: Test, why: UnsupportedTest) -> dict:
+    """The record of a test the driver was not given: "unsupported" when the target cannot
+    run such a test, else "error"."""
+    return base_record(test, "unsupported" if isinstance(why, NotRunnable) else "error", str(why))
 
 
 def base_record(test: Test, status: str, detail: str = "") -> dict:

@@ -18,7 +18,13 @@ class Test:
 
 
 class UnsupportedTest(Exception):
-    """A well-formed test the guest driver cannot build; reported as status "error"."""
+    """A test the driver cannot build from what it says; reported as status "error"."""
+
+
+class NotRunnable(UnsupportedTest):
+    """A well-formed test this target cannot run by its nature (exec || exec in one process
+    on the guest driver): status "unsupported", counted apart with the reason, and no
+    reason for `run` to exit non-zero."""
 
 
 def read_tests(path: Path):

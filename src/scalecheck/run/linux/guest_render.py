@@ -7,7 +7,7 @@ Everything the driver cannot express is caught here, per test: such a test gets 
 
 from scalecheck.binding import abi, linux_posix
 from scalecheck.run import wire
-from scalecheck.run.testcase import Test, UnsupportedTest
+from scalecheck.run.testcase import NotRunnable, Test, UnsupportedTest
 
 # op -> argument names in the order the driver reads them: the model's order, from its
 # @operation signatures, plus the driver's diagnostic ops (binding/linux_posix.py).
@@ -153,7 +153,7 @@ def _calls(calls: list) -> list[wire.Call]:
     if [call.get("op") for call in calls] == ["exec", "exec"] and len(
         {_int(call.get("proc", side), "proc") for side, call in enumerate(calls)}
     ) == 1:
-        raise UnsupportedTest(
+        raise NotRunnable(
             "exec || exec in one process: the second exec would run in the first one's new "
             "image, which runs no calls"
         )

@@ -144,7 +144,7 @@ class VmWorker:
                 parts.append(guest_render.render(test, index))
                 runnable[index] = test
             except UnsupportedTest as why:
-                self._record(done, outcome.base_record(test, "error", str(why)))
+                self._record(done, outcome.unbuilt_record(test, why))
         return "".join(parts), runnable
 
     def _boot_and_run(self, batch):

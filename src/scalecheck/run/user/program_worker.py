@@ -104,7 +104,7 @@ class ProgramWorker:
                 parts.append(render(test, index, self.arguments, self.constants))
                 runnable[index] = test
             except UnsupportedTest as why:
-                self._record(outcome.base_record(test, "error", str(why)))
+                self._record(outcome.unbuilt_record(test, why))
         return "".join(parts), runnable
 
     def _one_process(self) -> str:
