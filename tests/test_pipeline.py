@@ -67,6 +67,7 @@ def _fake_run_tests(statuses):
         ([], 0, "0 did not run or conform"),
         (["mismatch"], 1, "1 did not run or conform (1 mismatch, 0 error, 0 timeout, 0 crash)"),
         (["ok", "crash"], 1, "1 did not run or conform (0 mismatch, 0 error, 0 timeout, 1 crash)"),
+        (["unsupported"], 0, "0 did not run or conform (0 mismatch, 0 error, 0 timeout, 0 crash)"),
     ],
 )
 def test_pipeline_exit_code_counts_mismatches_and_crashes(
@@ -77,8 +78,13 @@ def test_pipeline_exit_code_counts_mismatches_and_crashes(
     monkeypatch.setattr(loop, "run_tests", _fake_run_tests(statuses))
     out = tmp_path / "run"
     assert main(["pipeline", "--model", "counter", "--out", str(out), "--jobs", "1"]) == code
-    last = capsys.readouterr().err.strip().splitlines()[-1]
+    printed = capsys.readouterr().err.strip().splitlines()
+    last = printed[-1]
     assert counted in last and "0 analysis paths lost" in last
+    assert ("1 not runnable on this target" in last) == ("unsupported" in statuses)
+    (times,) = [line for line in printed if line.startswith("wall time per stage:")]
+    for stage in ("analyze", "testgen", "run", "report"):
+        assert f" {stage} " in times
     summary = json.loads((out / "report" / "summary.json").read_text())
     assert summary["totals"]["mismatch"] == statuses.count("mismatch")
 

@@ -7,6 +7,7 @@ rerun after an interruption resumes where it stopped.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -95,10 +96,34 @@ def run(args) -> int:
         return run_stages(args)
 
 
+class StageClock:
+    """Each stage's wall time: a stage runs from its title to the next one's."""
+
+    def __init__(self, console: Console):
+        self.console, self.times = console, {}
+        self.current: tuple[str, float] | None = None
+
+    def start(self, stage: str, title: str) -> None:
+        self.stop()
+        self.console.rule(title)
+        self.current = (stage, time.monotonic())
+
+    def stop(self) -> None:
+        if self.current:
+            name, started = self.current
+            self.times[name] = time.monotonic() - started
+            self.current = None
+
+    def line(self) -> str:
+        self.stop()
+        return "wall time per stage: " + ", ".join(f"{n} {s:.0f} s" for n, s in self.times.items())
+
+
 def run_stages(args) -> int:
     from scalecheck.report.build import make_report
 
     console = Console(stderr=True)
+    clock = StageClock(console)
     spec = library_spec(args.target)
     model = args.model or (load_library(spec).model if spec else "posix")
     model_cls = load_model(model)
@@ -109,10 +134,10 @@ def run_stages(args) -> int:
         ops = [op for op in ops if op not in left_out]
         console.print(f"--full: {', '.join(left_out)} left out ({', '.join(left_out.values())})")
 
-    console.rule(f"1/4 analyze: {len(ops)} operations of {model}")
+    clock.start("analyze", f"1/4 analyze: {len(ops)} operations of {model}")
     analysis = analyze_model(model, ops, args.out, jobs=args.jobs, model_timeout=args.model_timeout)
     print_summary(analysis)
-    console.rule("2/4 testgen")
+    clock.start("testgen", "2/4 testgen")
     generated = current_tests(args.out, args.cap, args.value_cap)
     if generated is None:
         generated = generate_tests(args.out, cap=args.cap, value_cap=args.value_cap, jobs=args.jobs)
@@ -123,16 +148,18 @@ def run_stages(args) -> int:
             f"its {generated['totals']['tests']} tests kept",
             soft_wrap=True,
         )
-    console.rule(
+    clock.start(
+        "run",
         "3/4 run on Linux under QEMU"
         if args.target == "linux"
-        else f"3/4 run on {args.target} under qemu-x86_64"
+        else f"3/4 run on {args.target} under qemu-x86_64",
     )
     traced = run_with(RunOptions.from_args(args), args.out, set_aside_incompatible=True)
-    console.rule("4/4 report")
+    clock.start("report", "4/4 report")
     summary = make_report(args.out)
     console.print(summary["summary"])
     console.print(f"report: {(args.out / 'report' / 'index.html').resolve()}")
+    console.print(clock.line(), soft_wrap=True)
     lost = (
         analysis["totals"]["unknown_paths"]
         + analysis["totals"]["error_paths"]

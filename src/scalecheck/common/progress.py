@@ -1,7 +1,15 @@
-"""The progress bar every long stage shows: label, bar, done/total, current item, elapsed."""
+"""The progress bar every long stage shows: label, bar, done/total, current item, elapsed,
+and the time left at the rate so far."""
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 def stage_progress(label: str, quiet: bool = False) -> Progress:
@@ -11,5 +19,6 @@ def stage_progress(label: str, quiet: bool = False) -> Progress:
         MofNCompleteColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=Console(stderr=True, quiet=quiet),
     )
