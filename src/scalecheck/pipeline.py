@@ -100,7 +100,8 @@ class StageClock:
     """Each stage's wall time: a stage runs from its title to the next one's."""
 
     def __init__(self, console: Console):
-        self.console, self.times = console, {}
+        self.console = console
+        self.times: dict[str, float] = {}
         self.current: tuple[str, float] | None = None
 
     def start(self, stage: str, title: str) -> None:
