@@ -113,7 +113,7 @@ def run_stages(args) -> int:
     analysis = analyze_model(
         args.model, ops, args.out, jobs=args.jobs, model_timeout=args.model_timeout
     )
-    print_summary(analysis)
+    print_summary(analysis, args.out)
     console.rule("2/4 testgen")
     generated = current_tests(args.out, args.cap, args.value_cap)
     if generated is None:

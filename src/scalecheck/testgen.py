@@ -21,6 +21,7 @@ import inspect
 import json
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,7 +30,15 @@ import z3
 from rich.table import Table
 from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
 
-from scalecheck import __version__, allowed, argtypes, binding, rundir_lock, testfile
+from scalecheck import (
+    __version__,
+    allowed,
+    argtypes,
+    binding,
+    open_equalities,
+    rundir_lock,
+    testfile,
+)
 from scalecheck.analysisfile import all_pairs, pair_file, pair_is_current, read_analysis_meta
 from scalecheck.engine import deadline
 from scalecheck.engine.commute import OBSERVED
@@ -161,6 +170,9 @@ def generate_tests(
             "value_capped_classes",
         )
     }
+    totals["open_equalities"] = {
+        key: sum(row["open_equalities"][key] for row in rows) for key in open_equalities.COUNTS
+    }
     summary = {
         "cap": cap,
         "value_cap": value_cap,
@@ -184,7 +196,8 @@ def _made_from(out: Path, meta: dict, cap: int, value_cap: int) -> dict:
         analysis.update(pair_file(out, a, b).read_bytes())
     generator = hashlib.sha256(__version__.encode())
     binding_sources = sorted(Path(inspect.getfile(binding)).parent.glob("*.py"))
-    for source in (Path(__file__), Path(inspect.getfile(testfile)), *binding_sources):
+    sources = (Path(__file__), *(Path(inspect.getfile(m)) for m in (testfile, open_equalities)))
+    for source in (*sources, *binding_sources):
         generator.update(source.read_bytes())
     return {
         "fingerprint": meta["fingerprint"],
@@ -224,21 +237,17 @@ def _pair_tests(job: tuple) -> tuple:
         "failed_paths": 0,
         "unrealizable_paths": 0,
         "value_capped_classes": 0,
+        "open_equalities": open_equalities.empty_counts(),
         "failures": [],
     }
-    # A Z3 context of the pair's own: the solutions Z3 finds depend on what its context
-    # saw before, so a context shared with the pairs a worker did earlier would make the
-    # tests depend on which worker got the pair (--jobs, finishing order).
-    context = z3.Context()
-    text = TermText()
-    names = allowed.ConstantNames(context)
+    pair = PairTools.new()
     for path in analysis["paths"]:
         if not path["commutes"] or path["unknown"]:
             continue
         counts["commutative_paths"] += 1
         try:
-            path_tests, outcome, value_capped = _path_tests(
-                model_cls, (a, b), path, cap, value_cap, context, text, names
+            path_tests, outcome, value_capped, equalities = _path_tests(
+                model_cls, (a, b), path, cap, value_cap, pair
             )
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
@@ -246,6 +255,8 @@ def _pair_tests(job: tuple) -> tuple:
                 f"{a} || {b} path {path['path']}: {type(err).__name__}: {err}"
             )
             continue
+        for key, count in equalities.items():
+            counts["open_equalities"][key] += count
         if outcome != "complete":
             counts[outcome] += 1
         counts["value_capped_classes"] += value_capped
@@ -256,56 +267,120 @@ def _pair_tests(job: tuple) -> tuple:
     return (a, b), tests, counts
 
 
-def _path_tests(
-    model_cls,
-    ops,
-    path,
-    cap: int,
-    value_cap: int,
-    context: z3.Context,
-    text: TermText,
-    names: allowed.ConstantNames,
-) -> tuple[list, str, int]:
+def _path_tests(model_cls, ops, path, cap: int, value_cap: int, pair: PairTools) -> tuple:
     """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
-    or unrealizable_paths: no buildable initial state), and how many of its isomorphism
-    classes had more value-equality patterns than ``value_cap``. ``text`` and ``names``:
-    the pair's printer and walker of terms (TermText, allowed.ConstantNames)."""
-    solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=context)
-    solver.from_string(path["smt2"])
-    terms = ObservedTerms(solver)
-    observations = path["observations"]
-    kinds = observations["kinds"]
-    pattern = IsomorphismPattern(observations, kinds, terms, context)
-    values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern), text)
-    choices = allowed.PathChoices(
-        solver.assertions(),
-        terms,
-        list(_all_observations(observations)),
-        observations["results"],
-        names,
-    )
+    or unrealizable_paths: no buildable initial state), how many of its isomorphism
+    classes had more value-equality patterns than ``value_cap``, and how its tests fall
+    on the equalities it leaves open (open_equalities.COUNTS). ``pair``: the pair's Z3
+    context and its walkers of terms."""
+    maker = _TestMaker(model_cls, ops, path, pair)
+    solver, terms = maker.solver, maker.terms
     tests: list[dict] = []
+    models: list = []  # each test's model, for the open equalities
     classes = value_capped = 0
+    solver.push()  # the classes' exclusions: open equalities are solved for without them
+    outcome = "complete"
     while classes < cap:
         answer = solver.check()
-        if answer == z3.unknown:
-            return tests, "unknown_paths", value_capped
-        if answer == z3.unsat:
-            return tests, "complete" if tests else "unrealizable_paths", value_capped
-        values = terms.values(solver.model())
+        if answer != z3.sat:
+            outcome = "unknown_paths" if answer == z3.unknown else outcome
+            break
+        model = solver.model()
+        values = terms.values(model)
         variants, capped = _value_variants(
-            solver, pattern, values_pattern, values, terms.values, value_cap
+            solver, maker.pattern, maker.values_pattern, (values, model), terms, value_cap
         )
         value_capped += capped
-        for variant in variants:
-            outcomes = choices.test_outcomes(variant)
-            test = _concrete_test(model_cls, ops, path, observations, kinds, variant, outcomes)
-            if values_pattern.features:
-                test["values"] = values_pattern.describe(variant)
-            tests.append(test)
+        for variant_values, variant_model in variants:
+            tests.append(maker.test(variant_values))
+            models.append(variant_model)
         classes += 1
-        assert_all(solver, [pattern.exclude(values)])
-    return tests, "capped_paths" if solver.check() == z3.sat else "complete", value_capped
+        assert_all(solver, [maker.pattern.exclude(values)])
+    else:
+        outcome = "capped_paths" if solver.check() == z3.sat else "complete"
+    solver.pop()
+    if outcome == "complete" and not tests:
+        outcome = "unrealizable_paths"
+    if outcome in ("unrealizable_paths", "unknown_paths"):
+        return tests, outcome, value_capped, open_equalities.empty_counts()
+    sides = pair.equalities.sides(solver.assertions(), terms, maker.observations, maker.kinds)
+    counts, extra = _vary_open_equalities(solver, terms, sides, models)
+    for values, covers in extra:
+        tests.append({**maker.test(values), "covers": covers})
+    return tests, outcome, value_capped, counts
+
+
+class _TestMaker:
+    """One path's solver, observed terms and patterns, and its tests from values."""
+
+    def __init__(self, model_cls, ops, path, pair: PairTools):
+        self.model_cls, self.ops, self.path = model_cls, ops, path
+        self.solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=pair.context)
+        self.solver.from_string(path["smt2"])
+        self.terms = ObservedTerms(self.solver)
+        self.observations = observations = path["observations"]
+        self.kinds = kinds = observations["kinds"]
+        self.pattern = IsomorphismPattern(observations, kinds, self.terms, pair.context)
+        features = _value_features(observations, kinds, self.pattern)
+        self.values_pattern = ValuePattern(self.terms, features, pair.text)
+        self.choices = allowed.PathChoices(
+            self.solver.assertions(),
+            self.terms,
+            list(_all_observations(observations)),
+            observations["results"],
+            pair.names,
+        )
+
+    def test(self, values) -> dict:
+        outcomes = self.choices.test_outcomes(values)
+        test = _concrete_test(
+            self.model_cls, self.ops, self.path, self.observations, self.kinds, values, outcomes
+        )
+        if self.values_pattern.features:
+            test["values"] = self.values_pattern.describe(values)
+        return test
+
+
+@dataclass
+class PairTools:
+    """What the paths of one pair share: its Z3 context (the solutions Z3 finds depend on
+    what its context saw before, so a context shared with the pairs a worker did earlier
+    would make the tests depend on which worker got the pair), and the walkers of its
+    terms."""
+
+    context: z3.Context
+    text: TermText
+    names: allowed.ConstantNames
+    equalities: open_equalities.EqualityFinder
+
+    @classmethod
+    def new(cls) -> PairTools:
+        context = z3.Context()
+        text, names = TermText(), allowed.ConstantNames(context)
+        return cls(context, text, names, open_equalities.EqualityFinder(context, names, text))
+
+
+def _vary_open_equalities(solver, terms, sides: list, models: list) -> tuple[dict, list]:
+    """The path's counts of open equalities (open_equalities.COUNTS), and the values of
+    one more test for each side no test took yet and the path allows, with that side's
+    text. ``solver`` holds the path's constraints alone."""
+    taken, excluded, extra = set(), set(), []
+    for side in sides:
+        if open_equalities.covered(side, models):
+            taken.add(side.text)
+            continue
+        solver.push()
+        solver.add(side.literal)
+        answer = solver.check()
+        if answer == z3.sat:
+            model = solver.model()
+            extra.append((terms.values(model), side.text))
+            models.append(model)
+            taken.add(side.text)
+        elif answer == z3.unsat:
+            excluded.add(side.text)
+        solver.pop()
+    return open_equalities.tally(sides, taken, excluded), extra
 
 
 class ObservedTerms:
@@ -494,20 +569,21 @@ class IsomorphismPattern:
 
 
 def _value_variants(
-    solver, pattern, values_pattern, values, read_values, value_cap: int
+    solver, pattern, values_pattern, first: tuple, terms, value_cap: int
 ) -> tuple[list, bool]:
-    """``values`` and, within its isomorphism class, one solution per further pattern of
-    value equalities (``values_pattern``), up to ``value_cap`` in all; and whether patterns
-    were left over (not asked at ``value_cap`` 1, which switches value patterns off: the
-    check would cost as much as finding the class)."""
-    variants = [values]
+    """``first`` (values and model) and, within its isomorphism class, one solution per
+    further pattern of value equalities (``values_pattern``), up to ``value_cap`` in all;
+    and whether patterns were left over (not asked at ``value_cap`` 1, which switches
+    value patterns off: the check would cost as much as finding the class)."""
+    variants = [first]
     if not values_pattern.features or value_cap == 1:
         return variants, False
     solver.push()
-    solver.add(z3.Not(pattern.exclude(values)), values_pattern.exclude(values))
+    solver.add(z3.Not(pattern.exclude(first[0])), values_pattern.exclude(first[0]))
     while len(variants) < value_cap and solver.check() == z3.sat:
-        variants.append(read_values(solver.model()))
-        solver.add(values_pattern.exclude(variants[-1]))
+        model = solver.model()
+        variants.append((terms.values(model), model))
+        solver.add(values_pattern.exclude(variants[-1][0]))
     capped = len(variants) == value_cap and solver.check() == z3.sat
     solver.pop()
     return variants, capped
@@ -734,3 +810,4 @@ def print_summary(summary: dict):
             else "value-equality patterns off)"
         )
     )
+    console.print(open_equalities.coverage_line(t["open_equalities"]))

@@ -173,21 +173,35 @@ def analyze_pair(
     op_b: str,
     solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     model_timeout: float | None = None,
+    bounds: explore.Bounds | None = None,
 ) -> dict:
     """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data.
-    ``model_timeout``: seconds model code may run per path (explore.explore)."""
+    ``model_timeout``: seconds model code may run per path; ``bounds``: what the whole
+    exploration may take (explore.explore)."""
     started, started_cpu = time.monotonic(), time.process_time()
-    records, regions, stats = explore_pair(model_cls, op_a, op_b, solver_timeout_ms, model_timeout)
+    records, regions, stats = explore_pair(
+        model_cls, op_a, op_b, solver_timeout_ms, model_timeout, bounds
+    )
     conditions = pair_conditions(regions, symmetric=op_a == op_b)
-    return {
-        "pair": [op_a, op_b],
+    timing = {
         "seconds": round(time.monotonic() - started, 3),
         "cpu_seconds": round(time.process_time() - started_cpu, 3),
+        "conditions_seconds": conditions.pop("seconds"),
+        "conditions_cpu_seconds": conditions.pop("cpu_seconds"),
+    }
+    return {
+        "pair": [op_a, op_b],
         "solver_checks": stats.solver_checks,
         "unknown_checks": stats.unknown_checks,
         "conditions": conditions,
         "paths": [_path_json(record) for record in records],
+        TIMING: timing,
     }
+
+
+# The key of analyze_pair's result that holds its times: they go to analysis/timings.json,
+# not into the pair's file, which is the same whenever the analysis is made.
+TIMING = "timing"
 
 
 def explore_pair(
@@ -196,11 +210,14 @@ def explore_pair(
     op_b: str,
     solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     model_timeout: float | None = None,
+    bounds: explore.Bounds | None = None,
 ):
     """Every path of ``op_a || op_b``: its record, its region (for the pair's condition),
-    and the exploration's solver statistics."""
+    and the exploration's solver statistics. A pair whose exploration goes past its
+    ``bounds`` is one path, a model error naming the bound."""
     operations = model_cls.operations()
-    records, regions = [], []
+    records: list[PathRecord] = []
+    regions: list[Region] = []
 
     def program(path):
         base = instantiate(model_cls, path)
@@ -233,29 +250,40 @@ def explore_pair(
         return base, args, results, commutes
 
     stats = explore.Stats()
-    for number, (path, outcome) in enumerate(
-        explore.explore(program, solver_timeout_ms, stats, model_timeout)
-    ):
-        condition = and_(path.decisions) if path.decisions else z3.BoolVal(True)
-        if isinstance(outcome, Exception):
-            regions.append(Region(path.decisions, path.assumptions, None))
-            records.append(
-                PathRecord(
-                    number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
-                )
-            )
-            continue
-        base, args, results, commutes = outcome
-        record = PathRecord(number, commutes, path.unknown, "", condition)
-        returned = result_kinds(results)
-        names = _named_results(results)
-        hints = _comparisons(names, args, operations, op_a, op_b)
-        regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))
-        if commutes and not path.unknown:
-            kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
-            record.smt2, record.observations = _observations(path, base, args, kinds, results)
-        records.append(record)
+    try:
+        for number, (path, outcome) in enumerate(
+            explore.explore(program, solver_timeout_ms, stats, model_timeout, bounds)
+        ):
+            _record_path(number, path, outcome, (op_a, op_b), operations, records, regions)
+    except explore.ExplorationBound as bound:
+        # The paths found so far do not cover the pair: all of it is one model error.
+        error = f"{type(bound).__name__}: {bound}"
+        records = [PathRecord(0, None, False, error, z3.BoolVal(True))]
+        regions = [Region([], [], None)]
     return records, regions, stats
+
+
+def _record_path(number, path, outcome, ops, operations, records, regions) -> None:
+    """The path's record and region, added to ``records`` and ``regions``."""
+    condition = and_(path.decisions) if path.decisions else z3.BoolVal(True)
+    if isinstance(outcome, Exception):
+        regions.append(Region(path.decisions, path.assumptions, None))
+        records.append(
+            PathRecord(
+                number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
+            )
+        )
+        return
+    base, args, results, commutes = outcome
+    record = PathRecord(number, commutes, path.unknown, "", condition)
+    returned = result_kinds(results)
+    names = _named_results(results)
+    hints = _comparisons(names, args, operations, *ops)
+    regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))
+    if commutes and not path.unknown:
+        kinds = {call: operations[op].argument_types for call, op in zip("AB", ops, strict=True)}
+        record.smt2, record.observations = _observations(path, base, args, kinds, results)
+    records.append(record)
 
 
 def _named_results(results) -> list:

@@ -1,0 +1,103 @@
+"""What the tests claim: every equality a commutative path leaves open between the two
+calls is tested both ways, and one model gives the same analysis and tests on any run."""
+
+import json
+import shutil
+
+from scalecheck.analyze import analyze_model
+from scalecheck.testfile import read_tests
+from scalecheck.testgen import generate_tests
+
+# Bins that hold up to two items: two adds into one bin holding none both succeed and
+# commute, so the path where both succeed holds whether or not A and B name one bin; the
+# equality sits inside the if-then-else B's read of the bin A wrote makes.
+BINS_MODEL = """
+from scalecheck.model import Int, Map, Model, Struct, Uninterpreted, error, ok, operation
+
+Bin = Uninterpreted("Bin")
+Contents = Struct(items=Int(0, 2))
+
+
+class Bins(Model):
+    def __init__(self):
+        self.bins = Map(Bin, Contents).any()
+
+    @operation(bin=Bin)
+    def add(self, bin):
+        if self.bins[bin].items == 2:
+            return error("EAGAIN")
+        self.bins[bin].items += 1
+        return ok()
+
+    @operation(bin=Bin)
+    def count(self, bin):
+        return ok(self.bins[bin].items)
+"""
+
+
+def _bins_model(tmp_path):
+    model = tmp_path / "bins.py"
+    model.write_text(BINS_MODEL)
+    return str(model)
+
+
+def _same_bin(test) -> bool:
+    return test["calls"][0]["args"]["bin"] == test["calls"][1]["args"]["bin"]
+
+
+def test_an_equality_left_open_inside_an_if_then_else_is_tested_both_ways(tmp_path):
+    """One class per path (--cap 1): the path's one test falls on one side of
+    ``A.bin == B.bin``; the open equality gets a test on the other."""
+    out = tmp_path / "out"
+    analyze_model(_bins_model(tmp_path), ["add"], out, jobs=1, quiet=True)
+    summary = generate_tests(out, cap=1, value_cap=1, jobs=1, quiet=True)
+    _, tests = read_tests(out / "tests.jsonl")
+    both_succeed = [
+        t
+        for t in tests
+        if t["expect"]["ab"] == [{"ret": 0}, {"ret": 0}] and t["pair"] == ["add"] * 2
+    ]
+    paths = {t["path"] for t in both_succeed}
+    for path in paths:
+        on_path = [t for t in both_succeed if t["path"] == path]
+        assert {_same_bin(t) for t in on_path} == {True, False}, on_path
+    assert any("covers" in t and t["covers"] == "A.bin == B.bin" for t in tests)
+    counts = summary["totals"]["open_equalities"]
+    assert counts["found"] >= len(paths) >= 1
+    assert counts["both_ways"] == counts["found"] - counts["infeasible_one_way"]
+    assert counts["not_varied"] == 0
+    assert summary["pairs"][0]["open_equalities"] == counts
+
+
+def test_one_model_gives_the_same_analysis_and_tests_on_any_run(tmp_path):
+    """--jobs 1, --jobs 2, and a run that resumed the pairs an interrupted one left:
+    byte for byte the same pair files, summary and tests."""
+    model = _bins_model(tmp_path)
+    runs = {}
+    for name, jobs in (("one", 1), ("two", 2)):
+        runs[name] = tmp_path / name
+        analyze_model(model, ["add", "count"], runs[name], jobs=jobs, quiet=True)
+    # What an interruption leaves: some pairs done, the rest to do on the rerun.
+    resumed = tmp_path / "resumed"
+    shutil.copytree(runs["one"], resumed)
+    for pair in ("add-add", "count-count"):
+        (resumed / "analysis" / "pairs" / f"{pair}.json").unlink()
+    analyze_model(model, ["add", "count"], resumed, jobs=1, quiet=True)
+    runs["resumed"] = resumed
+    for out in runs.values():
+        generate_tests(out, jobs=2, quiet=True)
+    reference = _files(runs.pop("one"))
+    assert "analysis/pairs/add-count.json" in reference and "tests.jsonl" in reference
+    for name, out in runs.items():
+        assert _files(out) == reference, name
+
+
+def _files(out) -> dict:
+    """The run's analysis and tests, byte for byte (times aside: timings.json)."""
+    files = {
+        str(path.relative_to(out)): path.read_bytes()
+        for path in [*(out / "analysis").rglob("*.json"), out / "tests.jsonl"]
+        if path.name != "timings.json"
+    }
+    assert json.loads(files["analysis/meta.json"])["ops"] == ["add", "count"]
+    return files
