@@ -1,5 +1,5 @@
 """The one build step pyproject.toml cannot declare: the wheel carries the native sources
-(tracer/, native/) that scalecheck builds on first use (src/scalecheck/sources.py), copied
+(tracer/, native/) that scalecheck builds on first use (src/scalecheck/common/sources.py), copied
 into the package as scalecheck/_sources without build outputs."""
 
 import shutil

@@ -26,11 +26,11 @@ import z3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalecheck.analysisfile import all_pairs, pair_file, read_analysis_meta
+from scalecheck.common.storage import read_json
 from scalecheck.engine.commute import explore_pair
 from scalecheck.engine.conditions import recheck
-from scalecheck.models.loading import load_model
-from scalecheck.storage import read_json
+from scalecheck.formats.analysisfile import all_pairs, pair_file, read_analysis_meta
+from scalecheck.interfaces.loading import load_model
 
 VERDICTS = ("commutes", "diverges")
 PATH_FIELDS = ("path", "commutes", "unknown", "error", "observations")

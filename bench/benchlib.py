@@ -10,8 +10,8 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / "native" / "benchmarks" / "bin"
 sys.path.insert(0, str(REPO / "src"))
 
-from scalecheck.benchsuite.bench_results import machine_description, spread_pct  # noqa: E402
-from scalecheck.benchsuite.runner import parse_result  # noqa: E402
+from scalecheck.bench.bench_results import machine_description, spread_pct  # noqa: E402
+from scalecheck.bench.runner import parse_result  # noqa: E402
 
 __all__ = [
     "BIN",

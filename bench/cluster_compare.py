@@ -26,8 +26,8 @@ from pathlib import Path
 
 from distributed import Client, LocalCluster
 
-from scalecheck.run import run_tests
-from scalecheck.trace import loop, testcase
+from scalecheck.run import loop, testcase
+from scalecheck.run.run_cli import run_tests
 
 
 def _write(run_dir: Path, header: dict, tests: list) -> None:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalecheck.analysisfile import all_pairs
-from scalecheck.analyze import select_ops
+from scalecheck.analyze.analyze import select_ops
+from scalecheck.common.parallel import map_unordered
 from scalecheck.engine.commute import explore_pair
 from scalecheck.engine.conditions import pair_conditions, recheck
-from scalecheck.models.loading import load_model
-from scalecheck.parallel import map_unordered
+from scalecheck.formats.analysisfile import all_pairs
+from scalecheck.interfaces.loading import load_model
 
 VERDICTS = ("commutes", "diverges")
 

@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from scalecheck.output import run_printing
+from scalecheck.common.output import run_printing
 
 # `struct.field`, `struct.outer.{a,b}`, `owner.field[]`, `slab[cache].field`.
 FIELD_NAME = re.compile(r"^[A-Za-z_]\w*(\[[^\]]*\])?\.")

@@ -3,7 +3,7 @@
 
     python3 bench/ldu_sweep.py --out DIR [--cores 1,2] [--runs 3] [--warmup 0.5] [--duration 2]
 
-Runs the catalog entries ldu-u50 ... ldu-u100 (src/scalecheck/benchsuite/catalog/ldu.toml)
+Runs the catalog entries ldu-u50 ... ldu-u100 (src/scalecheck/bench/catalog/ldu.toml)
 in ONE `scalecheck bench run` into DIR/results, so all implementations are measured side
 by side, run-major (run 1 of every cell, then run 2, ...).  Then it writes
 
@@ -34,7 +34,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from benchlib import add_sweep_options, bench_run_args, save_figure
-from scalecheck.benchsuite.bench_results import ResultsDir, spread_pct
+from scalecheck.bench.bench_results import ResultsDir, spread_pct
 
 RATIOS = (50, 80, 90, 99, 100)
 MODES = ("ldu-percore", "ldu-global", "rwlock", "harris")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from scalecheck.formats.testfile import read_jsonl, read_tests
 from scalecheck.report.browser import Browser
-from scalecheck.testfile import read_jsonl, read_tests
 
 RESULTS_FORMAT = "scalecheck-results"
 

@@ -25,7 +25,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from benchlib import REPO, machine_description, spread_pct
-from scalecheck.benchsuite.runner import parse_result
+from scalecheck.bench.runner import parse_result
 
 RUNTIMES = ["ours", "pthreads", "go", "tokio"]
 # (benchmark, mode, threads per processor): the same load as the catalog (sched.toml).

@@ -60,8 +60,8 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from benchlib import REPO, add_sweep_options, bench_run_args, save_figure
-from scalecheck.benchsuite.bench_results import ResultsDir
-from scalecheck.benchsuite.plot import plot_results
+from scalecheck.bench.bench_results import ResultsDir
+from scalecheck.bench.plot import plot_results
 
 BENCHMARKS = [
     "empty",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalecheck.testfile import LABEL_FIELDS, content_hash, read_tests
+from scalecheck.formats.testfile import LABEL_FIELDS, content_hash, read_tests
 
 
 def shape(test: dict) -> str:

@@ -27,9 +27,9 @@ import tempfile
 from pathlib import Path
 
 from benchlib import REPO
-from scalecheck.benchsuite.catalog import load_catalog
-from scalecheck.errors import UserError
-from scalecheck.output import run_printing
+from scalecheck.bench.catalog import load_catalog
+from scalecheck.common.errors import UserError
+from scalecheck.common.output import run_printing
 from sharing import add_catalog_option, harness_result, layout_command, pick, thread_command
 
 SAMPLES_PER_SECOND = 10_000

@@ -21,8 +21,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from scalecheck.run import run_tests
-from scalecheck.trace import counting, outcome, testcase
+from scalecheck.run import counting, outcome, testcase
+from scalecheck.run.run_cli import run_tests
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 

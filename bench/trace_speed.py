@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from scalecheck.run import run_tests
-from scalecheck.trace import testcase
-from scalecheck.trace.linux import facts, guest_render, vm
-from scalecheck.trace.linux.guest_build import ensure_built
+from scalecheck.run import testcase
+from scalecheck.run.linux import facts, guest_render, vm
+from scalecheck.run.linux.guest_build import ensure_built
+from scalecheck.run.run_cli import run_tests
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 

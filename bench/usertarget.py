@@ -10,12 +10,12 @@ import json
 import shutil
 from pathlib import Path
 
-from scalecheck.analyze import analyze_model, select_ops
-from scalecheck.models.loading import load_model
-from scalecheck.run import run_tests
-from scalecheck.testfile import read_tests, write_tests
-from scalecheck.testgen import generate_tests
-from scalecheck.trace.user.library import load_library
+from scalecheck.analyze.analyze import analyze_model, select_ops
+from scalecheck.formats.testfile import read_tests, write_tests
+from scalecheck.interfaces.loading import load_model
+from scalecheck.run.run_cli import run_tests
+from scalecheck.run.user.library import load_library
+from scalecheck.testgen.testgen import generate_tests
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 IMPLEMENTATIONS = {

@@ -5,10 +5,10 @@ observed terms in a model (real Z3, real paths of the posix model)."""
 import pytest
 import z3
 
-from scalecheck import testgen
 from scalecheck.engine import commute, explore
 from scalecheck.engine.commute import _apply, _smtlib, _subterm_ids, explore_pair
-from scalecheck.models.loading import load_model
+from scalecheck.interfaces.loading import load_model
+from scalecheck.testgen import testgen
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import json
 import pytest
 
 from scalecheck.engine.commute import analyze_pair as analyze_pair_uncached
-from scalecheck.models.counter import RefCounter
-from scalecheck.models.posix import Posix
-from scalecheck.models.rename import RenameFS
-from scalecheck.testgen import DEFAULT_VALUE_CAP, _pair_tests
+from scalecheck.interfaces.counter import RefCounter
+from scalecheck.interfaces.posix import Posix
+from scalecheck.interfaces.rename import RenameFS
+from scalecheck.testgen.testgen import DEFAULT_VALUE_CAP, _pair_tests
 
 
 @functools.cache

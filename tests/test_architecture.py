@@ -1,5 +1,5 @@
-"""The shape of the package: every module imports on its own, no import cycles, the run
-loop apart from its targets, and one name per module."""
+"""The shape of the package: every module imports on its own, no import cycles, no stage
+imports a later one, the run loop apart from its targets, and one name per module."""
 
 import ast
 import subprocess
@@ -76,7 +76,7 @@ def test_no_import_cycle():
 
 
 def test_the_cycle_check_finds_a_cycle(monkeypatch):
-    monkeypatch.setitem(GRAPH, "scalecheck.errors", {"scalecheck.cli"})
+    monkeypatch.setitem(GRAPH, "scalecheck.common.errors", {"scalecheck.cli"})
     assert _cycle() is not None
 
 
@@ -103,20 +103,22 @@ def _reaches(start: str, prefix: str) -> set[str]:
 
 
 def test_the_run_loop_knows_no_target_and_no_target_the_loop():
-    wings = ("scalecheck.trace.linux", "scalecheck.trace.user")
+    wings = ("scalecheck.run.linux", "scalecheck.run.user")
+    # The run command chooses the target, so it alone knows the loop and every wing.
+    command = "scalecheck.run.run_cli"
     generic = [
         name
         for name in MODULES
-        if name.startswith("scalecheck.trace.") and not name.startswith(wings)
+        if name.startswith("scalecheck.run.") and not name.startswith(wings) and name != command
     ]
-    assert "scalecheck.trace.loop" in generic
+    assert "scalecheck.run.loop" in generic
     for name in generic:
         for wing in wings:
             assert not _reaches(name, wing), f"{name} imports {_reaches(name, wing)}"
     for name in MODULES:
         for wing, other in (wings, wings[::-1]):
             if name.startswith(wing):
-                assert "scalecheck.trace.loop" not in _reaches(name, "scalecheck.trace.loop")
+                assert "scalecheck.run.loop" not in _reaches(name, "scalecheck.run.loop")
                 assert not _reaches(name, other), f"{name} imports {_reaches(name, other)}"
 
 
@@ -135,3 +137,50 @@ def test_no_module_name_is_used_twice():
                 twice.append(f"{seen[path.name].relative_to(REPO)} and {path.relative_to(REPO)}")
             seen[path.name] = path
     assert not twice, twice
+
+
+# The package's layers in pipeline order: a module may import its own layer and the ones
+# before it, never a later one. The model language and the engine are one layer: the
+# language's types are the engine's, and the engine reads the language's result markers.
+LAYERS = [
+    ("scalecheck", "scalecheck.common"),
+    ("scalecheck.model", "scalecheck.engine"),
+    ("scalecheck.interfaces",),
+    ("scalecheck.binding",),
+    ("scalecheck.formats",),
+    ("scalecheck.analyze",),
+    ("scalecheck.testgen",),
+    ("scalecheck.run",),
+    ("scalecheck.report",),
+    ("scalecheck.bench",),
+    ("scalecheck.pipeline", "scalecheck.cli"),
+]
+
+
+def _layer(name: str) -> int:
+    """The index of the layer a module belongs to: its longest matching prefix."""
+    best, found = "", None
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > len(best):
+                best, found = prefix, index
+    assert found is not None, f"{name} is in no layer of LAYERS"
+    return found
+
+
+def _later_imports(graph: dict[str, set[str]]) -> list[str]:
+    return [
+        f"{name} imports {imported}"
+        for name, imports in sorted(graph.items())
+        for imported in sorted(imports)
+        if _layer(imported) > _layer(name)
+    ]
+
+
+def test_no_stage_imports_a_later_stage():
+    assert not _later_imports(GRAPH), _later_imports(GRAPH)
+
+
+def test_the_stage_check_finds_a_later_import(monkeypatch):
+    monkeypatch.setitem(GRAPH, "scalecheck.testgen.refine", {"scalecheck.report.build"})
+    assert _later_imports(GRAPH) == ["scalecheck.testgen.refine imports scalecheck.report.build"]

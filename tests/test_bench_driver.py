@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.benchsuite.bench_results import spread_pct
-from scalecheck.benchsuite.catalog import load_catalog
+from scalecheck.bench.bench_results import spread_pct
+from scalecheck.bench.catalog import load_catalog
 from scalecheck.cli import main
 
 FAKE_BENCH = r"""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.trace import regions
+from scalecheck.run import regions
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))

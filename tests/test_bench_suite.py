@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scalecheck.benchsuite.catalog import DEFAULT_CATALOG_DIR, load_catalog
+from scalecheck.bench.catalog import DEFAULT_CATALOG_DIR, load_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,10 +8,10 @@ import pytest
 
 from scalecheck import binding
 from scalecheck.binding import abi, linux_posix
-from scalecheck.errors import UserError
-from scalecheck.models.counter import RefCounter
-from scalecheck.models.posix import Posix
-from scalecheck.trace.linux import guest_render
+from scalecheck.common.errors import UserError
+from scalecheck.interfaces.counter import RefCounter
+from scalecheck.interfaces.posix import Posix
+from scalecheck.run.linux import guest_render
 
 
 def test_schema_is_the_models_signature():

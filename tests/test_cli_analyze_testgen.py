@@ -10,8 +10,8 @@ import time
 import pytest
 
 from scalecheck.cli import main
-from scalecheck.output import stdout_reader_gone
-from scalecheck.testfile import read_tests
+from scalecheck.common.output import stdout_reader_gone
+from scalecheck.formats.testfile import read_tests
 
 
 def scalecheck(*args):
@@ -96,7 +96,7 @@ def test_a_destructors_error_after_a_stop_is_not_printed_after_the_last_line():
     code = """
 import sys
 from scalecheck import cli
-from scalecheck.errors import stop_requested
+from scalecheck.common.errors import stop_requested
 sys.unraisablehook = cli._unraisable
 class HalfBuilt:
     def __del__(self):

@@ -10,6 +10,9 @@ from scalecheck.cli import main
 from scalecheck.engine.commute import analyze_pair, explore_pair
 from scalecheck.engine.conditions import Region, pair_conditions, recheck
 from scalecheck.engine.sexpr import show
+from scalecheck.interfaces.counter import RefCounter
+from scalecheck.interfaces.posix import Posix
+from scalecheck.interfaces.rename import RenameFS
 from scalecheck.model import (
     Array,
     Bool,
@@ -21,9 +24,6 @@ from scalecheck.model import (
     ok,
     operation,
 )
-from scalecheck.models.counter import RefCounter
-from scalecheck.models.posix import Posix
-from scalecheck.models.rename import RenameFS
 from scalecheck.report.html_page import _heat_cell, commute_conditions
 from scalecheck.report.stats import Counts
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.errors import UserError
-from scalecheck.trace.store import ResultsStore
+from scalecheck.common.errors import UserError
+from scalecheck.run.store import ResultsStore
 
 DATA = Path(__file__).parent / "data"
 

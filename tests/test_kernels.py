@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from scalecheck import kernels
-from scalecheck.errors import UserError
+from scalecheck.common.errors import UserError
+from scalecheck.run.linux import kernels
 
 # As `apt-cache search --names-only ^linux-image-` lists them on Debian 12 (a sample).
 PACKAGES = [

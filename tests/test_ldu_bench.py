@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.benchsuite.catalog import load_catalog
+from scalecheck.bench.catalog import load_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 LDUSET = REPO / "native" / "ldu" / "bin" / "lduset"

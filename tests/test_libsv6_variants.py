@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.run import run_tests
+from scalecheck.run.run_cli import run_tests
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "libsv6-variants-sample.jsonl"
 

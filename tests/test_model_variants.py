@@ -9,7 +9,7 @@ import pytest
 import z3
 
 from scalecheck.engine.commute import explore_pair
-from scalecheck.models.posix import Posix
+from scalecheck.interfaces.posix import Posix
 
 Int, Bool = z3.IntSort(), z3.BoolSort()
 
@@ -120,7 +120,7 @@ def test_exec_closes_only_close_on_exec_fds():
 
 
 def test_the_analyzer_compares_fstatx_without_nlink_with_fstat(tmp_path):
-    from scalecheck import variants
+    from scalecheck.analyze import variants
 
     (comparison,) = [v for v in Posix.variants if v.variant == ("fstatx", "link")]
     sides = variants.compare(Posix, comparison)

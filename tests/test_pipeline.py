@@ -31,8 +31,8 @@ def _fake_run_tests(statuses):
     """A fake of the tracer for exit-code tests (no VM): records the tests of DIR with
     the given statuses in order (the rest "ok" and conflict-free) through the real results
     store, and returns the real run summary of those records."""
-    from scalecheck.trace import loop, outcome, testcase
-    from scalecheck.trace.store import ResultsStore
+    from scalecheck.run import loop, outcome, testcase
+    from scalecheck.run.store import ResultsStore
 
     def fake_run_tests(out_dir, *_target, **_settings):
         _, tests = testcase.read_tests(out_dir / "tests.jsonl")
@@ -72,7 +72,7 @@ def _fake_run_tests(statuses):
 def test_pipeline_exit_code_counts_mismatches_and_crashes(
     tmp_path, capsys, monkeypatch, statuses, code, counted
 ):
-    from scalecheck.trace import loop
+    from scalecheck.run import loop
 
     monkeypatch.setattr(loop, "run_tests", _fake_run_tests(statuses))
     out = tmp_path / "run"
@@ -85,7 +85,7 @@ def test_pipeline_exit_code_counts_mismatches_and_crashes(
 
 @pytest.mark.parametrize(("statuses", "code"), [([], 0), (["mismatch"], 1), (["crash"], 1)])
 def test_run_exit_code_counts_mismatches_and_crashes(tmp_path, capsys, monkeypatch, statuses, code):
-    from scalecheck.trace import loop
+    from scalecheck.run import loop
 
     shutil.copy(Path(__file__).parent / "data" / "trace_ops.jsonl", tmp_path / "tests.jsonl")
     monkeypatch.setattr(loop, "run_tests", _fake_run_tests(statuses))

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import z3
 
-from scalecheck import refine
-from scalecheck.analysisfile import pair_file
-from scalecheck.models.loading import load_model
-from scalecheck.storage import read_json
+from scalecheck.common.storage import read_json
+from scalecheck.formats.analysisfile import pair_file
+from scalecheck.interfaces.loading import load_model
+from scalecheck.testgen import refine
 from test_trace_user import ANY_ID_MODEL  # any free id: alloc's id is the implementation's choice
 
 CHOICE = "A.slots.free#0"

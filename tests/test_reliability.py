@@ -360,8 +360,8 @@ def test_an_init_that_raises_shows_its_reason(tmp_path):
 
 
 def test_a_lock_taken_a_moment_ago_is_refused_with_its_holders_name(tmp_path):
-    from scalecheck import rundir_lock
-    from scalecheck.errors import UserError
+    from scalecheck.common import rundir_lock
+    from scalecheck.common.errors import UserError
 
     # A holder between its flock and writing its name (as a command just started).
     holder = subprocess.Popen(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.analyze import analyze_model
+from scalecheck.analyze.analyze import analyze_model
 from scalecheck.report import make_report
 from scalecheck.report.browser import Browser, find_chromium
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from scalecheck.cli import main
-from scalecheck.errors import UserError
-from scalecheck.report.load import load_run
-from scalecheck.testfile import content_hash, read_tests
+from scalecheck.common.errors import UserError
+from scalecheck.formats.resultsfile import load_run
+from scalecheck.formats.testfile import content_hash, read_tests
 
 FAKE_RUN = Path(__file__).parent / "data" / "report_fake_run_a"
 

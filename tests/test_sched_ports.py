@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.benchsuite.runner import parse_result
+from scalecheck.bench.runner import parse_result
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_SH = REPO / "native" / "schedbench" / "run.sh"

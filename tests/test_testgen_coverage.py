@@ -4,9 +4,9 @@ calls is tested both ways, and one model gives the same analysis and tests on an
 import json
 import shutil
 
-from scalecheck.analyze import analyze_model
-from scalecheck.testfile import read_tests
-from scalecheck.testgen import generate_tests
+from scalecheck.analyze.analyze import analyze_model
+from scalecheck.formats.testfile import read_tests
+from scalecheck.testgen.testgen import generate_tests
 
 # Bins that hold up to two items: two adds into one bin holding none both succeed and
 # commute, so the path where both succeed holds whether or not A and B name one bin; the

@@ -4,7 +4,7 @@ the value patterns that --value-cap 1 switches off."""
 
 import z3
 
-from scalecheck import allowed, testgen
+from scalecheck.testgen import allowed, testgen
 
 
 def _path():
@@ -115,10 +115,10 @@ def test_value_cap_one_asks_the_solver_nothing():
 
 
 def test_pairs_start_largest_analysis_first_and_the_file_keeps_model_order(tmp_path, monkeypatch):
-    from scalecheck.analysisfile import pair_file
     from scalecheck.cli import main
-    from scalecheck.parallel import map_unordered
-    from scalecheck.testfile import read_tests
+    from scalecheck.common.parallel import map_unordered
+    from scalecheck.formats.analysisfile import pair_file
+    from scalecheck.formats.testfile import read_tests
 
     assert main(["analyze", "--model", "counter", "--out", str(tmp_path), "--jobs", "1"]) == 0
     started = []

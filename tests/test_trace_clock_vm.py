@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.run import run_tests
-from scalecheck.trace.linux import vm
+from scalecheck.run.linux import vm
+from scalecheck.run.run_cli import run_tests
 
 pytestmark = pytest.mark.skipif(
     not shutil.which(vm.QEMU) or not list(Path("/boot").glob("vmlinuz-*")),

@@ -1,4 +1,4 @@
-"""Tracing on a Dask cluster (trace/cluster.py) with real workers booting real VMs: a
+"""Tracing on a Dask cluster (run/cluster.py) with real workers booting real VMs: a
 LocalCluster of two workers plus one whose tracer sources differ (refused), one good
 worker killed mid-run (its batch goes out again, every test recorded once), a run
 stopped as by Ctrl-C that a rerun completes, and a guest panic on a worker whose console
@@ -18,12 +18,12 @@ import pytest
 from distributed import Client, LocalCluster
 
 from guest_diagnostics import diagnostic_test
-from scalecheck.errors import stop_requested
-from scalecheck.run import run_tests
-from scalecheck.trace.linux import vm
-from scalecheck.trace.linux.vm_worker import BATCH
-from scalecheck.trace.store import ResultsStore
-from scalecheck.trace.target import batches
+from scalecheck.common.errors import stop_requested
+from scalecheck.run.linux import vm
+from scalecheck.run.linux.vm_worker import BATCH
+from scalecheck.run.run_cli import run_tests
+from scalecheck.run.store import ResultsStore
+from scalecheck.run.target import batches
 
 REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = REPO / "tests" / "data" / "calibration.jsonl"

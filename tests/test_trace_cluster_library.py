@@ -1,4 +1,4 @@
-"""The user-space target on a Dask cluster (trace/cluster.py with library.LibraryTarget),
+"""The user-space target on a Dask cluster (run/cluster.py with library.LibraryTarget),
 with real worker processes compiling and tracing under qemu-x86_64: the same verdicts as a
 run here with one worker killed mid-batch, the logs of crashed and hung tests brought back
 where a run here keeps them, and workers whose library sources differ refused."""
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from distributed import Client, LocalCluster
 
-from scalecheck.errors import UserError
-from scalecheck.run import run_tests
-from scalecheck.trace.user import library
+from scalecheck.common.errors import UserError
+from scalecheck.run.run_cli import run_tests
+from scalecheck.run.user import library
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

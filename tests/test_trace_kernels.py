@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck import kernels
-from scalecheck.run import run_tests
-from scalecheck.trace.linux import vm
+from scalecheck.run.linux import kernels, vm
+from scalecheck.run.run_cli import run_tests
 
 CASES = Path(__file__).parent / "data" / "kernel_cases.jsonl"
 OPEN, FAULTS = (

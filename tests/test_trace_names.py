@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.trace import outcome
-from scalecheck.trace.linux import datanames, kernel_layout, type_tables
-from scalecheck.trace.linux.btf import Types
-from scalecheck.trace.linux.kernel_symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
-from scalecheck.trace.linux.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
-from scalecheck.trace.regions import Line
+from scalecheck.run import outcome
+from scalecheck.run.linux import datanames, kernel_layout, type_tables
+from scalecheck.run.linux.btf import Types
+from scalecheck.run.linux.kernel_symbols import DIRECT_MAP, KERNEL_IMAGE, VMEMMAP, KernelSymbols
+from scalecheck.run.linux.kernelmem import GuestMemory, KernelMemory, ram_mapping, read_kernel_btf
+from scalecheck.run.regions import Line
 
 SOURCE = Path(__file__).parent / "data" / "btf_types.c"
 TOOLS = ("gcc", "pahole", "bpftool")

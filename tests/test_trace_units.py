@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from scalecheck.binding import linux_posix
-from scalecheck.errors import UserError
-from scalecheck.trace import counting, outcome, regions, testcase
-from scalecheck.trace.linux import guest_render, initramfs
-from scalecheck.trace.linux.kernel_symbols import KernelSymbols
-from scalecheck.trace.store import ResultsStore
+from scalecheck.common.errors import UserError
+from scalecheck.run import counting, outcome, regions, testcase
+from scalecheck.run.linux import guest_render, initramfs
+from scalecheck.run.linux.kernel_symbols import KernelSymbols
+from scalecheck.run.store import ResultsStore
 
 DATA = Path(__file__).parent / "data"
 CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
@@ -509,7 +509,7 @@ def test_cpio_archive_layout(tmp_path):
 
 
 def test_kallsyms_block_ends_only_at_its_own_marker_line(tmp_path):
-    from scalecheck.trace.linux.vm import GuestSession
+    from scalecheck.run.linux.vm import GuestSession
 
     session = GuestSession.__new__(GuestSession)  # only its output file is needed here
     session.out_path = tmp_path / "driver.out"

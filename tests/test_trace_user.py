@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.errors import UserError
+from scalecheck.common.errors import UserError
 from scalecheck.report.build import make_report
-from scalecheck.run import run_tests
-from scalecheck.trace import loop, testcase
-from scalecheck.trace.user import dwarfnames, heapnames, library, program_worker
+from scalecheck.run import loop, testcase
+from scalecheck.run.run_cli import run_tests
+from scalecheck.run.user import dwarfnames, heapnames, library, program_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

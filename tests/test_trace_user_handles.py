@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.run import run_tests
-from scalecheck.trace.user import dwarfnames, heapnames
+from scalecheck.run.run_cli import run_tests
+from scalecheck.run.user import dwarfnames, heapnames
 from test_trace_user import generate
 
 ROOT = Path(__file__).resolve().parents[1]

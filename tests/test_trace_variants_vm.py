@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scalecheck.run import run_tests
-from scalecheck.trace.linux import vm
+from scalecheck.run.linux import vm
+from scalecheck.run.run_cli import run_tests
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests" / "data" / "trace_variants.jsonl"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from guest_diagnostics import diagnostic_test
-from scalecheck.run import run_tests
-from scalecheck.trace.linux import vm
+from scalecheck.run.linux import vm
+from scalecheck.run.run_cli import run_tests
 
 REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = REPO / "tests" / "data" / "calibration.jsonl"
@@ -85,7 +85,7 @@ def test_calibration_answers(main_run):
         }
         for function in want.get("must_touch", []):
             assert function in touched, (test["id"], sorted(touched))
-        # Conflicting data named by struct and field (trace/linux/datanames.py): each entry
+        # Conflicting data named by struct and field (run/linux/datanames.py): each entry
         # begins the name of some conflicting line. Only typed slab objects are asked for:
         # an untyped kmalloc object (fdtable.open_fds[]) is named through pointers that may
         # be gone when the host reads guest memory (docs/tracer.md, Known limits).

@@ -1,5 +1,5 @@
 /* A reference counter's interface (the shipped `counter` model:
- * src/scalecheck/models/counter.py). Two implementations: shared.c, sharded.c. */
+ * src/scalecheck/interfaces/counter.py). Two implementations: shared.c, sharded.c. */
 #ifndef REFCOUNT_H
 #define REFCOUNT_H
 

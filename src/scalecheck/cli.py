@@ -11,21 +11,21 @@ import sys
 from pathlib import Path
 
 from scalecheck import __version__
-from scalecheck.errors import UserError, stop_requested
-from scalecheck.output import run_printing
-from scalecheck.storage import NO_SPACE, no_space, os_error
+from scalecheck.common.errors import UserError, stop_requested
+from scalecheck.common.output import run_printing
+from scalecheck.common.storage import NO_SPACE, no_space, os_error
 
 # Pipeline order: model -> analyze -> testgen -> run/trace -> report; then the benchmarks.
 STAGE_MODULES = [
-    "scalecheck.analyze",
-    "scalecheck.testgen",
-    "scalecheck.refine",  # testgen's --refine-left-path
-    "scalecheck.kernels",
-    "scalecheck.run",
+    "scalecheck.analyze.analyze",
+    "scalecheck.testgen.testgen",
+    "scalecheck.testgen.refine",  # testgen's --refine-left-path
+    "scalecheck.run.linux.kernels",
+    "scalecheck.run.run_cli",
     "scalecheck.report.report_cli",
     "scalecheck.report.side_by_side",
     "scalecheck.pipeline",
-    "scalecheck.benchsuite.bench_cli",
+    "scalecheck.bench.bench_cli",
 ]
 
 

@@ -11,23 +11,23 @@ from pathlib import Path
 
 from rich.console import Console
 
-from scalecheck import argtypes, rundir_lock
-from scalecheck.analyze import (
+from scalecheck.analyze.analyze import (
     DEFAULT_MODEL_TIMEOUT,
     analyze_model,
     print_summary,
     select_ops,
 )
-from scalecheck.models.loading import load_model
-from scalecheck.run import add_trace_options, run_from_args
-from scalecheck.testgen import add_testgen_options, current_tests, generate_tests
-from scalecheck.trace.loop import (
+from scalecheck.common import argtypes, rundir_lock
+from scalecheck.interfaces.loading import load_model
+from scalecheck.run.loop import (
     EXIT_NOT_CONFORMING,
     conformance_line,
     exit_codes_help,
     not_conforming,
 )
-from scalecheck.trace.user.library import library_spec, load_library
+from scalecheck.run.run_cli import add_trace_options, run_from_args
+from scalecheck.run.user.library import library_spec, load_library
+from scalecheck.testgen.testgen import add_testgen_options, current_tests, generate_tests
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.

@@ -13,7 +13,7 @@ cover (the bytes of /sys/kernel/btf/vmlinux, or the `btf` file a probe boot left
 import sys
 from pathlib import Path
 
-from scalecheck.trace.linux.btf import AGGREGATES, Types, dump_types
+from scalecheck.run.linux.btf import AGGREGATES, Types, dump_types
 
 MEMBERS = {
     "page": ["flags", "compound_head", "mapping", "page_type"],

@@ -1,4 +1,4 @@
-/* The batch's line-based rendering of tests (written by src/scalecheck/trace/linux/guest_render.py,
+/* The batch's line-based rendering of tests (written by src/scalecheck/run/linux/guest_render.py,
  * described in docs/tracer.md): one letter per line kind, one token per value. */
 #define _GNU_SOURCE
 #include <stdio.h>

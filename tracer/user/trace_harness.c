@@ -2,7 +2,7 @@
  * scalecheck user-space harness: runs a library's tests under qemu-x86_64 with the
  * tracing plugin (mode=user). Linked with the library's adapter (scalecheck_adapter.h).
  *
- * Reads the batch file named by argv[1] (written by src/scalecheck/trace/user/program_worker.py):
+ * Reads the batch file named by argv[1] (written by src/scalecheck/run/user/program_worker.py):
  *
  *   S repeats=N
  *   T index            a test, then its lines up to E:
@@ -28,7 +28,7 @@
  *
  * After each repeat's calls the harness writes a snapshot (M lines) of the "P" ranges and
  * of the live allocations: the host follows the typed pointers in them to find the DWARF
- * type of each heap object (src/scalecheck/trace/user/dwarfnames.py), and names each
+ * type of each heap object (src/scalecheck/run/user/dwarfnames.py), and names each
  * repeat's conflicting lines from its own snapshot before it compares the repeats.
  */
 #define _GNU_SOURCE

@@ -1,7 +1,7 @@
 /*
  * check_conformance.c - random sequences of the POSIX model's operations on
  * libsv6 and on a sequential reference of their semantics
- * (src/scalecheck/models/posix.py), compared call by call: the paper's 18,
+ * (src/scalecheck/interfaces/posix.py), compared call by call: the paper's 18,
  * datagram sockets (an ordered and an unordered one, each of capacity
  * SOCK_CAPACITY), fork and posix_spawn (fstatx runs as half of fstat's calls).
  *

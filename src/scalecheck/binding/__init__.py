@@ -11,7 +11,7 @@ state, arguments and results as they are (what user-space targets read).
 
 from scalecheck.binding import linux_posix
 from scalecheck.binding.generic import Binding, describe_as_model, op_arguments
-from scalecheck.models.posix import Posix
+from scalecheck.interfaces.posix import Posix
 
 __all__ = ["Binding", "describe_as_model", "for_model", "op_arguments"]
 

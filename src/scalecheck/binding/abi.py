@@ -4,7 +4,7 @@ definition, tracer/include/scalecheck_abi.h (every ``#define SC_NAME integer`` l
 import functools
 import re
 
-from scalecheck import sources
+from scalecheck.common import sources
 
 _DEFINE = re.compile(r"^#define\s+SC_(\w+)\s+(0x[0-9a-fA-F]+|\d+)\s*$", re.MULTILINE)
 

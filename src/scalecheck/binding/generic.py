@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from scalecheck.errors import UserError
+from scalecheck.common.errors import UserError
 from scalecheck.model import Model
 
 

@@ -15,8 +15,8 @@ recovery on a real VM.
 
 from scalecheck.binding import abi
 from scalecheck.binding.generic import Binding
-from scalecheck.models.posix import SOCK_CAPACITY, ZERO, Byte, Fd, Page, Posix, SockId
-from scalecheck.models.rename import Filename
+from scalecheck.interfaces.posix import SOCK_CAPACITY, ZERO, Byte, Fd, Page, Posix, SockId
+from scalecheck.interfaces.rename import Filename
 
 if abi.value("SOCK_CAPACITY") != SOCK_CAPACITY:
     raise RuntimeError("the model's SOCK_CAPACITY differs from the driver's SC_SOCK_CAPACITY")

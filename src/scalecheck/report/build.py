@@ -3,7 +3,9 @@
 import json
 from pathlib import Path
 
-from scalecheck import __version__, rundir_lock
+from scalecheck import __version__
+from scalecheck.common import rundir_lock
+from scalecheck.formats.resultsfile import load_run
 from scalecheck.report.diff import diff_runs, format_diff_text
 from scalecheck.report.filters import (
     filter_effects,
@@ -14,7 +16,6 @@ from scalecheck.report.filters import (
 )
 from scalecheck.report.heatmap import write_heatmap
 from scalecheck.report.html_page import changes_by_test, tests_by_pair, write_index
-from scalecheck.report.load import load_run
 from scalecheck.report.pair_files import write_pair_files
 from scalecheck.report.stats import (
     LEFT_PATH,

@@ -6,8 +6,9 @@ import dataclasses
 import json
 from collections import Counter
 
-from scalecheck.errors import UserError
-from scalecheck.report.load import Run
+from scalecheck.common.errors import UserError
+from scalecheck.formats.resultsfile import Run
+from scalecheck.formats.testfile import content_hash
 from scalecheck.report.stats import (
     CONFLICT_FREE,
     CONFLICTING,
@@ -19,7 +20,6 @@ from scalecheck.report.stats import (
     percent_text,
 )
 from scalecheck.report.tables import SITE_HEADERS, format_table, site_rows
-from scalecheck.testfile import content_hash
 
 LISTED_IDS_IN_TEXT = 50
 # Results-header fields that decide what counts as a conflict: two runs that differ in one

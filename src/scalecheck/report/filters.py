@@ -5,7 +5,7 @@ Every record keeps all the shared lines it repeated (counted or not) and, per fi
 many counted conflict elements the filter removed, so one run answers for all settings.
 """
 
-from scalecheck.report.load import Run
+from scalecheck.formats.resultsfile import Run
 
 GRANULARITIES = ("bytes", "stable", "line")
 GRANULARITY_MEANING = {

@@ -9,10 +9,10 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-from scalecheck.analysisfile import read_pair
+from scalecheck.formats.analysisfile import read_pair
+from scalecheck.formats.resultsfile import Run
 from scalecheck.report.filters import naming_coverage
 from scalecheck.report.heatmap import NOT_RUN_COLOR, label_color, share_color, triangle_cells
-from scalecheck.report.load import Run
 from scalecheck.report.stats import (
     CONFLICT_FREE,
     CONFLICTING,

@@ -5,8 +5,8 @@ a plain directory (file://) as from a web server, where reading a JSON file woul
 import json
 from pathlib import Path
 
+from scalecheck.formats.resultsfile import Run
 from scalecheck.report.html_page import pair_anchor, pair_file_name, pair_fragment
-from scalecheck.report.load import Run
 
 LOADER = "scalecheckPair"
 

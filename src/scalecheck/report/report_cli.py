@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from scalecheck.errors import UserError
+from scalecheck.common.errors import UserError
 from scalecheck.report.diff import diff_line, regressions
 
 EXIT_NEW_CONFLICTS = 1

@@ -16,10 +16,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from scalecheck.errors import UserError
+from scalecheck.common.errors import UserError
+from scalecheck.formats.resultsfile import Run, load_run
 from scalecheck.report.diff import diff_runs
 from scalecheck.report.filters import GRANULARITIES, granularity_shares, naming_coverage
-from scalecheck.report.load import Run, load_run
 from scalecheck.report.stats import count_pairs, count_totals, percent_text, summary_line
 from scalecheck.report.tables import format_table
 

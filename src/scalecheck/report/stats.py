@@ -4,7 +4,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from scalecheck.report.load import NOT_RUN_STATUSES, Run
+from scalecheck.formats.resultsfile import NOT_RUN_STATUSES, Run
 
 CONFLICT_FREE = "conflict-free"
 CONFLICTING = "conflicting"

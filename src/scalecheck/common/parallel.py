@@ -1,0 +1,102 @@
+"""Per-pair work spread over processes (Z3 holds the GIL, so threads would not help)."""
+
+import contextlib
+import gc
+import multiprocessing
+import multiprocessing.connection
+import signal
+from collections.abc import Iterator
+
+from scalecheck.common.errors import check_stop
+
+
+def map_unordered(function, work: list, jobs: int | None, fresh_process: bool = False):
+    """Yield ``function(item)`` for every item, in completion order, on up to ``jobs`` processes.
+    After each result (which the caller saves first) a stop request ends the loop.
+    ``fresh_process``: every item in a process of its own that starts from the same
+    state whatever this process or earlier items did, even with one job."""
+    if not work:
+        return
+    workers = min(jobs or 1, len(work))
+    if fresh_process:
+        yield from _map_fresh(function, work, workers)
+        return
+    results: Iterator
+    with contextlib.ExitStack() as stack:
+        if workers > 1:
+            context = multiprocessing.get_context("fork")
+            pool = stack.enter_context(
+                context.Pool(workers, initializer=_worker_signals, maxtasksperchild=8)
+            )
+            results = pool.imap_unordered(function, work)
+        else:
+            results = map(function, work)
+        for result in results:
+            yield result
+            check_stop()
+
+
+def _map_fresh(function, work: list, workers: int):
+    """map_unordered's fresh processes. Each is forked by a server process (the
+    forkserver) that only imported this module's users: not from this process, whose
+    state depends on what it did before (Z3 numbers the terms it makes in order, and a
+    term's number decides where Z3 puts it among others)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([function.__module__])
+    pending = list(reversed(work))
+    running: dict = {}  # the end a worker sends its result through -> the worker
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                receiver, sender = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=_fresh_worker, args=(function, pending.pop(), sender)
+                )
+                process.start()
+                sender.close()
+                running[receiver] = process
+            for ready in multiprocessing.connection.wait(list(running)):
+                yield _result_of(ready, running.pop(ready))
+                check_stop()
+    finally:
+        for process in running.values():
+            process.terminate()
+            process.join()
+
+
+def _result_of(receiver, process):
+    try:
+        succeeded, value = receiver.recv()
+    except EOFError:
+        process.join()
+        raise RuntimeError(
+            f"a worker process ended (exit code {process.exitcode}) before sending its result"
+        ) from None
+    finally:
+        receiver.close()
+    process.join()
+    if not succeeded:
+        raise value
+    return value
+
+
+def _fresh_worker(function, item, sender):
+    """One item's work in its own process: as a pool's worker for signals; and the cyclic
+    garbage collector's counts start at zero, so that it runs at the same points of every
+    item's work (it frees Z3 terms, whose numbers Z3 gives to the next terms made)."""
+    _worker_signals()
+    gc.collect()
+    try:
+        outcome = (True, function(item))
+    except Exception as error:  # raised again in the parent, as a pool does
+        outcome = (False, error)
+    sender.send(outcome)
+    sender.close()
+
+
+def _worker_signals():
+    """Workers leave Ctrl-C to the parent, which stops the pool; the SIGTERM the pool
+    ends them with just ends them (the CLI's handler, inherited through fork, would
+    print a traceback from each idle worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -1,0 +1,239 @@
+"""Boots the traced VM (QEMU TCG, three vCPUs) and follows what it reports.
+
+Channels: the guest driver writes text lines to QEMU's debug console (port 0xe9), which
+QEMU appends to ``driver.out``; the plugin appends regions to ``trace.bin``; the kernel
+console goes to ``console.log``. All three are files, so a killed QEMU loses nothing that
+was already written.
+"""
+
+import glob
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from scalecheck.common.errors import UserError
+from scalecheck.run.linux import initramfs
+from scalecheck.run.linux.kernelmem import GuestMemory, qemu_ram
+from scalecheck.run.regions import RegionReader
+from scalecheck.run.target import die_with_parent
+
+QEMU = "qemu-system-x86_64"
+# CPU0 does the housekeeping; CPUs 1 and 2 run the two calls, shielded from the
+# scheduler's balancing, the tick and RCU callbacks. With rcu_nocb_poll the callback
+# threads poll, so a call queueing a callback never decides, by timing, to wake them.
+# nokaslr keeps kallsyms addresses valid across boots; a fixed kernel stack offset keeps
+# repeats identical.
+ISOLATION_ARGS = (
+    "nokaslr randomize_kstack_offset=off nohz_full=1-2 isolcpus=nohz,domain,1-2 "
+    "rcu_nocbs=1-2 rcu_nocb_poll"
+)
+# AppArmor (on by default in Debian) adds a label refcount every open shares; with only
+# apparmor=0, SELinux (built in, no policy; Debian's kernel ignores selinux=0) takes its
+# place with its own shared inode security state. Neither belongs to the interface under
+# test, so by default (`--lsm minor`) the LSM list keeps only the minor modules;
+# `--lsm default` leaves the kernel's own choice.
+LSM_ARGS = {
+    "minor": "apparmor=0 lsm=landlock,lockdown,yama,loadpin,safesetid,integrity,bpf",
+    "default": "",
+}
+# Without merging, every slab cache keeps objects of one type only, so the cache that holds
+# a conflicting object names its type (datanames.py); merged caches would mix types.
+NAMING_ARGS = "slab_nomerge"
+BASE_ARGS = "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic rdinit=/init"
+VCPUS = 3
+MEMORY_BYTES = 512 << 20
+MEMORY = f"{MEMORY_BYTES >> 20}M"
+# The probe boot's RAM lives in a shared file, so that the host can copy the kernel's BTF
+# out of it once the guest has powered off (facts.py). /dev/shm keeps it in host memory.
+# Traced boots keep QEMU's own RAM (huge pages); the host reads it through /proc/<pid>/mem.
+MEMORY_DIR = Path("/dev/shm")
+
+
+def default_kernel() -> Path:
+    images = sorted(glob.glob("/boot/vmlinuz-*"))
+    if not images:
+        raise UserError(
+            "no kernel found at /boot/vmlinuz-*: run scripts/setup.sh "
+            "(installs linux-image-amd64) or pass --kernel PATH"
+        )
+    return Path(images[-1])
+
+
+def check_kernel(path: Path) -> Path:
+    if path.is_dir():
+        raise UserError(f"kernel image {path} is a directory: give the image file in it")
+    if not path.is_file():
+        raise UserError(f"kernel image {path} does not exist")
+    if not os.access(path, os.R_OK):
+        raise UserError(f"kernel image {path} is not readable (try as root)")
+    return path
+
+
+def qemu_binary() -> str:
+    found = shutil.which(QEMU)
+    if not found:
+        raise UserError(f"{QEMU} not found: run scripts/setup.sh (installs qemu-system-x86)")
+    return found
+
+
+def kernel_command_line(extra: str) -> str:
+    return " ".join(p for p in (BASE_ARGS, ISOLATION_ARGS, NAMING_ARGS, extra) if p)
+
+
+class GuestSession:
+    """One boot of the VM running one batch; poll() returns new driver lines and regions."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        kernel: Path,
+        kernel_args: str,
+        base_image: Path,
+        batch_text: str,
+        plugin: Path | None,
+        entries: Path | None,
+        ram_file: bool = False,
+        plugin_options: str = "",
+    ):
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.out_path = workdir / "driver.out"
+        self.trace_path = workdir / "trace.bin"
+        self.console_path = workdir / "console.log"
+        self.pid_path = workdir / "qemu.pid"
+        # One file per runner process and VM directory, if the boot wants one.
+        self.memory_path = MEMORY_DIR / (
+            f"scalecheck-{os.getpid()}-"
+            f"{hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:12]}.ram"
+        )
+        for stale in (
+            self.out_path,
+            self.trace_path,
+            self.console_path,
+            self.pid_path,
+            self.memory_path,
+        ):
+            stale.unlink(missing_ok=True)
+        image = initramfs.build_boot_image(base_image, batch_text, workdir / "boot.cpio")
+        cmd = [
+            qemu_binary(),
+            "-accel",
+            "tcg,thread=multi",
+            "-smp",
+            str(VCPUS),
+            "-m",
+            MEMORY,
+            "-nographic",
+            "-no-reboot",
+            "-nic",
+            "none",
+            "-monitor",
+            "none",
+            "-kernel",
+            str(kernel),
+            "-initrd",
+            str(image),
+            "-append",
+            kernel_command_line(kernel_args),
+            "-serial",
+            f"file:{self.console_path}",
+            "-chardev",
+            f"file,id=driver,path={self.out_path}",
+            "-device",
+            "isa-debugcon,iobase=0xe9,chardev=driver",
+            "-pidfile",
+            str(self.pid_path),
+        ]
+        if ram_file:
+            cmd += [
+                "-object",
+                f"memory-backend-file,id=ram,size={MEMORY},mem-path={self.memory_path},share=on",
+                "-machine",
+                "memory-backend=ram",
+            ]
+        if plugin:
+            plugin_arg = f"{plugin},out={self.trace_path}"
+            if entries:
+                plugin_arg += f",entries={entries}"
+            if plugin_options:  # "transfers=on,user=on" (tracer/plugin/src/lib.rs)
+                plugin_arg += f",{plugin_options}"
+            cmd += ["-plugin", plugin_arg]
+        self.command = cmd
+        self.started = time.monotonic()
+        # QEMU writes to it until the VM is stopped; stop() closes it.
+        self._log = open(workdir / "qemu.log", "wb")  # noqa: SIM115
+        # Own process group: a Ctrl-C in the terminal reaches the runner, which then
+        # stops QEMU itself, instead of QEMU dying mid-write.
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        self._out_offset = 0
+        self._partial = b""
+        self._regions = RegionReader(self.trace_path) if plugin else None
+
+    def poll(self):
+        """New complete driver lines, then the regions written before them."""
+        lines = []
+        try:
+            with open(self.out_path, "rb") as f:
+                f.seek(self._out_offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            chunk = b""
+        self._out_offset += len(chunk)
+        data = self._partial + chunk
+        *complete, self._partial = data.split(b"\n")
+        lines = [line.decode("utf-8", "replace") for line in complete]
+        regions = self._regions.read_new() if self._regions else []
+        return lines, regions
+
+    def read_block(self, start_marker: str, end_marker: str) -> str:
+        """A raw block the driver wrote between two marker lines (kallsyms)."""
+        text = self.out_path.read_bytes().decode("utf-8", "replace")
+        start = text.index(f"\n{start_marker}\n") + len(start_marker) + 2
+        # The end marker is a line of its own ("KEND" also ends "...BACKEND").
+        return text[start : text.index(f"\n{end_marker}\n", start - 1) + 1]
+
+    def guest_memory(self) -> GuestMemory | None:
+        """The guest's RAM while QEMU runs (kernelmem.qemu_ram)."""
+        return qemu_ram(self.proc.pid, MEMORY_BYTES)
+
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def exit_description(self) -> str:
+        code = self.proc.returncode
+        if code is None:
+            return "running"
+        if code < 0:
+            return f"QEMU killed by signal {signal.Signals(-code).name}"
+        return f"QEMU exited with status {code}"
+
+    def console_tail(self, lines=12) -> str:
+        try:
+            text = self.console_path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def panic_message(self) -> str:
+        for line in reversed(self.console_tail(60).splitlines()):
+            if "Kernel panic" in line or "BUG:" in line or "Oops" in line:
+                return line.strip()
+        return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+        self.memory_path.unlink(missing_ok=True)

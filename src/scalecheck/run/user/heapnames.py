@@ -1,0 +1,197 @@
+"""Names one test's conflicting lines of a library's data, static and heap, by the
+types dwarfnames.py reads (docs/usertarget.md, "How heap objects get their type").
+
+A heap object's type is found the way the Linux target names untyped kmalloc objects
+(datanames.py): by a typed pointer that leads to it. The harness snapshots the library's
+and its adapter's static variables that hold pointers and its live allocations after a
+test's last calls; starting from the statics, every pointer field whose value is the
+start of an allocation gives that allocation the type pointed to, and the objects so
+typed are followed in turn (``table`` -> ``struct table.buckets[2]`` -> ``struct
+node.next`` -> ...). A block no pointer types takes the type its allocating function
+gives it (dwarfnames.FieldNames.allocated); one of no known type is named by its
+allocation site and the offset in the block.
+"""
+
+import bisect
+import re
+import struct
+from collections import deque
+
+from scalecheck.run.naming import join_fields, join_names, mask_bytes
+from scalecheck.run.user.dwarfnames import LINE, FieldNames, Layout
+
+_POINTER = struct.Struct("<Q")
+_LAST_INDEX = re.compile(r"\[\d+\]$")
+
+
+def name_bytes(layout: Layout, label: str, offsets: list[int]) -> str:
+    """``label`` with the fields that bytes at ``offsets`` cover: ``struct node.value``,
+    ``buckets[3].head``, ``struct table.{lock,buckets[0]}``; one name per array element."""
+    if layout.element is not None and layout.element.size:
+        by_index: dict[int, list[int]] = {}
+        for offset in offsets:
+            index, inner = divmod(offset, layout.element.size)
+            by_index.setdefault(index, []).append(inner)
+        return join_names(
+            name_bytes(layout.element, f"{label}[{index}]", inner)
+            for index, inner in by_index.items()
+        )
+    # The bytes inside one field (`value+0x3`) are the field.
+    paths = [layout.path(offset, whole_small=True).split("+")[0] for offset in offsets]
+    return join_fields(label, _arrays([p.removeprefix(".") for p in paths if p]), offsets[0])
+
+
+def _arrays(paths: list[str]) -> list[str]:
+    """Several elements of one array are the array: `bytes[]`, not `bytes[0]` to
+    `bytes[63]` (one element keeps its index: `slots[11]`)."""
+    stems = [_LAST_INDEX.sub("[]", path) for path in paths]
+    elements: dict[str, set[str]] = {}
+    for path, stem in zip(paths, stems, strict=True):
+        elements.setdefault(stem, set()).add(path)
+    return [
+        stem if len(elements[stem]) > 1 else path for path, stem in zip(paths, stems, strict=True)
+    ]
+
+
+def _array_of(element: Layout, size: int) -> Layout:
+    """The layout of an allocation of ``size`` bytes holding objects of type ``element``."""
+    array = Layout()
+    array.tag, array.element, array.size = "DW_TAG_array_type", element, size
+    return array
+
+
+def type_heap(
+    roots: list[tuple[int, str, Layout]],
+    allocations: list,
+    memory: dict[int, bytes],
+    declared: dict[int, Layout] | None = None,
+) -> dict[int, tuple[str, Layout]]:
+    """(label, layout) of the allocations (start, size, site) that typed pointers lead to
+    from the static variables ``roots`` (address, name, layout) and from the objects so
+    typed, breadth first: the first pointer found names the object. ``declared`` (start
+    -> the struct its allocating function returns) types a block no pointer typed (a
+    pointer's type wins: a function may allocate more than the object it returns).
+    ``memory``: the snapshot, start address -> bytes."""
+    sizes = {start: size for start, size, _ in allocations if start in memory}
+    typed: dict[int, tuple[str, Layout]] = {
+        start: (layout.label, layout) for start, layout in (declared or {}).items()
+    }
+    provisional = set(typed)
+    todo = deque([(start, label, layout) for start, (label, layout) in typed.items()])
+    todo.extend(roots)
+    while todo:
+        address, label, layout = todo.popleft()
+        data = _bytes_at(memory, address, layout.size)
+        for offset, path, pointee in layout.pointers():
+            if pointee is None or not pointee.size or offset + 8 > len(data):
+                continue
+            (target,) = _POINTER.unpack_from(data, offset)
+            if target not in sizes or (target in typed and target not in provisional):
+                continue
+            size = sizes[target]
+            if pointee.is_aggregate and pointee.label:
+                # `struct node *`: the object (or the array of them) is named by its type
+                name = pointee.label
+                found = _array_of(pointee, size) if size >= 2 * pointee.size else pointee
+            else:
+                # `long *counts`: the array is named by the pointer
+                name, found = f"{label}{path}", _array_of(pointee, max(size, pointee.size))
+            provisional.discard(target)
+            if typed.get(target, ("",))[0] != name:
+                typed[target] = (name, found)
+                todo.append((target, name, found))
+    return typed
+
+
+def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
+    """The snapshot's bytes at address (within the range that holds it)."""
+    if address in memory:
+        return memory[address][:size]
+    starts = sorted(memory)
+    i = bisect.bisect_right(starts, address) - 1
+    if i < 0:
+        return b""
+    start = starts[i]
+    return memory[start][address - start : address - start + size]
+
+
+class DataNamer:
+    """Names one test's conflicting lines of a library (naming.name_data): static data by
+    variable and field, heap data by the type and field of its object (the struct its
+    allocating function returns, or the type of a pointer that leads to it), else by its
+    allocation site and the offset in the block (``idtab_new:alloc(1072)+0x40``: the same
+    in every run, wherever the block lands); "" for lines of neither (their data_symbol
+    stays)."""
+
+    def __init__(
+        self,
+        fields: FieldNames,
+        statics: list[tuple[int, int, str]],
+        allocations: list[tuple[int, int, int]],
+        memory: dict[int, bytes],
+        roots: list[tuple[int, int, str]] | None = None,
+        site_function=hex,
+    ):
+        """``statics`` (address, size, name): the library's, named by field; ``roots``:
+        the static pointers heap typing starts from (the library's and its adapter's;
+        ``statics`` when None); ``site_function``: the function an allocation site (a
+        return address) lies in."""
+        self.fields, self.memory = fields, memory
+        self.statics = sorted(statics)
+        self.static_starts = [s[0] for s in self.statics]
+        self.roots = self.statics if roots is None else roots
+        self.allocations = sorted(allocations)
+        self.alloc_starts = [a[0] for a in self.allocations]
+        self.site_function = site_function
+        self._typed: dict[int, tuple[str, Layout]] | None = None
+
+    def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
+        return [self._name(kind, vaddr, mask) for kind, vaddr, _, mask in lines]
+
+    def stable_names(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
+        """The names, from this repeat's own snapshot, so as stable as the data: what
+        repeats are compared by (naming.name_data)."""
+        return self.name_lines(lines)
+
+    def _name(self, kind: str, vaddr: int, mask: int) -> str:
+        offsets = mask_bytes(mask) or list(range(LINE))
+        if kind == "static":
+            return self._group(vaddr, offsets, self.statics, self.static_starts, self._static)
+        if kind == "heap":
+            return self._group(vaddr, offsets, self.allocations, self.alloc_starts, self._heap)
+        return ""
+
+    @staticmethod
+    def _group(vaddr, offsets, entries, starts, name_one) -> str:
+        """Names the bytes by the entry (start, size, ...) that holds each."""
+        held: dict[tuple, list[int]] = {}
+        for offset in offsets:
+            address = vaddr + offset
+            i = bisect.bisect_right(starts, address) - 1
+            if i >= 0 and address < entries[i][0] + max(entries[i][1], 1):
+                held.setdefault(entries[i], []).append(address - entries[i][0])
+        return join_names(name_one(entry, inner) for entry, inner in held.items())
+
+    def _static(self, entry, offsets: list[int]) -> str:
+        _, _, name = entry
+        layout = self.fields.layout(name)
+        return name_bytes(layout, name, offsets) if layout else ""
+
+    def _heap(self, entry, offsets: list[int]) -> str:
+        if self._typed is None:
+            roots = [
+                (address, name, layout)
+                for address, _, name in self.roots
+                if (layout := self.fields.layout(name)) is not None
+            ]
+            declared = {
+                start: layout
+                for start, size, site in self.allocations
+                if (layout := self.fields.allocated(self.site_function(site), size)) is not None
+            }
+            self._typed = type_heap(roots, self.allocations, self.memory, declared)
+        found = self._typed.get(entry[0])
+        if found:
+            return name_bytes(found[1], found[0], offsets)
+        _, size, site = entry
+        return f"{self.site_function(site)}:alloc({size})+{offsets[0]:#x}"

@@ -1,0 +1,292 @@
+"""One worker's share of a library run: runs the test program under ``qemu-x86_64`` with
+the tracing plugin, call A on one thread and then call B on another, between markers;
+follows the harness's reports, turns each test's regions into a record (outcome.py), and
+restarts the program after a crash or hang, each of which costs one test."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scalecheck.common.errors import UserError
+from scalecheck.run import outcome
+from scalecheck.run.regions import RegionReader
+from scalecheck.run.target import TraceSettings, die_with_parent, save_crash_log
+from scalecheck.run.testcase import UnsupportedTest
+from scalecheck.run.user.program_symbols import ProgramSymbols
+
+QEMU_USER = "qemu-x86_64"
+# The harness's room for one value's text (SC_TEXT_LEN, tracer/user/scalecheck_adapter.h).
+TEXT_LEN = 40
+# Runs of the test program in a row that finish no test before the run gives up.
+MAX_FRUITLESS_RUNS = 3
+
+
+@dataclass
+class ProgramWorker:
+    """Runs its share of the tests in harness processes, restarting after a crash or hang."""
+
+    program: Path
+    plugin: Path
+    symbols: ProgramSymbols
+    settings: TraceSettings
+    arguments: dict  # op -> the arguments a call of it carries
+    constants: dict  # the tests file's header constants
+    trace_dir: Path
+    pending: list
+    workdir: Path
+    on_record: Callable[[dict], None]
+    stop: threading.Event
+    restarts: int = 0
+    error: BaseException | None = None
+    done: set = field(default_factory=set)
+
+    def run(self):
+        try:
+            fruitless = 0
+            while self.pending and not self.stop.is_set():
+                before = len(self.done)
+                stderr = self._one_process()
+                self.pending = [p for p in self.pending if p[1].id not in self.done]
+                self.restarts += 1
+                fruitless = 0 if len(self.done) > before else fruitless + 1
+                if fruitless >= MAX_FRUITLESS_RUNS:
+                    raise UserError(
+                        f"the test program finished no test in {fruitless} runs in a row"
+                        f" ({stderr or 'no message'}); see {self.workdir}"
+                    )
+        except BaseException as err:  # reported by the main thread
+            self.error = err
+
+    def _record(self, record: dict):
+        self.done.add(record["id"])
+        self.on_record(record)
+
+    def _batch(self) -> tuple[str, dict]:
+        parts = [f"S repeats={self.settings.repeats}\n"]
+        parts += [f"P {start:#x} {size}\n" for start, size in self.symbols.snapshot_ranges]
+        runnable = {}
+        for index, test in self.pending:
+            try:
+                parts.append(render(test, index, self.arguments, self.constants))
+                runnable[index] = test
+            except UnsupportedTest as why:
+                self._record(outcome.base_record(test, "error", str(why)))
+        return "".join(parts), runnable
+
+    def _one_process(self) -> str:
+        """One run of the test program over the pending tests; returns the last line it
+        wrote to stderr."""
+        text, runnable = self._batch()
+        if not runnable:
+            return ""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        batch_path, trace_path = self.workdir / "batch.txt", self.workdir / "trace.bin"
+        batch_path.write_text(text)
+        trace_path.unlink(missing_ok=True)
+        command = [
+            QEMU_USER,
+            "-plugin",
+            f"{self.plugin},out={trace_path},mode=user",
+            str(self.program),
+            str(batch_path),
+        ]
+        # Killed with its runner, as a VM is (a lost cluster worker leaves no program behind).
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            preexec_fn=die_with_parent,
+        )
+        lines: queue.Queue = queue.Queue()
+        reader = threading.Thread(target=_forward_lines, args=(process.stdout, lines), daemon=True)
+        reader.start()
+        regions_reader = RegionReader(trace_path)
+        regions: dict = {}
+        current = None
+        # Per repeat: the blocks it allocated, and its snapshot after the calls.
+        allocations: dict[int, list[tuple[int, int, int]]] = {}
+        memory: dict[int, dict[int, bytes]] = {}
+        last_progress, finished, failure = time.monotonic(), False, None
+        timeout = self.settings.timeout
+        try:
+            while not self.stop.is_set():
+                try:
+                    line = lines.get(timeout=0.05)
+                except queue.Empty:
+                    line = None
+                for region in regions_reader.read_new():
+                    regions[region.tag] = region
+                if line is None:
+                    if process.poll() is not None and not reader.is_alive() and lines.empty():
+                        break
+                    if current is not None and time.monotonic() - last_progress > timeout:
+                        failure = (current, "timeout", f"no result within {timeout:g} s; killed")
+                        break
+                    continue
+                last_progress = time.monotonic()
+                kind, _, rest = line.rstrip("\n").partition(" ")
+                if kind == "B":
+                    current = self._close(current, regions, allocations, memory)
+                    index = int(rest)
+                    current = (
+                        outcome.TestProgress(runnable[index], index) if index in runnable else None
+                    )
+                    allocations, memory = {}, {}
+                elif kind == "A" and current is not None:
+                    _, rep, addr, size, site = rest.split()
+                    block = (int(addr, 16), int(size), int(site, 16))
+                    allocations.setdefault(int(rep), []).append(block)
+                elif kind == "M" and current is not None:
+                    _, rep, addr, data = rest.split()
+                    memory.setdefault(int(rep), {})[int(addr, 16)] = bytes.fromhex(data)
+                elif kind in ("R", "X") and current is not None:
+                    index, rep, payload = ([*rest.split(" ", 2), "", ""])[:3]
+                    if kind == "R":
+                        res_a, _, res_b = payload.partition(" ")
+                        current.repeats[int(rep)] = ("R", res_a, res_b)
+                    else:
+                        current.repeats[int(rep)] = ("X", payload)
+                    if current.complete(self.settings.repeats):
+                        # The plugin wrote the regions at the end markers, before the
+                        # harness printed the result.
+                        for region in regions_reader.read_new():
+                            regions[region.tag] = region
+                        current = self._close(current, regions, allocations, memory)
+                elif kind == "DONE":
+                    current = self._close(current, regions, allocations, memory)
+                    finished = True
+                    break
+            if (
+                failure is None
+                and not finished
+                and current is not None
+                and process.poll() is not None
+            ):
+                failure = (current, "crash", "")
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        stderr = _read_and_close(process.stderr)
+        last_line = (stderr.strip().splitlines() or [""])[-1]
+        if failure:
+            current, status, detail = failure
+            self._fail(
+                current, status, detail or _exit_description(process.returncode, last_line), stderr
+            )
+        return last_line
+
+    def _close(self, current, regions, allocations, memory):
+        if current is None or current.test.id in self.done:
+            return None
+        if not current.complete(self.settings.repeats):
+            return current
+        repeats = self.settings.repeats
+        # Each repeat's lines are named from the blocks live in it (those of earlier
+        # repeats a library kept included, a block's latest allocation winning) and its
+        # own snapshot.
+        live: dict[int, tuple] = {}
+        namers = []
+        for rep in range(repeats):
+            live.update((block[0], block) for block in allocations.get(rep, []))
+            namers.append(self.symbols.data_namer(list(live.values()), memory.get(rep, {})))
+        record = outcome.finish(
+            current,
+            regions,
+            self.symbols.with_allocations(list(live.values())),
+            repeats,
+            self.settings.granularity,
+            self.settings.filters,
+            repeat_namers=namers,
+        )
+        self._record(record)
+        for rep in range(self.settings.repeats):
+            for side in (0, 1):
+                regions.pop(outcome.tag(current.index, rep, side), None)
+        return None
+
+    def _fail(self, current, status, detail, stderr: str):
+        if current.test.id not in self.done:
+            # Written before the record: whoever takes the record finds its log.
+            save_crash_log(self.trace_dir, current.test.id, stderr.encode())
+            self._record(outcome.base_record(current.test, status, detail))
+
+
+def _forward_lines(stream, lines: queue.Queue):
+    """Hands the program's output to the run loop line by line (a reader thread)."""
+    for line in stream:
+        lines.put(line)
+
+
+def _read_and_close(pipe) -> str:
+    if pipe is None:
+        return ""
+    with pipe:
+        return pipe.read()
+
+
+def _exit_description(code: int, stderr: str) -> str:
+    # qemu-user dies of the fatal signal the program received (SIGSEGV in a call)
+    how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    return f"test program {how}" + (f": {stderr}" if stderr else "")
+
+
+def render(test, index: int, arguments: dict, constants: dict) -> str:
+    """The harness's line-based form of one test (tracer/user/trace_harness.c), with the tests
+    file's header constants under ``constants``; raises UnsupportedTest."""
+    raw = test.raw
+    lines = [f"T {index}"]
+    setup = {"constants": constants, **(raw.get("setup") or {})}
+    for path, value in _flatten(setup):
+        lines.append(f"V {path} {value}")
+    calls = raw.get("calls") or []
+    if len(calls) != 2:
+        raise UnsupportedTest(f"a test needs exactly two calls, this one has {len(calls)}")
+    for side, call in enumerate(calls):
+        op = call.get("op")
+        if op not in arguments:
+            raise UnsupportedTest(f"call {'AB'[side]}: unknown op {op!r}")
+        args = call.get("args") or {}
+        missing = [a for a in arguments[op] if a not in args]
+        if missing:
+            raise UnsupportedTest(f"call {'AB'[side]} ({op}): missing {missing[0]!r}")
+        proc = _token(call.get("proc", 0), "proc")
+        values = [f"{a}={_token(args[a], a)}" for a in arguments[op]]
+        lines.append(" ".join(["C", str(side), proc, op, *values]))
+    lines.append("E")
+    return "\n".join(lines) + "\n"
+
+
+def _flatten(value, prefix=""):
+    """(path, token) pairs of a setup: nested keys and list indices joined by '.', the ""
+    field of an entry being the entry itself; an empty object or list is its path with the
+    text {} or [], so that it still counts as an entry of its parent."""
+    if isinstance(value, dict | list) and not value and prefix:
+        yield prefix, "{}" if isinstance(value, dict) else "[]"
+    elif isinstance(value, dict | list):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, inner in items:
+            path = f"{prefix}.{key}" if prefix and key != "" else (prefix or str(key))
+            yield from _flatten(inner, path)
+    else:
+        yield prefix, _token(value, prefix)
+
+
+def _token(value, what) -> str:
+    """An integer, boolean (0/1) or word, as the harness reads it."""
+    if isinstance(value, bool | int):
+        return str(int(value))
+    is_word = isinstance(value, str) and value.isprintable() and 0 < len(value) < TEXT_LEN
+    if is_word and not any(c.isspace() or c == "=" for c in value):
+        return value
+    raise UnsupportedTest(
+        f"{what} must be an integer, boolean or word of < {TEXT_LEN} characters, got {value!r}"
+    )
