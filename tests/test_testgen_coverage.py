@@ -2,7 +2,10 @@
 calls is tested both ways, and one model gives the same analysis and tests on any run."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 from scalecheck.analyze.analyze import analyze_model
 from scalecheck.formats.testfile import read_tests
@@ -70,26 +73,36 @@ def test_an_equality_left_open_inside_an_if_then_else_is_tested_both_ways(tmp_pa
 
 
 def test_one_model_gives_the_same_analysis_and_tests_on_any_run(tmp_path):
-    """--jobs 1, --jobs 2, and a run that resumed the pairs an interrupted one left:
-    byte for byte the same pair files, summary and tests."""
+    """--jobs 1, --jobs 2, and a run that resumed the pairs an interrupted one left, each
+    a command of its own (its own string hashing): byte for byte the same pair files,
+    summary and tests."""
     model = _bins_model(tmp_path)
-    runs = {}
-    for name, jobs in (("one", 1), ("two", 2)):
-        runs[name] = tmp_path / name
-        analyze_model(model, ["add", "count"], runs[name], jobs=jobs, quiet=True)
+    runs = {name: tmp_path / name for name in ("one", "two", "resumed")}
+    _analyze(model, runs["one"], jobs=1, hash_seed=1)
+    _analyze(model, runs["two"], jobs=2, hash_seed=2)
     # What an interruption leaves: some pairs done, the rest to do on the rerun.
-    resumed = tmp_path / "resumed"
-    shutil.copytree(runs["one"], resumed)
+    shutil.copytree(runs["one"], runs["resumed"])
     for pair in ("add-add", "count-count"):
-        (resumed / "analysis" / "pairs" / f"{pair}.json").unlink()
-    analyze_model(model, ["add", "count"], resumed, jobs=1, quiet=True)
-    runs["resumed"] = resumed
+        (runs["resumed"] / "analysis" / "pairs" / f"{pair}.json").unlink()
+    _analyze(model, runs["resumed"], jobs=1, hash_seed=3)
     for out in runs.values():
         generate_tests(out, jobs=2, quiet=True)
     reference = _files(runs.pop("one"))
     assert "analysis/pairs/add-count.json" in reference and "tests.jsonl" in reference
     for name, out in runs.items():
         assert _files(out) == reference, name
+
+
+def _analyze(model, out, jobs: int, hash_seed: int) -> None:
+    command = [sys.executable, "-m", "scalecheck.cli", "analyze", "--model", model]
+    result = subprocess.run(
+        [*command, "--out", out, "--jobs", str(jobs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def _files(out) -> dict:

@@ -4,6 +4,8 @@ import contextlib
 import gc
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.forkserver
+import os
 import signal
 from collections.abc import Iterator
 
@@ -43,6 +45,7 @@ def _map_fresh(function, work: list, workers: int):
     term's number decides where Z3 puts it among others)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([function.__module__])
+    _start_forkserver()
     pending = list(reversed(work))
     running: dict = {}  # the end a worker sends its result through -> the worker
     try:
@@ -62,6 +65,25 @@ def _map_fresh(function, work: list, workers: int):
         for process in running.values():
             process.terminate()
             process.join()
+
+
+# The forkserver's string hashing, fixed: the order of a set of names would otherwise
+# change from run to run, and with it the order in which model code makes Z3 terms.
+HASH_SEED = "0"
+
+
+def _start_forkserver() -> None:
+    """The forkserver, started (once per process) with HASH_SEED; this process's own
+    environment is left as it was for the programs it starts."""
+    saved = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = HASH_SEED
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONHASHSEED"]
+        else:
+            os.environ["PYTHONHASHSEED"] = saved
 
 
 def _result_of(receiver, process):
