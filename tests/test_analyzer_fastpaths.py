@@ -8,7 +8,7 @@ import z3
 from scalecheck.engine import commute, explore
 from scalecheck.engine.commute import _apply, _smtlib, _subterm_ids, explore_pair
 from scalecheck.interfaces.loading import load_model
-from scalecheck.testgen import testgen
+from scalecheck.testgen import patterns
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_observed_values_are_the_models_values_of_each_term(paths):
     for _path, _constraints, smt2 in paths:
         solver = z3.Solver()
         solver.from_string(smt2)
-        terms = testgen.ObservedTerms(solver)
+        terms = patterns.ObservedTerms(solver)
         atom = next(a for a in solver.assertions() if a.decl().name() == "observed")
         assert [terms[i].eq(child) for i, child in enumerate(atom.children())] == [True] * len(
             terms

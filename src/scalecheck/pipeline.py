@@ -27,7 +27,8 @@ from scalecheck.run.loop import (
 )
 from scalecheck.run.run_cli import add_trace_options, run_from_args
 from scalecheck.run.user.library import library_spec, load_library
-from scalecheck.testgen.testgen import add_testgen_options, current_tests, generate_tests
+from scalecheck.testgen.testgen import current_tests, generate_tests
+from scalecheck.testgen.testgen_cli import add_testgen_options
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.

@@ -33,7 +33,7 @@ from scalecheck.formats.analysisfile import pair_file, read_analysis_meta
 from scalecheck.formats.resultsfile import load_run
 from scalecheck.formats.testfile import file_hash, read_tests, write_tests
 from scalecheck.interfaces.loading import load_model
-from scalecheck.testgen import allowed, testgen
+from scalecheck.testgen import allowed, patterns, testgen
 
 LEFT_PATH = "left_path"
 # testgen.json: the counts of the last refinement.
@@ -90,12 +90,12 @@ class RefinablePath:
         self.path = path
         self.solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=context)
         self.solver.from_string(path["smt2"])
-        self.terms = testgen.ObservedTerms(self.solver)
+        self.terms = patterns.ObservedTerms(self.solver)
         observations = path["observations"]
         self.choices = allowed.PathChoices(
             self.solver.assertions(),
             self.terms,
-            list(testgen._all_observations(observations)),
+            list(patterns.all_observations(observations)),
             observations["results"],
         )
 
@@ -147,7 +147,7 @@ class RefinablePath:
 
     def test(self, model_cls, ops, values: list) -> dict:
         observations = self.path["observations"]
-        return testgen._concrete_test(
+        return testgen.concrete_test(
             model_cls,
             ops,
             self.path,
