@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from scalecheck.analyze.analyze import analyze_model
 from scalecheck.formats.testfile import read_tests
@@ -114,3 +115,22 @@ def _files(out) -> dict:
     }
     assert json.loads(files["analysis/meta.json"])["ops"] == ["add", "count"]
     return files
+
+
+def test_the_report_shows_the_open_equalities_the_tests_cover(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "report_fake_run_a", run)
+    counts = {"found": 10, "both_ways": 7, "infeasible_one_way": 3, "not_varied": 0}
+    (run / "testgen.json").write_text(json.dumps({"totals": {"open_equalities": counts}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "scalecheck.cli", "report", run],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    line = "7 tested both ways (100.0% of the 7 feasible both ways), 3 infeasible one way"
+    assert line in result.stdout
+    assert line in (run / "report" / "bottlenecks.txt").read_text()
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    assert summary["open_equalities"] == counts

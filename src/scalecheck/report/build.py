@@ -26,6 +26,7 @@ from scalecheck.report.stats import (
     summary_line,
 )
 from scalecheck.report.tables import format_bottlenecks, format_left_path, format_mismatches
+from scalecheck.testgen import open_equalities
 
 SUMMARY_FORMAT = "scalecheck-report"
 SUMMARY_VERSION = 1
@@ -88,6 +89,10 @@ def make_report(out_dir, other_dir=None) -> dict:
     conflicts = f"{summary['granularity']} conflicts{guest}; {naming}"
     what = f"model {run.model} on {run.kernel_name} ({conflicts})"
     title = f"{what}: {line}\n{views_line(shares)}"
+    coverage = open_equalities.read_coverage(Path(out_dir))
+    if coverage is not None:
+        summary["open_equalities"] = coverage
+        title += f"\ntests: {open_equalities.coverage_line(coverage)}"
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)
     (report_dir / "bottlenecks.txt").write_text(format_bottlenecks(sites, title), encoding="utf-8")
     (report_dir / "mismatches.txt").write_text(

@@ -17,7 +17,9 @@ negation decides it: not open.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import z3
 
@@ -26,6 +28,15 @@ import z3
 # side neither tested nor excluded (the solver answered unknown).
 COUNTS = ("found", "both_ways", "infeasible_one_way", "not_varied")
 CHOICE_MARK = "#"  # implementation choices are named CALL.label#n (engine/explore.py)
+
+
+def read_coverage(out: Path) -> dict | None:
+    """The counts of all pairs that ``out/testgen.json`` holds, or None (no testgen.json,
+    or one written before the counts were)."""
+    try:
+        return json.loads((out / "testgen.json").read_text())["totals"]["open_equalities"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def empty_counts() -> dict:
