@@ -104,10 +104,13 @@ def _result_of(receiver, process):
 
 def _fresh_worker(function, item, sender):
     """One item's work in its own process: as a pool's worker for signals; and the cyclic
-    garbage collector's counts start at zero, so that it runs at the same points of every
-    item's work (it frees Z3 terms, whose numbers Z3 gives to the next terms made)."""
+    garbage collector runs only where the work asks for it (gc.collect), not when
+    allocations reach its threshold: it frees Z3 terms, whose numbers Z3 gives to the
+    next terms made, and other threads (the Z3 deadline watchdog) allocate as the clock
+    goes, so the threshold would fall at other points on each run."""
     _worker_signals()
     gc.collect()
+    gc.disable()
     try:
         outcome = (True, function(item))
     except Exception as error:  # raised again in the parent, as a pool does

@@ -23,7 +23,7 @@ from scalecheck.engine import deadline, explore
 from scalecheck.engine.conditions import Region, pair_conditions, result_kinds, unique_exprs
 from scalecheck.engine.explore import join_name
 from scalecheck.engine.rawz3 import and_, implies
-from scalecheck.engine.sexpr import show
+from scalecheck.engine.sexpr import numbered_lets, show
 from scalecheck.engine.types import (
     ArrayValue,
     Int,
@@ -471,10 +471,11 @@ def _apply(function: z3.FuncDeclRef, terms: list) -> z3.BoolRef:
 def _smtlib(constraints: list, last: z3.BoolRef) -> str:
     """The SMT-LIB text ``Solver.to_smt2`` writes for a solver holding ``constraints``
     then ``last``; printed directly, since asserting every constraint into a solver and
-    reading them back through the Python API costs more than the printing."""
+    reading them back through the Python API costs more than the printing. Let names
+    numbered (sexpr.numbered_lets)."""
     ctx = last.ctx
     asts = [(c if isinstance(c, z3.BoolRef) else z3.BoolVal(c, ctx)).as_ast() for c in constraints]
-    return z3.Z3_benchmark_to_smtlib_string(
+    text = z3.Z3_benchmark_to_smtlib_string(
         ctx.ref(),
         "benchmark generated from python API",
         "",
@@ -484,6 +485,7 @@ def _smtlib(constraints: list, last: z3.BoolRef) -> str:
         (z3.Ast * len(asts))(*asts),
         last.as_ast(),
     )
+    return numbered_lets(text)
 
 
 # ---------------------------------------------------------------- checks before analysis

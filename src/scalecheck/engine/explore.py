@@ -14,6 +14,7 @@ is marked ``unknown`` so that callers report and count it instead of dropping it
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from dataclasses import dataclass, field
 
@@ -26,6 +27,10 @@ from scalecheck.engine.rawz3 import and_, assert_all, not_
 # this bound; values the implementation allocates during a call lie at or above it, so
 # "a fresh inode number" needs no quantifier to be unused.
 FRESH_BASE = 1000
+
+
+# Paths explored between two collections of cyclic garbage.
+GC_PATHS = 64
 
 
 def join_name(prefix: str, suffix: str) -> str:
@@ -401,6 +406,8 @@ def explore(
     paths = 0
     with symbolic_python():
         while queue:
+            if paths % GC_PATHS == 0:
+                gc.collect()  # at the same points on every run (parallel._fresh_worker)
             paths += 1
             bounds.check_paths(paths)
             bounds.check_time(started)
