@@ -16,7 +16,8 @@ series lands in the same minute) of:
   sv6-statbench-mixed    fstatx (commutative) beside fstat with refcache / a shared counter
   sv6-openbench          O_ANYFD (commutative) beside the lowest fd
   sv6-mailbench          commutative APIs beside regular ones
-  sv6-sockbench          an unordered shared socket beside an ordered one
+  sv6-sockbench          an unordered shared socket, without and with a capacity, beside
+                         an ordered one
   sockbench              Linux's datagram socket shared by all servers, one per pair, and
                          stream sockets, beside them
   *-private              each commutative loop again, workers as processes with private
@@ -31,7 +32,7 @@ run, their median (against the absolute --bar), and the medians of each run's ra
 the empty loop's in that same run ("of machine") and over its control's ("of control").
 The line transfer's ns per run shows where the host placed the two vCPUs (near: about
 50 ns; far: about 180 ns): a series whose threads move k lines per operation
-(bench/sharing.py) loses about k transfers' time per operation, which only the far
+(`scalecheck sharing`) loses about k transfers' time per operation, which only the far
 placement makes large.  Writes OUT/scaling.json, OUT/scaling.png and .svg (each series'
 ratio per run and median, each commutative series beside its control, the bar across)
 and OUT/plots/ (`scalecheck bench plot`: throughput per core).
@@ -86,6 +87,7 @@ COMMUTATIVE = {
     ("sv6-openbench", "anyfd"): ("sv6-openbench-private", "anyfd"),
     ("sv6-mailbench", "commutative"): ("sv6-mailbench-private", "commutative"),
     ("sv6-sockbench", "unordered"): ("sv6-sockbench-private", "unordered"),
+    ("sv6-sockbench", "unordered-capacity"): ("sv6-sockbench-private", "unordered-capacity"),
 }
 
 

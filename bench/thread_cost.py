@@ -4,7 +4,7 @@ the benchmark's 2-worker command run twice, its workers as threads of one proces
 processes (the control's layout), each under `perf record -e cpu-clock` from the middle of
 its warm-up to its end, and each function's CPU time per counted operation compared.
 
-bench/sharing.py counts the cache lines the threads share; what it cannot see (the C
+scalecheck sharing counts the cache lines the threads share; what it cannot see (the C
 library's allocator doing more work because frees and allocations stop balancing per
 thread, page faults of an address space that grows, a yield that waits for the other
 thread) shows here as time: a function's ns per operation in each layout, from its share
@@ -26,11 +26,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sharing import add_catalog_option, harness_result, layout_command, pick, thread_command
+
 from benchlib import REPO
 from scalecheck.bench.catalog import load_catalog
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
-from sharing import add_catalog_option, harness_result, layout_command, pick, thread_command
 
 SAMPLES_PER_SECOND = 10_000
 LAYOUTS = ("threads", "processes")

@@ -1,4 +1,4 @@
-"""bench/sharing.py: the lines two workers of a real benchmark share, traced under
+"""`scalecheck sharing`: the lines two workers of a real benchmark share, traced under
 qemu-x86_64 with the plugin and named by the program's symbols."""
 
 import json
@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from scalecheck.bench import sharing as sharing_script
 from scalecheck.run import regions
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-
-import sharing as sharing_script  # noqa: E402
+SHARING = [sys.executable, "-m", "scalecheck.cli", "sharing"]
 
 
 def sharing(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / "bench" / "sharing.py"), *args],
+        [*SHARING, *args],
         capture_output=True,
         text=True,
         timeout=900,
@@ -29,7 +28,10 @@ def sharing(*args: str) -> subprocess.CompletedProcess:
 def shared(tmp_path: Path, benchmark: str, mode: str | None, duration: str = "0.2") -> dict:
     out = tmp_path / f"{benchmark}-{mode}.json"
     series = ("--mode", mode) if mode else ()
-    run = sharing(benchmark, *series, "--duration", duration, "--json", str(out))
+    # the host's order (--quantum 0): what is asserted is which lines are shared and their
+    # names, for which a short run in any interleaving is enough
+    quantum = ("--quantum", "0")
+    run = sharing(benchmark, *series, *quantum, "--duration", duration, "--json", str(out))
     assert run.returncode == 0, run.stderr[-3000:]
     document = json.loads(out.read_text())
     groups = document["groups"]
@@ -151,11 +153,11 @@ def test_writes_to_a_line_the_other_worker_only_reads_are_invalidations(tmp_path
 
 
 def test_a_reader_that_leaves_early_loses_nothing(tmp_path):
-    """`sharing.py ... --json F | head`: F is written before the table, and the script
+    """`scalecheck sharing ... --json F | head`: F is written before the table, and the script
     exits 141 without a traceback once stdout's reader is gone."""
     out = tmp_path / "shared.json"
-    command = [sys.executable, str(REPO / "bench" / "sharing.py"), "sv6-openbench"]
-    command += ["--mode", "anyfd", "--duration", "0.2", "--json", str(out)]
+    command = [*SHARING, "sv6-openbench"]
+    command += ["--mode", "anyfd", "--quantum", "0", "--duration", "0.2", "--json", str(out)]
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     job.stdout.close()
     err = job.stderr.read()
@@ -167,14 +169,14 @@ def test_a_reader_that_leaves_early_loses_nothing(tmp_path):
 def test_unknown_benchmark_mode_or_runtime_is_refused_in_one_line():
     run = sharing("no-such-benchmark")
     assert run.returncode == 2 and run.stderr.strip().splitlines() == [
-        "sharing: error: no benchmark 'no-such-benchmark' in the catalog"
+        "scalecheck: error: no benchmark 'no-such-benchmark' in the catalog"
     ]
     run = sharing("sv6-openbench", "--mode", "fastest")
     assert run.returncode == 2
-    assert run.stderr.strip() == "sharing: error: sv6-openbench has modes: lowest, anyfd"
+    assert run.stderr.strip() == "scalecheck: error: sv6-openbench has modes: lowest, anyfd"
     run = sharing("sv6-openbench", "--runtime", "go")
     assert run.returncode == 2
-    assert run.stderr.strip() == "sharing: error: sv6-openbench has runtimes: none"
+    assert run.stderr.strip() == "scalecheck: error: sv6-openbench has runtimes: none"
 
 
 def write_catalog(directory: Path, build: str, command: str) -> Path:
@@ -192,14 +194,14 @@ EMPTY = "make -s -C native/benchmarks bin/empty"
 @pytest.mark.parametrize(
     "build, command, extra, error",
     [
-        ("exit 3", "/bin/true", [], "sharing: error: building broken failed: exit 3"),
-        ("", "/bin/false", [], "sharing: error: /bin/false exited 1: no message"),
-        ("", "/bin/sleep 30", ["--timeout", "1"], "sharing: error: broken ran past 1 s"),
+        ("exit 3", "/bin/true", [], "scalecheck: error: building broken failed: exit 3"),
+        ("", "/bin/false", [], "scalecheck: error: /bin/false exited 1: no message"),
+        ("", "/bin/sleep 30", ["--timeout", "1"], "scalecheck: error: broken ran past 1 s"),
         (
             EMPTY,
             "native/benchmarks/bin/empty --workers 1 --warmup 0 --duration {duration}",
             [],
-            "sharing: error: expected one region per worker (tags 0 and 1), found {0: 1}",
+            "scalecheck: error: expected one region per worker (tags 0 to 1), found {0: 1}",
         ),
     ],
     ids=["build-fails", "exits-non-zero", "runs-past-timeout", "one-region"],
@@ -221,7 +223,7 @@ def test_a_trace_without_transfer_counts_is_refused(tmp_path):
     trace = tmp_path / "trace.bin"
     trace.write_bytes(regions.FILE_MAGIC + region(0) + region(1))
     with pytest.raises(ValueError, match="did not count transfers"):
-        sharing_script.worker_regions(trace)
+        sharing_script.pick_workers(regions.RegionReader(trace).read_new())
 
 
 def test_a_missing_catalog_directory_is_refused_in_one_line(tmp_path):
@@ -229,7 +231,7 @@ def test_a_missing_catalog_directory_is_refused_in_one_line(tmp_path):
     assert run.returncode == 2
     assert (
         run.stderr.strip()
-        == f"sharing: error: catalog directory {tmp_path / 'nowhere'} does not exist"
+        == f"scalecheck: error: catalog directory {tmp_path / 'nowhere'} does not exist"
     )
 
 
@@ -241,7 +243,7 @@ def test_a_command_that_is_not_one_program_is_refused_in_one_line(tmp_path):
     run = sharing("broken", "--catalog", str(catalog))
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
-        f"sharing: error: {script} is not an ELF program (qemu-x86_64 traces one program: "
+        f"scalecheck: error: {script} is not an ELF program (qemu-x86_64 traces one program: "
         "the benchmark's command must start with its binary)"
     ]
 

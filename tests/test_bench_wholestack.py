@@ -1,25 +1,20 @@
-"""bench/sharing.py --system: a benchmark's two workers traced in the Linux target's guest,
+"""`scalecheck sharing --system`: a benchmark's two workers traced in the Linux target's guest,
 user space and kernel together (real QEMU, real kernel, the tracer plugin with user=on)."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-
-import wholestack  # noqa: E402
-from test_bench_sharing import publish_catalog  # noqa: E402
+from scalecheck.bench import wholestack
+from test_bench_sharing import SHARING, publish_catalog
 
 
 def system_sharing(tmp_path: Path, benchmark: str, *args: str) -> dict:
     out = tmp_path / f"{benchmark}.json"
-    script = str(REPO / "bench" / "sharing.py")
     run = subprocess.run(
-        [sys.executable, script, benchmark, "--system", *args, "--json", str(out)],
+        [*SHARING, benchmark, "--system", *args, "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -135,7 +130,7 @@ def test_the_guest_init_runs_the_command_pinned_with_its_environment():
 
 def test_processes_without_system_is_refused():
     run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "sharing.py"), "line-transfer", "--processes"],
+        [*SHARING, "line-transfer", "--processes"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -82,6 +82,16 @@ def test_unordered_socket_receivers_steal():
     assert received > 1000 and stolen > 0, line
 
 
+@pytest.mark.parametrize("variant", ["release", "debug", "tsan", "asan"])
+def test_two_senders_into_one_socket_share_no_line(variant):
+    """Sends on cores 1 and 2 into one unordered socket with room (capacity 2, the
+    model's; 32; none): neither writes a line the other writes, neither reads or writes
+    the other's partition (fenced with a pattern any read or write would trip), and
+    2,000 rounds of the two at once all succeed."""
+    line = assert_clean(sv6_check(variant, "usock-two-senders"))
+    assert counts(line)[-1] == 2000, line
+
+
 @pytest.mark.parametrize("seed", ["1", "2", "3"])
 def test_conformance_with_the_reference(seed):
     line = assert_clean(sv6_check("release", "conformance", "--ops", "100000", "--seed", seed))
@@ -145,6 +155,7 @@ def run_benchmark(benchmark: str, *args: str) -> dict:
         ("mailbench", "commutative"),
         ("sockbench", "ordered"),
         ("sockbench", "unordered"),
+        ("sockbench", "unordered-capacity"),
     ],
 )
 def test_benchmarks_run_on_the_harness(benchmark, mode):
@@ -164,6 +175,7 @@ def test_benchmarks_run_on_the_harness(benchmark, mode):
         ("statbench", "fstatx", ["--param", "layout=mixed"]),
         ("mailbench", "commutative", []),
         ("sockbench", "unordered", []),
+        ("sockbench", "unordered-capacity", []),
     ],
 )
 def test_controls_run_each_worker_as_a_process_of_its_own(benchmark, mode, params):

@@ -36,3 +36,17 @@ def test_libsv6_runs_the_new_operations_conflict_free(tmp_path):
     assert summary["mismatch"] == summary["error"] == summary["crash"] == 0
     conflicting = {test_id for test_id, r in records.items() if not r["conflict_free"]}
     assert conflicting == set()
+
+
+def test_two_sends_into_one_unordered_socket_share_no_line(tmp_path):
+    """sendto || sendto on one empty unordered socket (the generated test p5/t1 with B's
+    socket made A's, by hand): each send takes a place in its own core's partition of
+    the capacity, so no line is shared at any granularity (summing every partition's
+    length to check the capacity conflicted on `struct usock.queues[1].length`)."""
+    shutil.copy(SAMPLE.parent / "libsv6-same-socket.jsonl", tmp_path / "tests.jsonl")
+    summary = run_tests(tmp_path, target="libsv6", quiet=True, jobs=1)
+    lines = (tmp_path / "trace" / "results.jsonl").read_text().splitlines()
+    [record] = [json.loads(line) for line in lines[1:]]
+    assert record["status"] == "ok" and summary["mismatch"] == 0
+    assert record["conflicts"] == record["false_sharing"] == []
+    assert record["views"] == {"stable": True, "line": True, "bytes": True}

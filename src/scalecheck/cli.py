@@ -26,6 +26,8 @@ STAGE_MODULES = [
     "scalecheck.report.side_by_side",
     "scalecheck.pipeline",
     "scalecheck.bench.bench_cli",
+    "scalecheck.bench.sharing",
+    "scalecheck.bench.predict",
 ]
 
 

@@ -10,7 +10,8 @@
  *   C side proc op name=value...  call A (side 0) and call B (side 1), in process proc
  *   E
  *
- * preceded by lines "P addr size": the library's static data to snapshot (below).
+ * preceded by lines "P addr size": the library's static data to snapshot (below), and
+ * "W start end [file]": the code of an allocation wrapper (trace_alloc.h).
  *
  * and writes to stdout, flushed after each test repeat:
  *
@@ -37,16 +38,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "../include/scalecheck_abi.h"
-#include "../include/scalecheck_alloc.h"
 #include "../include/scalecheck_marker.h"
 #include "scalecheck_adapter.h"
+#include "trace_alloc.h"
 
 #define MAX_VALUES 512
 #define PATH_LEN 64
-#define MAX_ALLOCS 1024
 #define MAX_SNAPSHOT_RANGES 64
 /* Bytes of one range or allocation in a snapshot: pointers beyond are not followed. */
 #define SNAPSHOT_BYTES 4096
@@ -215,96 +214,12 @@ __attribute__((weak)) void sc_thread_init(int side)
 	(void)side;
 }
 
-/* ---- allocation log: each thread logs the allocations it makes, in its own memory ---- */
-
-/* An allocation, or (is_free) the release of one: the snapshot leaves freed memory out. */
-struct alloc { uintptr_t addr; size_t size; uintptr_t site; int is_free; };
-struct alloc_log { int n; struct alloc entries[MAX_ALLOCS]; };
-
-static __thread struct alloc_log *my_log;
-/* The main thread's (setup) and the two calling threads' logs. The harness's static data
- * is one line-aligned block: it never shares a cache line with the library's. */
+/* The harness's static data is one line-aligned block: it never shares a cache line with
+ * the library's. */
 static struct {
-	struct alloc_log *logs[3];
 	pthread_mutex_t handoff;
 	pthread_cond_t changed;
 } __attribute__((aligned(64))) harness = {.handoff = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
-
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *old, size_t size);
-void *__real_aligned_alloc(size_t alignment, size_t size);
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *old, size_t size);
-void *__wrap_aligned_alloc(size_t alignment, size_t size);
-void __real_free(void *addr);
-void __wrap_free(void *addr);
-
-static void *logged(void *addr, size_t size, void *site)
-{
-	if (addr && my_log && my_log->n < MAX_ALLOCS)
-		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, size, (uintptr_t)site, 0};
-	return addr;
-}
-
-void *__wrap_malloc(size_t size)
-{
-	return logged(__real_malloc(size), size, __builtin_return_address(0));
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-	return logged(__real_calloc(n, size), n * size, __builtin_return_address(0));
-}
-
-/* Logged in the thread's own log, like an allocation (never in another thread's: that
- * would be a conflict of the harness's). */
-static void log_free(void *addr)
-{
-	if (addr && my_log && my_log->n < MAX_ALLOCS)
-		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, 0, 0, 1};
-}
-
-void *__wrap_realloc(void *old, size_t size)
-{
-	log_free(old);
-	return logged(__real_realloc(old, size), size, __builtin_return_address(0));
-}
-
-void *__wrap_aligned_alloc(size_t alignment, size_t size)
-{
-	return logged(__real_aligned_alloc(alignment, size), size, __builtin_return_address(0));
-}
-
-void __wrap_free(void *addr)
-{
-	log_free(addr);
-	__real_free(addr);
-}
-
-/* A library's own allocator hands out or takes back a block (scalecheck_alloc.h). */
-void scalecheck_malloclike(void *addr, size_t size, void *site)
-{
-	logged(addr, size, site);
-}
-
-void scalecheck_freelike(void *addr)
-{
-	log_free(addr);
-}
-
-/* On pages of its own: never beside an allocation of the library's. */
-static struct alloc_log *new_log(int slot)
-{
-	struct alloc_log *log = mmap(NULL, sizeof *log, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (log == MAP_FAILED) {
-		perror("scalecheck harness: allocation log");
-		exit(3);
-	}
-	harness.logs[slot] = log;
-	return log;
-}
 
 /* ---- the two calling threads ---- */
 
@@ -338,7 +253,7 @@ static void wait_flag(int *flag)
 static void *participant_main(void *arg)
 {
 	struct participant *p = arg;
-	my_log = new_log(1 + p->side);
+	sc_alloc_log_start(1 + p->side);
 	/* The thread's first allocation attaches it to an allocator arena: done here, so that
 	 * no call pays for it inside its region (volatile: the compiler drops a bare
 	 * malloc/free pair). */
@@ -457,8 +372,8 @@ static void report_allocations(long index, int rep)
 	struct allocation_at order[3 * MAX_ALLOCS];
 	int n = 0;
 	for (int slot = 0; slot < 3; slot++) {
-		for (int i = 0; i < harness.logs[slot]->n; i++) {
-			const struct alloc *a = &harness.logs[slot]->entries[i];
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++) {
+			const struct alloc *a = &sc_alloc_logs[slot]->entries[i];
 			if (!a->is_free) {
 				order[n] = (struct allocation_at){a, n};
 				n++;
@@ -473,7 +388,7 @@ static void report_allocations(long index, int rep)
 		printf("A %ld %d %#lx %zu %#lx\n", index, rep, (unsigned long)a->addr, a->size, (unsigned long)a->site);
 	}
 	for (int slot = 0; slot < 3; slot++)
-		harness.logs[slot]->n = 0;
+		sc_alloc_logs[slot]->n = 0;
 }
 
 /* ---- memory snapshot ---- */
@@ -513,10 +428,10 @@ static void print_memory(long index, int rep, uintptr_t addr, size_t size)
  * before call A's (1), which comes before call B's (2). */
 static int freed_later(int slot, int i)
 {
-	uintptr_t addr = harness.logs[slot]->entries[i].addr;
+	uintptr_t addr = sc_alloc_logs[slot]->entries[i].addr;
 	for (int s = slot; s < 3; s++)
-		for (int j = s == slot ? i + 1 : 0; j < harness.logs[s]->n; j++)
-			if (harness.logs[s]->entries[j].is_free && harness.logs[s]->entries[j].addr == addr)
+		for (int j = s == slot ? i + 1 : 0; j < sc_alloc_logs[s]->n; j++)
+			if (sc_alloc_logs[s]->entries[j].is_free && sc_alloc_logs[s]->entries[j].addr == addr)
 				return 1;
 	return 0;
 }
@@ -526,8 +441,8 @@ static void report_snapshot(long index, int rep)
 	for (int i = 0; i < snapshot_ranges.n; i++)
 		print_memory(index, rep, snapshot_ranges.addr[i], snapshot_ranges.size[i]);
 	for (int slot = 0; slot < 3; slot++)
-		for (int i = 0; i < harness.logs[slot]->n; i++) {
-			const struct alloc *a = &harness.logs[slot]->entries[i];
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++) {
+			const struct alloc *a = &sc_alloc_logs[slot]->entries[i];
 			if (!a->is_free && a->size && !freed_later(slot, i))
 				print_memory(index, rep, a->addr, a->size);
 		}
@@ -573,7 +488,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: no header line\n", argv[1]);
 		return 2;
 	}
-	my_log = new_log(0);
+	sc_alloc_log_start(0);
 	start_participants();
 	printf("READY\n");
 	fflush(stdout);
@@ -581,6 +496,8 @@ int main(int argc, char **argv)
 	while (fgets(line, sizeof line, in)) {
 		if (line[0] == 'P')
 			add_snapshot_range(line);
+		if (line[0] == 'W')
+			sc_alloc_add_wrapper(line);
 		if (line[0] != 'T')
 			continue;
 		memset(&t, 0, sizeof t);

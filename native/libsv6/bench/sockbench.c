@@ -6,6 +6,9 @@
  *   ordered    one queue: every send and receive takes its lock
  *   unordered  per-core queues: a request waits on its client's core, where that core's
  *              server takes it
+ *   unordered-capacity  the same, the socket bounded to REQUEST_CAPACITY datagrams: a
+ *              send takes a place in its core's share of the capacity (each worker has
+ *              one request out, so no partition fills and no send spills)
  * Workers are threads of one libsv6 process; with --processes each is a process of its
  * own with a copy of the world made before the fork, sharing no memory: the control
  * (catalog: sv6-sockbench-private).
@@ -20,7 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const modes[] = {"ordered", "unordered", NULL};
+static const char *const modes[] = {"ordered", "unordered", "unordered-capacity", NULL};
+
+/* One place per core's partition (SV6_NCORES): the least capacity that gives every
+ * partition a share. */
+#define REQUEST_CAPACITY SV6_NCORES
 
 struct sock_run {
     struct sv6_world *world;
@@ -35,7 +42,7 @@ static void process_setup(struct hc_run *run)
     struct sock_run *s = calloc(1, sizeof *s);
     if (!s)
         hc_fail("out of memory");
-    bool unordered = strcmp(run->mode, "unordered") == 0;
+    bool unordered = strncmp(run->mode, "unordered", strlen("unordered")) == 0;
     s->world = sv6_world_create(SV6_WORLD_SELF_TICK);
     s->proc = sv6_proc_create(s->world);
     s->request = sv6_socket(s->proc, unordered, SV6_O_ANYFD);
@@ -43,6 +50,9 @@ static void process_setup(struct hc_run *run)
         s->reply[i] = sv6_socket(s->proc, unordered, SV6_O_ANYFD);
     if (s->request < 0)
         hc_fail("socket: %d", s->request);
+    if (strcmp(run->mode, "unordered-capacity") == 0 &&
+        sv6_socket_capacity(s->proc, s->request, REQUEST_CAPACITY) < 0)
+        hc_fail("socket capacity");
     run->data = s;
 }
 

@@ -61,6 +61,7 @@ int check_radix_unit(const struct check_args *args);
 int check_radix_stress(const struct check_args *args);
 int check_usock_unit(const struct check_args *args);
 int check_usock_stress(const struct check_args *args);
+int check_usock_two_senders(const struct check_args *args);
 int check_posix_unit(const struct check_args *args);
 int check_posix_stress(const struct check_args *args);
 int check_conformance(const struct check_args *args);

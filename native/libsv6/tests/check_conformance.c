@@ -13,6 +13,7 @@
  */
 #include "check.h"
 
+#include "sv6/core.h"
 #include "sv6/sv6.h"
 
 #include <errno.h>
@@ -509,12 +510,30 @@ static void op_memaccess(struct run *r, int pid, bool write)
         AGREE(r, unit_value(r, r->page) == in->data[m->off], "memread of a file");
 }
 
+/* A socket call on one of cores 0-2, then back on the run's own core: sends into an
+ * unordered socket fill their partitions' shares of the capacity and spill, receives
+ * steal, and the socket must still be full and empty exactly when the model says. */
+static ssize_t on_some_core(struct run *r, ssize_t (*call)(struct sv6_proc *, int, void *, size_t),
+                            int pid, int fd, unsigned char *byte)
+{
+    unsigned own = sv6_core();
+    sv6_core_set(check_below(&r->rng, 3));
+    ssize_t result = call(r->procs[pid], fd, byte, 1);
+    sv6_core_set(own);
+    return result;
+}
+
+static ssize_t send_call(struct sv6_proc *p, int fd, void *buf, size_t n)
+{
+    return sv6_send(p, fd, buf, n);
+}
+
 static void op_sendto(struct run *r, int pid)
 {
     int k = (int)check_below(&r->rng, NSOCKS);
     struct ref_sock *q = &r->ref.socks[k];
     unsigned char byte = (unsigned char)(0x41 + check_below(&r->rng, 4));
-    ssize_t result = sv6_send(r->procs[pid], SOCK_FD + k, &byte, 1);
+    ssize_t result = on_some_core(r, send_call, pid, SOCK_FD + k, &byte);
     if (q->length == SOCK_CAPACITY) {
         AGREE(r, result == -EAGAIN, "send to a full socket: %zd", result);
         return;
@@ -528,7 +547,7 @@ static void op_recvfrom(struct run *r, int pid)
     int k = (int)check_below(&r->rng, NSOCKS);
     struct ref_sock *q = &r->ref.socks[k];
     unsigned char byte = 0;
-    ssize_t result = sv6_recv(r->procs[pid], SOCK_FD + k, &byte, 1);
+    ssize_t result = on_some_core(r, sv6_recv, pid, SOCK_FD + k, &byte);
     if (q->length == 0) {
         AGREE(r, result == -EAGAIN, "receive from an empty socket: %zd", result);
         return;

@@ -22,6 +22,7 @@ static const struct {
     {"dir-unit", check_dir_unit},             {"dir-stress", check_dir_stress},
     {"radix-unit", check_radix_unit},         {"radix-stress", check_radix_stress},
     {"usock-unit", check_usock_unit},         {"usock-stress", check_usock_stress},
+    {"usock-two-senders", check_usock_two_senders},
     {"posix-unit", check_posix_unit},         {"posix-stress", check_posix_stress},
     {"conformance", check_conformance},       {"leak-on-purpose", check_leak_on_purpose},
 };

@@ -61,6 +61,7 @@ def register(subparsers):
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument(
         "--jobs",
+        "-j",
         type=argtypes.count,
         default=os.cpu_count(),
         help="pairs analysed in parallel (default: all cores)",

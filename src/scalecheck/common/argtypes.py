@@ -28,6 +28,14 @@ def count(text: str) -> int:
     return value
 
 
+def count_list(text: str) -> list[int]:
+    """Counts of at least 1, comma-separated ("2,4,8"): sorted, each once."""
+    counts = sorted({count(part) for part in text.split(",")})
+    if not counts:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of counts")
+    return counts
+
+
 def limit(text: str) -> int:
     """An integer of at least 0: how many of something to take."""
     value = _number(int, text)

@@ -28,6 +28,7 @@ FLAG_RESTARTED = 2
 FLAG_PCS_TRUNCATED = 4
 FLAG_TRANSFERS = 8  # the plugin ran with transfers=on: lines carry both counts
 FLAG_PAIR_TRANSFERS = 16  # ... and, from a plugin that counts them, their pair transfers
+FLAG_SCHEDULE_LAPSED = 32  # quantum=Q: the vCPU once ran without its turn
 
 _HEAD = struct.Struct("<IIII QQ II")
 _LINE = struct.Struct("<QQQQI")

@@ -5,6 +5,7 @@ date; a target's own parts are built by its wing (run/linux/guest_build.py,
 run/user/program_build.py)."""
 
 import hashlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -40,16 +41,28 @@ SHOWN_DIAGNOSTICS = 10
 def _diagnostics(output: str | None) -> str:
     """What a failed build said: its compiler diagnostics (``file:line: error: ...``, and
     the warnings -Werror made fatal, which the closing ``cc1: all warnings being treated
-    as errors`` does not repeat), the first on the line, the rest under it; else its last
-    line."""
+    as errors`` does not repeat) and the linker's own lines (``undefined reference to``,
+    ``cannot find -lx``; not collect2's closing ``ld returned 1``), the first on the line,
+    the rest under it; else its last line."""
     lines = (output or "").strip().splitlines()
-    found = [line for line in lines if ": error: " in line or ": warning: " in line]
+    found = [line for line in lines if _is_diagnostic(line)]
     if not found:
         return lines[-1] if lines else "(no output)"
     more = [f"  {line}" for line in found[1 : 1 + SHOWN_DIAGNOSTICS]]
     if len(found) > 1 + SHOWN_DIAGNOSTICS:
         more.append(f"  ... and {len(found) - 1 - SHOWN_DIAGNOSTICS} more")
     return "\n".join([found[0], *more])
+
+
+def _is_diagnostic(line: str) -> bool:
+    if line.startswith("collect2: "):
+        return False
+    linker = _LINKER_LINE.match(line) is not None and ": in function " not in line
+    return linker or ": error: " in line or ": warning: " in line or "undefined reference" in line
+
+
+# A line the linker wrote itself: `/usr/bin/ld: cannot find -lck: No such file or directory`.
+_LINKER_LINE = re.compile(r"^\S*\bld(\.\w+)?: ")
 
 
 def _cargo() -> str:

@@ -25,7 +25,11 @@ def register(subparsers):
     parser.add_argument("dir", type=Path, help="the directory given to `scalecheck analyze --out`")
     add_testgen_options(parser)
     parser.add_argument(
-        "--jobs", type=argtypes.count, default=os.cpu_count(), help="pairs processed in parallel"
+        "--jobs",
+        "-j",
+        type=argtypes.count,
+        default=os.cpu_count(),
+        help="pairs processed in parallel",
     )
     parser.add_argument("--json", action="store_true", help="print the per-pair counts as JSON")
     parser.set_defaults(func=run)

@@ -14,7 +14,8 @@
 //!
 //! With `transfers=on` each line also counts its transfers: the accesses of this region's
 //! vCPU that a coherent cache with room for every line would have had to bring from
-//! another vCPU (a read of a line another vCPU wrote last, a write to a line that other
+//! another vCPU (a read of a line another vCPU wrote, by each vCPU that does not hold it:
+//! at N vCPUs, each waiter of a lock reads its release again; a write to a line that other
 //! vCPUs hold and this one does not), in the order the traced accesses of all vCPUs reach
 //! the plugin; and apart from them its invalidations: the writes to a line this vCPU
 //! already holds while other vCPUs hold it too, which move no data but take the line from
@@ -31,7 +32,8 @@
 //! Plugin arguments: `out=PATH` (binary output), `entries=PATH` (optional: kernel entry
 //! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 32;
 //! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
-//! `transfers=on`, `user=on`.
+//! `transfers=on`, `user=on`, `quantum=Q` (the vCPUs with a region open take turns of Q
+//! instructions: schedule.rs).
 
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -43,6 +45,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+mod schedule;
+use schedule::Schedule;
 
 /// `nopl disp32(%rax)` = 0f 1f 80 + disp32: a 7-byte NOP carrying a 32-bit magic.
 const NOPL_DISP32: [u8; 3] = [0x0f, 0x1f, 0x80];
@@ -69,6 +74,8 @@ const FLAG_PCS_TRUNCATED: u32 = 4;
 const FLAG_TRANSFERS: u32 = 8;
 /// Each line record carries its pair transfers after them (`transfers=on`).
 const FLAG_PAIR_TRANSFERS: u32 = 16;
+/// With `quantum=Q`: this vCPU once ran without its turn (the schedule's order lapsed).
+const FLAG_SCHEDULE_LAPSED: u32 = 32;
 /// The pairs' holders are kept in this many maps, each under its own lock, so that vCPUs
 /// touching different lines seldom wait for each other.
 const HOLDER_SHARDS: usize = 64;
@@ -128,8 +135,9 @@ struct LineInfo {
 #[derive(Default)]
 struct Holders {
     vcpus: u64,
-    /// Written by its one holder since any other vCPU last read it.
-    modified: bool,
+    /// A vCPU wrote it: a vCPU that does not hold it reads the writer's data, from another
+    /// cache (not from memory), however many others read it since.
+    written: bool,
 }
 
 /// What one access cost the coherent cache.
@@ -137,7 +145,7 @@ struct Holders {
 enum Coherence {
     /// Served from this vCPU's own copy, or the first access of any vCPU.
     Local,
-    /// The line came from another vCPU: a read of a line another vCPU wrote last, a write
+    /// The line came from another vCPU: a read of a line another vCPU wrote, a write
     /// to a line other vCPUs hold and this one does not.
     Transfer,
     /// A write to a line this vCPU holds beside others: no data moves, the other copies go.
@@ -173,15 +181,14 @@ impl Holders {
         let cost = match (store, held) {
             (true, false) if others => Coherence::Transfer,
             (true, true) if others => Coherence::Invalidation,
-            (false, false) if self.modified => Coherence::Transfer,
+            (false, false) if self.written => Coherence::Transfer,
             _ => Coherence::Local,
         };
         if store {
             self.vcpus = me;
-            self.modified = true;
+            self.written = true;
         } else {
             self.vcpus |= me;
-            self.modified &= cost != Coherence::Transfer;
         }
         cost
     }
@@ -291,6 +298,8 @@ struct Tracer {
     user_code: bool,
     /// With `transfers=on`: every traced pair's holders, sharded by pair.
     holders: Option<Vec<Mutex<LineMap<PairHolders>>>>,
+    /// With `quantum=Q`: the turns the vCPUs with a region open take.
+    schedule: Option<Schedule>,
 }
 
 static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -307,6 +316,7 @@ impl Tracer {
     fn on_marker(&self, index: VCPUIndex, magic: u32) {
         let Some(cell) = self.vcpu(index) else { return };
         let mut vcpu = cell.lock().unwrap();
+        let started = magic == MARK_START;
         // Markers run in user mode, so no kernel entry can be in progress on this vCPU;
         // resetting here repairs any imbalance a context switch left behind.
         vcpu.entries.clear();
@@ -328,11 +338,32 @@ impl Tracer {
             }
             MARK_END => {
                 self.active[index as usize].0.store(false, Ordering::Release);
-                if let Some(region) = vcpu.region.take() {
+                if let Some(mut region) = vcpu.region.take() {
                     drop(vcpu);
+                    if let Some(schedule) = &self.schedule {
+                        schedule.leave(index);
+                        if schedule.take_lapses(index) > 0 {
+                            region.flags |= FLAG_SCHEDULE_LAPSED;
+                        }
+                    }
                     self.write_region(index, &region);
                 }
+                return;
             }
+            _ => {}
+        }
+        drop(vcpu);
+        // Outside the vCPU's lock: the turn may be another's.
+        if let (true, Some(schedule)) = (started, &self.schedule) {
+            schedule.join(index);
+        }
+    }
+
+    /// A vCPU with a region open stops (`waiting`) or starts again taking turns.
+    fn on_wait(&self, index: VCPUIndex, waiting: bool) {
+        match &self.schedule {
+            Some(schedule) if self.is_active(index) && waiting => schedule.leave(index),
+            Some(schedule) if self.is_active(index) => schedule.join(index),
             _ => {}
         }
     }
@@ -505,6 +536,11 @@ impl Register for ConflictTracer {
             Some(Value::Integer(n)) if *n > 0 => *n as usize,
             _ => 32,
         };
+        let quantum = match args.parsed.get("quantum") {
+            Some(Value::Integer(n)) if *n > 0 => Some(*n as u64),
+            _ => None,
+        };
+        let user_mode = string_arg(args, "mode").as_deref() == Some("user");
         let tracer = Tracer {
             active: (0..MAX_VCPUS).map(|_| ActiveFlag::default()).collect(),
             vcpus: (0..MAX_VCPUS).map(|_| Mutex::new(Vcpu::default())).collect(),
@@ -513,17 +549,27 @@ impl Register for ConflictTracer {
             exc_entries,
             switch_entries,
             max_pcs,
-            user_mode: string_arg(args, "mode").as_deref() == Some("user"),
+            user_mode,
             user_code: matches!(args.parsed.get("user"), Some(Value::Bool(true))),
             // QEMU parses on/off, yes/no, true/false as booleans.
             holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
                 .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(LineMap::default())).collect()),
+            schedule: quantum.map(|q| Schedule::new(q, MAX_VCPUS)),
         };
         if TRACER.set(tracer).is_err() {
             panic!("scalecheck-tracer installed twice");
         }
-        // SAFETY: `on_translate` has the signature QEMU calls it with; TRACER is set.
-        unsafe { sys::qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_translate)) };
+        // SAFETY: the callbacks have the signatures QEMU calls them with; TRACER is set.
+        unsafe {
+            sys::qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_translate));
+            if quantum.is_some() && user_mode {
+                sys::qemu_plugin_register_vcpu_syscall_cb(id, Some(on_syscall));
+                sys::qemu_plugin_register_vcpu_syscall_ret_cb(id, Some(on_syscall_return));
+            } else if quantum.is_some() {
+                sys::qemu_plugin_register_vcpu_idle_cb(id, Some(on_idle));
+                sys::qemu_plugin_register_vcpu_resume_cb(id, Some(on_resume));
+            }
+        }
         Ok(())
     }
 }
@@ -569,6 +615,14 @@ impl Tracer {
 /// box per translated instruction) missed the cache and were about a third of QEMU's time.
 unsafe extern "C" fn on_translate(_id: sys::qemu_plugin_id_t, tb: *mut sys::qemu_plugin_tb) {
     let t = tracer();
+    if t.schedule.is_some() {
+        sys::qemu_plugin_register_vcpu_tb_exec_cb(
+            tb,
+            Some(on_block),
+            sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+            sys::qemu_plugin_tb_n_insns(tb) as *mut c_void,
+        );
+    }
     for index in 0..sys::qemu_plugin_tb_n_insns(tb) {
         let insn = sys::qemu_plugin_tb_get_insn(tb, index);
         let pc = sys::qemu_plugin_insn_vaddr(insn);
@@ -606,6 +660,65 @@ unsafe extern "C" fn on_exec(vcpu: VCPUIndex, event: *mut c_void) {
         EXEC_IRETQ => t.on_iretq(vcpu),
         magic => t.on_marker(vcpu, magic as u32),
     }
+}
+
+/// A block of `count` instructions (its data) starts on `vcpu`: with `quantum=Q`, its
+/// turn's instructions.
+unsafe extern "C" fn on_block(vcpu: VCPUIndex, count: *mut c_void) {
+    let t = tracer();
+    if let (true, Some(schedule)) = (t.is_active(vcpu), &t.schedule) {
+        schedule.ran(vcpu, count as u64);
+    }
+}
+
+/// x86-64 Linux system calls that may wait for another thread (or yield to one): a vCPU
+/// leaves the turns for them. Any other call keeps its turn (it runs in the host, where no
+/// access is traced, and ends without another thread's help).
+const WAITING_SYSCALLS: [i64; 26] = [
+    0, 1, 7, 19, 20, 23, 24, 34, 35, 43, 45, 47, 61, 65, 70, 202, 220, 230, 232, 247, 270, 271,
+    281, 288, 299, 435,
+];
+
+fn may_wait(num: i64) -> bool {
+    WAITING_SYSCALLS.contains(&num)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn on_syscall(
+    _id: sys::qemu_plugin_id_t,
+    vcpu: VCPUIndex,
+    num: i64,
+    _a1: u64,
+    _a2: u64,
+    _a3: u64,
+    _a4: u64,
+    _a5: u64,
+    _a6: u64,
+    _a7: u64,
+    _a8: u64,
+) {
+    if may_wait(num) {
+        tracer().on_wait(vcpu, true);
+    }
+}
+
+unsafe extern "C" fn on_syscall_return(
+    _id: sys::qemu_plugin_id_t,
+    vcpu: VCPUIndex,
+    num: i64,
+    _: i64,
+) {
+    if may_wait(num) {
+        tracer().on_wait(vcpu, false);
+    }
+}
+
+unsafe extern "C" fn on_idle(_id: sys::qemu_plugin_id_t, vcpu: VCPUIndex) {
+    tracer().on_wait(vcpu, true);
+}
+
+unsafe extern "C" fn on_resume(_id: sys::qemu_plugin_id_t, vcpu: VCPUIndex) {
+    tracer().on_wait(vcpu, false);
 }
 
 unsafe extern "C" fn on_memory(
@@ -682,6 +795,7 @@ mod tests {
             user_mode,
             user_code,
             holders: None,
+            schedule: None,
         }
     }
 

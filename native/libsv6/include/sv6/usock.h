@@ -11,10 +11,13 @@
  * empty queues without touching their locks.
  *
  * Receive never blocks: -EAGAIN when every queue is empty.  A socket may be
- * given a capacity (the datagrams it holds at most; 0, the default, is none):
- * send then fails with -EAGAIN when the queues hold that many.  Checking it
- * reads every queue's length line, so bounded sends to an unordered socket
- * share lines with the other cores' sends and receives (docs/libsv6.md).
+ * given a capacity (the datagrams it holds at most; 0, the default, is none),
+ * split into per-partition shares that add up to it: a sender takes a place in
+ * its own core's partition while that has room, reading and writing no other
+ * partition's line; only when its partition is full does it spill into the next
+ * partitions in turn, passing full ones after a read of their length.  Send
+ * fails with -EAGAIN only when every partition was full at one moment, so the
+ * socket holds exactly up to its capacity (docs/libsv6-design.md).
  */
 #ifndef SV6_USOCK_H
 #define SV6_USOCK_H
@@ -33,7 +36,8 @@ struct usock_msg;
 
 struct usock_queue {
     SV6_ALIGNED struct sv6_lock lock;
-    _Atomic size_t length;
+    _Atomic size_t length;       /* datagrams queued or being queued here */
+    _Atomic unsigned long taken; /* datagrams ever taken from here */
     struct usock_msg *head, *tail;
 };
 

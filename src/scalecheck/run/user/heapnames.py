@@ -132,7 +132,8 @@ class DataNamer:
         roots: list[tuple[int, int, str]] | None = None,
         site_function=hex,
     ):
-        """``statics`` (address, size, name): the library's, named by field; ``roots``:
+        """``statics`` (address, size, name): the program's, named by field when their
+        DWARF is known, else by symbol (only those the conflicting bytes touch); ``roots``:
         the static pointers heap typing starts from (the library's and its adapter's;
         ``statics`` when None); ``site_function``: the function an allocation site (a
         return address) lies in."""
@@ -173,9 +174,12 @@ class DataNamer:
         return join_names(name_one(entry, inner) for entry, inner in held.items())
 
     def _static(self, entry, offsets: list[int]) -> str:
+        """A variable by its fields (DWARF), else by its symbol and the offset touched."""
         _, _, name = entry
         layout = self.fields.layout(name)
-        return name_bytes(layout, name, offsets) if layout else ""
+        if layout:
+            return name_bytes(layout, name, offsets)
+        return f"{name}+{offsets[0]:#x}" if offsets[0] else name
 
     def _heap(self, entry, offsets: list[int]) -> str:
         if self._typed is None:

@@ -18,9 +18,11 @@ from scalecheck.common.errors import UserError
 from scalecheck.interfaces.loading import load_model, model_fingerprint
 from scalecheck.run.target import TargetMismatch, TraceSettings, run_workers
 from scalecheck.run.tracer_build import ensure_plugin
+from scalecheck.run.user import installed
+from scalecheck.run.user.adapter_check import check_adapter
 from scalecheck.run.user.library import Library, load_library
 from scalecheck.run.user.program_build import adapter_object, build_program, library_objects
-from scalecheck.run.user.program_symbols import ProgramSymbols
+from scalecheck.run.user.program_symbols import Installed, ProgramSymbols, program_functions
 from scalecheck.run.user.program_worker import QEMU_USER, ProgramWorker
 
 # Tests a cluster worker is sent in one task, at most (one program run traces them all).
@@ -37,6 +39,7 @@ class LibraryRun:
     trace: TraceSettings
     arguments: dict  # op -> the arguments a call of it carries
     constants: dict  # the tests file's header constants
+    optional: set  # the operations the adapter may leave out
 
     @classmethod
     def open(cls, tests_header: dict, trace: TraceSettings, spec: str) -> LibraryRun:
@@ -51,8 +54,11 @@ class LibraryRun:
                 f"tests of model {tests_header.get('model')!r}, but {library.manifest} "
                 f"implements model {library.model!r}"
             )
-        arguments = binding.for_model(model_cls).call_arguments()
-        return cls(library, trace, arguments, tests_header.get("constants") or {})
+        model_binding = binding.for_model(model_cls)
+        arguments = model_binding.call_arguments()
+        # What an adapter may leave out: the target's own operations, the manifest's unbound.
+        optional = {*model_binding.extra_ops, *library.unbound}
+        return cls(library, trace, arguments, tests_header.get("constants") or {}, optional)
 
     def known_ops(self):
         return self.arguments
@@ -61,14 +67,58 @@ class LibraryRun:
         target = LibraryTarget(
             self.library, self.library.fingerprint(), self.trace, self.arguments, self.constants
         )
-        header = {
-            "target": f"lib:{self.library.name}",
-            "library": {"manifest": str(self.library.manifest), "sources": target.sources},
-        }
-        return target, target.prepare(trace_dir, log), header
+        prepared = target.prepare(trace_dir, log)
+        check_adapter(prepared.path, self.arguments, self.optional)
+        library: dict = {"manifest": str(self.library.manifest), "sources": target.sources}
+        header = {"target": f"lib:{self.library.name}", "library": library}
+        lacking = prepared.symbols.lacking_dwarf
+        if lacking:
+            library["without_dwarf"] = list(lacking)
+            # what the report's naming line says was not named by field
+            header["naming"] = {"missing": f"no DWARF in {_listed(lacking)}: named by symbol"}
+        return target, prepared, header
 
     def summary(self, prepared: Program) -> dict:
         return {"library": {"manifest": str(self.library.manifest), "sources": prepared.sources}}
+
+
+def installed_parts(library: Library, program: Path, log) -> Installed:
+    """The installed libraries' archives linked into the program, their symbols and debug
+    files; the objects without DWARF are said on ``log`` (their data named by symbol)."""
+    archives = installed.linked_archives(library)
+    code: set[str] = set()
+    data: set[str] = set()
+    debug_files: list[Path] = []
+    lacking: list[str] = []
+    linked = {name for _, _, name in program_functions(program)}
+    for archive in archives:
+        defined_code, defined_data = installed.archive_symbols(archive)
+        code |= defined_code
+        data |= defined_data
+        found = installed.debug_info(archive, linked)
+        debug_files += found.files
+        lacking += found.lacking
+    shared = installed.linked_shared_objects(library)
+    for shared_object in shared:
+        found = installed.shared_debug_info(shared_object)
+        debug_files += found.files
+        lacking += found.lacking
+    if lacking:
+        log(f"no DWARF (data named by symbol): {_listed(lacking)}")
+    return Installed(
+        tuple(archives),
+        frozenset(code),
+        frozenset(data),
+        tuple(debug_files),
+        library.allocators,
+        tuple(lacking),
+        tuple(shared),
+    )
+
+
+def _listed(objects, shown: int = 8) -> str:
+    more = f" and {len(objects) - shown} more" if len(objects) > shown else ""
+    return ", ".join(objects[:shown]) + more
 
 
 @dataclass(frozen=True)
@@ -113,6 +163,7 @@ class LibraryTarget:
             library_objects(self.library, out),
             (adapter_object(self.library, out),),
             (self.library.adapter, *self.library.sources),
+            installed_parts(self.library, program, log),
         )
         return Program(program, ensure_plugin(), symbols, trace_dir, found)
 

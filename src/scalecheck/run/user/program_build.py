@@ -8,10 +8,28 @@ from pathlib import Path
 
 from scalecheck.common import sources
 from scalecheck.run.tracer_build import run_step
+from scalecheck.run.user.installed import linked_archives, linked_shared_objects, pkg_config
 from scalecheck.run.user.library import Library
 
-# Allocation functions the harness wraps (ld --wrap) to record each test's heap blocks.
-WRAPPED = ("malloc", "calloc", "realloc", "aligned_alloc", "free")
+# Allocation functions the harness wraps (ld --wrap, tracer/user/trace_alloc.c) to record
+# each test's heap blocks.
+WRAPPED = (
+    "malloc",
+    "calloc",
+    "realloc",
+    "aligned_alloc",
+    "posix_memalign",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "free",
+)
+# The harness's objects: statically linked (the entry points wrapped), or with shared
+# libraries (the entry points defined over glibc's, tracer/user/trace_alloc.c).
+HARNESS_OBJECTS = {
+    False: ("trace_harness.o", "trace_alloc.o"),
+    True: ("trace_harness.o", "trace_alloc_shared.o"),
+}
 
 
 def user_dir() -> Path:
@@ -22,27 +40,50 @@ def build_program(library: Library, out: Path) -> Path:
     """Compiles the library and its adapter with the library's flags and links them with
     the harness into one static program (rebuilt when any input changed)."""
     run_step(["make", "-s", "-C", str(user_dir())], "user-space harness")
-    harness = user_dir() / "build" / "trace_harness.o"
+    harness = [user_dir() / "build" / name for name in HARNESS_OBJECTS[library.shared]]
     program = out / f"{library.name}-{library.fingerprint()}"
-    if program.exists() and program.stat().st_mtime >= harness.stat().st_mtime:
+    # Rebuilt when the harness or an installed library (a package upgrade) is newer.
+    inputs = [*harness, *linked_archives(library), *linked_shared_objects(library)]
+    if program.exists() and program.stat().st_mtime >= max(i.stat().st_mtime for i in inputs):
         return program
     out.mkdir(parents=True, exist_ok=True)
     include = ["-I", str(user_dir()), "-I", str(library.adapter.parent)]
     cc = os.environ.get("CC", "cc")
+    cflags = [*library.cflags, *pkg_config(library, "--cflags")]
     objects = []
     for source in (library.adapter, *library.sources):
         obj = _object_path(library, source, out)
         run_step(
-            [cc, *library.cflags, "-pthread", *include, "-c", "-o", str(obj), str(source)],
+            [cc, *cflags, "-pthread", *include, "-c", "-o", str(obj), str(source)],
             f"library source {source.name}",
         )
         objects.append(str(obj))
-    wrap = ",".join(f"--wrap={name}" for name in WRAPPED)
+    link_inputs = [*map(str, harness), *objects, *link_flags(library)]
     run_step(
-        [cc, "-static", "-pthread", f"-Wl,{wrap}", "-o", str(program), str(harness), *objects],
+        [cc, *_link_mode(library), "-o", str(program), *link_inputs],
         f"test program of {library.name}",
     )
     return program
+
+
+def _link_mode(library: Library) -> list[str]:
+    """Static: the allocation entry points wrapped. Shared: not position-independent (the
+    program's symbols at their link addresses, as a static program's), its symbols
+    exported (the shared objects' allocations bound to the harness's), every symbol bound
+    at load (lazy binding would write the GOT inside the calls)."""
+    if library.shared:
+        return ["-no-pie", "-rdynamic", "-pthread", "-Wl,-z,now"]
+    wrap = ",".join(f"--wrap={name}" for name in WRAPPED)
+    return ["-static", "-pthread", f"-Wl,{wrap}"]
+
+
+def link_flags(library: Library) -> list[str]:
+    """The installed libraries the manifest links, after the objects that use them: its
+    ldflags, its libs (a path, or a name as -lNAME) and its packages' link flags (those
+    for static linking, with the dependencies' libraries, unless linked shared)."""
+    libs = [lib if "/" in lib else f"-l{lib}" for lib in library.libs]
+    static = () if library.shared else ("--static",)
+    return [*library.ldflags, *libs, *pkg_config(library, *static, "--libs")]
 
 
 def _object_path(library: Library, source: Path, out: Path) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -13,8 +14,59 @@ from elftools.elf.elffile import ELFFile
 from scalecheck.common.errors import UserError
 from scalecheck.run.outcome import function_of
 from scalecheck.run.user import dwarfnames, heapnames
+from scalecheck.run.user.shared_objects import object_symbols
 
 LINE = 64
+# Allocation wrappers of common libraries (GLib, GNU's x-functions, libc's copies): a
+# block one of them allocated is named by its caller. A manifest adds its own.
+DEFAULT_ALLOCATORS = (
+    "g_malloc",
+    "g_malloc0",
+    "g_realloc",
+    "g_try_malloc",
+    "g_try_malloc0",
+    "g_try_realloc",
+    "g_malloc_n",
+    "g_malloc0_n",
+    "g_realloc_n",
+    "g_try_malloc_n",
+    "g_try_malloc0_n",
+    "g_try_realloc_n",
+    "g_slice_alloc",
+    "g_slice_alloc0",
+    "g_slice_copy",
+    "g_memdup",
+    "g_memdup2",
+    "g_strdup",
+    "g_strndup",
+    "g_aligned_alloc",
+    "g_aligned_alloc0",
+    "xmalloc",
+    "xcalloc",
+    "xrealloc",
+    "xzalloc",
+    "xstrdup",
+    "xmemdup",
+    "strdup",
+    "strndup",
+    "__strdup",
+    "__strndup",
+)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What the program links of installed libraries (installed.py): the functions and data
+    their archives define, debug files found for them, and the allocation wrappers the
+    manifest names."""
+
+    archives: tuple[Path, ...] = ()
+    code: frozenset[str] = frozenset()
+    data: frozenset[str] = frozenset()
+    debug_files: tuple[Path, ...] = ()
+    allocators: tuple[str, ...] = ()
+    lacking_dwarf: tuple[str, ...] = ()  # archive(member) of no DWARF, here or separate
+    shared: tuple[Path, ...] = ()  # the library's shared objects (link = "shared")
 
 
 def _overlapping(starts: list, entries: list, line: int) -> list:
@@ -34,26 +86,42 @@ class ProgramSymbols:
         library_objects: list[Path],
         adapter_objects: tuple[Path, ...] = (),
         sources: tuple[Path, ...] = (),
+        installed: Installed | None = None,
     ):
         """``sources``: the adapter's and the library's, whose DWARF in the program names
-        data (the adapter's first: the library's own win a clash of names)."""
+        data (the adapter's first: the library's own win a clash of names); ``installed``:
+        the installed libraries linked in (their DWARF is in the program or in debug
+        files, of units of sources not known here: every unit is read)."""
+        installed = installed or Installed()
+        self.lacking_dwarf = installed.lacking_dwarf
         self._program = program
         self._pc_names: dict[int, str] = {}
         functions, objects = _symbols(program, "STT_FUNC"), _symbols(program, "STT_OBJECT")
-        self.library_data = {
+        self.library_data = installed.data | {
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
         }
         # with -g: the field of a static variable at the line (buckets[1].head), and the
         # types of the adapter's variables
-        self.fields = dwarfnames.FieldNames([program], list(sources))
-        self.library_code = {
+        self.fields = dwarfnames.FieldNames(
+            [program, *installed.debug_files],
+            None if installed.archives or installed.shared else list(sources),
+        )
+        self.library_code = installed.code | {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
         }
+        self.shared_objects = installed.shared
+        for path in installed.shared:
+            self.library_code |= {name for _, _, name in object_symbols(path, "STT_FUNC")}
+            self.library_data |= {name for _, _, name in object_symbols(path, "STT_OBJECT")}
+        self.allocator_ranges = _allocator_ranges(
+            functions, installed, set(DEFAULT_ALLOCATORS) | set(installed.allocators)
+        )
+        self._identity: tuple = (program,)
+        self._loaded: list[tuple[int, str]] = []  # (load address, file) of shared objects
         self._functions, self._objects = functions, objects
         self._function_starts = [f[0] for f in functions]
         self._object_starts = [o[0] for o in objects]
         self.allocations: list = []  # (addr, size, site) of one test
-        self.library_statics = [o for o in objects if o[2] in self.library_data]
         # The statics the harness snapshots after a test: the roots of heap typing, the
         # library's and the adapter's (the handles it keeps: `struct idtab *table`), each
         # of the size its DWARF type says (not a namesake of libc's).
@@ -79,11 +147,27 @@ class ProgramSymbols:
         named._alloc_starts = [a[0] for a in named.allocations]
         return named
 
+    def loaded(self, link_map: tuple[tuple[int, Path], ...]) -> ProgramSymbols:
+        """The same names, with the code and data of the shared objects one run of the
+        program loaded at these addresses (shared_objects.read_link_map)."""
+        named = object.__new__(ProgramSymbols)
+        named.__dict__.update(self.__dict__)
+        for base, path in link_map:
+            for kind, into in (("STT_FUNC", "_functions"), ("STT_OBJECT", "_objects")):
+                shifted = [(base + at, size, name) for at, size, name in object_symbols(path, kind)]
+                setattr(named, into, sorted([*getattr(named, into), *shifted]))
+        named._function_starts = [f[0] for f in named._functions]
+        named._object_starts = [o[0] for o in named._objects]
+        named._pc_names = {}
+        named._loaded = sorted((base, path.name) for base, path in link_map)
+        named._identity = (self._program, link_map)
+        return named
+
     def data_namer(self, allocations: list, memory: dict[int, bytes]) -> heapnames.DataNamer:
         """Names one test's conflicting lines of the library down to the field, heap objects
         by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
         return heapnames.DataNamer(
-            self.fields, self.library_statics, allocations, memory, self.roots, self.function
+            self.fields, self._objects, allocations, memory, self.roots, self.function
         )
 
     def pc_name(self, pc: int) -> str:
@@ -93,11 +177,17 @@ class ProgramSymbols:
             i = bisect.bisect_right(self._function_starts, pc) - 1
             start, size, function = self._functions[i] if i >= 0 else (0, 0, "")
             if i < 0 or pc >= start + max(size, 1):
-                name = hex(pc)
+                name = self._object_offset(pc)
             else:
                 name = f"{function}+{pc - start:#x}" if pc > start else function
             self._pc_names[pc] = name
         return name
+
+    def _object_offset(self, pc: int) -> str:
+        """A code address no symbol holds (a shared object's static function, without its
+        debug file): ``libck.so.0.7.1@0x3b2f``, the same in every run; else hex."""
+        i = bisect.bisect_right(self._loaded, (pc, chr(0x10FFFF))) - 1
+        return f"{self._loaded[i][1]}@{pc - self._loaded[i][0]:#x}" if i >= 0 else hex(pc)
 
     def function(self, pc: int) -> str:
         return function_of(self.pc_name(pc))
@@ -132,10 +222,30 @@ class ProgramSymbols:
     # views compare equal, so what outcome caches per symbols (sets of PCs by function)
     # is computed once per program, not once per test.
     def __hash__(self):
-        return hash(self._program)
+        return hash(self._identity)
 
     def __eq__(self, other):
-        return isinstance(other, ProgramSymbols) and other._program == self._program
+        return isinstance(other, ProgramSymbols) and other._identity == self._identity
+
+
+def _allocator_ranges(functions: list, installed: Installed, wrappers: set[str]) -> list:
+    """(start, end, file) of the allocation wrappers' code (g_malloc, the manifest's
+    `allocators`): a block is named by the first caller outside them (the harness looks
+    for it, tracer/user/trace_alloc.c). ``file``: "" for the program's own code, else the
+    shared object the range is an offset into. GCC's clones count (x.constprop.0)."""
+    shared = [(str(path), object_symbols(path, "STT_FUNC")) for path in installed.shared]
+    objects = [("", functions), *shared]
+    return [
+        (start, start + size, file)
+        for file, symbols in objects
+        for start, size, name in symbols
+        if name.split(".")[0] in wrappers and size
+    ]
+
+
+def program_functions(program: Path) -> list:
+    """Sorted (address, size, name) of a program's functions."""
+    return _symbols(program, "STT_FUNC")
 
 
 def _symbols(path: Path, kind: str) -> list:

@@ -5,6 +5,7 @@ restarts the program after a crash or hang, each of which costs one test."""
 
 from __future__ import annotations
 
+import os
 import queue
 import subprocess
 import threading
@@ -19,6 +20,7 @@ from scalecheck.run.regions import RegionReader
 from scalecheck.run.target import TraceSettings, die_with_parent, save_crash_log
 from scalecheck.run.testcase import UnsupportedTest
 from scalecheck.run.user.program_symbols import ProgramSymbols
+from scalecheck.run.user.shared_objects import read_link_map
 
 QEMU_USER = "qemu-x86_64"
 # The harness's room for one value's text (SC_TEXT_LEN, tracer/user/scalecheck_adapter.h).
@@ -45,6 +47,7 @@ class ProgramWorker:
     restarts: int = 0
     error: BaseException | None = None
     done: set = field(default_factory=set)
+    run_symbols: ProgramSymbols | None = None  # of the program's current run
 
     def run(self):
         try:
@@ -70,6 +73,10 @@ class ProgramWorker:
     def _batch(self) -> tuple[str, dict]:
         parts = [f"S repeats={self.settings.repeats}\n"]
         parts += [f"P {start:#x} {size}\n" for start, size in self.symbols.snapshot_ranges]
+        parts += [
+            f"W {start:#x} {end:#x} {file}".rstrip() + "\n"
+            for start, end, file in self.symbols.allocator_ranges
+        ]
         runnable = {}
         for index, test in self.pending:
             try:
@@ -99,6 +106,7 @@ class ProgramWorker:
         # Killed with its runner, as a VM is (a lost cluster worker leaves no program behind).
         process = subprocess.Popen(
             command,
+            env=self._environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -184,6 +192,27 @@ class ProgramWorker:
             )
         return last_line
 
+    def _environment(self) -> dict | None:
+        """A program with shared libraries writes where it loaded them (read by
+        _symbols_of_run) and binds every symbol at load (lazily, the first call in a
+        region would write the GOT); None: the runner's own environment."""
+        self.run_symbols = None
+        if not self.symbols.shared_objects:
+            return None
+        self._link_map().unlink(missing_ok=True)
+        return {**os.environ, "SCALECHECK_LINK_MAP": str(self._link_map()), "LD_BIND_NOW": "1"}
+
+    def _link_map(self) -> Path:
+        return self.workdir / "link-map.txt"
+
+    def _symbols_of_run(self) -> ProgramSymbols:
+        """The program's names, with the shared objects where this run loaded them (the
+        program wrote its link map before its first line)."""
+        if self.run_symbols is None:
+            loaded = read_link_map(self._link_map()) if self.symbols.shared_objects else ()
+            self.run_symbols = self.symbols.loaded(loaded) if loaded else self.symbols
+        return self.run_symbols
+
     def _close(self, current, regions, allocations, memory):
         if current is None or current.test.id in self.done:
             return None
@@ -195,13 +224,14 @@ class ProgramWorker:
         # own snapshot.
         live: dict[int, tuple] = {}
         namers = []
+        symbols = self._symbols_of_run()
         for rep in range(repeats):
             live.update((block[0], block) for block in allocations.get(rep, []))
-            namers.append(self.symbols.data_namer(list(live.values()), memory.get(rep, {})))
+            namers.append(symbols.data_namer(list(live.values()), memory.get(rep, {})))
         record = outcome.finish(
             current,
             regions,
-            self.symbols.with_allocations(list(live.values())),
+            symbols.with_allocations(list(live.values())),
             repeats,
             self.settings.granularity,
             self.settings.filters,

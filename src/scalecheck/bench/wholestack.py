@@ -1,4 +1,4 @@
-"""A benchmark's workers traced in user space and in the kernel together (bench/sharing.py
+"""A benchmark's workers traced in user space and in the kernel together (scalecheck sharing
 --system): the program runs inside the Linux target's guest (the same QEMU, kernel and
 kernel facts as `scalecheck trace`), under the tracer plugin with `user=on` (user code's
 accesses recorded beside the kernel's) and `transfers=on`.
@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from scalecheck.errors import UserError
-from scalecheck.trace.linux import datanames, facts, guest_build, initramfs, vm
-from scalecheck.trace.linux.btf import Types
-from scalecheck.trace.linux.kernel_symbols import KernelSymbols
-from scalecheck.trace.linux.kernelmem import KernelMemory
-from scalecheck.trace.linux.type_tables import TypeTables
-from scalecheck.trace.regions import Region
+from scalecheck.common.errors import UserError
+from scalecheck.run.linux import datanames, facts, guest_build, initramfs, vm
+from scalecheck.run.linux.btf import Types
+from scalecheck.run.linux.kernel_symbols import KernelSymbols
+from scalecheck.run.linux.kernelmem import KernelMemory
+from scalecheck.run.linux.type_tables import TypeTables
+from scalecheck.run.regions import Region
 
 GUEST_INIT = "/scalecheck-bench"
 GUEST_WORKDIR = "/t/work"

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""The cache lines that two workers of a benchmark both touch, one of them writing: what
-keeps its 2-worker run from twice its 1-worker one, named.
+"""`scalecheck sharing`: the cache lines that the workers of a benchmark touch, one of them
+writing: what keeps its N-worker run from N times its 1-worker one, named, with their
+transfers per operation at each N (--cpus 2,4,8,16).
 
-The benchmark's catalog command runs with 2 workers as threads (a control's --processes
+The benchmark's catalog command runs with N workers as threads (a control's --processes
 becomes --threads: one address space) under qemu-x86_64 with scalecheck's tracer plugin;
-with --system, inside the Linux target's guest instead (bench/wholestack.py), where the
-kernel's lines are traced beside the program's.
+with --system, inside the Linux target's guest instead (wholestack.py, 2 workers), where the
+kernel's lines are traced beside the program's. In user mode the plugin's quantum schedule
+(--quantum, default QUANTUM instructions) has the workers take turns: N emulated CPUs run
+as N cores running together would interleave, in an order that depends on instruction
+counts, not on the host's scheduler (docs/many-cores.md).
 The harness marks each worker's loop as a region tagged with its index, so what its setup
 and teardown touch is left out. Each shared line is named by the program's static data
 that holds it, else by the object whose image holds it ("libc.so.6 data"), or "(heap or
@@ -34,9 +38,13 @@ is the library and the harness; for a system call, only the call's user-space si
 caches and BTF: `kernel: files_struct.fdtab`), the program's as above (`user: ...`), and
 the workers may be processes (--processes: a control's layout) instead of threads.
 
-usage: python3 bench/sharing.py BENCHMARK [--mode M] [--runtime R] [--duration S]
-                                [--system [--processes]] [--env NAME=VALUE] [--top N]
-                                [--catalog DIR] [--json FILE]
+`lines`, for any N, ranks the lines by their name alone (data, summed over the workers):
+transfers and invalidations per operation; the two-worker `groups` and `pair_groups` above
+are given at N = 2.
+
+usage: scalecheck sharing BENCHMARK [--mode M] [--runtime R] [--cpus N[,N...]] [--duration S]
+                          [--system [--processes]] [--env NAME=VALUE] [--top N]
+                          [--catalog DIR] [--json FILE] [--plot FILE] [--quantum Q]
 Exit status 0 after the table, 2 when the benchmark cannot be built or run (with --system,
 also when the guest twice fails to reach its init within 300 s: one such boot is tried
 again, which stderr says), 141 when stdout's reader leaves before the table ends (--json is
@@ -57,32 +65,43 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-import wholestack
-from benchlib import REPO
-from scalecheck.benchsuite.catalog import load_catalog
-from scalecheck.benchsuite.runner import fill_placeholders, parse_result
-from scalecheck.errors import UserError
-from scalecheck.output import run_printing
-from scalecheck.trace.linux.kernel_symbols import USER_END
-from scalecheck.trace.outcome import conflict_bytes
-from scalecheck.trace.regions import (
+from scalecheck.bench import wholestack
+from scalecheck.bench.catalog import load_catalog
+from scalecheck.bench.runner import fill_placeholders, parse_result
+from scalecheck.common import argtypes, sources
+from scalecheck.common.errors import UserError
+from scalecheck.common.output import run_printing
+from scalecheck.run.linux.kernel_symbols import USER_END
+from scalecheck.run.outcome import conflict_bytes
+from scalecheck.run.regions import (
     FLAG_PAIR_TRANSFERS,
+    FLAG_SCHEDULE_LAPSED,
     FLAG_TRANSFERS,
     Region,
     RegionReader,
     shared_lines,
 )
-from scalecheck.trace.tracer_build import ensure_plugin
-from scalecheck.trace.user.program_symbols import ProgramSymbols
-from scalecheck.trace.user.program_worker import QEMU_USER
+from scalecheck.run.tracer_build import ensure_plugin
+from scalecheck.run.user.program_symbols import ProgramSymbols
+from scalecheck.run.user.program_worker import QEMU_USER
 
-WORKERS = 2
 LINE_BYTES = 64
+# The plugin's vCPUs (tracer/plugin/src/lib.rs MAX_VCPUS), the harness's main thread among
+# them in user mode.
+MAX_CPUS = 63
+# Instructions per turn of the plugin's quantum schedule: about what a core runs while a
+# contended line crosses to it (a transfer costs 100-400 cycles on the machines of
+# docs/many-cores.md). Counts of operations longer than it do not depend on it; a line
+# written at every operation of L < QUANTUM instructions moves about L / QUANTUM times
+# per operation (the sensitivity measured there).
+QUANTUM = 200
 
 
-def thread_command(template: str, series: dict, warmup: float, duration: float, workdir: str):
-    """The catalog command for 2 workers as threads, as an argument list."""
-    values = {"cores": WORKERS, **series, "warmup": warmup, "duration": duration}
+def thread_command(
+    template: str, series: dict, warmup: float, duration: float, workdir: str, workers: int
+):
+    """The catalog command for `workers` workers as threads, as an argument list."""
+    values = {"cores": workers, **series, "warmup": warmup, "duration": duration}
     argv = shlex.split(fill_placeholders(template, {**values, "workdir": workdir}))
     return ["--threads" if arg == "--processes" else arg for arg in argv]
 
@@ -96,7 +115,7 @@ def layout_command(argv: list[str], layout: str) -> list[str]:
 
 def program_path(name: str) -> Path:
     """The command's program: from the checkout, where the command runs, or on PATH."""
-    return REPO / name if "/" in name else Path(shutil.which(name) or name)
+    return sources.root() / name if "/" in name else Path(shutil.which(name) or name)
 
 
 def is_elf(path: Path) -> bool:
@@ -116,21 +135,16 @@ def pick(benchmark: str, axis: str, values: tuple, asked: str | None) -> str:
     return chosen
 
 
-def worker_regions(trace: Path) -> list:
-    """Worker 0's and worker 1's regions; ValueError when the trace does not hold one each."""
-    return pick_workers(RegionReader(trace).read_new())
-
-
-def pick_workers(regions: list[Region]) -> list[Region]:
-    """Worker 0's and worker 1's regions of a trace; ValueError when it does not hold one
-    each, or they carry no transfer counts."""
+def pick_workers(regions: list[Region], count: int = 2) -> list[Region]:
+    """The regions of workers 0 to count - 1 of a trace; ValueError when it does not hold
+    one each, or they carry no transfer counts."""
     by_tag: dict[int, list] = {}
     for region in regions:
         by_tag.setdefault(region.tag, []).append(region)
-    if sorted(by_tag) != list(range(WORKERS)) or any(len(r) != 1 for r in by_tag.values()):
+    if sorted(by_tag) != list(range(count)) or any(len(r) != 1 for r in by_tag.values()):
         found = {tag: len(r) for tag, r in sorted(by_tag.items())}
-        raise ValueError(f"expected one region per worker (tags 0 and 1), found {found}")
-    workers = [by_tag[index][0] for index in range(WORKERS)]
+        raise ValueError(f"expected one region per worker (tags 0 to {count - 1}), found {found}")
+    workers = [by_tag[index][0] for index in range(count)]
     if not all(region.flags & FLAG_TRANSFERS for region in workers):
         raise ValueError("the plugin did not count transfers (an older build?)")
     if not all(region.flags & FLAG_PAIR_TRANSFERS for region in workers):
@@ -376,20 +390,21 @@ def harness_names(result: dict, program: Path) -> tuple[int, SharedObjects]:
     among them (its addresses that no symbol holds, the PLT and the GOT that the loader
     fills in, are named by its file), from the harness's result; UserError without them."""
     harness = result.get("harness")
-    bias = harness.get("load_bias") if isinstance(harness, dict) else None
-    if not isinstance(bias, int):
+    if not isinstance(harness, dict) or not isinstance(harness.get("load_bias"), int):
         raise UserError("the result has no harness.load_bias (scalecheck's harness gives it)")
+    bias = harness["load_bias"]
     image = {"path": str(program), "bias": bias}
     return bias, SharedObjects([image, *harness.get("shared_objects", [])])
 
 
-def benchmark_command(args, entry, mode: str, runtime: str, workdir: str) -> tuple:
-    """Builds the benchmark: (argv, program) of its 2-worker command; UserError when it
-    cannot be built or does not start with an ELF program."""
-    if entry.build and subprocess.run(entry.build, shell=True, cwd=REPO).returncode != 0:
+def benchmark_command(args, entry, mode: str, runtime: str, workdir: str, workers: int) -> tuple:
+    """Builds the benchmark: (argv, program) of its command with `workers` workers;
+    UserError when it cannot be built or does not start with an ELF program."""
+    built = subprocess.run(entry.build, shell=True, cwd=sources.root()) if entry.build else None
+    if built is not None and built.returncode != 0:
         raise UserError(f"building {entry.name} failed: {entry.build}")
     series = {"mode": mode, "runtime": runtime}
-    argv = thread_command(entry.command, series, args.warmup, args.duration, workdir)
+    argv = thread_command(entry.command, series, args.warmup, args.duration, workdir, workers)
     if args.system:
         argv = layout_command(argv, "processes" if args.processes else "threads")
     program = program_path(argv[0])
@@ -413,15 +428,15 @@ def harness_result(run: subprocess.CompletedProcess, command: str) -> dict:
         raise UserError(str(err)) from None
 
 
-def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> tuple:
-    """Runs the benchmark's 2 worker threads under qemu-x86_64 and the plugin: (result,
-    regions, groups, pair groups); UserError when it cannot be run or read."""
+def trace_workers(args, name: str, argv: list, program: Path, scratch: str, workers: int) -> tuple:
+    """Runs the benchmark's worker threads under qemu-x86_64 and the plugin: (result,
+    regions, groups, pair groups, lines); UserError when it cannot be run or read."""
     trace = Path(scratch) / "trace.bin"
-    plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on"
+    plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on,quantum={args.quantum}"
     try:
         run = subprocess.run(
             [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
-            cwd=REPO,
+            cwd=sources.root(),
             env={**os.environ, **args.env},
             capture_output=True,
             text=True,
@@ -431,11 +446,53 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str) -> t
         raise UserError(f"{name} ran past {args.timeout:g} s") from None
     result = harness_result(run, shlex.join(argv))
     try:
-        regions = worker_regions(trace)
+        regions = pick_workers(RegionReader(trace).read_new(), workers)
     except ValueError as err:
         raise unread(err, result) from None
     names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
-    return result, regions, *user_groups(regions, names)
+    groups, pairs = user_groups(regions, names) if workers == 2 else ([], [])
+    lines = line_table(regions, lambda line: names.data(line.vaddr), names.function)
+    return result, regions, groups, pairs, lines
+
+
+def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
+    """The lines two or more workers touched, one of them writing, grouped by their name:
+    the data that holds them (``data_of(line)``, of the lowest address a worker touched it
+    at) and the code of any worker that wrote them (``function_of(pc)``); the transfers and
+    invalidations of all workers, most transfers first."""
+    by_paddr: dict[int, list] = {}
+    for region in regions:
+        for paddr, line in region.lines.items():
+            by_paddr.setdefault(paddr, []).append(line)
+
+    def name(touched: list) -> str:
+        code = {site for line in touched for site in line_code(line, function_of)}
+        writers = sorted(site[:-2] for site in code if site.endswith(":W"))
+        shown = ", ".join(writers[:3]) + (", ..." if len(writers) > 3 else "")
+        return f"{data_of(min(touched, key=lambda line: line.vaddr))} (written by {shown})"
+
+    return ranked_lines(
+        (
+            name(touched),
+            1,
+            sum(line.transfers for line in touched),
+            sum(line.invalidations for line in touched),
+        )
+        for touched in by_paddr.values()
+        if len(touched) >= 2 and any(line.written for line in touched)
+    )
+
+
+def ranked_lines(counts) -> list[dict]:
+    """Rows of `lines` from (name, lines, transfers, invalidations), summed by name, most
+    transfers first."""
+    table: dict[str, dict] = {}
+    for name, lines, moved, invalidated in counts:
+        row = table.setdefault(name, {"name": name, "lines": 0, "transfers": 0, "invalidations": 0})
+        row["lines"] += lines
+        row["transfers"] += moved
+        row["invalidations"] += invalidated
+    return sorted(table.values(), key=lambda r: (-r["transfers"], -r["invalidations"], r["name"]))
 
 
 def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
@@ -443,8 +500,9 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
     (result, regions, groups, pair groups) with the kernel's lines among them; UserError
     when it cannot be run or read."""
     kernel = wholestack.Kernel()
+    cwd = sources.root()
     run, stdout, traced = wholestack.run_to_end(
-        lambda directory: wholestack.GuestRun(kernel, argv, args.env, program, REPO, directory),
+        lambda directory: wholestack.GuestRun(kernel, argv, args.env, program, cwd, directory),
         Path(scratch),
         args.timeout,
     )
@@ -465,7 +523,20 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
             namer.close()
     finally:
         run.stop()
-    return result, regions, groups, pairs
+    return result, regions, groups, pairs, group_lines(groups)
+
+
+def group_lines(groups: list[dict]) -> list[dict]:
+    """The two-worker groups as `lines` (by their space and data, code aside)."""
+    return ranked_lines(
+        (
+            f"{group['space']}: {group['data']}",
+            group["lines"],
+            sum(group["transfers"]),
+            sum(group["invalidations"]),
+        )
+        for group in groups
+    )
 
 
 def unread(err: ValueError, result: dict) -> UserError:
@@ -487,14 +558,14 @@ def per_operation(count: int, ops, warmup: float) -> float | None:
     return count / ops if warmup == 0 and isinstance(ops, int) and ops > 0 else None
 
 
-def totals(groups: list[dict], pairs: list[dict], ops, warmup: float) -> dict:
-    """Shared lines, transfers and invalidations of the groups, pair transfers of the split
-    pairs, each also per operation."""
-    moved = sum(sum(group["transfers"]) for group in groups)
-    invalidated = sum(sum(group["invalidations"]) for group in groups)
+def totals(lines: list[dict], pairs: list[dict], ops, warmup: float) -> dict:
+    """Shared lines, transfers and invalidations of the lines' rows, pair transfers of the
+    split pairs, each also per operation."""
+    moved = sum(row["transfers"] for row in lines)
+    invalidated = sum(row["invalidations"] for row in lines)
     pair_moved = sum(sum(group["pair_transfers"]) for group in pairs)
     return {
-        "shared_lines": sum(group["lines"] for group in groups),
+        "shared_lines": sum(row["lines"] for row in lines),
         "transfers": moved,
         "invalidations": invalidated,
         "split_pairs": sum(group["pairs"] for group in pairs),
@@ -590,13 +661,85 @@ def environment_setting(text: str) -> tuple[str, str]:
     return name, value
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def lines_per_operation(lines: list[dict], ops, warmup: float) -> list[dict]:
+    """The rows with their transfers and invalidations per operation."""
+    return [
+        {
+            **row,
+            "transfers_per_op": per_operation(row["transfers"], ops, warmup),
+            "invalidations_per_op": per_operation(row["invalidations"], ops, warmup),
+        }
+        for row in lines
+    ]
+
+
+def print_lines(document: dict, top: int):
+    """The `lines` table of one N."""
+    print(
+        f"{document['benchmark']} {document['mode']} at {document['cpus']} CPUs "
+        f"(quantum {document['quantum'] or 'off'}): {document['operations']} operations"
+        + (
+            f"; {document['schedule_lapsed']} worker(s) once ran out of turn"
+            if document["schedule_lapsed"]
+            else ""
+        )
     )
+    print(f"{'lines':>6} {'transfers/op':>13} {'invalidations/op':>17}  name")
+    for row in document["lines"][:top]:
+        per_op = [row[key] for key in ("transfers_per_op", "invalidations_per_op")]
+        shown = ["-" if value is None else f"{value:.4f}" for value in per_op]
+        print(f"{row['lines']:6d} {shown[0]:>13} {shown[1]:>17}  {row['name']}")
+    if len(document["lines"]) > top:
+        print(f"... {len(document['lines']) - top} more (--top, or --json for all)")
+
+
+def plot_lines(documents: list[dict], path: Path, top: int = 6) -> None:
+    """Transfers per operation of the top lines (at the largest N) against N."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # here: every other command starts faster without it
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    names = [row["name"] for row in documents[-1]["lines"][:top]]
+    cpus = [document["cpus"] for document in documents]
+    for name in names:
+        rows = [{r["name"]: r for r in document["lines"]}.get(name) for document in documents]
+        axes.plot(
+            cpus, [(row or {}).get("transfers_per_op") or 0 for row in rows], "o-", label=name
+        )
+    first = documents[0]
+    axes.set(
+        xlabel="emulated CPUs",
+        ylabel="transfers per operation",
+        xticks=cpus,
+        title=f"{first['benchmark']} {first['mode']}: lines moved per operation "
+        f"(quantum {first['quantum'] or 'off'})",
+    )
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def add_options(parser) -> None:
     parser.add_argument("benchmark", help="a catalog name (scalecheck bench list)")
     parser.add_argument("--mode", help="default: the benchmark's first mode")
     parser.add_argument("--runtime", help="default: the benchmark's first runtime")
+    parser.add_argument(
+        "--cpus",
+        type=argtypes.count_list,
+        default=[2],
+        metavar="N[,N...]",
+        help="emulated CPUs, one worker each (default 2; e.g. 2,4,8,16: one run per count)",
+    )
+    parser.add_argument(
+        "--quantum",
+        type=argtypes.limit,
+        default=QUANTUM,
+        help=f"instructions per turn of the workers (default {QUANTUM}; 0: the host's "
+        "scheduler orders them; user mode only)",
+    )
     parser.add_argument(
         "--warmup",
         type=float,
@@ -611,7 +754,7 @@ def main() -> int:
     parser.add_argument(
         "--system",
         action="store_true",
-        help="run it in the Linux target's guest: the kernel's lines beside the program's",
+        help="run it in the Linux target's guest (2 CPUs): the kernel's lines beside the program's",
     )
     parser.add_argument(
         "--processes",
@@ -630,60 +773,105 @@ def main() -> int:
         "--top", type=int, default=30, help="groups printed (default 30; --json has all)"
     )
     add_catalog_option(parser)
-    parser.add_argument("--json", type=Path, help="also write the groups to this file")
-    args = parser.parse_args()
-    args.env = dict(args.env)
-    if args.processes and not args.system:
-        parser.error("--processes needs --system (user mode traces one process's threads)")
+    parser.add_argument(
+        "--json", type=Path, help="also write the results to this file (several --cpus: runs)"
+    )
+    parser.add_argument("--plot", type=Path, help="draw transfers per operation against N here")
 
-    try:
-        catalog = load_catalog(args.catalog)
-        if args.benchmark not in catalog:
-            raise UserError(f"no benchmark {args.benchmark!r} in the catalog")
-        entry = catalog[args.benchmark]
-        mode = pick(entry.name, "mode", entry.modes, args.mode)
-        runtime = pick(entry.name, "runtime", entry.runtimes, args.runtime)
-        with tempfile.TemporaryDirectory(prefix="sharing-") as scratch:
-            workdir = wholestack.GUEST_WORKDIR if args.system else scratch
-            argv, program = benchmark_command(args, entry, mode, runtime, workdir)
-            if args.system:
-                result, regions, groups, pairs = trace_system(args, argv, program, scratch)
-            else:
-                traced = trace_workers(args, entry.name, argv, program, scratch)
-                result, regions, groups, pairs = traced
-    except UserError as err:
-        print(f"sharing: error: {err}", file=sys.stderr)
-        return 2
+
+def counting_args(cpus: list[int], catalog) -> argparse.Namespace:
+    """The options of a count at these CPU counts, every other one at its default."""
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    args = parser.parse_args(["-", "--cpus", ",".join(map(str, cpus))])
+    args.catalog, args.env = catalog, {}
+    return args
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "sharing",
+        help="the cache lines a benchmark's workers share, per operation at N emulated CPUs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_options(parser)
+    parser.set_defaults(func=run)
+
+
+def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
+    """One run at `workers` CPUs: its document (as written to --json)."""
+    with tempfile.TemporaryDirectory(prefix="sharing-") as scratch:
+        workdir = wholestack.GUEST_WORKDIR if args.system else scratch
+        argv, program = benchmark_command(args, entry, mode, runtime, workdir, workers)
+        if args.system:
+            traced = trace_system(args, argv, program, scratch)
+        else:
+            traced = trace_workers(args, entry.name, argv, program, scratch, workers)
+    result, regions, groups, pairs, lines = traced
     ops = result.get("extra", {}).get("ops")
     spaces = {
         space: totals(
-            [g for g in groups if g["space"] == space],
+            [row for row in lines if row["name"].startswith(f"{space}: ")],
             [g for g in pairs if g["space"] == space],
             ops,
             args.warmup,
         )
         for space in ("user", "kernel")
     }
-    document = {
+    return {
         "benchmark": entry.name,
         "mode": mode,
         "runtime": runtime,
         "command": shlex.join(argv),
+        "cpus": workers,
+        "quantum": 0 if args.system else args.quantum,
         "system": args.system,
         "workers_as": "processes" if args.processes else "threads",
         "lines_touched": [len(r.lines) for r in regions],
+        # workers that once ran without their turn (the host held the turn's holder past
+        # the plugin's patience): their order was not the schedule's
+        "schedule_lapsed": sum(1 for r in regions if r.flags & FLAG_SCHEDULE_LAPSED),
         "operations": ops,
         "warmup_s": args.warmup,
-        **totals(groups, pairs, ops, args.warmup),
+        **totals(lines, pairs, ops, args.warmup),
         "spaces": spaces,
+        "lines": lines_per_operation(lines, ops, args.warmup),
         "groups": groups,
         "pair_groups": pairs,
     }
-    # The file first: a reader of the table that leaves early (`| head`) loses nothing.
+
+
+def run(args) -> int:
+    args.env = dict(args.env)
+    if args.processes and not args.system:
+        raise UserError("--processes needs --system (user mode traces one process's threads)")
+    if args.cpus[-1] > MAX_CPUS:
+        raise UserError(f"--cpus {args.cpus[-1]}: the tracer follows at most {MAX_CPUS} CPUs")
+    if args.system and args.cpus != [2]:
+        raise UserError("--system runs 2 workers on the guest's 2 quiet CPUs (--cpus 2)")
+    catalog = load_catalog(args.catalog)
+    if args.benchmark not in catalog:
+        raise UserError(f"no benchmark {args.benchmark!r} in the catalog")
+    entry = catalog[args.benchmark]
+    mode = pick(entry.name, "mode", entry.modes, args.mode)
+    runtime = pick(entry.name, "runtime", entry.runtimes, args.runtime)
+    documents = []
+    for workers in args.cpus:
+        if len(args.cpus) > 1:
+            print(f"sharing: {entry.name} at {workers} CPUs", file=sys.stderr)
+        documents.append(traced_run(args, entry, mode, runtime, workers))
+    # The files first: a reader of the table that leaves early (`| head`) loses nothing.
     if args.json:
-        args.json.write_text(json.dumps(document, indent=1))
-    return run_printing(lambda: print_groups(document, args.top))
+        one = documents[0] if len(documents) == 1 else {"runs": documents}
+        args.json.write_text(json.dumps(one, indent=1))
+    if args.plot:
+        plot_lines(documents, args.plot)
+    return run_printing(lambda: print_tables(documents, args.top))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def print_tables(documents: list[dict], top: int) -> None:
+    for document in documents:
+        if document["cpus"] == 2:
+            print_groups(document, top)
+        print_lines(document, top)

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Lines moved per operation at 2 to 16 emulated CPUs (`scalecheck sharing --cpus`) for the
+seeds' series, the counts' sensitivity to the quantum, and two runs compared.
+
+For each series: `scalecheck sharing B --mode M --cpus 2,4,8,16 --duration D --json
+OUT/B-M.json`, then a table of the top line's transfers per operation at each N and all
+lines' total; the wall time of each count, with the operations it made against those of
+the same benchmark run natively at 1 worker in the same minute (the emulation's slowdown
+per N: one emulated worker's time per operation, N x window / operations, over the native
+1-worker time per operation). Then --quantum at half and twice the default at N = 4, and
+a second run at N = 8 (top five lines within 10 %?).
+
+usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchlib import REPO
+from scalecheck.bench.catalog import load_catalog
+from scalecheck.bench.predict import native_base_ns
+from scalecheck.bench.sharing import QUANTUM
+
+SERIES = [
+    "sv6-openbench:lowest",
+    "sv6-openbench:anyfd",
+    "sv6-statbench:fstat-shared",
+    "sv6-statbench:fstatx",
+    "sv6-sockbench:ordered",
+    "sv6-sockbench:unordered",
+    "ldu-u50:ldu-global",
+    "ldu-u50:ldu-percore",
+    "ldu-u50:rwlock",
+    "ldu-u50:harris",
+]
+SCALECHECK = [sys.executable, "-m", "scalecheck.cli"]
+
+
+def count(out: Path, series: str, cpus: str, duration: float, *extra: str) -> tuple[list, float]:
+    """The documents of one `scalecheck sharing` call, and its wall time."""
+    benchmark, mode = series.split(":")
+    started = time.monotonic()
+    command = [*SCALECHECK, "sharing", benchmark, "--mode", mode, "--cpus", cpus]
+    command += ["--duration", str(duration), "--json", str(out), *extra]
+    subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    document = json.loads(out.read_text())
+    return document.get("runs", [document]), time.monotonic() - started
+
+
+def top(document: dict, rank: int = 0) -> tuple[str, float]:
+    lines = document["lines"]
+    if len(lines) <= rank:
+        return "-", 0.0
+    return lines[rank]["name"], lines[rank]["transfers_per_op"] or 0.0
+
+
+def total(document: dict) -> float:
+    return sum(row["transfers_per_op"] or 0.0 for row in document["lines"])
+
+
+def series_table(out: Path, duration: float, series: list[str]) -> None:
+    print("| series | N | ops | top line | its transfers/op | all lines' | slowdown |")
+    print("|---|---|---|---|---|---|---|")
+    catalog = load_catalog()
+    for name in series:
+        documents, wall = count(out / f"{name.replace(':', '-')}.json", name, "2,4,8,16", duration)
+        benchmark, mode = name.split(":")
+        native_ns = native_base_ns(catalog[benchmark], mode, documents[0]["runtime"])
+        for document in documents:
+            line, moved = top(document)
+            emulated_ns = document["cpus"] * duration * 1e9 / max(document["operations"], 1)
+            print(
+                f"| {name} | {document['cpus']} | {document['operations']} | {line} | "
+                f"{moved:.4f} | {total(document):.4f} | {emulated_ns / native_ns:,.0f}x |"
+            )
+        print(f"<!-- {name}: {wall:.0f} s wall for N = 2, 4, 8, 16 -->", flush=True)
+
+
+def sensitivity(out: Path, duration: float, series: list[str]) -> None:
+    print("\n| series at N = 4 | quantum | top line's transfers/op | all lines' |")
+    print("|---|---|---|---|")
+    for name in series:
+        for quantum in (QUANTUM // 2, QUANTUM, QUANTUM * 2):
+            path = out / f"q{quantum}-{name.replace(':', '-')}.json"
+            (document,), _ = count(path, name, "4", duration, "--quantum", str(quantum))
+            print(f"| {name} | {quantum} | {top(document)[1]:.4f} | {total(document):.4f} |")
+
+
+def repeat(out: Path, duration: float, series: list[str]) -> None:
+    print("\n| series at N = 8 | line | run 1 | run 2 | difference |")
+    print("|---|---|---|---|---|")
+    for name in series:
+        runs = [
+            count(out / f"r{k}-{name.replace(':', '-')}.json", name, "8", duration)[0][0]
+            for k in (1, 2)
+        ]
+        second = {row["name"]: row["transfers_per_op"] or 0.0 for row in runs[1]["lines"]}
+        for rank in range(5):
+            line, first = top(runs[0], rank)
+            if line == "-":
+                break
+            other = second.get(line, 0.0)
+            change = abs(other - first) / first if first else 0.0
+            print(f"| {name} | {line} | {first:.4f} | {other:.4f} | {change:.0%} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("out/many-cores"))
+    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--series", nargs="*", default=SERIES)
+    parser.add_argument("--sensitivity", nargs="*", default=SERIES[:1] + SERIES[6:7])
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    series_table(args.out, args.duration, args.series)
+    sensitivity(args.out, args.duration, args.sensitivity)
+    repeat(args.out, args.duration, args.sensitivity)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Many cores from two: `scalecheck sharing --cpus N` counts lines per operation at N
+emulated CPUs in the plugin's quantum schedule (its unit tests: tracer/plugin's
+schedule.rs, a synthetic program with a shared line, private lines and a ticket lock), and
+`scalecheck predict` turns counts into throughput per core (here on hand-made counts)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalecheck.bench import predict
+from scalecheck.bench.sharing import line_table
+from scalecheck.common.errors import UserError
+from scalecheck.run.regions import Line, Region, Site
+
+PREDICT = [sys.executable, "-m", "scalecheck.cli", "predict"]
+SHARING = [sys.executable, "-m", "scalecheck.cli", "sharing"]
+
+COUNTER_CATALOG = """
+[[benchmark]]
+name = "counter"
+description = "each worker counts in its own slot, or also stores to one line all share"
+build = "make -s -C native/benchmarks bin/empty"
+command = "native/benchmarks/bin/empty --threads --workers {cores} --warmup {warmup} \
+--duration {duration} --mode {mode}"
+metric = "loops/s"
+modes = ["own-line", "shared-line"]
+"""
+
+MACHINE = predict.Machine(
+    name="test", source="made up", cores_per_socket=4, sockets=2, local_ns=1.0,
+    same_socket_ns=50.0, cross_socket_ns=200.0,
+)  # fmt: skip
+
+
+def test_a_transfer_costs_what_the_pairs_of_cores_it_spans_cost():
+    assert MACHINE.transfer_ns(2) == MACHINE.transfer_ns(4) == 50.0
+    # 8 cores, 4 + 4: of the 56 ordered pairs, 24 in one socket
+    assert MACHINE.transfer_ns(8) == pytest.approx((24 * 50 + 32 * 200) / 56)
+
+
+def test_mean_value_analysis_meets_its_bounds():
+    # no queue: N workers, N times one
+    assert predict.throughput(100.0, [], 8) == pytest.approx(8 / 100)
+    # one queue of 50 ns per operation: one worker 1 / 150; many: at most one per 50 ns
+    assert predict.throughput(100.0, [50.0], 1) == pytest.approx(1 / 150)
+    assert predict.throughput(100.0, [50.0], 64) == pytest.approx(1 / 50, rel=1e-6)
+    assert predict.throughput(100.0, [50.0], 2) < 2 / 150
+
+
+def test_a_ticket_lock_whose_handoff_grows_with_its_waiters_collapses():
+    """Counts as the quantum schedule gives a ticket lock (schedule.rs): its serving line
+    moves about N - 1 times per operation at N, its ticket and data once. Total
+    throughput peaks, then falls as cores are added: the collapse of non-scalable locks."""
+    series = {
+        "serving": {2: 1.0, 4: 3.0, 8: 7.0, 16: 15.0},
+        "ticket": {2: 1.0, 4: 1.0, 8: 1.0, 16: 1.0},
+        "data": {2: 1.0, 4: 1.0, 8: 1.0, 16: 1.0},
+    }
+    cores = [1, 2, 4, 8, 16, 32, 64]
+    points = predict.predict_points(series, MACHINE, 200.0, cores)
+    total = [p["ops_per_sec_per_core"] * p["cores"] for p in points]
+    assert max(total) > total[0] and total[-1] < max(total) / 2
+    assert points[-1]["top_line"] == "serving"
+    # beyond the last count, the growing line is extended along its last two counts
+    assert predict.count_at(series["serving"], 32) == pytest.approx(31.0)
+    assert predict.count_at(series["ticket"], 64) == 1.0
+    assert predict.count_at(series["serving"], 1) == 0.0
+
+
+def test_lines_that_do_not_move_predict_a_flat_curve():
+    series = {"private": {2: 0.0, 4: 0.0, 8: 0.0}}
+    points = predict.predict_points(series, MACHINE, 100.0, [1, 8, 80])
+    assert [p["ops_per_sec_per_core"] for p in points] == pytest.approx([1e7] * 3)
+
+
+def test_the_shipped_machine_and_a_bad_profile():
+    e7 = predict.load_machine("e7-8870")
+    assert (e7.cores, e7.cores_per_socket) == (80, 10)
+    assert e7.same_socket_ns < e7.cross_socket_ns
+    with pytest.raises(UserError, match="no such profile"):
+        predict.load_machine("no-such-machine")
+
+
+def counts_file(tmp_path: Path) -> Path:
+    runs = [
+        {
+            "benchmark": "line-transfer",
+            "mode": "",
+            "cpus": n,
+            "quantum": 200,
+            "lines": [{"name": "word", "transfers_per_op": 1.0, "invalidations_per_op": 0.0}],
+        }
+        for n in (2, 4)
+    ]
+    path = tmp_path / "counts.json"
+    path.write_text(json.dumps({"runs": runs}))
+    return path
+
+
+def test_predict_writes_points_from_a_counts_file(tmp_path):
+    out, plot = tmp_path / "predicted.json", tmp_path / "predicted.png"
+    command = ["line-transfer", "--machine", "e7-8870", "--cores", "1,2,20,80"]
+    command += ["--counts", str(counts_file(tmp_path)), "--base-ns", "100"]
+    run = subprocess.run(
+        [*PREDICT, *command, "--json", str(out), "--plot", str(plot)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    document = json.loads(out.read_text())
+    assert document["prediction"] and "PREDICTION" in run.stdout
+    points = document["points"]
+    assert [p["cores"] for p in points] == [1, 2, 20, 80]
+    assert points[0]["ops_per_sec_per_core"] == pytest.approx(1e7)
+    rates = [p["ops_per_sec_per_core"] for p in points]
+    assert rates == sorted(rates, reverse=True) and rates[-1] < rates[0] / 10
+    assert plot.stat().st_size > 0
+
+
+def test_predict_refuses_counts_of_another_benchmark_in_one_line(tmp_path):
+    run = subprocess.run(
+        [*PREDICT, "empty", "--machine", "e7-8870", "--counts", str(counts_file(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        f"scalecheck: error: --counts {tmp_path / 'counts.json'} is not empty 's"
+    ]
+
+
+def per_op(document: dict) -> float:
+    return sum(row["transfers_per_op"] for row in document["lines"])
+
+
+def test_at_4_cpus_a_private_counter_stays_flat_and_a_shared_one_moves(tmp_path):
+    """One real run per series under qemu-x86_64 and the plugin's quantum schedule."""
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "counter.toml").write_text(COUNTER_CATALOG)
+
+    def count(mode: str, cpus: str) -> list[dict]:
+        out = tmp_path / f"{mode}.json"
+        args = ["counter", "--catalog", str(catalog), "--mode", mode, "--cpus", cpus]
+        run = subprocess.run(
+            [*SHARING, *args, "--duration", "0.5", "--json", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        document = json.loads(out.read_text())
+        return document.get("runs", [document])
+
+    (private,) = count("own-line", "4")
+    alone, shared = count("shared-line", "1,4")
+    assert private["cpus"] == shared["cpus"] == 4 and private["operations"] > 0
+    assert per_op(private) <= 0.01, private["lines"]
+    assert per_op(alone) == 0.0
+    # the shared word moves at the first store of each turn of 200 instructions: about one
+    # operation of the loop in 20 (its few instructions / the quantum)
+    assert per_op(shared) >= 0.02, shared["lines"]
+
+
+def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
+    """sharing.line_table on hand-made regions of 3 workers: a line all write, a line one
+    writes and the others read, a line only read by all, a private line."""
+
+    def line(paddr: int, written: bool, moved: int, invalidated: int = 0) -> Line:
+        sites = [Site(0x10 if written else 0x20, 0 if written else 1, 1 if written else 0)]
+        mask = (0, 1) if written else (1, 0)
+        return Line(paddr, paddr, *mask, sites=sites, transfers=moved, invalidations=invalidated)
+
+    workers = [
+        Region(vcpu=v, tag=v, flags=24, accesses=0, dropped_in_interrupts=0, interrupts=0)
+        for v in range(3)
+    ]
+    for v, region in enumerate(workers):
+        region.lines[0x1000] = line(0x1000, True, 5)  # all write
+        region.lines[0x2000] = line(0x2000, v == 0, 0 if v == 0 else 2, 3 if v == 0 else 0)
+        region.lines[0x3000] = line(0x3000, False, 0)  # read by all: not shared with a write
+        region.lines[0x4000 + 0x40 * v] = line(0x4000 + 0x40 * v, True, 0)  # private
+    names = {0x1000: "counter", 0x2000: "flag"}
+    rows = line_table(workers, lambda ln: names.get(ln.paddr, "?"), {0x10: "bump"}.get)
+    assert [(r["name"], r["lines"], r["transfers"], r["invalidations"]) for r in rows] == [
+        ("counter (written by bump)", 1, 15, 0),
+        ("flag (written by bump)", 1, 4, 3),
+    ]

@@ -1,0 +1,379 @@
+//! The quantum schedule (`quantum=Q`): the vCPUs that have a region open take turns, each
+//! running Q instructions (counted at translation-block starts, so a turn may overrun by
+//! one block) before the next one in index order runs its own Q. Host threads run a
+//! program's emulated CPUs in host-scheduler slices of milliseconds, in which a line stays
+//! in one vCPU's cache for thousands of operations; in turns of Q instructions, a line that
+//! every vCPU writes at every operation of more than Q instructions moves at each one, as it
+//! does between cores running together. One vCPU runs at a time, so the order of the traced
+//! accesses, and the transfers counted from it, depend on the instruction counts only.
+//!
+//! A vCPU leaves the turns while it waits outside guest code (a system call in user mode,
+//! an idle vCPU in system mode) and joins them again after. A turn that does not come
+//! within `LAPSE` (the holder is stuck in the host: QEMU's exclusive sections wait for
+//! every running vCPU) is skipped: the vCPU runs without its turn, counted as a lapse, so
+//! the run goes on and says that its order was not the schedule's.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const LAPSE: Duration = Duration::from_millis(500);
+/// How long the vCPU whose turn comes next spins, watching for it, before it sleeps: a
+/// turn passed to a sleeping thread waits for the host to wake it (milliseconds on a busy
+/// host). Only that one vCPU spins; it is woken when it becomes next.
+const SPIN: Duration = Duration::from_micros(50);
+const NOBODY: u32 = u32::MAX;
+
+/// Whose turn it is, among which vCPUs: the schedule's state, apart from its waiting.
+#[derive(Default, Debug)]
+pub struct Turns {
+    quantum: u64,
+    /// The vCPUs taking turns: a region open, not waiting outside guest code.
+    members: u64,
+    /// The vCPU whose turn it is.
+    holder: Option<u32>,
+    /// Instructions the holder ran in its turn so far.
+    used: u64,
+}
+
+impl Turns {
+    pub fn new(quantum: u64) -> Self {
+        Turns { quantum, ..Turns::default() }
+    }
+
+    pub fn holder(&self) -> Option<u32> {
+        self.holder
+    }
+
+    /// `vcpu` takes turns from now on; it runs at once when nobody else does.
+    pub fn join(&mut self, vcpu: u32) {
+        self.members |= 1u64 << vcpu;
+        if self.holder.is_none() {
+            self.holder = Some(vcpu);
+            self.used = 0;
+        }
+    }
+
+    /// `vcpu` stops taking turns; the next member's turn starts if it was its own.
+    pub fn leave(&mut self, vcpu: u32) {
+        self.members &= !(1u64 << vcpu);
+        if self.holder == Some(vcpu) {
+            self.pass(vcpu);
+        }
+    }
+
+    /// `vcpu` is about to run `count` instructions; when that ends its turn, the next
+    /// member's starts.
+    pub fn ran(&mut self, vcpu: u32, count: u64) {
+        if self.holder != Some(vcpu) {
+            return;
+        }
+        self.used += count;
+        if self.used >= self.quantum {
+            self.pass(vcpu);
+        }
+    }
+
+    /// The member whose turn comes after the holder's (none when the holder is alone).
+    pub fn successor(&self) -> Option<u32> {
+        let holder = self.holder?;
+        let after = (holder + 1) % 64;
+        let others = (self.members & !(1u64 << holder)).rotate_right(after);
+        (others != 0).then(|| (after + others.trailing_zeros()) % 64)
+    }
+
+    pub fn is_member(&self, vcpu: u32) -> bool {
+        self.members & (1u64 << vcpu) != 0
+    }
+
+    /// The next member after `vcpu` in index order (wrapping; itself when alone).
+    fn pass(&mut self, vcpu: u32) {
+        let after = (vcpu + 1) % 64;
+        let rotated = self.members.rotate_right(after);
+        self.holder = (rotated != 0).then(|| (after + rotated.trailing_zeros()) % 64);
+        self.used = 0;
+    }
+}
+
+/// The turns, and the waiting of the vCPUs whose turn it is not.
+pub struct Schedule {
+    turns: Mutex<Turns>,
+    /// The holder (NOBODY: none), read without the lock by the vCPUs waiting for a turn.
+    holder: AtomicU32,
+    /// One per vCPU: a turn wakes only the vCPU it goes to.
+    wake: Vec<Condvar>,
+    lapses: Mutex<Vec<u32>>,
+}
+
+impl Schedule {
+    pub fn new(quantum: u64, vcpus: usize) -> Self {
+        Schedule {
+            turns: Mutex::new(Turns::new(quantum)),
+            holder: AtomicU32::new(NOBODY),
+            wake: (0..vcpus).map(|_| Condvar::new()).collect(),
+            lapses: Mutex::new(vec![0; vcpus]),
+        }
+    }
+
+    pub fn join(&self, vcpu: u32) {
+        let mut turns = self.turns.lock().unwrap();
+        turns.join(vcpu);
+        self.wake_holder(&turns);
+        self.wait_turn(turns, vcpu);
+    }
+
+    pub fn leave(&self, vcpu: u32) {
+        let mut turns = self.turns.lock().unwrap();
+        turns.leave(vcpu);
+        self.wake_holder(&turns);
+    }
+
+    /// Before `vcpu` runs a block of `count` instructions: waits for its turn.
+    pub fn ran(&self, vcpu: u32, count: u64) {
+        let mut turns = self.turns.lock().unwrap();
+        if !turns.is_member(vcpu) {
+            return;
+        }
+        turns.ran(vcpu, count);
+        self.wake_holder(&turns);
+        self.wait_turn(turns, vcpu);
+    }
+
+    /// The lapses of `vcpu` since the last call (its region's count), reset.
+    pub fn take_lapses(&self, vcpu: u32) -> u32 {
+        std::mem::take(&mut self.lapses.lock().unwrap()[vcpu as usize])
+    }
+
+    /// Wakes the holder, and the vCPU whose turn is next so that it spins for it.
+    fn wake_holder(&self, turns: &Turns) {
+        self.holder.store(turns.holder().unwrap_or(NOBODY), Ordering::Release);
+        for vcpu in [turns.holder(), turns.successor()].into_iter().flatten() {
+            self.wake[vcpu as usize].notify_one();
+        }
+    }
+
+    fn wait_turn<'a>(&'a self, mut turns: MutexGuard<'a, Turns>, vcpu: u32) {
+        let lapse = Instant::now() + LAPSE;
+        loop {
+            if !turns.is_member(vcpu) || turns.holder() == Some(vcpu) {
+                return;
+            }
+            if turns.successor() == Some(vcpu) {
+                drop(turns);
+                let spun = Instant::now() + SPIN;
+                while self.holder.load(Ordering::Acquire) != vcpu && Instant::now() < spun {
+                    std::hint::spin_loop();
+                }
+                turns = self.turns.lock().unwrap();
+                if !turns.is_member(vcpu) || turns.holder() == Some(vcpu) {
+                    return;
+                }
+            }
+            let now = Instant::now();
+            if now >= lapse {
+                drop(turns);
+                self.lapses.lock().unwrap()[vcpu as usize] += 1;
+                return;
+            }
+            turns = self.wake[vcpu as usize].wait_timeout(turns, lapse - now).unwrap().0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Coherence, Holders};
+    use std::collections::HashMap;
+
+    #[test]
+    fn turns_go_round_the_members_in_index_order() {
+        let mut turns = Turns::new(10);
+        turns.join(2);
+        turns.join(0);
+        turns.join(5);
+        assert_eq!((turns.holder(), turns.successor()), (Some(2), Some(5)));
+        turns.ran(2, 6);
+        assert_eq!(turns.holder(), Some(2));
+        turns.ran(0, 100); // not its turn: its count is not taken
+        turns.ran(2, 4);
+        assert_eq!(turns.holder(), Some(5));
+        turns.ran(5, 12);
+        assert_eq!(turns.holder(), Some(0));
+        turns.leave(0); // waits outside guest code: the next member's turn
+        assert_eq!(turns.holder(), Some(2));
+        turns.leave(5);
+        turns.ran(2, 10);
+        assert_eq!(turns.holder(), Some(2), "alone, it keeps the turn");
+        turns.leave(2);
+        assert_eq!(turns.holder(), None);
+    }
+
+    /// What a synthetic vCPU does at one instruction: touch a line (store or load) or not.
+    type Step = Option<(u64, bool)>;
+
+    /// A synthetic program of `vcpus` emulated CPUs with memory: `step(vcpu, memory)` is
+    /// its next instruction, and the operations it completed.
+    trait Program {
+        fn step(&mut self, vcpu: usize) -> Step;
+        fn operations(&self) -> u64;
+    }
+
+    /// Runs the program under the turns, one instruction per block, until it completed
+    /// `operations`: the transfers per operation of each line.
+    fn transfers_per_op(
+        program: &mut dyn Program,
+        vcpus: u32,
+        quantum: u64,
+        operations: u64,
+    ) -> HashMap<u64, f64> {
+        let mut turns = Turns::new(quantum);
+        (0..vcpus).for_each(|v| turns.join(v));
+        let mut holders: HashMap<u64, Holders> = HashMap::new();
+        let mut moved: HashMap<u64, u64> = HashMap::new();
+        while program.operations() < operations {
+            let vcpu = turns.holder().unwrap();
+            turns.ran(vcpu, 1);
+            if let Some((line, store)) = program.step(vcpu as usize) {
+                let cost = holders.entry(line).or_default().access(vcpu, store);
+                *moved.entry(line).or_default() += u64::from(cost == Coherence::Transfer);
+            }
+        }
+        let ops = program.operations() as f64;
+        moved.into_iter().map(|(line, count)| (line, count as f64 / ops)).collect()
+    }
+
+    const SHARED: u64 = 0x1000;
+    const TICKET: u64 = 0x2000;
+    const SERVING: u64 = 0x3000;
+    const DATA: u64 = 0x4000;
+
+    /// Each operation: one store (to one line all share, or to the vCPU's own), then
+    /// `length - 1` instructions that touch no memory.
+    struct Stores {
+        shared: bool,
+        length: u64,
+        at: Vec<u64>,
+        done: u64,
+    }
+
+    impl Program for Stores {
+        fn step(&mut self, vcpu: usize) -> Step {
+            let at = self.at[vcpu];
+            self.at[vcpu] = (at + 1) % self.length;
+            if at != 0 {
+                return None;
+            }
+            self.done += 1;
+            Some((if self.shared { SHARED } else { 0x10_0000 + 64 * vcpu as u64 }, true))
+        }
+
+        fn operations(&self) -> u64 {
+            self.done
+        }
+    }
+
+    fn stores(shared: bool, vcpus: u32, quantum: u64) -> f64 {
+        let mut program = Stores { shared, length: 100, at: vec![0; vcpus as usize], done: 0 };
+        let counts = transfers_per_op(&mut program, vcpus, quantum, 5_000);
+        counts.values().sum()
+    }
+
+    #[test]
+    fn a_line_all_write_at_every_operation_moves_at_each_one_a_private_line_never() {
+        for vcpus in [2, 4, 8, 16] {
+            // Turns shorter than an operation: every store finds the line elsewhere.
+            let shared = stores(true, vcpus, 50);
+            assert!((0.99..=1.0).contains(&shared), "{vcpus} vCPUs: {shared}");
+            assert_eq!(stores(false, vcpus, 50), 0.0);
+        }
+        assert_eq!(stores(true, 1, 50), 0.0, "alone, nothing moves");
+        // Turns of 4 operations: the line moves once per turn, at its first store.
+        let long = stores(true, 4, 400);
+        assert!((0.24..=0.26).contains(&long), "{long}");
+    }
+
+    /// Each operation: a ticket lock's acquire (take a ticket, spin reading the ticket
+    /// served until it is this one's), `hold` stores to the data it guards (longer than a
+    /// turn: the holder is preempted, the others queue), the release (serve the next
+    /// ticket), then `pause` instructions without memory.
+    struct TicketLock {
+        next_ticket: u64,
+        serving: u64,
+        /// Per vCPU: its ticket while it holds or waits for the lock; where it is.
+        ticket: Vec<Option<u64>>,
+        stage: Vec<u64>,
+        hold: u64,
+        pause: u64,
+        done: u64,
+    }
+
+    impl Program for TicketLock {
+        fn step(&mut self, vcpu: usize) -> Step {
+            match (self.ticket[vcpu], self.stage[vcpu]) {
+                (None, 0) => {
+                    self.ticket[vcpu] = Some(self.next_ticket);
+                    self.next_ticket += 1;
+                    Some((TICKET, true))
+                }
+                (None, _) => {
+                    self.stage[vcpu] = (self.stage[vcpu] + 1) % self.pause;
+                    None
+                }
+                (Some(mine), 0) => {
+                    self.stage[vcpu] = u64::from(self.serving == mine);
+                    Some((SERVING, false))
+                }
+                (Some(_), stage) if stage <= self.hold => {
+                    self.stage[vcpu] += 1;
+                    Some((DATA, true))
+                }
+                (Some(_), _) => {
+                    self.serving += 1;
+                    self.ticket[vcpu] = None;
+                    self.stage[vcpu] = 1 % self.pause;
+                    self.done += 1;
+                    Some((SERVING, true))
+                }
+            }
+        }
+
+        fn operations(&self) -> u64 {
+            self.done
+        }
+    }
+
+    fn ticket_lock(vcpus: u32) -> HashMap<u64, f64> {
+        let n = vcpus as usize;
+        let mut lock = TicketLock {
+            next_ticket: 0,
+            serving: 0,
+            ticket: vec![None; n],
+            stage: vec![0; n],
+            hold: 20,
+            pause: 10,
+            done: 0,
+        };
+        transfers_per_op(&mut lock, vcpus, 8, 20_000)
+    }
+
+    #[test]
+    fn a_ticket_lock_moves_its_serving_line_once_per_waiter_at_each_release() {
+        assert!(ticket_lock(1).values().all(|&count| count == 0.0));
+        let mut last = 0.0;
+        for vcpus in [2, 4, 8, 16] {
+            let counts = ticket_lock(vcpus);
+            // The ticket and the data move once per acquire.
+            for line in [TICKET, DATA] {
+                assert!((0.99..=1.01).contains(&counts[&line]), "{vcpus}: {line:#x} {counts:?}");
+            }
+            // Each release takes the line from the waiters, each of which reads it again:
+            // the collapse of a ticket lock (its cost per handoff grows with the waiters).
+            let serving = counts[&SERVING];
+            let waiters = f64::from(vcpus - 1);
+            assert!((serving - waiters).abs() < 0.01, "{vcpus}: {serving}");
+            assert!(serving > last);
+            last = serving;
+        }
+    }
+}
