@@ -76,11 +76,11 @@ class EqualityFinder:
             if equality.get_id() in decided or _mirrored(equality).get_id() in decided:
                 continue
             found.setdefault(self.text(equality), equality)
-        return [
-            side
-            for text, equality in sorted(found.items())
-            for side in (Side(equality, text), Side(z3.Not(equality), _negated(text)))
-        ]
+        sides = []
+        for text, equality in sorted(found.items()):
+            differ = equality.arg(0) != equality.arg(1)
+            sides += [Side(equality, text), Side(differ, self.text(differ))]
+        return sides
 
     def _oriented(self, left, right):
         """(A's term, B's term), or None when the sides are not one call's each."""
@@ -92,7 +92,8 @@ class EqualityFinder:
         return None
 
     def _call(self, term) -> str | None:
-        """ "A" or "B" when every argument the term names is that call's (no choice)."""
+        """The call ("A" or "B") whose arguments the term names, all of them; None for a
+        term that names both calls', none, or an implementation's choice."""
         constants = {name for name in self.names.of(term)[0] if name[:2] in ("A.", "B.")}
         if not constants or any(CHOICE_MARK in name for name in constants):
             return None
@@ -149,10 +150,6 @@ def _atom(assertion: z3.BoolRef) -> z3.BoolRef:
 
 def _mirrored(equality: z3.BoolRef) -> z3.BoolRef:
     return equality.arg(1) == equality.arg(0)
-
-
-def _negated(text: str) -> str:
-    return text.replace("==", "!=", 1)
 
 
 def _argument_pairs(terms, observations, kinds) -> list[tuple]:
