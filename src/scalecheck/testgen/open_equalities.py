@@ -78,8 +78,10 @@ class EqualityFinder:
             found.setdefault(self.text(equality), equality)
         sides = []
         for text, equality in sorted(found.items()):
-            differ = equality.arg(0) != equality.arg(1)
-            sides += [Side(equality, text), Side(differ, self.text(differ))]
+            # The other side's text from its two terms' (no new term: Z3 numbers each
+            # term it makes, and the numbers steer the pair's later solutions).
+            differ = f"{self.text(equality.arg(0))} != {self.text(equality.arg(1))}"
+            sides += [Side(equality, text), Side(z3.Not(equality), differ)]
         return sides
 
     def _oriented(self, left, right):
