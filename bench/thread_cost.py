@@ -26,10 +26,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sharing import add_catalog_option, harness_result, layout_command, pick, thread_command
-
 from benchlib import REPO
 from scalecheck.bench.catalog import load_catalog
+from scalecheck.bench.sharing import (
+    add_catalog_option,
+    harness_result,
+    layout_command,
+    pick,
+    thread_command,
+)
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
 
@@ -146,7 +151,9 @@ def main() -> int:
         costs = {}
         with tempfile.TemporaryDirectory(prefix="thread-cost-") as scratch:
             series = {"mode": mode, "runtime": ""}
-            argv = thread_command(entry.command, series, args.warmup, args.duration, scratch)
+            argv = thread_command(
+                entry.command, series, args.warmup, args.duration, scratch, workers=2
+            )
             for layout in LAYOUTS:
                 result, samples = profile(layout_command(argv, layout), args.warmup, Path(scratch))
                 per_op, costs[layout] = ns_per_operation(result, samples)

@@ -646,3 +646,15 @@ def test_each_filter_counts_what_it_removed_and_can_be_switched_off():
     false_heap = _finished([steady, steady])
     assert false_heap["conflict_free"] and false_heap["false_sharing"]
     assert false_heap["views"] == {"stable": True, "line": False, "bytes": True}
+
+
+def test_the_tracing_bar_writes_to_stderr_not_stdout(capfd):
+    """A command's --json stdout must hold only the JSON: the bar goes to stderr."""
+    from scalecheck.run.loop import tracing_progress
+
+    with tracing_progress(quiet=False, total=2) as count:
+        count({"status": "ok"})
+        count({"status": "mismatch"})
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert "tracing" in err and "mismatch=1" in err

@@ -28,6 +28,7 @@ STAGE_MODULES = [
     "scalecheck.bench.bench_cli",
     "scalecheck.bench.sharing",
     "scalecheck.bench.predict",
+    "scalecheck.bench.profile",
 ]
 
 

@@ -109,9 +109,9 @@ def boot_image(base: Path, files: set[Path], script: str, out: Path) -> Path:
 class Kernel:
     """The Linux target's kernel and what names its lines (facts probed once per image)."""
 
-    def __init__(self):
+    def __init__(self, image: Path | None = None):
         self.built = guest_build.ensure_built()
-        self.image = vm.default_kernel()
+        self.image = vm.check_kernel(image) if image else vm.default_kernel()
         facts_dir = facts.kernel_facts(
             self.image, KERNEL_ARGS, self.built, log=lambda text: print(text, file=sys.stderr)
         )
@@ -119,6 +119,14 @@ class Kernel:
         self.symbols = KernelSymbols.load(facts_dir)
         self.types: Types | None = facts.kernel_types(facts_dir)
         self.tables = TypeTables.load()
+
+
+def data_namer(kernel: Kernel, session: vm.GuestSession) -> datanames.DataNamer:
+    """Names kernel data from the running guest's memory (heap unnamed without it)."""
+    memory = session.guest_memory()
+    top = kernel.symbols.address_of.get("init_top_pgt", 0)
+    kernel_memory = KernelMemory(memory, top) if memory else None
+    return datanames.DataNamer(kernel.symbols, kernel.types, kernel.tables, kernel_memory)
 
 
 class BootHang(UserError):
@@ -200,12 +208,7 @@ class GuestRun:
         return text.replace("\r", "")
 
     def data_namer(self) -> datanames.DataNamer:
-        """Names kernel data from the running guest's memory (heap unnamed without it)."""
-        k = self.kernel
-        memory = self.session.guest_memory()
-        top = k.symbols.address_of.get("init_top_pgt", 0)
-        kernel_memory = KernelMemory(memory, top) if memory else None
-        return datanames.DataNamer(k.symbols, k.types, k.tables, kernel_memory)
+        return data_namer(self.kernel, self.session)
 
     def stop(self):
         self.session.stop()

@@ -15,7 +15,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from scalecheck.common import rundir_lock
 from scalecheck.common.errors import UserError
@@ -201,6 +209,9 @@ def tracing_progress(quiet: bool, total: int):
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        # stderr, so that a command's --json output on stdout holds only the JSON.
+        console=Console(stderr=True),
         disable=quiet,
     )
     with progress:

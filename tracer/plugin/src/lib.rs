@@ -34,6 +34,19 @@
 //! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
 //! `transfers=on`, `user=on`, `quantum=Q` (the vCPUs with a region open take turns of Q
 //! instructions: schedule.rs).
+//!
+//! With `profile=on` (scalecheck profile: a whole program, unmodified), one marker run by
+//! any vCPU opens the window on every vCPU and another closes it; in between every access
+//! of every vCPU is recorded (user code's too, with `user=on`) into one region per vCPU and
+//! context, the context being the region's tag: user code, kernel code entered by an
+//! exception from user mode (a page fault), other kernel code (after a context switch: a
+//! kernel thread, the idle loop, or the rest of a call that slept), or the system call whose
+//! function (`sys HEX` lines of the entries file, the k-th one context CONTEXT_SYSCALL + k)
+//! the vCPU entered last, until user code runs again. A task's context survives a context
+//! switch: the first access of the switch routine (a push onto the old task's kernel stack)
+//! files the context under that stack, and the first access to another kernel stack (a pop
+//! from the new task's) takes that one's back. The regions are written when the window
+//! closes.
 
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -55,6 +68,16 @@ const MARK_START: u32 = 0x5c5c_0001;
 const MARK_END: u32 = 0x5c5c_0002;
 const MARK_TAG0: u32 = 0x5c5c_0010;
 const MARK_TAG1: u32 = 0x5c5c_0011;
+const MARK_PROFILE_ON: u32 = 0x5c5c_0003;
+const MARK_PROFILE_OFF: u32 = 0x5c5c_0004;
+/// Profile mode's contexts (a region's tag).
+const CONTEXT_USER: u32 = 0;
+const CONTEXT_FAULT: u32 = 1;
+const CONTEXT_KERNEL: u32 = 2;
+const CONTEXT_SYSCALL: u32 = 16;
+/// x86-64 kernel stacks: THREAD_SIZE bytes, as aligned, in the vmalloc area (VMAP_STACK).
+const STACK_SIZE: u64 = 16 << 10;
+const VMALLOC: (u64, u64) = (0xffff_c900_0000_0000, 0xffff_e900_0000_0000);
 const IRETQ: [u8; 2] = [0x48, 0xcf];
 /// Kernel code lives in the upper half of the x86-64 address space.
 const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
@@ -270,11 +293,32 @@ struct Vcpu {
     /// One entry per IDT entry in progress: true = interrupt (drop), false = exception (keep).
     entries: Vec<bool>,
     region: Option<Region>,
+    /// Profile mode: the regions of the contexts other than the current one's.
+    stashed: HashMap<u32, Region>,
+    /// Profile mode, in the switch routine: None before its first access, then the old
+    /// task's stack, until an access to another stack.
+    switching: Option<Option<u64>>,
 }
 
 impl Vcpu {
     fn in_interrupt(&self) -> bool {
         self.entries.iter().any(|&is_irq| is_irq)
+    }
+
+    fn context(&self) -> Option<u32> {
+        self.region.as_ref().map(|region| region.tag)
+    }
+
+    /// Profile mode: the accesses from now on go to `context`'s region.
+    fn enter_context(&mut self, context: u32, flags: u32) {
+        if self.region.is_none() || self.context() == Some(context) {
+            return;
+        }
+        if let Some(region) = self.region.take() {
+            self.stashed.insert(region.tag, region);
+        }
+        let region = self.stashed.remove(&context);
+        self.region = Some(region.unwrap_or(Region { tag: context, flags, ..Region::default() }));
     }
 }
 
@@ -300,6 +344,10 @@ struct Tracer {
     holders: Option<Vec<Mutex<LineMap<PairHolders>>>>,
     /// With `quantum=Q`: the turns the vCPUs with a region open take.
     schedule: Option<Schedule>,
+    /// With `profile=on`: the system calls' entry points, sorted, each with its context.
+    profile: Option<Vec<(u64, u32)>>,
+    /// Profile mode: the context of each task switched away from, by its kernel stack.
+    stacks: Mutex<HashMap<u64, u32>>,
 }
 
 static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -321,6 +369,11 @@ impl Tracer {
         // resetting here repairs any imbalance a context switch left behind.
         vcpu.entries.clear();
         match magic {
+            MARK_PROFILE_ON | MARK_PROFILE_OFF => {
+                drop(vcpu);
+                self.set_profile(magic == MARK_PROFILE_ON);
+                return;
+            }
             MARK_TAG0 | MARK_TAG1 => {
                 vcpu.building_tag = (vcpu.building_tag << 1) | u32::from(magic == MARK_TAG1);
             }
@@ -359,6 +412,68 @@ impl Tracer {
         }
     }
 
+    fn region_flags(&self) -> u32 {
+        if self.holders.is_some() {
+            FLAG_TRANSFERS | FLAG_PAIR_TRANSFERS
+        } else {
+            0
+        }
+    }
+
+    /// Profile mode: opens the window on every vCPU, or closes it and writes its regions.
+    fn set_profile(&self, on: bool) {
+        if self.profile.is_none() {
+            return;
+        }
+        for (index, cell) in self.vcpus.iter().enumerate() {
+            let mut vcpu = cell.lock().unwrap();
+            if on {
+                let region =
+                    Region { tag: CONTEXT_KERNEL, flags: self.region_flags(), ..Region::default() };
+                vcpu.region = Some(region);
+                self.active[index].0.store(true, Ordering::Release);
+                continue;
+            }
+            self.active[index].0.store(false, Ordering::Release);
+            let mut regions: Vec<Region> = vcpu.stashed.drain().map(|(_, region)| region).collect();
+            regions.extend(vcpu.region.take());
+            drop(vcpu);
+            regions.sort_by_key(|region| region.tag);
+            for region in regions.iter().filter(|region| region.accesses > 0) {
+                self.write_region(index as VCPUIndex, region);
+            }
+        }
+    }
+
+    /// Profile mode, in the switch routine: files the old task's context under its stack at
+    /// the first access, takes the new task's at the first access to another stack.
+    fn follow_switch(&self, vcpu: &mut Vcpu, old: Option<u64>, vaddr: u64) {
+        let stack = vaddr & !(STACK_SIZE - 1);
+        match old {
+            None => {
+                if let Some(context) = vcpu.context() {
+                    self.stacks.lock().unwrap().insert(stack, context);
+                }
+                vcpu.switching = Some(Some(stack));
+            }
+            Some(old) if stack != old && (VMALLOC.0..VMALLOC.1).contains(&vaddr) => {
+                let saved = self.stacks.lock().unwrap().remove(&stack);
+                vcpu.enter_context(saved.unwrap_or(CONTEXT_KERNEL), self.region_flags());
+                vcpu.switching = None;
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Profile mode: a vCPU's accesses from now on are `context`'s.
+    fn on_profile_context(&self, index: VCPUIndex, context: u32) {
+        if !self.is_active(index) {
+            return;
+        }
+        let Some(cell) = self.vcpu(index) else { return };
+        cell.lock().unwrap().enter_context(context, self.region_flags());
+    }
+
     /// A vCPU with a region open stops (`waiting`) or starts again taking turns.
     fn on_wait(&self, index: VCPUIndex, waiting: bool) {
         match &self.schedule {
@@ -375,6 +490,9 @@ impl Tracer {
             vcpu.entries.clear();
         }
         vcpu.entries.push(is_irq);
+        if self.profile.is_some() && !is_irq && vcpu.context() == Some(CONTEXT_USER) {
+            vcpu.enter_context(CONTEXT_FAULT, self.region_flags());
+        }
         if is_irq {
             if let Some(region) = vcpu.region.as_mut() {
                 region.interrupts += 1;
@@ -396,7 +514,10 @@ impl Tracer {
             return;
         }
         let Some(cell) = self.vcpu(index) else { return };
-        if let Some(region) = cell.lock().unwrap().region.as_mut() {
+        let mut vcpu = cell.lock().unwrap();
+        if self.profile.is_some() {
+            vcpu.switching = Some(None);
+        } else if let Some(region) = vcpu.region.as_mut() {
             region.flags |= FLAG_CTXSWITCH;
         }
     }
@@ -418,6 +539,14 @@ impl Tracer {
         let store = info.is_store();
         let Some(cell) = self.vcpu(index) else { return };
         let mut vcpu = cell.lock().unwrap();
+        if self.profile.is_some() && pc < KERNEL_HALF {
+            // User code runs: no kernel entry is in progress on this vCPU.
+            vcpu.entries.clear();
+            vcpu.switching = None;
+            vcpu.enter_context(CONTEXT_USER, self.region_flags());
+        } else if let Some(old) = vcpu.switching {
+            self.follow_switch(&mut vcpu, old, vaddr);
+        }
         let in_interrupt = vcpu.in_interrupt();
         let max_pcs = self.max_pcs;
         let Some(region) = vcpu.region.as_mut() else { return };
@@ -504,6 +633,21 @@ fn parse_entries(path: &str) -> std::io::Result<(Vec<u64>, Vec<u64>, Vec<u64>)> 
     Ok((irq, exc, switch))
 }
 
+/// The `sys HEX` lines of the entries file: each entry point with its context, in order.
+fn parse_syscalls(path: &str) -> std::io::Result<Vec<(u64, u32)>> {
+    let mut found = Vec::new();
+    for line in std::fs::read_to_string(path)?.lines() {
+        let mut words = line.split_whitespace();
+        if let (Some("sys"), Some(addr)) = (words.next(), words.next()) {
+            if let Ok(addr) = u64::from_str_radix(addr.trim_start_matches("0x"), 16) {
+                found.push((addr, CONTEXT_SYSCALL + found.len() as u32));
+            }
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
 fn string_arg(args: &Args, key: &str) -> Option<String> {
     match args.parsed.get(key) {
         Some(Value::String(s)) => Some(s.clone()),
@@ -515,7 +659,9 @@ fn string_arg(args: &Args, key: &str) -> Option<String> {
 fn marker_magic(bytes: &[u8]) -> Option<u32> {
     if bytes.len() == 7 && bytes[..3] == NOPL_DISP32 {
         let magic = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]);
-        [MARK_START, MARK_END, MARK_TAG0, MARK_TAG1].contains(&magic).then_some(magic)
+        [MARK_START, MARK_END, MARK_TAG0, MARK_TAG1, MARK_PROFILE_ON, MARK_PROFILE_OFF]
+            .contains(&magic)
+            .then_some(magic)
     } else {
         None
     }
@@ -541,6 +687,13 @@ impl Register for ConflictTracer {
             _ => None,
         };
         let user_mode = string_arg(args, "mode").as_deref() == Some("user");
+        let profile = match (args.parsed.get("profile"), string_arg(args, "entries")) {
+            (Some(Value::Bool(true)), Some(path)) => {
+                Some(parse_syscalls(&path).expect("cannot read entries file"))
+            }
+            (Some(Value::Bool(true)), None) => Some(Vec::new()),
+            _ => None,
+        };
         let tracer = Tracer {
             active: (0..MAX_VCPUS).map(|_| ActiveFlag::default()).collect(),
             vcpus: (0..MAX_VCPUS).map(|_| Mutex::new(Vcpu::default())).collect(),
@@ -555,6 +708,8 @@ impl Register for ConflictTracer {
             holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
                 .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(LineMap::default())).collect()),
             schedule: quantum.map(|q| Schedule::new(q, MAX_VCPUS)),
+            profile,
+            stacks: Mutex::new(HashMap::new()),
         };
         if TRACER.set(tracer).is_err() {
             panic!("scalecheck-tracer installed twice");
@@ -582,6 +737,8 @@ const EXEC_IRQ_ENTRY: u64 = 1;
 const EXEC_EXC_ENTRY: u64 = 2;
 const EXEC_SWITCH: u64 = 3;
 const EXEC_IRETQ: u64 = 4;
+/// Profile mode: the entry of a system call's function, its context in the low 32 bits.
+const EXEC_SYSCALL: u64 = 1 << 32;
 
 impl Tracer {
     /// What an instruction at `pc` with these bytes gets: an execute callback with this
@@ -593,7 +750,12 @@ impl Tracer {
             }
             return (None, self.user_mode || self.user_code);
         }
-        let event = if self.irq_entries.binary_search(&pc).is_ok() {
+        let syscall = self.profile.as_ref().and_then(|entries| {
+            entries.binary_search_by_key(&pc, |&(addr, _)| addr).ok().map(|at| entries[at].1)
+        });
+        let event = if let Some(context) = syscall {
+            Some(EXEC_SYSCALL | u64::from(context))
+        } else if self.irq_entries.binary_search(&pc).is_ok() {
             Some(EXEC_IRQ_ENTRY)
         } else if self.exc_entries.binary_search(&pc).is_ok() {
             Some(EXEC_EXC_ENTRY)
@@ -658,6 +820,7 @@ unsafe extern "C" fn on_exec(vcpu: VCPUIndex, event: *mut c_void) {
         EXEC_EXC_ENTRY => t.on_kernel_entry(vcpu, false),
         EXEC_SWITCH => t.on_context_switch(vcpu),
         EXEC_IRETQ => t.on_iretq(vcpu),
+        syscall if syscall & EXEC_SYSCALL != 0 => t.on_profile_context(vcpu, syscall as u32),
         magic => t.on_marker(vcpu, magic as u32),
     }
 }
@@ -796,6 +959,8 @@ mod tests {
             user_code,
             holders: None,
             schedule: None,
+            profile: None,
+            stacks: Mutex::new(HashMap::new()),
         }
     }
 
@@ -851,6 +1016,40 @@ mod tests {
             assert_eq!(a.access(0x1000, 0, true), (Coherence::Local, false));
             assert_eq!(b.access(0x1080, 1, true), (Coherence::Local, false));
         }
+    }
+
+    #[test]
+    fn profile_contexts_keep_their_regions_and_a_task_takes_its_context_through_a_switch() {
+        let mut t = tracer(false, true);
+        t.profile = Some(vec![(0xffff_ffff_8120_0000, CONTEXT_SYSCALL)]);
+        let mut vcpu = Vcpu {
+            region: Some(Region { tag: CONTEXT_USER, ..Region::default() }),
+            ..Vcpu::default()
+        };
+        vcpu.region.as_mut().unwrap().accesses = 3;
+        vcpu.enter_context(CONTEXT_SYSCALL, 0);
+        vcpu.enter_context(CONTEXT_USER, 0);
+        assert_eq!(
+            (vcpu.context(), vcpu.region.as_ref().unwrap().accesses),
+            (Some(CONTEXT_USER), 3)
+        );
+        assert_eq!(vcpu.stashed.keys().collect::<Vec<_>>(), [&CONTEXT_SYSCALL]);
+        // A task in its call switches away (a push onto its stack), another task's stack
+        // comes in (its context unknown: other kernel code), then the first task's again.
+        let (old_stack, new_stack) = (0xffff_c900_0001_0000, 0xffff_c900_0002_0000);
+        vcpu.enter_context(CONTEXT_SYSCALL, 0);
+        vcpu.switching = Some(None);
+        t.follow_switch(&mut vcpu, None, old_stack + 0x3ff8);
+        t.follow_switch(&mut vcpu, Some(old_stack), 0xffff_8880_0000_1000); // not a stack
+        assert_eq!(vcpu.context(), Some(CONTEXT_SYSCALL));
+        t.follow_switch(&mut vcpu, Some(old_stack), new_stack + 0x3f00);
+        assert_eq!((vcpu.context(), vcpu.switching), (Some(CONTEXT_KERNEL), None));
+        vcpu.switching = Some(None);
+        t.follow_switch(&mut vcpu, None, new_stack + 0x3ff8);
+        t.follow_switch(&mut vcpu, Some(new_stack), old_stack + 0x3f00);
+        assert_eq!(vcpu.context(), Some(CONTEXT_SYSCALL));
+        let syscall = 0xffff_ffff_8120_0000;
+        assert_eq!(t.instrumentation(syscall, &[0x90]), (Some(EXEC_SYSCALL | 16), true));
     }
 
     #[test]

@@ -80,8 +80,21 @@ def qemu_binary() -> str:
     return found
 
 
-def kernel_command_line(extra: str) -> str:
-    return " ".join(p for p in (BASE_ARGS, ISOLATION_ARGS, NAMING_ARGS, extra) if p)
+# A whole program (scalecheck profile) runs on every CPU: only fixed addresses are kept.
+FIXED_ADDRESS_ARGS = "nokaslr randomize_kstack_offset=off"
+
+
+def kernel_command_line(extra: str, isolation: bool = True) -> str:
+    kept = ISOLATION_ARGS if isolation else FIXED_ADDRESS_ARGS
+    return " ".join(p for p in (BASE_ARGS, kept, NAMING_ARGS, extra) if p)
+
+
+class Machine:
+    """A guest unlike the traced tests' (scalecheck profile): its vCPUs, all of them used
+    (no isolation), and QEMU arguments of its own (the host's file system shared)."""
+
+    def __init__(self, vcpus: int, qemu_args: list[str]):
+        self.vcpus, self.qemu_args = vcpus, qemu_args
 
 
 class GuestSession:
@@ -98,6 +111,7 @@ class GuestSession:
         entries: Path | None,
         ram_file: bool = False,
         plugin_options: str = "",
+        machine: "Machine | None" = None,
     ):
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -124,7 +138,7 @@ class GuestSession:
             "-accel",
             "tcg,thread=multi",
             "-smp",
-            str(VCPUS),
+            str(machine.vcpus if machine else VCPUS),
             "-m",
             MEMORY,
             "-nographic",
@@ -138,7 +152,7 @@ class GuestSession:
             "-initrd",
             str(image),
             "-append",
-            kernel_command_line(kernel_args),
+            kernel_command_line(kernel_args, machine is None),
             "-serial",
             f"file:{self.console_path}",
             "-chardev",
@@ -148,6 +162,8 @@ class GuestSession:
             "-pidfile",
             str(self.pid_path),
         ]
+        if machine:
+            cmd += machine.qemu_args
         if ram_file:
             cmd += [
                 "-object",

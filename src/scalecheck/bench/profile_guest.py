@@ -1,0 +1,304 @@
+"""The guest that runs a whole program for `scalecheck profile`: the Linux target's kernel on N
+vCPUs with the host's file system as its root (9p, read-only), the plugin's profile window
+around the program, and the run's outcome and profile regions read back.
+
+The initramfs is the tracer's base image (busybox) plus the 9p modules of the kernel's
+version (the host's /lib/modules) and an init script: it loads them, mounts the host's root
+read-only at /host and the run's directory (on the host) writable at its own path under
+it, tmpfs at /tmp and /run, and runs the run script there (chroot): the script brings up
+the loopback, turns address randomisation off (each program's libraries at the same
+addresses in every process), opens the window, runs the program with its output in the
+run's directory, kills it at the bound, closes the window, kills everything else, and says
+the program's status on the console; the guest then waits for the host to name kernel
+data from its memory and stop it.
+"""
+
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scalecheck.bench import profile_lines, wholestack
+from scalecheck.bench.sharing import kernel_names
+from scalecheck.common.errors import UserError
+from scalecheck.run.linux import guest_build, vm
+from scalecheck.run.regions import RegionReader
+
+MODULES = ("virtio_pci", "9pnet_virtio", "9p")
+HOST_ROOT, RUN_SHARE = "hostroot", "profilerun"
+FAILED = "SCALECHECK-FAILED"
+# A name of its own: a mail server will not start on a host named "(none)".
+GUEST_HOSTNAME = "scalecheck-guest"
+MOUNT_9P = "-t 9p -o trans=virtio,version=9p2000.L,msize=262144"
+# Seconds the guest may take past the bound to stop the program, close the window (the
+# plugin writes every region then) and say so.
+STOP_MARGIN = 120.0
+PLUGIN_OPTIONS = "transfers=on,user=on,profile=on,pcs=8"
+# Kernel data names that say no type: the writers' functions are added to them.
+BARE_KINDS = ("page", "vmalloc", "unknown", "anon page", "page cache")
+
+
+@dataclass
+class Profiled:
+    outcome: dict
+    seconds: float
+    syscalls: list[str]
+    contended: dict = field(default_factory=dict)
+    names: dict = field(default_factory=dict)
+    pairs: Counter = field(default_factory=Counter)
+    accesses: int = 0
+
+
+def kernel_version(image: Path) -> str:
+    """The version of a /boot/vmlinuz-VERSION image (whose modules the guest loads)."""
+    if not image.name.startswith("vmlinuz-"):
+        raise UserError(f"{image}: profile needs a vmlinuz-VERSION image (its modules)")
+    return image.name.removeprefix("vmlinuz-")
+
+
+def module_files(version: str) -> list[Path]:
+    """The .ko files of MODULES, dependencies first (modprobe --show-depends); none for a
+    module built in."""
+    try:
+        run = subprocess.run(
+            ["modprobe", "-a", "-S", version, "--show-depends", *MODULES],
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        raise UserError("modprobe not found (kmod): it finds the guest's 9p modules") from None
+    if run.returncode != 0:
+        raise UserError(
+            f"no 9p modules for kernel {version} in /lib/modules (profile mounts the host "
+            f"over 9p): {(run.stderr.strip().splitlines() or ['modprobe failed'])[0]}"
+        )
+    files: list[Path] = []
+    for line in run.stdout.splitlines():
+        words = line.split()
+        if words[:1] == ["insmod"] and Path(words[1]) not in files:
+            files.append(Path(words[1]))
+    return files
+
+
+def init_script(modules: list[Path], rundir: Path, scratch_mb: int) -> str:
+    loads = "".join(f"$B insmod {m} || echo '{FAILED} insmod {m.name}'\n" for m in modules)
+    return f"""#!/bin/busybox sh
+B=/bin/busybox
+$B mount -t proc proc /proc
+$B mount -t devtmpfs dev /dev
+{loads}$B mkdir -p /host
+if ! $B mount {MOUNT_9P},ro {HOST_ROOT} /host; then
+    loaded=$($B cut -d' ' -f1 /proc/modules | $B tr '\\n' ' ')
+    echo "{FAILED} the host file system could not be mounted (modules: $loaded)"
+    exec $B sleep 1000000
+fi
+$B mount -t proc proc /host/proc
+$B mount -t sysfs sys /host/sys
+$B mount -t devtmpfs dev /host/dev
+$B mount -t tmpfs -o size={scratch_mb}m scratch /host/tmp
+$B mount -t tmpfs run /host/run
+$B mkdir -p /host{rundir}
+$B mount {MOUNT_9P} {RUN_SHARE} /host{rundir}
+$B mkdir -p /host/dev/shm /host/dev/pts
+$B mount -t tmpfs shm /host/dev/shm
+$B mount -t devpts pts /host/dev/pts
+echo {wholestack.STARTED}
+$B chroot /host /bin/busybox sh {rundir}/run.sh
+echo '{FAILED} the run script ended without a status'
+exec $B sleep 1000000
+"""
+
+
+def run_script(argv: list[str], rundir: Path, duration: float, mark: Path) -> str:
+    return f"""B=/bin/busybox
+O={rundir}
+$B ifconfig lo 127.0.0.1 up
+$B hostname {GUEST_HOSTNAME}
+echo 0 > /proc/sys/kernel/randomize_va_space
+export HOME=/tmp TMPDIR=/tmp PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+cd /tmp
+$B cut -d' ' -f1 /proc/uptime > $O/started
+{mark} on
+{wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
+pid=$!
+( $B sleep {duration:g}; $B kill -9 $pid 2>/dev/null && echo killed > $O/timed-out ) &
+watch=$!
+wait $pid
+status=$?
+{mark} off
+$B cut -d' ' -f1 /proc/uptime > $O/ended
+kill -9 $watch 2>/dev/null
+# the shell's own kill: kill(-1) spares its caller
+kill -9 -1
+echo $status > $O/status
+$B sync
+echo "{wholestack.EXIT} $status"
+exec $B sleep 1000000
+"""
+
+
+def start_guest(
+    args, argv: list[str], kernel, modules: list[Path], rundir: Path
+) -> vm.GuestSession:
+    mark = guest_build.guest_dir() / "build" / "profile_mark"
+    rundir.mkdir(parents=True, exist_ok=True)
+    (rundir / "run.sh").write_text(run_script(argv, rundir, args.duration, mark))
+    image = wholestack.boot_image(
+        Path(kernel.built["base_image"]),
+        set(modules),
+        init_script(modules, rundir, args.scratch_mb),
+        rundir / "profile.cpio",
+    )
+    entries = rundir / "entries.txt"
+    syscalls = profile_lines.syscall_entries(kernel.symbols.address_of)
+    entries.write_text(
+        kernel.entries.read_text() + "".join(f"sys {address:x}\n" for _, address in syscalls)
+    )
+    shares = []
+    for tag, path, extra in ((HOST_ROOT, "/", ",readonly=on"), (RUN_SHARE, rundir, "")):
+        shares += [
+            "-fsdev",
+            f"local,id={tag},path={path},security_model=none{extra}",
+            "-device",
+            f"virtio-9p-pci,fsdev={tag},mount_tag={tag}",
+        ]
+    return vm.GuestSession(
+        rundir / "vm",
+        kernel.image,
+        f"{wholestack.KERNEL_ARGS} rdinit={wholestack.GUEST_INIT}",
+        image,
+        "",
+        kernel.built["plugin"],
+        entries,
+        plugin_options=PLUGIN_OPTIONS,
+        machine=vm.Machine(args.cpus, shares),
+    )
+
+
+def console(session: vm.GuestSession) -> str:
+    try:
+        return session.console_path.read_bytes().decode("utf-8", "replace").replace("\r", "")
+    except FileNotFoundError:
+        return ""
+
+
+def wait_for_exit(session: vm.GuestSession, duration: float) -> None:
+    """Until the run script says the program's status; UserError when the guest fails,
+    stops, or takes longer than the boot's and the bound's time."""
+    deadline = time.monotonic() + wholestack.BOOT_TIMEOUT
+    started = False
+    while True:
+        text = console(session)
+        failed = re.search(rf"^{FAILED} (.*)$", text, re.MULTILINE)
+        if failed and "insmod" not in failed.group(1):
+            raise UserError(f"the guest could not start the program: {failed.group(1)}")
+        if not started and re.search(rf"^{wholestack.STARTED}$", text, re.MULTILINE):
+            started, deadline = True, time.monotonic() + duration + STOP_MARGIN
+        if re.search(rf"^{wholestack.EXIT} -?\d+$", text, re.MULTILINE):
+            return
+        if session.exited():
+            detail = session.panic_message() or session.exit_description()
+            raise UserError(f"the guest stopped before the program ended: {detail}")
+        if time.monotonic() > deadline:
+            where = "reach its init" if not started else "stop the program"
+            raise UserError(f"the guest did not {where} in time (the guest was stopped)")
+        time.sleep(0.5)
+
+
+def outcome(rundir: Path) -> tuple[dict, float]:
+    """The program's status, whether the bound killed it, its stderr's last line, and the
+    guest seconds of the window."""
+
+    def read(name: str) -> str:
+        path = rundir / name
+        return path.read_text(errors="replace").strip() if path.exists() else ""
+
+    errors = read("stderr").splitlines()
+    started, ended = read("started"), read("ended")
+    seconds = float(ended) - float(started) if started and ended else 0.0
+    return {
+        "status": int(read("status") or -1),
+        "timed_out": bool(read("timed-out")),
+        "last_error": errors[-1] if errors else "no message",
+        "output": str(rundir),
+    }, seconds
+
+
+def profile(args, argv: list[str], rundir: Path) -> Profiled:
+    """Boots, runs the program, reads and names its contended lines, stops the guest."""
+    # The modules first: a kernel without them fails before its facts are probed.
+    modules = module_files(kernel_version(args.kernel or vm.default_kernel()))
+    kernel = wholestack.Kernel(args.kernel)
+    session = start_guest(args, argv, kernel, modules, rundir)
+    try:
+        wait_for_exit(session, args.duration)
+        result, seconds = outcome(rundir)
+        regions = RegionReader(session.trace_path).read_new()
+        syscalls = [name for name, _ in profile_lines.syscall_entries(kernel.symbols.address_of)]
+        profiled = Profiled(result, seconds, syscalls)
+        profiled.accesses = sum(region.accesses for region in regions)
+        profiled.contended = profile_lines.contended_lines(regions)
+        profiled.names = line_names(profiled.contended, kernel, session, args.cpus)
+        profiled.pairs = profile_lines.pair_lines(profiled.contended, syscalls)
+        print(f"profile: {len(regions)} regions, {profiled.accesses} accesses", file=sys.stderr)
+    finally:
+        session.stop()
+    return profiled
+
+
+def boot_percpu_areas(namer, symbols, cpus: int) -> None:
+    """The per-CPU areas of this boot, read from its __per_cpu_offset (the facts' boot had
+    the tests' CPU count, which may differ)."""
+    table = symbols.address_of.get("__per_cpu_offset")
+    if namer.kernel is None or table is None:
+        return
+    offsets = {cpu: namer.kernel.u64(table + 8 * cpu) for cpu in range(cpus)}
+    if all(offsets.values()):
+        symbols.percpu_offsets = offsets
+
+
+def line_names(contended: dict, kernel, session: vm.GuestSession, cpus: int) -> dict:
+    """Each contended line's name: kernel data as `scalecheck trace` names it, user memory
+    by its kind."""
+    kernel_lines = {
+        paddr: touches for paddr, touches in contended.items() if profile_lines.is_kernel(touches)
+    }
+    namer = wholestack.data_namer(kernel, session)
+    try:
+        boot_percpu_areas(namer, kernel.symbols, cpus)
+        found = kernel_names(
+            [
+                (profile_lines.representative(touches), profile_lines.line_masks(touches))
+                for touches in kernel_lines.values()
+            ],
+            kernel.symbols,
+            namer,
+        )
+    finally:
+        namer.close()
+    return {
+        paddr: kernel_name(found[paddr], kernel_lines[paddr], kernel.symbols)
+        if paddr in kernel_lines
+        else "user: memory"
+        for paddr in contended
+    }
+
+
+def kernel_name(data: str, touches: list, symbols) -> str:
+    """A kernel line's name; memory that names no type (a page that is no slab's, vmalloc)
+    adds the functions that wrote it."""
+    if data not in BARE_KINDS:
+        return f"kernel: {data}"
+    writers = sorted(
+        {
+            symbols.function(site.pc)
+            for _, _, line in touches
+            for site in line.sites
+            if site.pc and site.write_mask
+        }
+    )
+    shown = ", ".join(writers[:2]) + (", ..." if len(writers) > 2 else "")
+    return f"kernel: {data} (written by {shown or 'unknown code'})"

@@ -1,0 +1,168 @@
+"""`scalecheck profile`: an unmodified program run in the Linux target's guest (real QEMU,
+the host's file system over 9p, the plugin's profile window), its contended kernel lines
+named and judged by the POSIX model's rule; the rule's reading of a pair's cases; bad
+input."""
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from scalecheck.bench import profile_lines
+from scalecheck.bench.rule_verdicts import COMMUTATIVE, FORCED, SHIPPED, Rule, case_possible
+from scalecheck.common.sources import cache_dir
+from scalecheck.run.linux import vm
+from scalecheck.run.regions import Line, Region
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILE = [sys.executable, "-m", "scalecheck.cli", "profile"]
+OPENS = REPO / "tests" / "data" / "profile_opens.c"
+MISBEHAVE = REPO / "examples" / "profile" / "misbehave.sh"
+needs_guest = pytest.mark.skipif(
+    not shutil.which(vm.QEMU) or not list(Path("/boot").glob("vmlinuz-*")),
+    reason="needs qemu-system-x86 and linux-image-amd64 (scripts/setup.d/20-tracer.sh)",
+)
+
+
+def profile(tmp_path: Path, *command: str, duration: str = "30") -> tuple:
+    out = tmp_path / "profile.json"
+    run = subprocess.run(
+        [*PROFILE, "--duration", duration, "--json", str(out), "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    document = json.loads(out.read_text()) if out.exists() else None
+    return run, document
+
+
+@pytest.fixture(scope="module")
+def opens() -> Path:
+    """The test program, built outside /tmp (the guest mounts its scratch there)."""
+    program = cache_dir() / "test-programs" / "profile_opens"
+    program.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cc", "-O2", "-pthread", "-o", str(program), str(OPENS)], check=True)
+    return program
+
+
+def rows_named(document: dict, part: str) -> list[dict]:
+    return [row for row in document["lines"] if part in row["name"]]
+
+
+@needs_guest
+def test_threads_opening_files_fight_over_their_fd_table_and_the_rule_says_o_anyfd(tmp_path, opens):
+    run, document = profile(tmp_path, str(opens), "threads", "2", "1000")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert document["program"]["status"] == 0 and not document["program"]["timed_out"]
+    tables = rows_named(document, "kernel: files_struct")
+    assert sum(row["transfers"] for row in tables) > 100, tables
+    table = tables[0]  # the busiest
+    calls = {tuple(pair["calls"]) for pair in table["pairs"]}
+    assert {("openat", "openat"), ("close", "openat")} & calls, table["pairs"]
+    opening = next(
+        p for p in table["pairs"] if p["calls"] in (["openat", "openat"], ["close", "openat"])
+    )
+    assert opening["verdict"].startswith(FORCED) and "O_ANYFD" in opening["verdict"], opening
+    assert "files_struct" in run.stdout and "O_ANYFD" in run.stdout
+    removable = document["removable"]
+    assert 0 <= removable["avoidable_lines"] <= removable["kernel_lines"] > 0
+
+
+@needs_guest
+def test_processes_opening_files_share_no_fd_table(tmp_path, opens):
+    run, document = profile(tmp_path, str(opens), "processes", "2", "1000")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert any(row["call"] == "openat" for row in document["calls"])  # they did open
+    hot = [row for row in rows_named(document, "files_struct") if row["transfers"] > 20]
+    assert not hot, hot
+
+
+@needs_guest
+def test_a_program_that_fills_its_scratch_forks_a_thousand_and_never_exits_is_stopped(tmp_path):
+    run, document = profile(tmp_path, str(MISBEHAVE), duration="20")
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-1].endswith("ran past 20 s and was killed")
+    assert document["program"]["timed_out"] and document["guest_seconds"] >= 20
+
+
+@needs_guest
+def test_a_program_that_exits_at_once_has_its_status_kept(tmp_path):
+    run, document = profile(tmp_path, "false")
+    assert run.returncode == 1 and document["program"]["status"] == 1, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-1].startswith("profile: ")
+
+
+@pytest.mark.parametrize(
+    "command, message",
+    [
+        (["no-such-program-here"], "no such program on this host"),
+        (["HIDDEN"], "which the guest mounts its own file system on"),
+        ([], "no program given"),
+    ],
+)
+def test_a_program_that_cannot_be_run_is_one_line(tmp_path, command, message):
+    hidden = tmp_path / "hidden"  # under /tmp, which the guest replaces
+    hidden.write_text("#!/bin/sh\n")
+    hidden.chmod(0o755)
+    run, _ = profile(tmp_path, *[str(hidden) if word == "HIDDEN" else word for word in command])
+    assert run.returncode == 2 and message in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def shipped() -> Rule:
+    return Rule.load(SHIPPED)
+
+
+def test_the_shipped_rule_forces_the_lowest_fd_on_one_fd_table_only(shipped):
+    table = "kernel: files_struct.{file_lock,next_fd}"
+    assert shipped.verdict("openat", "openat", table).startswith(f"{FORCED}: use O_ANYFD")
+    assert shipped.verdict("openat", "close", table).startswith(f"{FORCED}: use O_ANYFD")
+    # Two opens that met on a dentry may be in two processes: they commute.
+    assert shipped.verdict("openat", "openat", "kernel: dentry.d_lockref") == COMMUTATIVE
+    assert shipped.verdict("openat", "page fault", table).startswith("outside the model")
+
+
+def test_a_case_needing_what_linux_lacks_or_a_failure_does_not_hold_as_called():
+    assert not case_possible("A.pn in fname_to_inum and B.anyfd", False, anyfd=False)
+    assert case_possible("A.pn in fname_to_inum and B.anyfd", False, anyfd=True)
+    assert not case_possible("[A fails with ENOENT] A.pn not in fname_to_inum", False, False)
+    assert not case_possible("A.pid == 0 and B.pid != 0 and A.pn != B.pn", True, False)
+    assert case_possible("A.pid == 0 and B.pid != 0 and A.pn != B.pn", False, False)
+
+
+def fake_region(vcpu: int, context: int, lines: dict) -> Region:
+    """A hand-made profile region (unit test only): lines {paddr: (written, transfers)}."""
+    region = Region(vcpu, context, 0, 1, 0, 0)
+    for paddr, (written, moved) in lines.items():
+        region.lines[paddr] = Line(
+            paddr, 0xFFFF888000000000 + paddr, 1, 1 if written else 0, [], b"", moved, 0, 0
+        )
+    return region
+
+
+def test_contexts_on_two_cpus_meet_on_a_written_line_and_are_weighed_by_their_transfers():
+    syscalls = ["close", "openat"]
+    regions = [
+        fake_region(0, profile_lines.CONTEXT_SYSCALL + 1, {0x1000: (True, 5), 0x2000: (False, 0)}),
+        fake_region(1, profile_lines.CONTEXT_SYSCALL + 0, {0x1000: (True, 3), 0x2000: (False, 0)}),
+        fake_region(1, profile_lines.CONTEXT_USER, {0x3000: (True, 2)}),
+    ]
+    contended = profile_lines.contended_lines(regions)
+    assert list(contended) == [0x1000]  # 0x2000 only read, 0x3000 on one CPU
+    assert profile_lines.call_pairs(contended[0x1000], syscalls) == {("close", "openat"): 8}
+    rows = profile_lines.call_rows(contended, syscalls)
+    assert [(r["call"], r["transfers"]) for r in rows] == [("openat", 5), ("close", 3)]
+
+
+def test_a_line_is_judged_by_its_busiest_pair_of_calls_the_model_has(shipped):
+    row = {"name": "kernel: files_struct.fd_array"}
+    pairs = Counter({("openat", "page fault"): 9, ("futex", "openat"): 5, ("openat", "openat"): 2})
+    profile_lines.judge_pairs(row, pairs, shipped)
+    assert row["judged_pair"] == ["openat", "openat"]
+    assert row["verdict"].startswith(f"{FORCED}: use O_ANYFD")
+    assert row["pairs"][0]["verdict"] == "outside the model (page fault)"
