@@ -24,10 +24,8 @@ out, start, mid, end = sys.argv[1], *map(float, sys.argv[2:])
 analysis = json.load(open(f"{out}/analysis/summary.json"))
 testgen = json.load(open(f"{out}/testgen.json"))
 tests = {tuple(r["pair"]): r["tests"] for r in testgen["pairs"]}
-cpu = {}
-for row in analysis["pairs"]:
-    data = json.load(open(f"{out}/analysis/pairs/{row['pair'][0]}-{row['pair'][1]}.json"))
-    cpu[tuple(row["pair"])] = data["cpu_seconds"]
+timings = json.load(open(f"{out}/analysis/timings.json"))
+cpu = {tuple(row["pair"]): timings["-".join(row["pair"])]["cpu_seconds"] for row in analysis["pairs"]}
 print(f"{'pair':24} {'paths':>6} {'commute':>8} {'cpu s':>7} {'tests':>6}")
 for row in analysis["pairs"]:
     pair = tuple(row["pair"])

@@ -7,8 +7,9 @@ import z3
 
 from scalecheck.engine import commute, explore
 from scalecheck.engine.commute import _apply, _smtlib, _subterm_ids, explore_pair
+from scalecheck.engine.sexpr import numbered_lets
 from scalecheck.interfaces.loading import load_model
-from scalecheck.testgen import testgen
+from scalecheck.testgen import patterns
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_smtlib_text_is_what_a_solver_prints(paths):
         solver = z3.Solver()
         solver.add(constraints)
         solver.add(atom)
-        assert _smtlib(constraints, atom) == solver.to_smt2()
+        assert _smtlib(constraints, atom) == numbered_lets(solver.to_smt2())
 
 
 def test_apply_builds_the_same_term_as_a_call():
@@ -65,7 +66,7 @@ def test_observed_values_are_the_models_values_of_each_term(paths):
     for _path, _constraints, smt2 in paths:
         solver = z3.Solver()
         solver.from_string(smt2)
-        terms = testgen.ObservedTerms(solver)
+        terms = patterns.ObservedTerms(solver)
         atom = next(a for a in solver.assertions() if a.decl().name() == "observed")
         assert [terms[i].eq(child) for i, child in enumerate(atom.children())] == [True] * len(
             terms
@@ -79,3 +80,9 @@ def test_observed_values_are_the_models_values_of_each_term(paths):
         assert terms.values(fresh_model) == expected
         checked += 1
     assert checked == len(paths)
+
+
+def test_let_names_are_numbered_in_order_of_appearance():
+    """Z3 names a let by its term's id, which the terms a process made before decide."""
+    text = "(let (($x347 (= a b))) (let ((?x12 (f $x347))) (and $x347 ?x12 $x3470)))"
+    assert numbered_lets(text) == "(let (($x0 (= a b))) (let ((?x1 (f $x0))) (and $x0 ?x1 $x2)))"

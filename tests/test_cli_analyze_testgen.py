@@ -2,16 +2,21 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from scalecheck.cli import main
+from scalecheck.common.errors import UserError
 from scalecheck.common.output import stdout_reader_gone
 from scalecheck.formats.testfile import read_tests
+
+DATA = Path(__file__).parent / "data"
 
 
 def scalecheck(*args):
@@ -238,3 +243,77 @@ def test_testgen_refuses_an_analysis_of_an_edited_imported_module(tmp_path):
     # A new analysis of the edited model is accepted again.
     assert scalecheck("analyze", "--model", model, "--out", out, "--jobs", "1").returncode == 0
     assert scalecheck("testgen", out, "--jobs", "1").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda test: test.pop("expect"), '"expect" must give'),
+        (lambda test: test["calls"][1].pop("args"), 'has no "args"'),
+        (lambda test: test.update(pair=["close", "open"]), "does not match the calls"),
+    ],
+)
+def test_a_test_file_with_a_test_that_says_too_little_is_refused(tmp_path, damage, said):
+    """Such a test could only be counted as a mismatch: the report, the tracer and
+    refinement refuse the file when they read it, in one line (exit 2)."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "report_fake_run_a", run)
+    lines = (run / "tests.jsonl").read_text().splitlines()
+    test = json.loads(lines[3])
+    damage(test)
+    lines[3] = json.dumps(test)
+    (run / "tests.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match=f"tests.jsonl:4: .*{said}"):
+        read_tests(run / "tests.jsonl")
+    result = scalecheck("report", run)
+    assert result.returncode == 2 and said in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+RUNAWAY_MODEL = """
+from scalecheck.model import Int, Model, ok, operation
+
+
+class Runaway(Model):
+    def __init__(self):
+        self.level = Int().any()
+
+    @operation(steps=Int())
+    def drain(self, steps):
+        while steps > 0:  # each turn both ways feasible: the path never ends
+            steps = steps - 1
+        return ok()
+
+    @operation()
+    def get(self):
+        return ok(self.level)
+"""
+
+
+@pytest.mark.parametrize(
+    ("bound", "said"),
+    [
+        (["--max-branches", "40"], "more than 40 branches"),
+        (["--pair-timeout", "1"], "1 CPU seconds"),
+    ],
+)
+def test_a_symbolic_loop_that_never_ends_is_a_model_error_of_its_pairs(tmp_path, bound, said):
+    """The model-code time limit pauses for solver queries, and every turn of a loop on a
+    symbolic condition is one: the exploration's own bounds end the pair instead."""
+    model = tmp_path / "runaway.py"
+    model.write_text(RUNAWAY_MODEL)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "scalecheck.cli", "analyze", "--model", model, "--out", out, *bound],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    summary = json.loads((out / "analysis" / "summary.json").read_text())
+    rows = {tuple(row["pair"]): row for row in summary["pairs"]}
+    assert rows["drain", "drain"]["error_paths"] == rows["drain", "get"]["error_paths"] == 1
+    assert rows["get", "get"]["error_paths"] == 0 and rows["get", "get"]["commutative_paths"] >= 1
+    errors = [error["error"] for error in summary["model_errors"]]
+    assert len(errors) == 2 and all(said in error for error in errors), errors
+    assert "ExplorationBound: " in result.stderr

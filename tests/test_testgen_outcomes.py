@@ -4,7 +4,7 @@ the value patterns that --value-cap 1 switches off."""
 
 import z3
 
-from scalecheck.testgen import allowed, testgen
+from scalecheck.testgen import allowed, patterns, testgen
 
 
 def _path():
@@ -106,9 +106,9 @@ class FailingSolver:
 
 def test_value_cap_one_asks_the_solver_nothing():
     x, y = z3.Ints("A.v B.v")
-    pattern = testgen.ValuePattern([x, y], [(0, 1, None)])
+    pattern = patterns.ValuePattern([x, y], [(0, 1, None)])
     values = [1, 2]
-    variants, capped = testgen._value_variants(
+    variants, capped = patterns.value_variants(
         FailingSolver(), None, pattern, values, None, value_cap=1
     )
     assert variants == [values] and capped is False
@@ -142,7 +142,7 @@ def test_term_text_prints_as_python_does_and_once_per_term():
     context = z3.Context()
     f = z3.Function("inodes.length", z3.IntSort(context), z3.IntSort(context))
     term = f(z3.Int("A.pn", context)) + 1
-    text = testgen.TermText()
+    text = patterns.TermText()
     assert text(term) == str(term)
     # The same term parsed again (another path of the pair) is the same node: not printed again.
     again = z3.parse_smt2_string(
@@ -161,11 +161,11 @@ def test_term_text_reuses_the_text_of_the_same_term_of_another_pair(monkeypatch)
         return f(z3.Int("B.fd", context)) == z3.Int("B.off", context)
 
     first, second = term(z3.Context()), term(z3.Context())
-    assert testgen.TermText()(first) == str(first)
-    monkeypatch.setitem(testgen.TermText._by_smtlib, first.sexpr(), "printed for another pair")
-    assert testgen.TermText()(second) == "printed for another pair"
+    assert patterns.TermText()(first) == str(first)
+    monkeypatch.setitem(patterns.TermText._by_smtlib, first.sexpr(), "printed for another pair")
+    assert patterns.TermText()(second) == "printed for another pair"
     # Terms that print differently have other SMT-LIB texts (sorts show in numerals).
     x, r = z3.Int("x"), z3.Real("x")
     samples = [x + 1, r + 1, z3.If(x > 0, x, -x), z3.Not(x == 1), z3.Distinct(x, x + 1)]
-    text = testgen.TermText()
+    text = patterns.TermText()
     assert [text(t) for t in samples] == [str(t) for t in samples]

@@ -18,7 +18,7 @@ from scalecheck.common.storage import NO_SPACE, no_space, os_error
 # Pipeline order: model -> analyze -> testgen -> run/trace -> report; then the benchmarks.
 STAGE_MODULES = [
     "scalecheck.analyze.analyze",
-    "scalecheck.testgen.testgen",
+    "scalecheck.testgen.testgen_cli",
     "scalecheck.testgen.refine",  # testgen's --refine-left-path
     "scalecheck.run.kernel_cli",
     "scalecheck.run.run_cli",

@@ -29,7 +29,8 @@ from scalecheck.run.loop import (
 from scalecheck.run.options import RunOptions
 from scalecheck.run.run_cli import add_run_options, run_with
 from scalecheck.run.user.library import library_spec, load_library
-from scalecheck.testgen.testgen import add_testgen_options, current_tests, generate_tests
+from scalecheck.testgen.testgen import current_tests, generate_tests
+from scalecheck.testgen.testgen_cli import add_testgen_options
 
 # Operations traced by default: the name and file-descriptor operations, which finish in
 # minutes on two cores; --full takes every operation of the model.
@@ -137,7 +138,7 @@ def run_stages(args) -> int:
 
     clock.start("analyze", f"1/4 analyze: {len(ops)} operations of {model}")
     analysis = analyze_model(model, ops, args.out, jobs=args.jobs, model_timeout=args.model_timeout)
-    print_summary(analysis)
+    print_summary(analysis, args.out)
     clock.start("testgen", "2/4 testgen")
     generated = current_tests(args.out, args.cap, args.value_cap)
     if generated is None:

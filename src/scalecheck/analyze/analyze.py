@@ -23,12 +23,15 @@ from scalecheck.common.parallel import map_unordered
 from scalecheck.common.progress import stage_progress
 from scalecheck.common.storage import read_json, write_json_atomically
 from scalecheck.engine import deadline
+from scalecheck.engine.commute import TIMING
+from scalecheck.engine.explore import Bounds
 from scalecheck.formats.analysisfile import (
     ANALYSIS_FORMAT,
     ANALYSIS_VERSION,
     all_pairs,
     pair_file,
     pair_is_current,
+    timings_file,
 )
 from scalecheck.interfaces.loading import load_model, model_fingerprint
 
@@ -78,6 +81,7 @@ def register(subparsers):
         help="model code may run this long per path, solver queries aside; a path that runs "
         f"longer is a model error (default: {DEFAULT_MODEL_TIMEOUT:g})",
     )
+    add_bound_options(parser)
     parser.add_argument(
         "--conditions",
         action="store_true",
@@ -90,6 +94,33 @@ def register(subparsers):
     parser.set_defaults(func=run)
 
 
+def add_bound_options(parser) -> None:
+    """How far one pair's exploration may go before the pair is one model error."""
+    parser.add_argument(
+        "--max-paths",
+        type=argtypes.count,
+        default=Bounds.paths,
+        metavar="N",
+        help="paths one pair may have; a pair with more is one model error (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-branches",
+        type=argtypes.count,
+        default=Bounds.branches,
+        metavar="N",
+        help="symbolic branches one path may take; a pair with a longer path (a loop on a "
+        "symbolic condition that never ends) is one model error (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--pair-timeout",
+        type=argtypes.seconds,
+        default=Bounds.seconds,
+        metavar="SECONDS",
+        help="CPU seconds the exploration of one pair may take, solver queries included; a "
+        "pair that takes longer is one model error (default: %(default)g)",
+    )
+
+
 def run(args) -> int:
     model_cls = load_model(args.model)
     ops = select_ops(model_cls, args.ops)
@@ -100,12 +131,13 @@ def run(args) -> int:
         jobs=args.jobs,
         solver_timeout_ms=args.solver_timeout * 1000,
         model_timeout=args.model_timeout,
+        bounds=Bounds(args.max_paths, args.max_branches, args.pair_timeout),
     )
     if args.json:
         print(json.dumps(summary, indent=1))
         print_model_errors(summary)
     else:
-        print_summary(summary)
+        print_summary(summary, args.out)
         variants.print_variants(summary["variants"])
     if args.path_conditions:
         print_path_conditions(args.out, summary)
@@ -137,6 +169,7 @@ def analyze_model(
     solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     quiet: bool = False,
     model_timeout: float = DEFAULT_MODEL_TIMEOUT,
+    bounds: Bounds | None = None,
 ) -> dict:
     model_cls = load_model(model_spec)
     check_results(model_cls, ops, model_timeout)
@@ -157,13 +190,20 @@ def analyze_model(
     todo = [pair for pair in pairs if not pair_is_current(out, pair, fingerprint)]
     with stage_progress("analyze", quiet) as progress:
         task = progress.add_task("", total=len(pairs), completed=len(pairs) - len(todo))
-        work = [(meta["model"], a, b, solver_timeout_ms, model_timeout) for a, b in todo]
-        for result in map_unordered(_analyze_one, work, jobs):
+        work = [(meta["model"], a, b, solver_timeout_ms, model_timeout, bounds) for a, b in todo]
+        timings = _read_timings(out)
+        # Each pair in a fresh process: Z3 numbers terms in the order a process makes
+        # them, and orders terms by those numbers (simplified conditions, the SMT-LIB
+        # text), so a pair explored after other work would come out otherwise.
+        for result in map_unordered(_analyze_one, work, jobs, fresh_process=True):
+            timing = result.pop(TIMING)
             result["fingerprint"] = fingerprint
             a, b = result["pair"]
             # One line: a large pair's file holds megabytes of SMT-LIB text.
             write_json_atomically(pair_file(out, a, b), result, indent=None)
-            progress.update(task, advance=1, description=f"{a} || {b} ({result['seconds']:.1f}s)")
+            timings[f"{a}-{b}"] = timing
+            write_json_atomically(timings_file(out), timings)
+            progress.update(task, advance=1, description=f"{a} || {b} ({timing['seconds']:.1f}s)")
     summary = summarize(out, ops)
     summary["variants"] = [
         variants.compare(model_cls, variant, solver_timeout_ms)
@@ -171,6 +211,13 @@ def analyze_model(
     ]
     write_json_atomically(out / "analysis" / "summary.json", summary)
     return summary
+
+
+def _read_timings(out: Path) -> dict:
+    try:
+        return read_json(timings_file(out))
+    except (OSError, ValueError):  # none yet, or torn: times only, the pairs are intact
+        return {}
 
 
 def check_results(model_cls, ops: list[str], model_timeout: float) -> None:
@@ -204,40 +251,29 @@ def _condition_row(conditions: dict) -> dict:
     return {
         **{verdict: conditions[verdict]["figures"] for verdict in VERDICTS},
         "simplified": all(conditions[verdict]["simplified"] for verdict in VERDICTS),
-        "seconds": conditions["seconds"],
     }
 
 
 def _analyze_one(job):
     from scalecheck.engine.commute import analyze_pair
 
-    model_spec, a, b, solver_timeout_ms, model_timeout = job
-    return analyze_pair(load_model(model_spec), a, b, solver_timeout_ms, model_timeout)
+    model_spec, a, b, solver_timeout_ms, model_timeout, bounds = job
+    return analyze_pair(load_model(model_spec), a, b, solver_timeout_ms, model_timeout, bounds)
 
 
 def summarize(out: Path, ops: list[str]) -> dict:
-    pairs, totals = (
-        [],
-        {
-            "pairs": 0,
-            "paths": 0,
-            "commutative_paths": 0,
-            "noncommutative_paths": 0,
-            "error_paths": 0,
-            "unknown_paths": 0,
-            "seconds": 0.0,
-        },
-    )
+    pairs: list[dict] = []
+    counted = ("paths", "commutative_paths", "noncommutative_paths", "error_paths")
+    totals = dict.fromkeys(("pairs", *counted, "unknown_paths"), 0)
     conditions: dict = {
         **{verdict: dict.fromkeys(FIGURES, 0) for verdict in VERDICTS},
-        "seconds": 0.0,
         "unsimplified_pairs": [],
     }
     model_errors = []
     for a, b in all_pairs(ops):
         data = read_json(pair_file(out, a, b))
         paths = data["paths"]
-        row = {
+        row: dict = {
             "pair": [a, b],
             "paths": len(paths),
             "commutative_paths": sum(1 for p in paths if p["commutes"] and not p["unknown"]),
@@ -246,7 +282,6 @@ def summarize(out: Path, ops: list[str]) -> dict:
             ),
             "error_paths": sum(1 for p in paths if p["commutes"] is None),
             "unknown_paths": sum(1 for p in paths if p["unknown"]),
-            "seconds": data["seconds"],
             "conditions": _condition_row(data["conditions"]),
         }
         pairs.append(row)
@@ -260,11 +295,8 @@ def summarize(out: Path, ops: list[str]) -> dict:
         for verdict in VERDICTS:
             for figure in FIGURES:
                 conditions[verdict][figure] += row["conditions"][verdict][figure]
-        conditions["seconds"] += row["conditions"]["seconds"]
         if not row["conditions"]["simplified"]:
             conditions["unsimplified_pairs"].append(f"{a} || {b}")
-    totals["seconds"] = round(totals["seconds"], 2)
-    conditions["seconds"] = round(conditions["seconds"], 2)
     return {
         "ops": ops,
         "totals": totals,
@@ -274,12 +306,14 @@ def summarize(out: Path, ops: list[str]) -> dict:
     }
 
 
-def print_summary(summary: dict):
+def print_summary(summary: dict, out: Path):
     console = stdout_console()
+    timings = _read_timings(out)
     table = Table(title="commutativity analysis")
     for column in ("pair", "paths", "commute", "diverge", "errors", "unknown", "seconds"):
         table.add_column(column, justify="left" if column == "pair" else "right")
     for row in summary["pairs"]:
+        seconds = timings.get("-".join(row["pair"]), {}).get("seconds")
         table.add_row(
             " || ".join(row["pair"]),
             str(row["paths"]),
@@ -287,14 +321,15 @@ def print_summary(summary: dict):
             str(row["noncommutative_paths"]),
             str(row["error_paths"]),
             str(row["unknown_paths"]),
-            f"{row['seconds']:.1f}",
+            "-" if seconds is None else f"{seconds:.1f}",
         )
     console.print(table)
     t = summary["totals"]
+    total = sum(timing["seconds"] for timing in timings.values())
     console.print(
         f"{t['pairs']} pairs, {t['paths']} paths: {t['commutative_paths']} commutative, "
         f"{t['noncommutative_paths']} not, {t['error_paths']} model errors, "
-        f"{t['unknown_paths']} unknown; {t['seconds']:.0f} s of analysis"
+        f"{t['unknown_paths']} unknown; {total:.0f} s of analysis"
     )
     print_model_errors(summary)
 
@@ -332,6 +367,7 @@ def print_path_conditions(out: Path, summary: dict):
 
 def print_conditions(out: Path, summary: dict):
     """Each pair's two conditions, one case per line, with their figures; then the totals."""
+    timings = _read_timings(out)
     for row in summary["pairs"]:
         a, b = row["pair"]
         conditions = read_json(pair_file(out, a, b))["conditions"]
@@ -349,14 +385,16 @@ def print_conditions(out: Path, summary: dict):
                 print(f"{heading}:")
                 for line in lines:
                     print(f"    {line}")
-        print(f"  ({conditions['seconds']:.2f} s to simplify)")
+        seconds = timings.get(f"{a}-{b}", {}).get("conditions_seconds", 0.0)
+        print(f"  ({seconds:.2f} s to simplify)")
     totals = summary["conditions"]
     print()
     for verdict in VERDICTS:
         print(f"all pairs, {verdict}: {_figures_text(totals[verdict])}")
     unsimplified = totals["unsimplified_pairs"]
     print(
-        f"{totals['seconds']:.1f} s to simplify; pairs left unsimplified: "
+        f"{sum(t.get('conditions_seconds', 0.0) for t in timings.values()):.1f} s to "
+        "simplify; pairs left unsimplified: "
         f"{', '.join(unsimplified) if unsimplified else 'none'}"
     )
     sys.stdout.flush()

@@ -23,7 +23,7 @@ from scalecheck.engine import deadline, explore
 from scalecheck.engine.conditions import Region, pair_conditions, result_kinds, unique_exprs
 from scalecheck.engine.explore import join_name
 from scalecheck.engine.rawz3 import and_, implies
-from scalecheck.engine.sexpr import show
+from scalecheck.engine.sexpr import numbered_lets, show
 from scalecheck.engine.types import (
     ArrayValue,
     Int,
@@ -173,21 +173,35 @@ def analyze_pair(
     op_b: str,
     solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     model_timeout: float | None = None,
+    bounds: explore.Bounds | None = None,
 ) -> dict:
     """Explore every path of ``op_a || op_b``; return the pair's analysis as JSON data.
-    ``model_timeout``: seconds model code may run per path (explore.explore)."""
+    ``model_timeout``: seconds model code may run per path; ``bounds``: what the whole
+    exploration may take (explore.explore)."""
     started, started_cpu = time.monotonic(), time.process_time()
-    records, regions, stats = explore_pair(model_cls, op_a, op_b, solver_timeout_ms, model_timeout)
+    records, regions, stats = explore_pair(
+        model_cls, op_a, op_b, solver_timeout_ms, model_timeout, bounds
+    )
     conditions = pair_conditions(regions, symmetric=op_a == op_b)
-    return {
-        "pair": [op_a, op_b],
+    timing = {
         "seconds": round(time.monotonic() - started, 3),
         "cpu_seconds": round(time.process_time() - started_cpu, 3),
+        "conditions_seconds": conditions.pop("seconds"),
+        "conditions_cpu_seconds": conditions.pop("cpu_seconds"),
+    }
+    return {
+        "pair": [op_a, op_b],
         "solver_checks": stats.solver_checks,
         "unknown_checks": stats.unknown_checks,
         "conditions": conditions,
         "paths": [_path_json(record) for record in records],
+        TIMING: timing,
     }
+
+
+# The key of analyze_pair's result that holds its times: they go to analysis/timings.json,
+# not into the pair's file, which is the same whenever the analysis is made.
+TIMING = "timing"
 
 
 def explore_pair(
@@ -196,35 +210,26 @@ def explore_pair(
     op_b: str,
     solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     model_timeout: float | None = None,
+    bounds: explore.Bounds | None = None,
 ):
     """Every path of ``op_a || op_b``: its record, its region (for the pair's condition),
-    and the exploration's solver statistics."""
+    and the exploration's solver statistics. A pair whose exploration goes past its
+    ``bounds`` is one path, a model error naming the bound."""
     operations = model_cls.operations()
-    records, regions = [], []
+    records: list[PathRecord] = []
+    regions: list[Region] = []
     program = _pair_program(model_cls, op_a, op_b)
     stats = explore.Stats()
-    for number, (path, outcome) in enumerate(
-        explore.explore(program, solver_timeout_ms, stats, model_timeout)
-    ):
-        condition = and_(path.decisions) if path.decisions else z3.BoolVal(True)
-        if isinstance(outcome, Exception):
-            regions.append(Region(path.decisions, path.assumptions, None))
-            records.append(
-                PathRecord(
-                    number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
-                )
-            )
-            continue
-        base, args, results, commutes = outcome
-        record = PathRecord(number, commutes, path.unknown, "", condition)
-        returned = result_kinds(results)
-        names = _named_results(results)
-        hints = _comparisons(names, args, operations, op_a, op_b)
-        regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))
-        if commutes and not path.unknown:
-            kinds = {call: operations[op].argument_types for call, op in (("A", op_a), ("B", op_b))}
-            record.smt2, record.observations = _observations(path, base, args, kinds, results)
-        records.append(record)
+    try:
+        for number, (path, outcome) in enumerate(
+            explore.explore(program, solver_timeout_ms, stats, model_timeout, bounds)
+        ):
+            _record_path(number, path, outcome, (op_a, op_b), operations, records, regions)
+    except explore.ExplorationBound as bound:
+        # The paths found so far do not cover the pair: all of it is one model error.
+        error = f"{type(bound).__name__}: {bound}"
+        records = [PathRecord(0, None, False, error, z3.BoolVal(True))]
+        regions = [Region([], [], None)]
     return records, regions, stats
 
 
@@ -264,6 +269,29 @@ def _pair_program(model_cls, op_a: str, op_b: str):
         return base, args, results, commutes
 
     return program
+
+
+def _record_path(number, path, outcome, ops, operations, records, regions) -> None:
+    """The path's record and region, added to ``records`` and ``regions``."""
+    condition = and_(path.decisions) if path.decisions else z3.BoolVal(True)
+    if isinstance(outcome, Exception):
+        regions.append(Region(path.decisions, path.assumptions, None))
+        records.append(
+            PathRecord(
+                number, None, path.unknown, f"{type(outcome).__name__}: {outcome}", condition
+            )
+        )
+        return
+    base, args, results, commutes = outcome
+    record = PathRecord(number, commutes, path.unknown, "", condition)
+    returned = result_kinds(results)
+    names = _named_results(results)
+    hints = _comparisons(names, args, operations, *ops)
+    regions.append(Region(path.decisions, path.assumptions, commutes, returned, names, hints))
+    if commutes and not path.unknown:
+        kinds = {call: operations[op].argument_types for call, op in zip("AB", ops, strict=True)}
+        record.smt2, record.observations = _observations(path, base, args, kinds, results)
+    records.append(record)
 
 
 def _named_results(results) -> list:
@@ -459,10 +487,11 @@ def _apply(function: z3.FuncDeclRef, terms: list) -> z3.BoolRef:
 def _smtlib(constraints: list, last: z3.BoolRef) -> str:
     """The SMT-LIB text ``Solver.to_smt2`` writes for a solver holding ``constraints``
     then ``last``; printed directly, since asserting every constraint into a solver and
-    reading them back through the Python API costs more than the printing."""
+    reading them back through the Python API costs more than the printing. Let names
+    numbered (sexpr.numbered_lets)."""
     ctx = last.ctx
     asts = [(c if isinstance(c, z3.BoolRef) else z3.BoolVal(c, ctx)).as_ast() for c in constraints]
-    return z3.Z3_benchmark_to_smtlib_string(
+    text = z3.Z3_benchmark_to_smtlib_string(
         ctx.ref(),
         "benchmark generated from python API",
         "",
@@ -472,6 +501,7 @@ def _smtlib(constraints: list, last: z3.BoolRef) -> str:
         (z3.Ast * len(asts))(*asts),
         last.as_ast(),
     )
+    return numbered_lets(text)
 
 
 # ---------------------------------------------------------------- checks before analysis

@@ -27,6 +27,7 @@ stored condition again from its SMT-LIB text.
 from __future__ import annotations
 
 import functools
+import gc
 import time
 from dataclasses import dataclass, field
 
@@ -34,7 +35,7 @@ import z3
 
 from scalecheck.engine import deadline
 from scalecheck.engine.rawz3 import and_, or_
-from scalecheck.engine.sexpr import expand_lets, parse_sexpr, show
+from scalecheck.engine.sexpr import expand_lets, numbered_lets, parse_sexpr, show
 
 SOLVER_TIMEOUT_MS = 5_000  # one query; a pair's construction has its own budget
 PAIR_BUDGET_SECONDS = 20.0  # CPU seconds; the costliest posix pair takes about 9
@@ -523,6 +524,7 @@ def pair_conditions(
     """The pair's commutativity and divergence conditions with their figures, as JSON.
     ``symmetric``: the two calls are of the same operation, so swapping them is worth a
     try when looking for cases."""
+    gc.collect()  # at the same point on every run (common/parallel._fresh_worker)
     started, started_cpu = time.monotonic(), time.process_time()
     space = _Space(regions, _Clock(budget_seconds), timeout_ms) if regions else None
     commuting = [r for r in regions if r.commutes]
@@ -571,7 +573,7 @@ def condition_json(condition: Condition) -> dict:
             }
             for cube in condition.cubes
         ],
-        "smt2": solver.to_smt2(),
+        "smt2": numbered_lets(solver.to_smt2()),
         "simplified": condition.exact,
         "why": condition.why,
         "figures": {

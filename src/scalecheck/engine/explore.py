@@ -14,6 +14,8 @@ is marked ``unknown`` so that callers report and count it instead of dropping it
 from __future__ import annotations
 
 import contextlib
+import gc
+import time
 from dataclasses import dataclass, field
 
 import z3
@@ -27,6 +29,10 @@ from scalecheck.engine.rawz3 import and_, assert_all, not_
 FRESH_BASE = 1000
 
 
+# Paths explored between two collections of cyclic garbage.
+GC_PATHS = 64
+
+
 def join_name(prefix: str, suffix: str) -> str:
     """``inode`` + ``nlink`` -> ``inode.nlink``; ``data`` + ``[2]`` -> ``data[2]``."""
     return prefix + (suffix if not suffix or suffix.startswith("[") else "." + suffix)
@@ -38,6 +44,43 @@ class ModelError(Exception):
 
 class BoundExceeded(ModelError):
     """A bounded domain (array size, fd range) was too small on this path."""
+
+
+class ExplorationBound(Exception):
+    """The exploration of a pair went past one of its Bounds: its symbolic branches never
+    end (a loop on a symbolic condition), or the pair has far more paths than a model
+    should. The pair becomes one model error naming the bound."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one exploration may take: paths, branches on one path, CPU seconds (solver
+    queries included). The defaults lie far above the shipped models' largest pairs (a
+    few hundred paths of a few dozen branches, seconds each)."""
+
+    paths: int = 20_000
+    branches: int = 2_000
+    seconds: float = 600.0
+
+    def check_branches(self, taken: int) -> None:
+        if taken > self.branches:
+            raise ExplorationBound(
+                f"a path took more than {self.branches} branches (a loop on a symbolic "
+                "condition that never ends? raise the bound with --max-branches)"
+            )
+
+    def check_time(self, started: float) -> None:
+        if time.process_time() - started > self.seconds:
+            raise ExplorationBound(
+                f"the pair's exploration ran longer than {self.seconds:g} CPU seconds "
+                "(raise the bound with --pair-timeout)"
+            )
+
+    def check_paths(self, paths: int) -> None:
+        if paths > self.paths:
+            raise ExplorationBound(
+                f"the pair has more than {self.paths} paths (raise the bound with --max-paths)"
+            )
 
 
 class Infeasible(Exception):
@@ -79,6 +122,8 @@ class Path:
     choices: dict = field(default_factory=dict)  # name -> (expr, type)
     unknown: bool = False
     call: str = ""  # which call is running: "A" or "B"
+    bounds: Bounds = field(default_factory=Bounds)
+    started: float = 0.0  # the exploration's start, in CPU seconds (Bounds.check_time)
     shared_reads: dict = field(
         default_factory=dict
     )  # base reads and other path-independent terms, shared by all paths of an exploration
@@ -102,6 +147,8 @@ class Path:
         if cached is not None:
             return cached
         position = len(self.taken)
+        self.bounds.check_branches(position + 1)
+        self.bounds.check_time(self.started)
         if position < len(self.schedule):
             outcome, forced, scheduled = self.schedule[position]
             # A replay must meet the very branches it was scheduled on (Z3 shares equal
@@ -338,10 +385,12 @@ def explore(
     solver_timeout_ms: int = deadline.QUERY_LIMIT_MS,
     stats: Stats | None = None,
     model_timeout: float | None = None,
+    bounds: Bounds | None = None,
 ):
     """Run ``program(path)`` on every feasible path; yield ``(path, outcome_or_exception)``.
     Model code that runs longer than ``model_timeout`` seconds on a path (solver time
-    aside) ends the path with a ModelTimeLimit exception.
+    aside) ends the path with a ModelTimeLimit exception; an exploration past its
+    ``bounds`` raises ExplorationBound.
 
     ``program`` must be deterministic given the branch outcomes: a path is replayed
     from the start, and a replay that meets other branches ends in a ModelError.
@@ -350,12 +399,21 @@ def explore(
     global _current
     solver = deadline.Solver(solver_timeout_ms, logic="QF_UFLIA")
     stats = stats if stats is not None else Stats()
+    bounds = bounds or Bounds()
+    started = time.process_time()
     queue: list = [([], False)]
     shared_reads: dict = {}
+    paths = 0
     with symbolic_python():
         while queue:
+            if paths % GC_PATHS == 0:
+                gc.collect()  # at the same points on every run (parallel._fresh_worker)
+            paths += 1
+            bounds.check_paths(paths)
+            bounds.check_time(started)
             schedule, unknown = queue.pop()
             path = Path(solver, schedule, queue, stats, unknown=unknown, shared_reads=shared_reads)
+            path.bounds, path.started = bounds, started
             solver.push()
             _current = path
             try:
@@ -364,6 +422,8 @@ def explore(
                     path.finish()
             except Infeasible:
                 continue
+            except ExplorationBound:
+                raise
             except Exception as error:  # a model bug or bound on this path: reported, not dropped
                 outcome = error
             finally:

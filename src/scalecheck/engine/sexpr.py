@@ -106,3 +106,21 @@ def _infix_arg(node) -> str:
         node[0] in _INFIX or node[0] in ("not", "-") or _is_presence(node)
     )
     return f"({text})" if compound else text
+
+
+_LET_NAME = re.compile(r"([$?]x)(\d+)\b")
+
+
+def numbered_lets(smtlib: str) -> str:
+    """Z3's SMT-LIB text with its let names (``$x<id>``, ``?x<id>``, from the terms' ids)
+    numbered in order of first appearance: one formula prints the same whatever ids the
+    process gave its terms (a query that ran out of time under load leaves other ids)."""
+    numbers: dict[str, str] = {}
+
+    def renumbered(match: re.Match) -> str:
+        name = match.group(0)
+        if name not in numbers:
+            numbers[name] = f"{match.group(1)}{len(numbers)}"
+        return numbers[name]
+
+    return _LET_NAME.sub(renumbered, smtlib)

@@ -22,6 +22,12 @@ def pair_file(out: Path, a: str, b: str) -> Path:
     return out / "analysis" / "pairs" / f"{a}-{b}.json"
 
 
+def timings_file(out: Path) -> Path:
+    """How long each pair took ({"A-B": {...}}): kept apart from the pairs' files, which
+    are byte for byte the same whenever and however the analysis is made."""
+    return out / "analysis" / "timings.json"
+
+
 def pair_is_current(out: Path, pair, fingerprint) -> bool:
     """Whether the pair's file is there, finished, and of this model version."""
     path = pair_file(out, *pair)

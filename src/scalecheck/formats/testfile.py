@@ -80,20 +80,41 @@ def read_tests(path: Path) -> tuple[dict, list[dict]]:
     )
     tests, seen = [], set()
     for where, test in entries:
-        if (
-            not isinstance(test.get("id"), str)
-            or not isinstance(test.get("calls"), list)
-            or "setup" not in test
-        ):
-            raise UserError(f'{where}: a test needs "id", "setup" and "calls"')
-        for call in test["calls"]:
-            if not isinstance(call, dict) or not isinstance(call.get("op"), str):
-                raise UserError(f'{where}: every call must be an object with an "op", got {call!r}')
+        problem = test_problem(test)
+        if problem:
+            raise UserError(f"{where}: {problem}")
         if test["id"] in seen:
             raise UserError(f"{where}: test id {test['id']!r} appears twice")
         seen.add(test["id"])
         tests.append(test)
     return header, tests
+
+
+def test_problem(test: dict) -> str:
+    """What makes ``test`` no test (docs/format-tests.md), or "": a tracer could only
+    count such a test as a mismatch, never check it."""
+    if (
+        not isinstance(test.get("id"), str)
+        or not isinstance(test.get("calls"), list)
+        or "setup" not in test
+    ):
+        return 'a test needs "id", "setup" and "calls"'
+    calls = test["calls"]
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("op"), str):
+            return f'every call must be an object with an "op", got {call!r}'
+        if not isinstance(call.get("args"), dict):
+            return f'call {call["op"]!r} has no "args" object'
+    ops = [call["op"] for call in calls]
+    if test.get("pair") != ops:
+        return f'"pair" {test.get("pair")!r} does not match the calls\' operations {ops!r}'
+    expect = test.get("expect")
+    if not isinstance(expect, dict) or not all(
+        isinstance(expect.get(order), list) and len(expect[order]) == len(calls)
+        for order in ("ab", "ba")
+    ):
+        return f'"expect" must give each call\'s result in each order ("ab", "ba"), got {expect!r}'
+    return ""
 
 
 def _json_object(path, number, text):

@@ -26,6 +26,7 @@ from scalecheck.report.stats import (
     summary_line,
 )
 from scalecheck.report.tables import format_bottlenecks, format_left_path, format_mismatches
+from scalecheck.testgen import open_equalities
 
 SUMMARY_FORMAT = "scalecheck-report"
 SUMMARY_VERSION = 1
@@ -80,6 +81,7 @@ def make_report(out_dir, other_dir=None) -> dict:
     conflicts = f"{summary['granularity']} conflicts{guest}; {naming}"
     what = f"model {run.model} on {run.kernel_name} ({conflicts})"
     title = f"{what}: {line}\n{views_line(shares)}"
+    title += _coverage(summary, Path(out_dir))
     write_heatmap(run.ops, pairs, f"{what}\n{line}", report_dir)
     _write_texts(report_dir, run, format_bottlenecks(sites, title), mismatched, left_path, diff)
     _write_pages(
@@ -91,6 +93,15 @@ def make_report(out_dir, other_dir=None) -> dict:
     )
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary
+
+
+def _coverage(summary: dict, out_dir: Path) -> str:
+    """testgen's coverage of open equalities, into ``summary``; a line for the title."""
+    coverage = open_equalities.read_coverage(out_dir)
+    if coverage is None:
+        return ""
+    summary["open_equalities"] = coverage
+    return f"\ntests: {open_equalities.coverage_line(coverage)}"
 
 
 def _summary_header(run) -> dict:

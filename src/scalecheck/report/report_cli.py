@@ -7,6 +7,7 @@ from pathlib import Path
 
 from scalecheck.common.errors import UserError
 from scalecheck.report.diff import diff_line, regressions
+from scalecheck.testgen.open_equalities import coverage_line
 
 EXIT_NEW_CONFLICTS = 1
 
@@ -58,6 +59,8 @@ def run_report(args: argparse.Namespace) -> int:
         print()
     else:
         print(summary["summary"])
+        if "open_equalities" in summary:
+            print(f"tests: {coverage_line(summary['open_equalities'])}")
         if "diff" in summary:
             print(diff_line(summary["diff"]))
         print(f"report: {args.dir / 'report' / 'index.html'}")

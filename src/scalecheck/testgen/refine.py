@@ -33,7 +33,7 @@ from scalecheck.formats.analysisfile import pair_file, read_analysis_meta
 from scalecheck.formats.resultsfile import load_run
 from scalecheck.formats.testfile import file_hash, read_tests, write_tests
 from scalecheck.interfaces.loading import load_model
-from scalecheck.testgen import allowed, testgen
+from scalecheck.testgen import allowed, patterns, testgen
 
 LEFT_PATH = "left_path"
 # testgen.json: the counts of the last refinement.
@@ -90,12 +90,12 @@ class RefinablePath:
         self.path = path
         self.solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=context)
         self.solver.from_string(path["smt2"])
-        self.terms = testgen.ObservedTerms(self.solver)
+        self.terms = patterns.ObservedTerms(self.solver)
         observations = path["observations"]
         self.choices = allowed.PathChoices(
             self.solver.assertions(),
             self.terms,
-            list(testgen._all_observations(observations)),
+            list(patterns.all_observations(observations)),
             observations["results"],
         )
 
@@ -147,7 +147,7 @@ class RefinablePath:
 
     def test(self, model_cls, ops, values: list) -> dict:
         observations = self.path["observations"]
-        return testgen._concrete_test(
+        return testgen.concrete_test(
             model_cls,
             ops,
             self.path,
@@ -165,14 +165,7 @@ def refine_left_path(out: Path, quiet: bool = False) -> dict:
     run = load_run(out)
     meta = read_analysis_meta(out)
     model_cls = load_model(meta["model"])
-    tests_path = out / "tests.jsonl"
-    header, _ = read_tests(tests_path)
-    if testgen.current_tests(out, header.get("cap", 0), header.get("value_cap", 0)) is None:
-        # Paths are found by number in the analysis: it must be the one the tests came from.
-        raise UserError(
-            f"{tests_path} is not the file testgen made from {out}/analysis (the analysis, the "
-            "generator or the file changed since): rerun `scalecheck testgen` and the run"
-        )
+    _check_current(out)
     refined_before = {
         test_id for test in run.tests for test_id in test.get("refines", {}).get("tests", [])
     }
@@ -182,28 +175,7 @@ def refine_left_path(out: Path, quiet: bool = False) -> dict:
         if run.results.get(test["id"], {}).get("status") == LEFT_PATH
     ]
     pending = [record for record in left if record["id"] not in refined_before]
-    by_test = {test["id"]: test for test in run.tests}
-    groups: dict[tuple, list[str]] = defaultdict(list)  # (pair, path, choice) -> test ids
-    not_refinable: list[dict] = []
-    paths: dict[tuple, RefinablePath] = {}
-    with stage_progress("refine", quiet) as progress:
-        task = progress.add_task("", total=len(pending))
-        for record in pending:
-            test = by_test[record["id"]]
-            key = (tuple(test["pair"]), test["path"])
-            if key not in paths:
-                paths[key] = _load_path(out, key, z3.Context())
-            choice = paths[key].observed_choice(record)
-            if choice is None:
-                not_refinable.append(
-                    {
-                        "test": test["id"],
-                        "why": "its results do not show the choice as the model does",
-                    }
-                )
-            else:
-                groups[(*key, tuple(sorted(choice.items())))].append(test["id"])
-            progress.update(task, advance=1, description=test["id"])
+    groups, paths, not_refinable = _choices(out, run.tests, pending, quiet)
     new_tests, unknown = [], []
     numbers = _next_numbers(run.tests)
     for (pair, path_number, choice), test_ids in groups.items():
@@ -241,6 +213,41 @@ def refine_left_path(out: Path, quiet: bool = False) -> dict:
     }
     _append(out, new_tests, counts)
     return summary
+
+
+def _check_current(out: Path) -> None:
+    """Paths are found by number in the analysis: it must be the one the tests came from."""
+    tests_path = out / "tests.jsonl"
+    header, _ = read_tests(tests_path)
+    if testgen.current_tests(out, header.get("cap", 0), header.get("value_cap", 0)) is None:
+        raise UserError(
+            f"{tests_path} is not the file testgen made from {out}/analysis (the analysis, the "
+            "generator or the file changed since): rerun `scalecheck testgen` and the run"
+        )
+
+
+def _choices(out: Path, tests: list, pending: list, quiet: bool) -> tuple[dict, dict, list]:
+    """The pending tests grouped by (pair, path, the choice their results show), the paths
+    loaded for it, and the tests whose results show no choice the model makes."""
+    by_test = {test["id"]: test for test in tests}
+    groups: dict[tuple, list[str]] = defaultdict(list)  # (pair, path, choice) -> test ids
+    not_refinable: list[dict] = []
+    paths: dict[tuple, RefinablePath] = {}
+    with stage_progress("refine", quiet) as progress:
+        task = progress.add_task("", total=len(pending))
+        for record in pending:
+            test = by_test[record["id"]]
+            key = (tuple(test["pair"]), test["path"])
+            if key not in paths:
+                paths[key] = _load_path(out, key, z3.Context())
+            choice = paths[key].observed_choice(record)
+            if choice is None:
+                why = "its results do not show the choice as the model does"
+                not_refinable.append({"test": test["id"], "why": why})
+            else:
+                groups[(*key, tuple(sorted(choice.items())))].append(test["id"])
+            progress.update(task, advance=1, description=test["id"])
+    return groups, paths, not_refinable
 
 
 def _load_path(out: Path, key: tuple, context: z3.Context) -> RefinablePath:

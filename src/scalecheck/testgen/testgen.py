@@ -1,4 +1,5 @@
-"""``scalecheck testgen``: concrete tests for every commutative path of an analysis.
+"""Concrete tests for every commutative path of an analysis: the stage's work, pair by
+pair in worker processes (the command: testgen_cli.py; the Z3 patterns: patterns.py).
 
 For each commutative path, Z3 gives a model of the path condition; the model becomes a
 test; then the test's *isomorphism class* is excluded and the solver asked again, up to
@@ -18,26 +19,20 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
-import os
 from collections import defaultdict
-from itertools import combinations
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import z3
-from rich.table import Table
-from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
 
 from scalecheck import __version__, binding
-from scalecheck.common import argtypes, rundir_lock
+from scalecheck.common import rundir_lock
 from scalecheck.common.errors import UserError
-from scalecheck.common.output import stdout_console
 from scalecheck.common.parallel import map_unordered
 from scalecheck.common.progress import stage_progress
 from scalecheck.common.storage import read_json, write_json_atomically
 from scalecheck.engine import deadline
-from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.rawz3 import assert_all
 from scalecheck.formats import testfile
 from scalecheck.formats.analysisfile import (
@@ -48,62 +43,23 @@ from scalecheck.formats.analysisfile import (
 )
 from scalecheck.formats.testfile import file_hash, write_tests
 from scalecheck.interfaces.loading import load_model, model_fingerprint
-from scalecheck.testgen import allowed
+from scalecheck.testgen import allowed, open_equalities
+from scalecheck.testgen.patterns import (
+    IsomorphismPattern,
+    ObservedTerms,
+    TermText,
+    ValuePattern,
+    all_observations,
+    value_features,
+    value_variants,
+)
 
 DEFAULT_CAP = 8
 # testgen.json: the hash of the tests file it describes.
 TESTS_HASH = "tests_sha256"
-# Value-equality patterns tried per isomorphism class (see _value_features): five cover
-# every pattern of three values (two arguments and the value they would replace).
+# Value-equality patterns tried per isomorphism class (see patterns.value_features): five
+# cover every pattern of three values (two arguments and the value they would replace).
 DEFAULT_VALUE_CAP = 5
-
-
-def register(subparsers):
-    parser = subparsers.add_parser(
-        "testgen",
-        help="generate concrete tests from an analysis",
-        description="Write DIR/tests.jsonl: for every commutative path of DIR/analysis, one test "
-        "per isomorphism class of its solutions, up to --cap per path.",
-    )
-    parser.add_argument("dir", type=Path, help="the directory given to `scalecheck analyze --out`")
-    add_testgen_options(parser)
-    parser.add_argument(
-        "--jobs",
-        "-j",
-        type=argtypes.count,
-        default=os.cpu_count(),
-        help="pairs processed in parallel",
-    )
-    parser.add_argument("--json", action="store_true", help="print the per-pair counts as JSON")
-    parser.set_defaults(func=run)
-
-
-def add_testgen_options(parser) -> None:
-    """How many tests: options `testgen` and `pipeline` share."""
-    parser.add_argument(
-        "--cap",
-        type=argtypes.count,
-        default=DEFAULT_CAP,
-        help=f"isomorphism classes (tests, without value patterns) per path at most "
-        f"(default {DEFAULT_CAP})",
-    )
-    parser.add_argument(
-        "--value-cap",
-        type=argtypes.count,
-        default=DEFAULT_VALUE_CAP,
-        help="tests per isomorphism class at most, one per pattern of equalities between "
-        "arguments and the stored values the path reads (default "
-        f"{DEFAULT_VALUE_CAP}; 1 switches value patterns off: one test per class)",
-    )
-
-
-def run(args) -> int:
-    summary = generate_tests(args.dir, cap=args.cap, value_cap=args.value_cap, jobs=args.jobs)
-    if args.json:
-        print(json.dumps(summary, indent=1))
-    else:
-        print_summary(summary)
-    return 1 if summary["totals"]["unknown_paths"] or summary["totals"]["failed_paths"] else 0
 
 
 @rundir_lock.holding("out")
@@ -118,21 +74,8 @@ def generate_tests(
         raise UserError("--cap must be at least 1")
     meta = read_analysis_meta(out)
     model_cls = load_model(meta["model"])
-    if meta.get("fingerprint") != model_fingerprint(model_cls):
-        raise UserError(
-            f"the analysis in {out} was made from another version of model {meta['model']} "
-            "(its file, a module it imports, or scalecheck's engine changed since): "
-            "rerun `scalecheck analyze`"
-        )
     pairs = all_pairs(meta["ops"])
-    missing = [
-        f"{a}-{b}" for a, b in pairs if not pair_is_current(out, (a, b), meta["fingerprint"])
-    ]
-    if missing:
-        raise UserError(
-            f"analysis in {out} is incomplete ({len(missing)} pairs missing or from another "
-            f"model version, e.g. {missing[0]}): rerun `scalecheck analyze` to finish it"
-        )
+    _check_analysis(out, meta, model_cls, pairs)
     # Largest analysis first, so that no worker starts a long pair when the others are
     # about to finish (the tests do not depend on the order: each pair has its own Z3
     # context, and the file lists pairs in model order).
@@ -161,6 +104,40 @@ def generate_tests(
         all_tests += tests
         rows.append({"pair": list(pair), **counts})
     write_tests(out / "tests.jsonl", header, all_tests)
+    summary = {
+        "cap": cap,
+        "value_cap": value_cap,
+        # What the tests were made from and what they are: `pipeline` reuses a tests
+        # file whose analysis, cap and generator are those of now (current_tests).
+        "made_from": _made_from(out, meta, cap, value_cap),
+        TESTS_HASH: file_hash(out / "tests.jsonl"),
+        "totals": _totals(rows),
+        "pairs": rows,
+    }
+    write_json_atomically(out / "testgen.json", summary)
+    return summary
+
+
+def _check_analysis(out: Path, meta: dict, model_cls, pairs: list) -> None:
+    """Refuses an analysis of another model version, or one with pairs missing."""
+    if meta.get("fingerprint") != model_fingerprint(model_cls):
+        raise UserError(
+            f"the analysis in {out} was made from another version of model {meta['model']} "
+            "(its file, a module it imports, or scalecheck's engine changed since): "
+            "rerun `scalecheck analyze`"
+        )
+    missing = [
+        f"{a}-{b}" for a, b in pairs if not pair_is_current(out, (a, b), meta["fingerprint"])
+    ]
+    if missing:
+        raise UserError(
+            f"analysis in {out} is incomplete ({len(missing)} pairs missing or from another "
+            f"model version, e.g. {missing[0]}): rerun `scalecheck analyze` to finish it"
+        )
+
+
+def _totals(rows: list[dict]) -> dict:
+    """The pairs' counts added up."""
     totals = {
         key: sum(row[key] for row in rows)
         for key in (
@@ -173,18 +150,10 @@ def generate_tests(
             "value_capped_classes",
         )
     }
-    summary = {
-        "cap": cap,
-        "value_cap": value_cap,
-        # What the tests were made from and what they are: `pipeline` reuses a tests
-        # file whose analysis, cap and generator are those of now (current_tests).
-        "made_from": _made_from(out, meta, cap, value_cap),
-        TESTS_HASH: file_hash(out / "tests.jsonl"),
-        "totals": totals,
-        "pairs": rows,
+    totals["open_equalities"] = {
+        key: sum(row["open_equalities"][key] for row in rows) for key in open_equalities.COUNTS
     }
-    write_json_atomically(out / "testgen.json", summary)
-    return summary
+    return totals
 
 
 def _made_from(out: Path, meta: dict, cap: int, value_cap: int) -> dict:
@@ -196,7 +165,8 @@ def _made_from(out: Path, meta: dict, cap: int, value_cap: int) -> dict:
         analysis.update(pair_file(out, a, b).read_bytes())
     generator = hashlib.sha256(__version__.encode())
     binding_sources = sorted(Path(inspect.getfile(binding)).parent.glob("*.py"))
-    for source in (Path(__file__), Path(inspect.getfile(testfile)), *binding_sources):
+    own_sources = sorted(Path(__file__).parent.glob("*.py"))  # the testgen stage's modules
+    for source in (*own_sources, Path(inspect.getfile(testfile)), *binding_sources):
         generator.update(source.read_bytes())
     return {
         "fingerprint": meta["fingerprint"],
@@ -236,21 +206,17 @@ def _pair_tests(job: tuple) -> tuple:
         "failed_paths": 0,
         "unrealizable_paths": 0,
         "value_capped_classes": 0,
+        "open_equalities": open_equalities.empty_counts(),
         "failures": [],
     }
-    # A Z3 context of the pair's own: the solutions Z3 finds depend on what its context
-    # saw before, so a context shared with the pairs a worker did earlier would make the
-    # tests depend on which worker got the pair (--jobs, finishing order).
-    context = z3.Context()
-    text = TermText()
-    names = allowed.ConstantNames(context)
+    pair = PairTools.new()
     for path in analysis["paths"]:
         if not path["commutes"] or path["unknown"]:
             continue
         counts["commutative_paths"] += 1
         try:
-            path_tests, outcome, value_capped = _path_tests(
-                model_cls, (a, b), path, cap, value_cap, context, text, names
+            path_tests, outcome, value_capped, equalities = _path_tests(
+                model_cls, (a, b), path, cap, value_cap, pair
             )
         except Exception as err:  # counted and reported, never dropped silently
             counts["failed_paths"] += 1
@@ -258,6 +224,8 @@ def _pair_tests(job: tuple) -> tuple:
                 f"{a} || {b} path {path['path']}: {type(err).__name__}: {err}"
             )
             continue
+        for key, count in equalities.items():
+            counts["open_equalities"][key] += count
         if outcome != "complete":
             counts[outcome] += 1
         counts["value_capped_classes"] += value_capped
@@ -268,379 +236,123 @@ def _pair_tests(job: tuple) -> tuple:
     return (a, b), tests, counts
 
 
-def _path_tests(
-    model_cls,
-    ops,
-    path,
-    cap: int,
-    value_cap: int,
-    context: z3.Context,
-    text: TermText,
-    names: allowed.ConstantNames,
-) -> tuple[list, str, int]:
+def _path_tests(model_cls, ops, path, cap: int, value_cap: int, pair: PairTools) -> tuple:
     """Tests for one path, how enumeration ended (complete, capped_paths, unknown_paths,
-    or unrealizable_paths: no buildable initial state), and how many of its isomorphism
-    classes had more value-equality patterns than ``value_cap``. ``text`` and ``names``:
-    the pair's printer and walker of terms (TermText, allowed.ConstantNames)."""
-    solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=context)
-    solver.from_string(path["smt2"])
-    terms = ObservedTerms(solver)
-    observations = path["observations"]
-    kinds = observations["kinds"]
-    pattern = IsomorphismPattern(observations, kinds, terms, context)
-    values_pattern = ValuePattern(terms, _value_features(observations, kinds, pattern), text)
-    choices = allowed.PathChoices(
-        solver.assertions(),
-        terms,
-        list(_all_observations(observations)),
-        observations["results"],
-        names,
-    )
+    or unrealizable_paths: no buildable initial state), how many of its isomorphism
+    classes had more value-equality patterns than ``value_cap``, and how its tests fall
+    on the equalities it leaves open (open_equalities.COUNTS). ``pair``: the pair's Z3
+    context and its walkers of terms."""
+    maker = _TestMaker(model_cls, ops, path, pair)
+    solver, terms = maker.solver, maker.terms
     tests: list[dict] = []
+    models: list = []  # each test's model, for the open equalities
     classes = value_capped = 0
+    solver.push()  # the classes' exclusions: open equalities are solved for without them
+    outcome = "complete"
     while classes < cap:
         answer = solver.check()
-        if answer == z3.unknown:
-            return tests, "unknown_paths", value_capped
-        if answer == z3.unsat:
-            return tests, "complete" if tests else "unrealizable_paths", value_capped
-        values = terms.values(solver.model())
-        variants, capped = _value_variants(
-            solver, pattern, values_pattern, values, terms.values, value_cap
+        if answer != z3.sat:
+            outcome = "unknown_paths" if answer == z3.unknown else outcome
+            break
+        model = solver.model()
+        values = terms.values(model)
+        variants, capped = value_variants(
+            solver, maker.pattern, maker.values_pattern, (values, model), terms, value_cap
         )
         value_capped += capped
-        for variant in variants:
-            outcomes = choices.test_outcomes(variant)
-            test = _concrete_test(model_cls, ops, path, observations, kinds, variant, outcomes)
-            if values_pattern.features:
-                test["values"] = values_pattern.describe(variant)
-            tests.append(test)
+        for variant_values, variant_model in variants:
+            tests.append(maker.test(variant_values))
+            models.append(variant_model)
         classes += 1
-        assert_all(solver, [pattern.exclude(values)])
-    return tests, "capped_paths" if solver.check() == z3.sat else "complete", value_capped
-
-
-class ObservedTerms:
-    """The arguments of the path's ``observed(t0, t1, ...)`` atom (engine/commute.py).
-
-    They are kept as raw Z3 ASTs and read through Z3's C API: wrapping each term and each
-    model value in Z3's Python classes costs several times what the solver does. A term
-    becomes a Python expression only when a clause needs it (``terms[i]``)."""
-
-    def __init__(self, solver: z3.Solver):
-        self.context = solver.ctx
-        self._solver = solver  # keeps the atom, hence its arguments, alive
-        ref = self.context.ref()
-        atom = _observed_atom(solver)
-        self.raw = [
-            z3.Z3_get_app_arg(ref, atom, i) for i in range(z3.Z3_get_app_num_args(ref, atom))
-        ]
-        self._wrapped: dict[int, z3.ExprRef] = {}
-        self._is_bool = [_is_bool(ref, term) for term in self.raw]  # else an integer
-
-    def __len__(self) -> int:
-        return len(self.raw)
-
-    def __getitem__(self, index: int) -> z3.ExprRef:
-        if index not in self._wrapped:
-            self._wrapped[index] = _to_expr_ref(self.raw[index], self.context)
-        return self._wrapped[index]
-
-    def values(self, model: z3.ModelRef) -> list:
-        """The terms' values in ``model`` (completed, so every term has one), as Python
-        bools and ints, evaluated in order: completion fixes a value for a symbol the
-        model leaves free, and later terms see that value."""
-        ref = self.context.ref()
-        result = (z3.Ast * 1)()
-        values: list[bool | int] = []
-        for term, is_bool in zip(self.raw, self._is_bool, strict=True):
-            if not z3.Z3_model_eval(ref, model.model, term, True, result):
-                raise z3.Z3Exception("failed to evaluate an observed term in the model")
-            value = result[0]
-            z3.Z3_inc_ref(ref, value)
-            try:
-                values.append(_bool_value(ref, value) if is_bool else _int_value(ref, value))
-            finally:
-                z3.Z3_dec_ref(ref, value)
-        return values
-
-
-def _observed_atom(solver: z3.Solver):
-    """The raw ``observed(...)`` assertion of the path's SMT-LIB text."""
-    ref = solver.ctx.ref()
-    assertions = z3.Z3_solver_get_assertions(ref, solver.solver)
-    z3.Z3_ast_vector_inc_ref(ref, assertions)
-    try:
-        for index in range(z3.Z3_ast_vector_size(ref, assertions)):
-            assertion = z3.Z3_ast_vector_get(ref, assertions, index)
-            if z3.Z3_get_ast_kind(ref, assertion) != z3.Z3_APP_AST:
-                continue
-            decl = z3.Z3_get_app_decl(ref, z3.Z3_to_app(ref, assertion))
-            if z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl)) == OBSERVED:
-                return z3.Z3_to_app(ref, assertion)
-    finally:
-        z3.Z3_ast_vector_dec_ref(ref, assertions)
-    raise ValueError(f"the path's constraints have no {OBSERVED}(...) atom")
-
-
-def _is_bool(ref, term) -> bool:
-    return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, term)) == z3.Z3_BOOL_SORT
-
-
-def _bool_value(ref, value) -> bool:
-    answer = z3.Z3_get_bool_value(ref, value)
-    if answer == z3.Z3_L_UNDEF:
-        raise ValueError("an observed Boolean term has no value in the model")
-    return answer == z3.Z3_L_TRUE
-
-
-def _int_value(ref, value) -> int:
-    """An integer constant of the model (an error for anything else, e.g. a term the
-    model leaves unevaluated)."""
-    return int(z3.Z3_get_numeral_string(ref, value))
-
-
-class ValuePattern:
-    """The equalities of values (_value_features) inside one isomorphism class, and the
-    clause that excludes a pattern of them once it has a test. A stored value counts only
-    where its key is present: an absent key holds no value."""
-
-    def __init__(self, terms, features: list[tuple[int, int, int | None]], text=str):
-        self.terms, self.features = terms, features
-        # Printed once per path: every test of it names its pattern with them.
-        self._names = [(text(terms[j]), text(terms[i])) for i, j, _ in features]
-        self._equal: list | None = None  # built by the first exclude(): value cap above 1
-
-    def _holds(self, values) -> list[bool]:
-        return [
-            values[i] == values[j] and (present is None or values[present])
-            for i, j, present in self.features
-        ]
-
-    def exclude(self, values) -> z3.BoolRef:
-        if self._equal is None:
-            terms = self.terms
-            self._equal = [
-                terms[i] == terms[j]
-                if present is None
-                else z3.And(terms[present], terms[i] == terms[j])
-                for i, j, present in self.features
-            ]
-        return z3.Or(
-            [
-                equal if not holds else z3.Not(equal)
-                for equal, holds in zip(self._equal, self._holds(values), strict=True)
-            ]
-        )
-
-    def describe(self, values) -> list[str]:
-        """The pattern of ``values``, readable: ``A.value == B.value``,
-        ``table(A.key) != B.value`` (a stored value of an absent key: not compared)."""
-        return sorted(
-            f"{left} {'==' if holds else '!='} {right}"
-            for (_, _, present), (left, right), holds in zip(
-                self.features, self._names, self._holds(values), strict=True
-            )
-            if present is None or values[present]
-        )
-
-
-class TermText:
-    """Terms as Z3's Python API prints them, each printed once per pair: the paths of a
-    pair share most terms (one node per term in the pair's context), and printing them
-    cost as much as a quarter of the solver's time. Pairs share many terms too (an fd's
-    offset), each in its own context: a term's SMT-LIB text, which Z3 prints in C and
-    which spells the whole term, finds the Python text printed for another pair."""
-
-    # SMT-LIB text -> Python text, for the pairs one worker process makes.
-    _by_smtlib: ClassVar[dict[str, str]] = {}
-
-    def __init__(self):
-        # By node id, with the term itself: kept alive, its id is not given to another.
-        self._printed: dict[int, tuple[z3.ExprRef, str]] = {}
-
-    def __call__(self, term: z3.ExprRef) -> str:
-        key = term.get_id()
-        if key not in self._printed:
-            smtlib = term.sexpr()
-            if smtlib not in self._by_smtlib:
-                self._by_smtlib[smtlib] = str(term)
-            self._printed[key] = (term, self._by_smtlib[smtlib])
-        return self._printed[key][1]
-
-
-class IsomorphismPattern:
-    """The features whose values define a test's isomorphism class (see the module doc),
-    and the clause that excludes a class once it has a test."""
-
-    def __init__(self, observations, kinds, terms, context: z3.Context):
-        self.terms = terms
-        self.context = context
-        self.equalities, self.valued = _pattern_features(observations, kinds)
-        self._literals: dict = {}
-
-    def exclude(self, values) -> z3.BoolRef:
-        """A clause true exactly outside the class of ``values``."""
-        literals = [
-            self._equality_differs(i, j, values[i] == (0 if j is None else values[j]))
-            for i, j in self.equalities
-        ]
-        literals += [self._value_differs(i, values[i]) for i in self.valued]
-        if not literals:
-            return z3.BoolVal(False, self.context)
-        # Z3's Python Or() re-checks every argument's sort: the C call is much cheaper.
-        context = literals[0].ctx
-        array = (z3.Ast * len(literals))(*[literal.as_ast() for literal in literals])
-        return z3.BoolRef(z3.Z3_mk_or(context.ref(), len(literals), array), context)
-
-    def _equality_differs(self, i, j, now_equal):
-        if (i, j) not in self._literals:  # built once per path, reused by every test
-            right = z3.IntVal(0, self.context) if j is None else self.terms[j]
-            self._literals[i, j] = (self.terms[i] != right, self.terms[i] == right)
-        return self._literals[i, j][0 if now_equal else 1]
-
-    def _value_differs(self, i, value):
-        if (i, value) not in self._literals:
-            self._literals[i, value] = self.terms[i] != value
-        return self._literals[i, value]
-
-
-def _value_variants(
-    solver, pattern, values_pattern, values, read_values, value_cap: int
-) -> tuple[list, bool]:
-    """``values`` and, within its isomorphism class, one solution per further pattern of
-    value equalities (``values_pattern``), up to ``value_cap`` in all; and whether patterns
-    were left over (not asked at ``value_cap`` 1, which switches value patterns off: the
-    check would cost as much as finding the class)."""
-    variants = [values]
-    if not values_pattern.features or value_cap == 1:
-        return variants, False
-    solver.push()
-    solver.add(z3.Not(pattern.exclude(values)), values_pattern.exclude(values))
-    while len(variants) < value_cap and solver.check() == z3.sat:
-        variants.append(read_values(solver.model()))
-        solver.add(values_pattern.exclude(variants[-1]))
-    capped = len(variants) == value_cap and solver.check() == z3.sat
+        assert_all(solver, [maker.pattern.exclude(values)])
+    else:
+        outcome = "capped_paths" if solver.check() == z3.sat else "complete"
     solver.pop()
-    return variants, capped
+    if outcome == "complete" and not tests:
+        outcome = "unrealizable_paths"
+    if outcome in ("unrealizable_paths", "unknown_paths"):
+        return tests, outcome, value_capped, open_equalities.empty_counts()
+    sides = pair.equalities.sides(solver.assertions(), terms, maker.observations, maker.kinds)
+    counts, extra = _vary_open_equalities(solver, terms, sides, models)
+    for values, covers in extra:
+        tests.append({**maker.test(values), "covers": covers})
+    return tests, outcome, value_capped, counts
 
 
-def _value_features(observations, kinds, pattern) -> list:
-    """Pairs of terms (i, j, the presence term of j's key or None) whose equality the
-    isomorphism class leaves open although an implementation can branch on it: an
-    argument against another argument or against a value the path reads from the initial
-    state, of one kind (`set(k, v)` with v equal to what k holds, a write of the byte a
-    file already holds). Flags (booleans, enums) are not values here: their values count
-    where the path decides on them."""
+class _TestMaker:
+    """One path's solver, observed terms and patterns, and its tests from values."""
 
-    def is_value(entry):
-        return (
-            entry is not None
-            and not entry["chosen"]
-            and entry["kind"] not in ("bool", "enum")
-            and kinds.get(entry["kind"], {}).get("class") not in (None, "enum")
+    def __init__(self, model_cls, ops, path, pair: PairTools):
+        self.model_cls, self.ops, self.path = model_cls, ops, path
+        self.solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=pair.context)
+        self.solver.from_string(path["smt2"])
+        self.terms = ObservedTerms(self.solver)
+        self.observations = observations = path["observations"]
+        self.kinds = kinds = observations["kinds"]
+        self.pattern = IsomorphismPattern(observations, kinds, self.terms, pair.context)
+        features = value_features(observations, kinds, self.pattern)
+        self.values_pattern = ValuePattern(self.terms, features, pair.text)
+        self.choices = allowed.PathChoices(
+            self.solver.assertions(),
+            self.terms,
+            list(all_observations(observations)),
+            observations["results"],
+            pair.names,
         )
 
-    arguments = [
-        entry
-        for call_args in observations["args"].values()
-        for entry in call_args.values()
-        if is_value(entry)
-    ]
-    # (entry, the presence of its key: None for an argument or a key always present)
-    stored = [
-        (leaf, read["present"]["obs"] if read["present"] else None)
-        for read in observations["reads"]
-        if not (read["key"] and read["key"]["chosen"])
-        for leaf in read["leaves"].values()
-        if is_value(leaf)
-    ]
-    candidates = [(entry, None) for entry in arguments]
-    counted = set(pattern.equalities)
-    features: dict[tuple, int | None] = {}
-    for n, (argument, _) in enumerate(candidates):
-        for other, present in candidates[n + 1 :] + stored:
-            i, j = argument["obs"], other["obs"]
-            if (
-                argument["kind"] == other["kind"]
-                and i != j
-                and tuple(sorted((i, j))) not in counted
-            ):
-                features.setdefault((i, j), present)
-    return [(i, j, present) for (i, j), present in sorted(features.items())]
-
-
-def _all_observations(observations):
-    for read in observations["reads"]:
-        for entry in (read["key"], read["present"], *read["leaves"].values()):
-            if entry:
-                yield entry
-    for call_args in observations["args"].values():
-        yield from call_args.values()
-    for order_results in observations["results"].values():
-        yield from _result_entries(order_results)
-
-
-def _result_entries(value):
-    if isinstance(value, dict) and "obs" in value:
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _result_entries(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _result_entries(item)
-
-
-def _pattern_features(observations, kinds) -> tuple[list, list]:
-    """(pairs of term indices whose equality counts, term indices whose value counts).
-
-    Keys of the initial state and uninterpreted arguments always count: which names, fds or
-    pages alias is what tests are about. A boolean or enum counts only where the path's
-    condition decides on it (an argument of a call that failed early does not). For kinds
-    with a special zero (bytes), equality with zero counts too (index None)."""
-
-    def is_identity(entry):
-        return kinds.get(entry["kind"], {}).get("class") in ("uninterpreted", "key")
-
-    def is_flag(entry):
-        return (
-            entry["kind"] in ("bool", "enum") or kinds.get(entry["kind"], {}).get("class") == "enum"
+    def test(self, values) -> dict:
+        outcomes = self.choices.test_outcomes(values)
+        test = concrete_test(
+            self.model_cls, self.ops, self.path, self.observations, self.kinds, values, outcomes
         )
+        if self.values_pattern.features:
+            test["values"] = self.values_pattern.describe(values)
+        return test
 
-    reads = observations["reads"]
-    arguments = [
-        entry for call_args in observations["args"].values() for entry in call_args.values()
-    ]
-    counted = [read["key"] for read in reads if read["key"]]
-    counted += [
-        entry for entry in arguments if is_identity(entry) or (is_flag(entry) and entry["decided"])
-    ]
-    counted += [
-        entry
-        for read in reads
-        for entry in (read["present"], *read["leaves"].values())
-        if entry and is_flag(entry) and entry["decided"]
-    ]
-    by_kind = defaultdict(list)
-    valued = []
-    for entry in counted:
-        if entry["chosen"]:
+
+@dataclass
+class PairTools:
+    """What the paths of one pair share: its Z3 context (the solutions Z3 finds depend on
+    what its context saw before, so a context shared with the pairs a worker did earlier
+    would make the tests depend on which worker got the pair), and the walkers of its
+    terms."""
+
+    context: z3.Context
+    text: TermText
+    names: allowed.ConstantNames
+    equalities: open_equalities.EqualityFinder
+
+    @classmethod
+    def new(cls) -> PairTools:
+        context = z3.Context()
+        text, names = TermText(), allowed.ConstantNames(context)
+        return cls(context, text, names, open_equalities.EqualityFinder(context, names, text))
+
+
+def _vary_open_equalities(solver, terms, sides: list, models: list) -> tuple[dict, list]:
+    """The path's counts of open equalities (open_equalities.COUNTS), and the values of
+    one more test for each side no test took yet and the path allows, with that side's
+    text. ``solver`` holds the path's constraints alone."""
+    taken, excluded, extra = set(), set(), []
+    for side in sides:
+        if open_equalities.covered(side, models):
+            taken.add(side.text)
             continue
-        if is_identity(entry):
-            by_kind[entry["kind"]].append(entry["obs"])
-        else:
-            valued.append(entry["obs"])
-    equalities = []
-    for kind, indices in by_kind.items():
-        indices = sorted(set(indices))
-        equalities += list(combinations(indices, 2))
-        if kinds[kind].get("zero"):
-            equalities += [(index, None) for index in indices]
-    return equalities, sorted(set(valued))
+        solver.push()
+        solver.add(side.literal)
+        answer = solver.check()
+        if answer == z3.sat:
+            model = solver.model()
+            extra.append((terms.values(model), side.text))
+            models.append(model)
+            taken.add(side.text)
+        elif answer == z3.unsat:
+            excluded.add(side.text)
+        solver.pop()
+    return open_equalities.tally(sides, taken, excluded), extra
 
 
-def _concrete_test(model_cls, ops, path, observations, kinds, values, outcomes=None) -> dict:
+def concrete_test(model_cls, ops, path, observations, kinds, values, outcomes=None) -> dict:
     labels = _labels(observations, kinds, values)
 
     def label(kind, raw):
@@ -695,7 +407,7 @@ def _labels(observations, kinds, values) -> dict:
     """Small labels for uninterpreted values: 0, 1, 2... in order of value (0 stays 0 for
     kinds where zero is special)."""
     raw_by_kind = defaultdict(set)
-    for entry in _all_observations(observations):
+    for entry in all_observations(observations):
         info = kinds.get(entry["kind"])
         if info and info["class"] == "uninterpreted" and not entry["chosen"]:
             raw_by_kind[entry["kind"]].add(values[entry["obs"]])
@@ -704,45 +416,3 @@ def _labels(observations, kinds, values) -> dict:
         ordered = sorted(raws | ({0} if kinds[kind].get("zero") else set()))
         labels[kind] = {raw: number for number, raw in enumerate(ordered)}
     return labels
-
-
-def print_summary(summary: dict):
-    console = stdout_console()
-    table = Table(title="generated tests")
-    for column in (
-        "pair",
-        "tests",
-        "commutative paths",
-        "capped",
-        "unrealizable",
-        "unknown",
-        "failed",
-    ):
-        table.add_column(column, justify="left" if column == "pair" else "right")
-    for row in summary["pairs"]:
-        table.add_row(
-            " || ".join(row["pair"]),
-            str(row["tests"]),
-            str(row["commutative_paths"]),
-            str(row["capped_paths"]),
-            str(row["unrealizable_paths"]),
-            str(row["unknown_paths"]),
-            str(row["failed_paths"]),
-        )
-    console.print(table)
-    for row in summary["pairs"]:
-        for failure in row["failures"]:
-            console.print(f"[red]failed:[/red] {failure}")
-    t = summary["totals"]
-    console.print(
-        f"{t['tests']} tests from {t['commutative_paths']} commutative paths "
-        f"(cap {summary['cap']} per path; {t['capped_paths']} paths capped, "
-        f"{t['unrealizable_paths']} unrealizable, {t['unknown_paths']} unknown, "
-        f"{t['failed_paths']} failed; "
-        + (
-            f"{t['value_capped_classes']} classes with more than "
-            f"{summary['value_cap']} value-equality patterns)"
-            if summary["value_cap"] > 1
-            else "value-equality patterns off)"
-        )
-    )
