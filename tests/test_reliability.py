@@ -172,7 +172,7 @@ def test_run_repairs_a_torn_middle_line_and_a_record_without_id(counter_tests, t
         (["analyze", "--model", "counter", "--out", "DIR", "--jobs", "0"], "at least 1"),
         (["analyze", "--model", "counter", "--out", "DIR", "--ops", " , "], "names no operation"),
         (["testgen", "DIR", "--cap", "0"], "--cap: must be at least 1, got 0"),
-        (["testgen", "DIR", "--jobs", "x"], "--jobs: 'x' is not an integer"),
+        (["testgen", "DIR", "--jobs", "x"], "--jobs/-j: 'x' is not an integer"),
         (["pipeline", "--out", "DIR", "--limit", "-1"], "--limit: must be 0 or more"),
         (["pipeline", "--out", "DIR", "--ops", ","], "names no operation"),
         (["bench", "run", "x", "--out", "DIR", "--runs", "0"], "--runs: must be at least 1"),
