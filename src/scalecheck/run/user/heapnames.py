@@ -1,5 +1,5 @@
 """Names one test's conflicting lines of a library's data, static and heap, by the
-types dwarfnames.py reads (docs/usertarget.md, "How heap objects get their type").
+types dwarfnames.py reads (docs/heap-names.md).
 
 A heap object's type is found the way the Linux target names untyped kmalloc objects
 (datanames.py): by a typed pointer that leads to it. The harness snapshots the library's
