@@ -1,5 +1,6 @@
 """The shape of the package: every module imports on its own, no import cycles, no stage
-imports a later one, the run loop apart from its targets, and one name per module."""
+imports a later one, the run loop apart from its targets, one name per module, and the
+scripts in bench/ use the documented API only."""
 
 import ast
 import subprocess
@@ -154,7 +155,7 @@ LAYERS = [
     ("scalecheck.run",),
     ("scalecheck.report",),
     ("scalecheck.bench",),
-    ("scalecheck.pipeline", "scalecheck.cli"),
+    ("scalecheck.pipeline", "scalecheck.cli", "scalecheck.api"),
 ]
 
 
@@ -306,3 +307,97 @@ def test_libsv6_builds_without_the_tracers_tree():
         if ("-I" in line and "tracer" in line) or line.startswith('#include "scalecheck_')
     ]
     assert not naming, naming
+
+
+# The documented API (docs/api.md): what bench/ and a user's script may import.
+API = "scalecheck.api"
+API_DOC = REPO / "docs" / "api.md"
+
+
+def _scalecheck_imports(text: str) -> set[str]:
+    """What a script imports of scalecheck, as written (`from scalecheck import api` is
+    "scalecheck.api")."""
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "scalecheck":
+                found.update(f"scalecheck.{alias.name}" for alias in node.names)
+            else:
+                found.add(node.module)
+    return {name for name in found if name == "scalecheck" or name.startswith("scalecheck.")}
+
+
+def _beyond_the_api(text: str) -> set[str]:
+    return _scalecheck_imports(text) - {API}
+
+
+def test_bench_scripts_import_only_the_api():
+    scripts = sorted((REPO / "bench").rglob("*.py"))
+    assert len(scripts) > 10
+    found = {
+        str(path.relative_to(REPO)): sorted(_beyond_the_api(path.read_text()))
+        for path in scripts
+        if _beyond_the_api(path.read_text())
+    }
+    assert not found, found
+
+
+def test_the_bench_check_finds_an_internal_import():
+    assert _beyond_the_api("from scalecheck import api\nimport json\n") == set()
+    assert _beyond_the_api("from scalecheck.api import run_tests\n") == set()
+    assert _beyond_the_api("def f():\n    from scalecheck.run import loop\n") == {"scalecheck.run"}
+    assert _beyond_the_api("from scalecheck import cli\n") == {"scalecheck.cli"}
+
+
+def test_nothing_in_the_package_imports_the_api():
+    """The API is the package's front door, not a shortcut between its stages."""
+    assert not [name for name, imports in GRAPH.items() if API in imports]
+
+
+# At most this many lines to a wrapper in the API: a longer one is a feature, whose home
+# is its stage.
+MAX_WRAPPER_LINES = 15
+
+
+def test_the_api_only_reexports_and_wraps():
+    """No argparse, no class, no logic of its own at module level: imports, __all__,
+    constants taken from a stage and short documented wrappers."""
+    tree = ast.parse(MODULES[API].read_text())
+    assert "argparse" not in _imported_names(MODULES[API])
+    problems = []
+    for node in tree.body[1:]:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute | ast.List):
+            continue
+        if isinstance(node, ast.FunctionDef):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_WRAPPER_LINES or not ast.get_docstring(node):
+                problems.append(
+                    f"{node.name}: {lines} lines, docstring: {bool(ast.get_docstring(node))}"
+                )
+            continue
+        problems.append(f"line {node.lineno}: {type(node).__name__}")
+    assert not problems, problems
+
+
+def test_every_api_name_is_documented_and_every_documented_name_exists():
+    import re
+
+    from scalecheck import api
+
+    names = api.__all__
+    assert len(names) == len(set(names))
+    missing = [name for name in names if not hasattr(api, name)]
+    assert not missing, missing
+    undocumented = [
+        name
+        for name in names
+        if callable(getattr(api, name)) and not (getattr(api, name).__doc__ or "").strip()
+    ]
+    assert not undocumented, undocumented
+    # The first column of docs/api.md's tables: `name(...)` or `NAME`.
+    documented = re.findall(r"^\| `(\w+)[(`]", API_DOC.read_text(), re.MULTILINE)
+    assert sorted(documented) == sorted(names), set(documented) ^ set(names)

@@ -147,6 +147,8 @@ def run(args) -> int:
 
 
 def select_ops(model_cls, ops_text: str | None) -> list[str]:
+    """The operations named in ``ops_text`` (comma-separated; empty or None: all of the
+    model's), in the order given; UserError naming the first unknown one."""
     available = list(model_cls.operations())
     if not ops_text:
         return available

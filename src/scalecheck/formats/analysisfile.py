@@ -41,6 +41,8 @@ def pair_is_current(out: Path, pair, fingerprint) -> bool:
 
 
 def read_analysis_meta(out: Path) -> dict:
+    """OUT/analysis/meta.json (the model, its operations, the settings); UserError when
+    there is none or it is of another format or version."""
     meta_path = out / "analysis" / "meta.json"
     if not meta_path.exists():
         raise UserError(f"{out} holds no analysis: run `scalecheck analyze --out {out}` first")

@@ -31,6 +31,8 @@ def file_hash(path: Path) -> str:
 
 
 def write_tests(path: Path, header: dict, tests: list[dict]) -> None:
+    """Writes a tests file, all at once: the header (the format and version added), then
+    one test a line."""
     lines = [json.dumps({"format": TESTS_FORMAT, "version": TESTS_VERSION, **header})]
     lines += [json.dumps(test) for test in tests]
     write_text_atomically(path, "\n".join(lines) + "\n")

@@ -236,6 +236,7 @@ def conflict_set(conflicts: list) -> frozenset:
 
 
 def show(element: tuple) -> str:
+    """One element of a conflict signature (conflict_set) as a line of text."""
     kind, data, sharing, a, b = element
     named = f"{kind}:{data}" if data else kind
     false_sharing = "" if sharing == "true" else " (false sharing)"

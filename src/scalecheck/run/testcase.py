@@ -30,10 +30,12 @@ class NotRunnable(UnsupportedTest):
 def read_tests(path: Path):
     """Returns (header, [Test]); raises UserError on a file that is not a tests file."""
     header, tests = shared_testfile.read_tests(path)
-    return header, [
-        Test(test["id"], test.get("pair") or [call.get("op") for call in test["calls"]], test)
-        for test in tests
-    ]
+    return header, [from_dict(test) for test in tests]
+
+
+def from_dict(test: dict) -> Test:
+    """A test as the tests file holds it, as the targets take it."""
+    return Test(test["id"], test.get("pair") or [call.get("op") for call in test["calls"]], test)
 
 
 def result_matches(actual, expected) -> bool:

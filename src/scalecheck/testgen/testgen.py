@@ -70,6 +70,9 @@ def generate_tests(
     quiet: bool = False,
     value_cap: int = DEFAULT_VALUE_CAP,
 ) -> dict:
+    """`scalecheck testgen OUT`: the tests of OUT/analysis/ written to OUT/tests.jsonl (at
+    most ``cap`` isomorphism classes per path, ``value_cap`` value-equality patterns per
+    class); returns the summary."""
     if cap < 1:
         raise UserError("--cap must be at least 1")
     meta = read_analysis_meta(out)
