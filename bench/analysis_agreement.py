@@ -26,11 +26,7 @@ import z3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalecheck.common.storage import read_json
-from scalecheck.engine.commute import explore_pair
-from scalecheck.engine.conditions import recheck
-from scalecheck.formats.analysisfile import all_pairs, pair_file, read_analysis_meta
-from scalecheck.interfaces.loading import load_model
+from scalecheck import api
 
 VERDICTS = ("commutes", "diverges")
 PATH_FIELDS = ("path", "commutes", "unknown", "error", "observations")
@@ -67,8 +63,8 @@ def compare_pair(model_cls, old: dict, new: dict, check_paths: bool) -> dict:
             equivalent_conditions += 1
         else:
             if regions is None:
-                regions = explore_pair(model_cls, a, b)[1]
-            problem = recheck(regions, new["conditions"], verdict)
+                regions = api.pair_regions(model_cls, a, b)
+            problem = api.recheck(regions, new["conditions"], verdict)
             if problem:
                 problems.append(f"condition: {problem}")
             else:
@@ -96,14 +92,14 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     args = parser.parse_args()
-    old_meta, new_meta = read_analysis_meta(args.old), read_analysis_meta(args.new)
+    old_meta, new_meta = api.read_analysis_meta(args.old), api.read_analysis_meta(args.new)
     if (old_meta["model"], old_meta["ops"]) != (new_meta["model"], new_meta["ops"]):
         print("the analyses are of other models or operations")
         return 1
-    model_cls = load_model(new_meta["model"])
+    model_cls = api.load_model(new_meta["model"])
     rows = []
-    for a, b in all_pairs(new_meta["ops"]):
-        old, new = read_json(pair_file(args.old, a, b)), read_json(pair_file(args.new, a, b))
+    for a, b in api.all_pairs(new_meta["ops"]):
+        old, new = api.read_pair(args.old, a, b), api.read_pair(args.new, a, b)
         rows.append(compare_pair(model_cls, old, new, args.paths))
     totals = {
         key: sum(row[key] for row in rows)

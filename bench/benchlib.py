@@ -10,8 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / "native" / "benchmarks" / "bin"
 sys.path.insert(0, str(REPO / "src"))
 
-from scalecheck.bench.bench_results import machine_description, spread_pct  # noqa: E402
-from scalecheck.bench.runner import parse_result  # noqa: E402
+from scalecheck import api  # noqa: E402
 
 __all__ = [
     "BIN",
@@ -19,7 +18,6 @@ __all__ = [
     "add_sweep_options",
     "bench_run_args",
     "build",
-    "machine_description",
     "mean_and_spread",
     "run_harness_program",
     "save_figure",
@@ -85,8 +83,8 @@ def run_harness_program(name: str, *args: str) -> dict:
     completed = subprocess.run([str(BIN / name), *args], capture_output=True, text=True)
     if completed.returncode != 0:
         sys.exit(f"{name} {' '.join(args)} failed: {completed.stderr.strip().splitlines()[-1:]}")
-    return parse_result(completed.stdout)
+    return api.parse_result(completed.stdout)
 
 
 def mean_and_spread(values: list[float]) -> tuple[float, float | None]:
-    return statistics.fmean(values), spread_pct(values)
+    return statistics.fmean(values), api.spread_pct(values)

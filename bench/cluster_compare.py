@@ -26,8 +26,7 @@ from pathlib import Path
 
 from distributed import Client, LocalCluster
 
-from scalecheck.run import loop, testcase
-from scalecheck.run.run_cli import run_tests
+from scalecheck import api
 
 
 def _write(run_dir: Path, header: dict, tests: list) -> None:
@@ -37,7 +36,7 @@ def _write(run_dir: Path, header: dict, tests: list) -> None:
     with open(run_dir / "tests.jsonl", "w") as f:
         f.write(json.dumps(header) + "\n")
         for test in tests:
-            f.write(json.dumps(test.raw) + "\n")
+            f.write(json.dumps(test) + "\n")
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -75,7 +74,7 @@ def _killer(run_dir: Path, client: Client, after: int, finished: threading.Event
 
 def _timed(run_dir: Path, **kwargs) -> tuple[float, dict]:
     started = time.monotonic()
-    summary = run_tests(run_dir, quiet=True, **kwargs)
+    summary = api.run_tests(run_dir, quiet=True, **kwargs)
     return time.monotonic() - started, summary
 
 
@@ -93,7 +92,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("out/cluster-compare"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    header, tests = testcase.read_tests(args.tests)
+    header, tests = api.read_tests(args.tests)
     tests = tests[:: args.every]
     runs = {}
     for name in ("local", "cluster", *(["cluster-killed"] if args.kill else [])):
@@ -120,7 +119,7 @@ def main() -> None:
         records = _records(run_dir)
         runs[name] = {
             "seconds": round(seconds, 1),
-            "starts": loop.starts_text(summary),
+            "starts": api.starts_text(summary),
             "records": len(records),
             "distinct": len({r["id"] for r in records}),
             "verdicts": {r["id"]: (r["status"], r["conflict_free"]) for r in records},

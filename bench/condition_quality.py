@@ -19,21 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalecheck.analyze.analyze import select_ops
-from scalecheck.common.parallel import map_unordered
-from scalecheck.engine.commute import explore_pair
-from scalecheck.engine.conditions import pair_conditions, recheck
-from scalecheck.formats.analysisfile import all_pairs
-from scalecheck.interfaces.loading import load_model
+from scalecheck import api
 
 VERDICTS = ("commutes", "diverges")
 
 
 def measure(job) -> dict:
     model_spec, a, b = job
-    _, regions, _ = explore_pair(load_model(model_spec), a, b)
-    conditions = pair_conditions(regions, symmetric=a == b)
-    problems = [recheck(regions, conditions, verdict) for verdict in VERDICTS]
+    regions = api.pair_regions(api.load_model(model_spec), a, b)
+    conditions = api.pair_conditions(regions, symmetric=a == b)
+    problems = [api.recheck(regions, conditions, verdict) for verdict in VERDICTS]
     return {"pair": (a, b), "paths": len(regions), "conditions": conditions, "problems": problems}
 
 
@@ -45,12 +40,12 @@ def main() -> int:
     parser.add_argument("--ops", help="comma-separated operations (default: all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     args = parser.parse_args()
-    ops = select_ops(load_model(args.model), args.ops)
+    ops = api.select_ops(api.load_model(args.model), args.ops)
     print(f"load average before: {os.getloadavg()}")
     started = time.monotonic()
-    work = [(args.model, a, b) for a, b in all_pairs(ops)]
+    work = [(args.model, a, b) for a, b in api.all_pairs(ops)]
     rows = sorted(
-        map_unordered(measure, work, args.jobs),
+        api.map_unordered(measure, work, args.jobs),
         key=lambda row: work.index((args.model, *row["pair"])),
     )
     wall = time.monotonic() - started

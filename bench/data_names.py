@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from scalecheck.common.output import run_printing
+from scalecheck import api
 
 # `struct.field`, `struct.outer.{a,b}`, `owner.field[]`, `slab[cache].field`.
 FIELD_NAME = re.compile(r"^[A-Za-z_]\w*(\[[^\]]*\])?\.")
@@ -139,7 +139,7 @@ def main():
     results = [measure(d, args.top) for d in args.dirs]
     if args.compare:
         results[0]["agreement"] = agreement(records(args.dirs[0]), records(args.compare))
-    return run_printing(lambda: print_results(results, args))
+    return api.run_printing(lambda: print_results(results, args))
 
 
 def print_results(results: list[dict], args) -> None:

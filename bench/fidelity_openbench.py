@@ -18,11 +18,11 @@ from pathlib import Path
 from benchlib import (
     REPO,
     build,
-    machine_description,
     mean_and_spread,
     run_harness_program,
     usable_cpus,
 )
+from scalecheck import api
 
 
 def build_open_loop(directory: Path) -> Path:
@@ -102,7 +102,7 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(
                 {
-                    "machine": machine_description(),
+                    "machine": api.machine_description(),
                     "runs": args.runs,
                     "duration_s": args.duration,
                     "rows": rows,

@@ -15,7 +15,8 @@ usage: python3 bench/harness_overhead.py [--runs 3] [--duration 5] [--json FILE]
 import argparse
 import json
 
-from benchlib import build, machine_description, mean_and_spread, run_harness_program, usable_cpus
+from benchlib import build, mean_and_spread, run_harness_program, usable_cpus
+from scalecheck import api
 
 BAR_OPS_PER_CORE = 100e6
 
@@ -90,7 +91,7 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(
                 {
-                    "machine": machine_description(),
+                    "machine": api.machine_description(),
                     "runs": args.runs,
                     "duration_s": args.duration,
                     "rows": rows,

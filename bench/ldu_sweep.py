@@ -34,7 +34,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from benchlib import add_sweep_options, bench_run_args, save_figure
-from scalecheck.bench.bench_results import ResultsDir, spread_pct
+from scalecheck import api
 
 RATIOS = (50, 80, 90, 99, 100)
 MODES = ("ldu-percore", "ldu-global", "rwlock", "harris")
@@ -79,7 +79,7 @@ def run_benchmarks(args: argparse.Namespace, results_dir: Path) -> None:
 def collect(results_dir: Path) -> list[dict]:
     """One row per (update ratio, mode, threads) from the driver's run records."""
     groups: dict[tuple[int, str, int], dict[int, dict]] = {}
-    for cell, record in ResultsDir(results_dir).latest_records().items():
+    for cell, record in api.bench_records(results_dir).items():
         if record.get("status") != "ok" or not cell.benchmark.startswith("ldu-u"):
             continue
         ratio = int(cell.benchmark.removeprefix("ldu-u"))
@@ -103,7 +103,7 @@ def collect(results_dir: Path) -> list[dict]:
                 "mean": statistics.fmean(values),
                 "min": min(values),
                 "max": max(values),
-                "spread_pct": spread_pct(values),
+                "spread_pct": api.spread_pct(values),
                 "idle_pct": mean_of("idle_pct"),
                 "lock_wait_pct": mean_of("lock_wait_pct"),
                 "preempted_pct": mean_of("preempted_pct"),

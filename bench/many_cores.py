@@ -21,9 +21,7 @@ import time
 from pathlib import Path
 
 from benchlib import REPO
-from scalecheck.bench.catalog import load_catalog
-from scalecheck.bench.predict import native_base_ns
-from scalecheck.bench.sharing import QUANTUM
+from scalecheck import api
 
 SERIES = [
     "sv6-openbench:lowest",
@@ -65,11 +63,10 @@ def total(document: dict) -> float:
 def series_table(out: Path, duration: float, series: list[str]) -> None:
     print("| series | N | ops | top line | its transfers/op | all lines' | slowdown |")
     print("|---|---|---|---|---|---|---|")
-    catalog = load_catalog()
     for name in series:
         documents, wall = count(out / f"{name.replace(':', '-')}.json", name, "2,4,8,16", duration)
         benchmark, mode = name.split(":")
-        native_ns = native_base_ns(catalog[benchmark], mode, documents[0]["runtime"])
+        native_ns = api.native_ns_per_op(benchmark, mode, documents[0]["runtime"])
         for document in documents:
             line, moved = top(document)
             emulated_ns = document["cpus"] * duration * 1e9 / max(document["operations"], 1)
@@ -84,7 +81,7 @@ def sensitivity(out: Path, duration: float, series: list[str]) -> None:
     print("\n| series at N = 4 | quantum | top line's transfers/op | all lines' |")
     print("|---|---|---|---|")
     for name in series:
-        for quantum in (QUANTUM // 2, QUANTUM, QUANTUM * 2):
+        for quantum in (api.SHARING_QUANTUM // 2, api.SHARING_QUANTUM, api.SHARING_QUANTUM * 2):
             path = out / f"q{quantum}-{name.replace(':', '-')}.json"
             (document,), _ = count(path, name, "4", duration, "--quantum", str(quantum))
             print(f"| {name} | {quantum} | {top(document)[1]:.4f} | {total(document):.4f} |")

@@ -21,10 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalecheck.formats.testfile import read_jsonl, read_tests
-from scalecheck.report.browser import Browser
-
-RESULTS_FORMAT = "scalecheck-results"
+from scalecheck import api
 
 
 def measure(run_dir: Path, runs: int) -> dict:
@@ -32,7 +29,7 @@ def measure(run_dir: Path, runs: int) -> dict:
     index = report / "index.html"
     pair_files = sorted((report / "pairs").glob("*.js")) if (report / "pairs").is_dir() else []
     seconds = []
-    with Browser(timeout=300) as browser:
+    with api.Browser(timeout=300) as browser:
         for _ in range(runs):
             seconds.append(browser.open(index.resolve().as_uri()))
         cells = browser.evaluate("document.querySelectorAll('table.heat td').length")
@@ -64,9 +61,8 @@ def measure(run_dir: Path, runs: int) -> dict:
 
 
 def stand_in(tests_path: Path, traced_run: Path, out: Path) -> int:
-    _header, tests = read_tests(tests_path)
-    results_header, lines = read_jsonl(traced_run / "trace" / "results.jsonl", RESULTS_FORMAT, 1)
-    records = [record for _, record in lines]
+    _header, tests = api.read_tests(tests_path)
+    results_header, records = api.read_results(traced_run)
     if not records:
         raise SystemExit(f"{traced_run}: no results to borrow")
     by_pair: dict = {}

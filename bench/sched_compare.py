@@ -24,8 +24,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from benchlib import REPO, machine_description, spread_pct
-from scalecheck.bench.runner import parse_result
+from benchlib import REPO
+from scalecheck import api
 
 RUNTIMES = ["ours", "pthreads", "go", "tokio"]
 # (benchmark, mode, threads per processor): the same load as the catalog (sched.toml).
@@ -72,7 +72,7 @@ def run_one(
             "reason": lines[-1] if lines else f"exit status {completed.returncode}",
         }
     try:
-        result = parse_result(completed.stdout)
+        result = api.parse_result(completed.stdout)
     except ValueError as err:
         return {"ok": False, "reason": str(err)}
     return {"ok": True, "ops_per_sec": result["ops_per_sec"], "extra": result.get("extra", {})}
@@ -152,7 +152,7 @@ def main() -> None:
                 row["runtimes"][runtime] = {
                     "ops_per_sec": values,
                     "median": statistics.median(values) if values else None,
-                    "spread_pct": spread_pct(values) if len(values) > 1 else None,
+                    "spread_pct": api.spread_pct(values) if len(values) > 1 else None,
                     "failed": len(outcomes) - len(values),
                     "failures": sorted({o["reason"] for o in outcomes if not o["ok"]}),
                 }
@@ -211,7 +211,7 @@ def main() -> None:
     console.print("\n".join(verdicts))
 
     document = {
-        "machine": machine_description(),
+        "machine": api.machine_description(),
         "runs": args.runs,
         "duration": args.duration,
         "warmup": args.warmup,

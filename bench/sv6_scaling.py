@@ -61,8 +61,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from benchlib import REPO, add_sweep_options, bench_run_args, save_figure
-from scalecheck.bench.bench_results import ResultsDir
-from scalecheck.bench.plot import plot_results
+from scalecheck import api
 
 BENCHMARKS = [
     "empty",
@@ -97,7 +96,7 @@ def run_ratios(out: str) -> tuple[dict, dict, list[str]]:
     cells that failed: a run missing either side has no ratio, and is listed rather than
     dropped."""
     ops, failed = defaultdict(dict), []
-    for cell, r in sorted(ResultsDir(Path(out)).latest_records().items()):
+    for cell, r in sorted(api.bench_records(Path(out)).items()):
         if r["status"] == "ok" and r["ops_per_sec"]:
             ops[(cell.benchmark, cell.mode, cell.run)][cell.cores] = r["ops_per_sec"]
         else:
@@ -278,7 +277,7 @@ def main() -> int:
         for series in COMMUTATIVE
     )
     figures = plot_ratios(rows, args.bar, transfers["median"], Path(args.out)) if rows else []
-    plotted, notes = plot_results(ResultsDir(Path(args.out)))
+    plotted, notes = api.plot_bench(Path(args.out))
     figures += [str(path) for path in plotted]
     for note in notes:
         print(f"not plotted: {note}")

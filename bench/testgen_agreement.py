@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalecheck.formats.testfile import LABEL_FIELDS, content_hash, read_tests
+from scalecheck import api
 
 
 def shape(test: dict) -> str:
@@ -41,7 +41,7 @@ def shape(test: dict) -> str:
             return value
         return f"#{names.setdefault(value, len(names))}"
 
-    content = {key: value for key, value in test.items() if key not in LABEL_FIELDS}
+    content = {key: value for key, value in test.items() if key not in api.LABEL_FIELDS}
     content.pop("pair", None)
     return json.dumps(rename(content), sort_keys=True)
 
@@ -65,7 +65,8 @@ def compare(old_tests: list[dict], new_tests: list[dict], cap: int) -> dict:
 
     same_content = sum(
         (
-            Counter(map(content_hash, old.get(k, []))) & Counter(map(content_hash, new.get(k, [])))
+            Counter(map(api.content_hash, old.get(k, [])))
+            & Counter(map(api.content_hash, new.get(k, [])))
         ).total()
         for k in keys
     )
@@ -88,8 +89,8 @@ def main() -> int:
     parser.add_argument("new", type=Path, help="the tests.jsonl to check against it")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     args = parser.parse_args()
-    old_header, old_tests = read_tests(args.old)
-    new_header, new_tests = read_tests(args.new)
+    old_header, old_tests = api.read_tests(args.old)
+    new_header, new_tests = api.read_tests(args.new)
     if old_header.get("cap") != new_header.get("cap"):
         print(
             f"the files were made with other caps: {old_header.get('cap')}, {new_header.get('cap')}"

@@ -27,16 +27,8 @@ import tempfile
 from pathlib import Path
 
 from benchlib import REPO
-from scalecheck.bench.catalog import load_catalog
-from scalecheck.bench.sharing import (
-    add_catalog_option,
-    harness_result,
-    layout_command,
-    pick,
-    thread_command,
-)
-from scalecheck.common.errors import UserError
-from scalecheck.common.output import run_printing
+from scalecheck import api
+from scalecheck.api import UserError
 
 SAMPLES_PER_SECOND = 10_000
 LAYOUTS = ("threads", "processes")
@@ -51,7 +43,7 @@ def profile(argv: list[str], warmup: float, scratch: Path) -> tuple[dict, dict[s
         "-D", str(int(warmup * 500)), "-o", str(data), "--", *argv,
     ]  # fmt: skip
     run = subprocess.run(record, cwd=REPO, capture_output=True, text=True, timeout=600)
-    result = harness_result(run, f"perf record {' '.join(argv)}")
+    result = api.harness_result(run, f"perf record {' '.join(argv)}")
     report = subprocess.run(
         ["perf", "report", "-i", str(data), "--no-children", "--sort", "symbol", "-n",
          "-g", "none", "--stdio", "--percent-limit", "0"],
@@ -135,27 +127,31 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=2.0, help="seconds (default 2)")
     parser.add_argument("--top", type=int, default=20, help="rows printed (default 20)")
     parser.add_argument("--json", type=Path, help="also write every row to this file")
-    add_catalog_option(parser)
+    parser.add_argument(
+        "--catalog",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="read catalog *.toml files from DIR instead of the built-in catalog (repeatable)",
+    )
     args = parser.parse_args()
     try:
         if shutil.which("perf") is None:
             raise UserError("perf is not installed (Debian: linux-perf)")
-        catalog = load_catalog(args.catalog)
+        catalog = api.load_catalog(args.catalog)
         if args.benchmark not in catalog:
             raise UserError(f"no benchmark {args.benchmark!r} in the catalog")
         entry = catalog[args.benchmark]
-        mode = pick(entry.name, "mode", entry.modes, args.mode)
         if entry.build and subprocess.run(entry.build, shell=True, cwd=REPO).returncode != 0:
             raise UserError(f"building {entry.name} failed: {entry.build}")
-        document = {"benchmark": entry.name, "mode": mode}
         costs = {}
         with tempfile.TemporaryDirectory(prefix="thread-cost-") as scratch:
-            series = {"mode": mode, "runtime": ""}
-            argv = thread_command(
-                entry.command, series, args.warmup, args.duration, scratch, workers=2
+            mode, commands = api.two_worker_commands(
+                entry, args.mode, args.warmup, args.duration, scratch
             )
+            document = {"benchmark": entry.name, "mode": mode}
             for layout in LAYOUTS:
-                result, samples = profile(layout_command(argv, layout), args.warmup, Path(scratch))
+                result, samples = profile(commands[layout], args.warmup, Path(scratch))
                 per_op, costs[layout] = ns_per_operation(result, samples)
                 document[layout] = {"ops_per_sec": result["ops_per_sec"], "ns_per_op": per_op}
         document["functions"] = compare(costs)
@@ -164,7 +160,7 @@ def main() -> int:
         return 2
     if args.json:
         args.json.write_text(json.dumps(document, indent=1))
-    return run_printing(lambda: print_table(document, args.top))
+    return api.run_printing(lambda: print_table(document, args.top))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from scalecheck.run import counting, outcome, testcase
-from scalecheck.run.run_cli import run_tests
+from scalecheck import api
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
 
@@ -35,21 +34,15 @@ def _records(run_dir: Path) -> dict:
 def _run_twice(args) -> list:
     tests = []
     for path in args.tests or [CALIBRATION]:
-        tests += testcase.read_tests(path)[1][:: args.every]
+        tests += api.read_tests(path)[1][:: args.every]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("first", "second"):
             run_dir = Path(tmp) / name
             run_dir.mkdir()
-            with open(run_dir / "tests.jsonl", "w") as f:
-                f.write(
-                    json.dumps({"format": "scalecheck-tests", "version": 1, "model": "posix"})
-                    + "\n"
-                )
-                for k in range(args.copies):
-                    for t in tests:
-                        f.write(json.dumps(dict(t.raw, id=f"{t.id}/copy{k}")) + "\n")
-            summary = run_tests(run_dir, repeats=args.repeats, granularity=args.granularity)
+            copies = [dict(t, id=f"{t['id']}/copy{k}") for k in range(args.copies) for t in tests]
+            api.write_tests(run_dir / "tests.jsonl", {"model": "posix"}, copies)
+            summary = api.run_tests(run_dir, repeats=args.repeats, granularity=args.granularity)
             runs.append((summary, _records(run_dir)))
     return runs
 
@@ -70,7 +63,7 @@ def main():
     parser.add_argument("--every", type=int, default=1, help="take every K-th test of the files")
     parser.add_argument("--copies", type=int, default=10, help="times each test is repeated")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--granularity", default="stable", choices=counting.GRANULARITIES)
+    parser.add_argument("--granularity", default="stable", choices=api.GRANULARITIES)
     parser.add_argument(
         "--compare",
         type=Path,
@@ -86,14 +79,16 @@ def main():
     common = sorted(first.keys() & second.keys())
     signatures = {
         i: (
-            outcome.conflict_set(first[i]["conflicts"]),
-            outcome.conflict_set(second[i]["conflicts"]),
+            api.conflict_set(first[i]["conflicts"]),
+            api.conflict_set(second[i]["conflicts"]),
         )
         for i in common
     }
     same_set = sum(1 for a, b in signatures.values() if a == b)
     same_verdict = sum(1 for i in common if first[i]["conflict_free"] == second[i]["conflict_free"])
-    differing = collections.Counter(outcome.show(e) for a, b in signatures.values() for e in a ^ b)
+    differing = collections.Counter(
+        api.show_conflict_element(e) for a, b in signatures.values() for e in a ^ b
+    )
     result = {
         "tests_compared": len(common),
         "identical_conflict_sets_between_runs": round(same_set / len(common), 4)

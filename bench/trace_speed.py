@@ -13,56 +13,13 @@ Usage: python3 bench/trace_speed.py [--tests FILE] [--copies N] [--sample N]
 
 import argparse
 import json
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from scalecheck.run import testcase, wire
-from scalecheck.run.linux import facts, guest_render, vm
-from scalecheck.run.linux.guest_build import ensure_built
-from scalecheck.run.run_cli import run_tests
+from scalecheck import api
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
-
-
-def guest_ms_per_test(tests, built, kernel, entries, plugin, repeats, workdir) -> tuple:
-    """(guest ms per test, QEMU's CPU seconds) of one boot with ``plugin`` (None: none)."""
-    settings = wire.settings_line(repeats=repeats, timeout_ms=5000, fs="tmpfs", warmup=0)
-    text = settings + "".join(guest_render.render(t, i) for i, t in enumerate(tests))
-    session = vm.GuestSession(
-        workdir,
-        kernel,
-        "",
-        built["base_image"],
-        text,
-        plugin,
-        entries if plugin else None,
-    )
-    try:
-        # After DONE the guest waits for the host to stop it (docs/tracer.md).
-        while not session.exited() and not _done(session.out_path):
-            time.sleep(0.2)
-        cpu_seconds = _cpu_seconds(session.proc.pid)
-    finally:
-        session.stop()
-    lines = session.out_path.read_text(errors="replace").splitlines()
-    done = [r for r in map(wire.parse_report, lines) if r and r.kind == "DONE"]
-    if not done:
-        sys.exit(f"guest did not finish: {session.exit_description()}")
-    return int(done[0].rest) / len(tests), cpu_seconds
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User and system time of a running process, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _done(out_path) -> bool:
-    done = f"\n{wire.keyword('DONE')} ".encode()
-    return out_path.exists() and done in out_path.read_bytes()
 
 
 def main():
@@ -83,40 +40,21 @@ def main():
     if args.other_plugin and not args.other_plugin.is_file():
         print(f"--other-plugin: no such file: {args.other_plugin}", file=sys.stderr)
         sys.exit(2)
-    _, tests = testcase.read_tests(args.tests)
+    _, tests = api.read_tests(args.tests)
     if args.sample and args.sample < len(tests):
         tests = tests[:: len(tests) // args.sample][: args.sample]
-    tests = [
-        testcase.Test(f"{t.id}/copy{k}", t.pair, t.raw) for k in range(args.copies) for t in tests
-    ]
-    kernel = vm.default_kernel()
-    built = ensure_built()
-    facts_dir = facts.kernel_facts(kernel, "", built)
+    tests = [dict(t, id=f"{t['id']}/copy{k}") for k in range(args.copies) for t in tests]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        entries = facts_dir / "entries.txt"
-        without, cpu_without = guest_ms_per_test(
-            tests, built, kernel, entries, None, args.repeats, tmp / "plain"
+        plugins = [None, api.this_plugin(), *([args.other_plugin] if args.other_plugin else [])]
+        (without, cpu_without), (with_plugin, cpu_with), *others = api.guest_times(
+            tests, plugins, args.repeats, tmp / "boots"
         )
-        with_plugin, cpu_with = guest_ms_per_test(
-            tests, built, kernel, entries, built["plugin"], args.repeats, tmp / "traced"
-        )
-        other = (
-            guest_ms_per_test(
-                tests, built, kernel, entries, args.other_plugin, args.repeats, tmp / "other"
-            )
-            if args.other_plugin
-            else None
-        )
+        other = others[0] if others else None
         run_dir = tmp / "run"
         run_dir.mkdir()
-        with open(run_dir / "tests.jsonl", "w") as f:
-            f.write(
-                json.dumps({"format": "scalecheck-tests", "version": 1, "model": "posix"}) + "\n"
-            )
-            for t in tests:
-                f.write(json.dumps(dict(t.raw, id=t.id)) + "\n")
-        summary = run_tests(run_dir, repeats=args.repeats, jobs=1)
+        api.write_tests(run_dir / "tests.jsonl", {"model": "posix"}, tests)
+        summary = api.run_tests(run_dir, repeats=args.repeats, jobs=1)
     result = {
         "tests": len(tests),
         "repeats": args.repeats,

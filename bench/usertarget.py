@@ -10,12 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from scalecheck.analyze.analyze import analyze_model, select_ops
-from scalecheck.formats.testfile import read_tests, write_tests
-from scalecheck.interfaces.loading import load_model
-from scalecheck.run.run_cli import run_tests
-from scalecheck.run.user.library import load_library
-from scalecheck.testgen.testgen import generate_tests
+from scalecheck import api
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 IMPLEMENTATIONS = {
@@ -26,10 +21,10 @@ IMPLEMENTATIONS = {
 
 def generated(manifest: Path, out: Path) -> Path:
     """A directory with the full generated test file of the manifest's model."""
-    model = load_library(str(manifest)).model
+    model = api.library_model(manifest)
     if not (out / "tests.jsonl").exists():
-        analyze_model(model, select_ops(load_model(model), None), out, quiet=True)
-        generate_tests(out, quiet=True)
+        api.analyze(model, None, out, quiet=True)
+        api.generate_tests(out, quiet=True)
     return out
 
 
@@ -43,7 +38,7 @@ def shares(out: Path, jobs: int) -> list:
             run_dir.mkdir(parents=True, exist_ok=True)
             shutil.copy(tests / "tests.jsonl", run_dir / "tests.jsonl")
             shutil.rmtree(run_dir / "trace", ignore_errors=True)
-            summary = run_tests(run_dir, target=f"lib:{manifest}", jobs=jobs, quiet=True)
+            summary = api.run_tests(run_dir, target=f"lib:{manifest}", jobs=jobs, quiet=True)
             traced = summary["conflict_free"] + summary["conflicting"]
             rows.append(
                 {
@@ -61,13 +56,13 @@ def shares(out: Path, jobs: int) -> list:
 def speed(out: Path, copies: int, jobs: int) -> dict:
     """Tests per second on `copies` copies of the kvstore file (new ids, same tests)."""
     source = out / "kvstore-tests" / "tests.jsonl"
-    header, tests = read_tests(source)
+    header, tests = api.read_tests(source)
     run_dir = out / "speed"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     many = [dict(t, id=f"{t['id']}#{k}") for k in range(copies) for t in tests]
-    write_tests(run_dir / "tests.jsonl", header, many)
-    summary = run_tests(
+    api.write_tests(run_dir / "tests.jsonl", header, many)
+    summary = api.run_tests(
         run_dir, target=f"lib:{EXAMPLES / 'kvstore' / 'striped.toml'}", jobs=jobs, quiet=True
     )
     return {

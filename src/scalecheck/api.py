@@ -21,8 +21,13 @@ from scalecheck.engine.commute import explore_pair
 from scalecheck.engine.conditions import pair_conditions, recheck
 from scalecheck.formats.analysisfile import all_pairs, read_analysis_meta, read_pair
 from scalecheck.formats.resultsfile import KNOWN_VERSION, RESULTS_FORMAT
-from scalecheck.formats.testfile import LABEL_FIELDS, content_hash, read_jsonl, read_tests
-from scalecheck.formats.testfile import write_tests
+from scalecheck.formats.testfile import (
+    LABEL_FIELDS,
+    content_hash,
+    read_jsonl,
+    read_tests,
+    write_tests,
+)
 from scalecheck.interfaces.loading import load_model
 from scalecheck.report.browser import Browser
 from scalecheck.run.counting import GRANULARITIES
@@ -37,50 +42,45 @@ from scalecheck.testgen.testgen import generate_tests
 # `scalecheck sharing`'s default quantum (instructions per emulated CPU's turn).
 SHARING_QUANTUM = sharing.QUANTUM
 
+# docs/api.md says what each promises, grouped by stage.
 __all__ = [
-    # models and the analysis
-    "load_model",
-    "select_ops",
-    "analyze",
+    "GRANULARITIES",
+    "LABEL_FIELDS",
+    "SHARING_QUANTUM",
+    "Browser",
+    "UserError",
     "all_pairs",
+    "analyze",
+    "bench_records",
+    "conflict_set",
+    "content_hash",
+    "generate_tests",
+    "guest_times",
+    "harness_result",
+    "library_model",
+    "load_catalog",
+    "load_model",
+    "machine_description",
+    "map_unordered",
+    "native_ns_per_op",
+    "pair_conditions",
+    "pair_regions",
+    "parse_result",
+    "plot_bench",
     "read_analysis_meta",
     "read_pair",
-    "pair_regions",
-    "pair_conditions",
-    "recheck",
-    # tests
-    "generate_tests",
-    "read_tests",
-    "write_tests",
-    "content_hash",
-    "LABEL_FIELDS",
-    # the run
-    "run_tests",
-    "library_model",
     "read_results",
-    "conflict_set",
-    "show_conflict_element",
-    "GRANULARITIES",
-    "starts_text",
-    "guest_times",
-    "this_plugin",
-    # the report
-    "Browser",
-    # benchmarks
-    "load_catalog",
-    "bench_records",
-    "plot_bench",
-    "spread_pct",
-    "machine_description",
-    "parse_result",
-    "harness_result",
-    "two_worker_commands",
-    "native_ns_per_op",
-    "SHARING_QUANTUM",
-    # for scripts
-    "UserError",
+    "read_tests",
+    "recheck",
     "run_printing",
-    "map_unordered",
+    "run_tests",
+    "select_ops",
+    "show_conflict_element",
+    "spread_pct",
+    "starts_text",
+    "this_plugin",
+    "two_worker_commands",
+    "write_tests",
 ]
 
 
