@@ -115,8 +115,11 @@ def test_the_guest_driver_reads_back_every_field(tmp_path):
         wire.Report("DONE", rest="42"),
     ]
     # The kallsyms block holds the file it was given as it is.
-    start = out.index("\nK\n") + 3
-    assert out[start : out.index("\nKEND\n", start - 1) + 1] == batch.read_text()
+    reports = _reports(out)
+    assert reports[-2].percpu_offset() == ("1", 0xFFFF88801F200000)
+    assert reports[-1].milliseconds() == 42 and wire.holds_done(out.encode())
+    assert not wire.holds_done(out[: out.index("\nDONE")].encode())
+    assert wire.kallsyms(out) == batch.read_text()
 
 
 def _harness_program(tmp_path: Path) -> Path:
@@ -193,6 +196,44 @@ def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
         wire.Report("SETUP_FAILED", 7, -1, "the adapter has no such operation"),
     ]
     assert [r.index for r in reports if r.kind == "BEGIN"] == [5, 6, 7]
+
+
+def _symbol_range(program: Path, name: str) -> tuple[int, int]:
+    """A function's code in a program: (start, end)."""
+    listing = subprocess.run(["nm", "-S", program], capture_output=True, text=True).stdout
+    for line in listing.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[3] == name:
+            return int(parts[0], 16), int(parts[0], 16) + int(parts[1], 16)
+    raise AssertionError(f"{name} not in {program}")
+
+
+def test_the_harness_reads_allocation_wrappers(tmp_path):
+    """A WRAP line names a wrapper's code: a block it allocates is then named by its
+    caller's site. The adapter's sc_setup allocates one block; named a wrapper, the site
+    moves out of it."""
+    program = _harness_program(tmp_path)
+    setup_start, setup_end = _symbol_range(program, "sc_setup")
+    test = {"setup": {}, "calls": [{"op": "get", "proc": 0, "args": {"key": 1}}] * 2}
+    sites = []
+    for wrappers in ([], [wire.line("ALLOC_WRAPPER", f"{setup_start:#x}", f"{setup_end:#x}")]):
+        batch = tmp_path / "batch.txt"
+        batch.write_text(
+            wire.settings_line(repeats=1)
+            + "".join(wrappers)
+            + program_worker.render(testcase.Test("a", [], test), 0, {"get": ("key",)}, {})
+        )
+        done = subprocess.run([program, batch], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        reports = _reports(done.stdout)
+        sites += [
+            site
+            for _, size, site in (r.allocation() for r in reports if r.kind == "ALLOCATION")
+            if size == 24
+        ]
+    assert len(sites) == 2
+    assert setup_start <= sites[0] < setup_end
+    assert not setup_start <= sites[1] < setup_end
 
 
 @pytest.mark.parametrize(

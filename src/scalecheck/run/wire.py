@@ -92,6 +92,29 @@ class Report:
         addr, _, data = self.rest.partition(" ")
         return int(addr, 16), bytes.fromhex(data)
 
+    def percpu_offset(self) -> tuple[str, int]:
+        """A PERCPU_OFFSET line's (CPU, the offset of its per-cpu area)."""
+        cpu, offset = self.rest.split()
+        return cpu, int(offset, 16)
+
+    def milliseconds(self) -> int:
+        """A DONE line's time: the tests' run time in the guest, boot excluded."""
+        return int(self.rest)
+
+
+def kallsyms(output: str) -> str:
+    """The kallsyms block of a probe boot's output as the driver copied it (the lines
+    between KALLSYMS and KALLSYMS_END); ValueError when it holds none."""
+    start_marker, end_marker = keyword("KALLSYMS"), keyword("KALLSYMS_END")
+    start = output.index(f"\n{start_marker}\n") + len(start_marker) + 2
+    # The end marker is a line of its own ("KEND" also ends "...BACKEND").
+    return output[start : output.index(f"\n{end_marker}\n", start - 1) + 1]
+
+
+def holds_done(output: bytes) -> bool:
+    """Whether a driver's output so far holds its DONE line (cheap enough to poll)."""
+    return f"\n{keyword('DONE')} ".encode() in output
+
 
 # Reports that name a test, and those that name a test and a repeat.
 _WITH_INDEX = {"WARMUP", "BEGIN"}

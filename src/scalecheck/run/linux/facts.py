@@ -78,13 +78,11 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
             f"kernel {kernel} did not boot the tracer's guest ({session.exit_description()}; "
             f"console: {tail or 'empty'})"
         )
-    kallsyms = session.read_block(wire.keyword("KALLSYMS"), wire.keyword("KALLSYMS_END"))
+    kallsyms = _kallsyms(session)
     release = next((r.rest for r in reports if r and r.kind == "RELEASE"), "")
-    offsets = {}
-    for report in reports:
-        if report and report.kind == "PERCPU_OFFSET":
-            cpu, off = report.rest.split()
-            offsets[cpu] = int(off, 16)
+    offsets = dict(
+        report.percpu_offset() for report in reports if report and report.kind == "PERCPU_OFFSET"
+    )
     if btf:
         (facts_dir / "btf").write_bytes(btf)
     (facts_dir / "kallsyms").write_text(kallsyms)
@@ -107,10 +105,14 @@ def kernel_facts(kernel: Path, kernel_args: str, built: dict, log=print) -> Path
 BTF_SYMBOLS = frozenset({"__start_BTF", "__stop_BTF", "linux_banner", "init_top_pgt"})
 
 
+def _kallsyms(session: GuestSession) -> str:
+    return wire.kallsyms(session.out_path.read_bytes().decode("utf-8", "replace"))
+
+
 def _probe_btf(session: GuestSession) -> bytes | None:
     """The kernel's BTF, from the RAM file of the probe's powered-off guest."""
     try:
-        kallsyms = session.read_block("K", "KEND")
+        kallsyms = _kallsyms(session)
     except (OSError, ValueError):
         return None
     addresses = {}

@@ -57,7 +57,7 @@ def _one_boot(
     done = [r for r in map(wire.parse_report, lines) if r and r.kind == "DONE"]
     if not done:
         raise UserError(f"guest did not finish: {session.exit_description()}")
-    return int(done[0].rest) / count, cpu_seconds
+    return done[0].milliseconds() / count, cpu_seconds
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -67,5 +67,4 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _done(out_path: Path) -> bool:
-    done = f"\n{wire.keyword('DONE')} ".encode()
-    return out_path.exists() and done in out_path.read_bytes()
+    return out_path.exists() and wire.holds_done(out_path.read_bytes())

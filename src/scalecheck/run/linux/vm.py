@@ -220,13 +220,6 @@ class GuestSession:
         regions = self._regions.read_new() if self._regions else []
         return lines, regions
 
-    def read_block(self, start_marker: str, end_marker: str) -> str:
-        """A raw block the driver wrote between two marker lines (kallsyms)."""
-        text = self.out_path.read_bytes().decode("utf-8", "replace")
-        start = text.index(f"\n{start_marker}\n") + len(start_marker) + 2
-        # The end marker is a line of its own ("KEND" also ends "...BACKEND").
-        return text[start : text.index(f"\n{end_marker}\n", start - 1) + 1]
-
     def guest_memory(self) -> GuestMemory | None:
         """The guest's RAM while QEMU runs (kernelmem.qemu_ram)."""
         return qemu_ram(self.proc.pid, MEMORY_BYTES)
