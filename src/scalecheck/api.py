@@ -11,7 +11,6 @@ from scalecheck.analyze.analyze import analyze_model, select_ops
 from scalecheck.bench import bench_results, catalog, predict, sharing
 from scalecheck.bench.bench_results import machine_description, spread_pct
 from scalecheck.bench.catalog import load_catalog
-from scalecheck.bench.plot import plot_results
 from scalecheck.bench.runner import parse_result
 from scalecheck.bench.sharing import harness_result
 from scalecheck.common.errors import UserError
@@ -117,6 +116,9 @@ def bench_records(out: Path) -> dict:
 
 def plot_bench(out: Path) -> tuple[list[Path], list[str]]:
     """`scalecheck bench plot OUT`: the plots written, and notes on what was left out."""
+    # Here, not above: matplotlib would take most of the API's import time.
+    from scalecheck.bench.plot import plot_results
+
     return plot_results(bench_results.ResultsDir(Path(out)))
 
 
