@@ -60,6 +60,7 @@ __all__ = [
     "load_catalog",
     "load_model",
     "machine_description",
+    "make_report",
     "map_unordered",
     "native_ns_per_op",
     "pair_conditions",
@@ -93,6 +94,15 @@ def pair_regions(model_cls, a: str, b: str) -> list:
     """The explored paths of ``a || b`` as the engine's regions, for pair_conditions and
     recheck (the analysis' own exploration, with its default limits)."""
     return explore_pair(model_cls, a, b)[1]
+
+
+def make_report(run_dir: Path, other_dir: Path | None = None) -> dict:
+    """`scalecheck report RUN_DIR [--diff OTHER_DIR]`: writes RUN_DIR/report/ and returns
+    its summary (with ``diff`` against OTHER_DIR when given); UserError on bad input."""
+    # Here, not above: the report pulls in matplotlib.
+    from scalecheck.report.build import make_report as build
+
+    return build(run_dir, other_dir)
 
 
 def library_model(manifest: str | Path) -> str:
