@@ -34,6 +34,9 @@ from scalecheck.run.linux.kernelmem import KernelMemory
 from scalecheck.run.regions import RegionReader
 
 MODULES = ("virtio_pci", "9pnet_virtio", "9p")
+# What a program (or its recipe) prints on stdout for per-unit figures: "completed: 20
+# requests" (the last such line counts).
+COMPLETED = re.compile(r"^completed: (\d+) (\w+)\s*$", re.MULTILINE)
 HOST_ROOT, RUN_SHARE = "hostroot", "profilerun"
 FAILED = "SCALECHECK-FAILED"
 # A name of its own: a mail server will not start on a host named "(none)".
@@ -227,8 +230,8 @@ def wait_for_exit(session: vm.GuestSession, duration: float, while_running) -> N
 
 
 def outcome(rundir: Path) -> tuple[dict, float]:
-    """The program's status, whether the bound killed it, its stderr's last line, and the
-    guest seconds of the window."""
+    """The program's status, whether the bound killed it, its stderr's last line, what it
+    says it completed (COMPLETED), and the guest seconds of the window."""
 
     def read(name: str) -> str:
         path = rundir / name
@@ -237,11 +240,15 @@ def outcome(rundir: Path) -> tuple[dict, float]:
     errors = read("stderr").splitlines()
     started, ended = read("started"), read("ended")
     seconds = float(ended) - float(started) if started and ended else 0.0
+    completed = COMPLETED.findall(read("stdout"))
     return {
         "status": int(read("status") or -1),
         "timed_out": bool(read("timed-out")),
         "last_error": errors[-1] if errors else "no message",
         "output": str(rundir),
+        "completed": {"count": int(completed[-1][0]), "unit": completed[-1][1]}
+        if completed
+        else None,
     }, seconds
 
 
