@@ -3,16 +3,19 @@
  * milliseconds until it is killed, which process had each guest-physical page of user
  * memory mapped where (/proc/PID/maps and /proc/PID/pagemap), so that the host can name the
  * program's lines by the files and symbols mapped there (src/scalecheck/bench/
- * profile_user.py). A page is written again only when its owner (process, address) changed,
- * of its writable mappings, and a process's maps only in a round that writes one of its pages:
+ * profile_user.py). Only pages of writable mappings; a page is written again only when its
+ * owner (process, address) changed, and a process's maps only in a round that writes one
+ * of its pages. It stays on CPU 0, so that its own memory does not move between CPUs:
  *
  *   P pid comm            then its /proc/PID/maps lines, verbatim
  *   G frame vaddr         (hex) a page of the last P's process
  */
+#define _GNU_SOURCE
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +112,11 @@ int main(int argc, char **argv)
 	long pause_ms = atol(argv[2]);
 	struct timespec pause = {pause_ms / 1000, (pause_ms % 1000) * 1000000};
 
-	if (!out)
+	cpu_set_t first;
+
+	CPU_ZERO(&first);
+	CPU_SET(0, &first);
+	if (!out || sched_setaffinity(0, sizeof first, &first) != 0)
 		return 1;
 	for (;;) {
 		DIR *proc = opendir("/proc");

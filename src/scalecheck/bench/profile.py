@@ -53,7 +53,11 @@ def add_options(parser) -> None:
         default=10.0,
         help="seconds of guest time the program may run (default 10)",
     )
-    parser.add_argument("--kernel", type=Path, help="kernel image (default: /boot/vmlinuz-*)")
+    parser.add_argument(
+        "--kernel",
+        help="kernel image, or a fetched kernel (`scalecheck kernel fetch 6.12`; default: "
+        "/boot/vmlinuz-*)",
+    )
     parser.add_argument(
         "--analysis",
         type=Path,

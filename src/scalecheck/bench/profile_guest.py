@@ -3,16 +3,19 @@ vCPUs with the host's file system as its root (9p, read-only), the plugin's prof
 around the program, and the run's outcome and profile regions read back.
 
 The initramfs is the tracer's base image (busybox) plus the 9p modules of the kernel's
-version (the host's /lib/modules) and an init script: it loads them, mounts the host's root
-read-only at /host and the run's directory (on the host) writable at its own path under
-it, tmpfs at /tmp and /run, and runs the run script there (chroot): the script brings up
-the loopback, turns address randomisation off (each program's libraries at the same
-addresses in every process), opens the window, runs the program with its output in the
-run's directory, kills it at the bound, closes the window, kills everything else, and says
-the program's status on the console; the guest then waits for the host to name kernel
-data from its memory and stop it.
+version (the host's /lib/modules, or a fetched kernel's) and an init script: it loads
+them, mounts the host's root read-only at /host and the run's directory (on the host)
+writable at its own path under it, tmpfs at /tmp and /run, and runs the run script there
+(chroot): the script brings up the loopback, turns address randomisation off (each
+program's libraries at the same addresses in every process), starts the page map
+(profile_user), opens the window, runs the program with its output in the run's
+directory, kills it at the bound, closes the window, kills everything else, and says the
+program's status on the console; the guest then waits for the host to name kernel data
+from its memory and stop it. While the program runs the host copies the kernel's struct
+pages (profile_frames).
 """
 
+import lzma
 import re
 import subprocess
 import sys
@@ -27,7 +30,7 @@ from scalecheck.bench.profile_modules import KALLSYMS_FILE, ModuleSymbols
 from scalecheck.bench.profile_user import UserPages, is_specific
 from scalecheck.bench.sharing import kernel_names
 from scalecheck.common.errors import UserError
-from scalecheck.run.linux import guest_build, vm
+from scalecheck.run.linux import guest_build, kernels, vm
 from scalecheck.run.linux.kernel_layout import Layout
 from scalecheck.run.linux.kernel_symbols import KERNEL_IMAGE
 from scalecheck.run.linux.kernelmem import KernelMemory
@@ -50,7 +53,7 @@ PLUGIN_OPTIONS = "transfers=on,user=on,profile=on,pcs=8"
 BARE_KINDS = ("page", "vmalloc", "unknown", "anon page", "page cache")
 # The guest's map of user pages (profile_pages, run in the guest: guest milliseconds
 # between two rounds; its file in the guest's /run, then copied to the run's directory).
-PAGES_INTERVAL_MS = 300
+PAGES_INTERVAL_MS = 500
 PAGES_FILE = "pages.txt"
 
 
@@ -66,18 +69,21 @@ class Profiled:
 
 
 def kernel_version(image: Path) -> str:
-    """The version of a /boot/vmlinuz-VERSION image (whose modules the guest loads)."""
+    """The version of a vmlinuz-VERSION image (whose modules the guest loads)."""
     if not image.name.startswith("vmlinuz-"):
         raise UserError(f"{image}: profile needs a vmlinuz-VERSION image (its modules)")
     return image.name.removeprefix("vmlinuz-")
 
 
-def module_files(version: str) -> list[Path]:
-    """The .ko files of MODULES, dependencies first (modprobe --show-depends); none for a
-    module built in."""
+def module_files(image: Path, unpacked: Path) -> list[Path]:
+    """The .ko files of MODULES, dependencies first (modprobe --show-depends), from the
+    host's /lib/modules or a fetched kernel's own (`scalecheck kernel fetch`); none for a
+    module built in. Compressed ones (.ko.xz) are unpacked into ``unpacked``."""
+    version = kernel_version(image)
+    root = image.parent if (image.parent / kernels.MODULES / version).is_dir() else Path("/")
     try:
         run = subprocess.run(
-            ["modprobe", "-a", "-S", version, "--show-depends", *MODULES],
+            ["modprobe", "-d", str(root), "-a", "-S", version, "--show-depends", *MODULES],
             capture_output=True,
             text=True,
         )
@@ -85,15 +91,25 @@ def module_files(version: str) -> list[Path]:
         raise UserError("modprobe not found (kmod): it finds the guest's 9p modules") from None
     if run.returncode != 0:
         raise UserError(
-            f"no 9p modules for kernel {version} in /lib/modules (profile mounts the host "
-            f"over 9p): {(run.stderr.strip().splitlines() or ['modprobe failed'])[0]}"
+            f"no 9p modules for kernel {version} in {root / kernels.MODULES} (profile mounts "
+            f"the host over 9p): {(run.stderr.strip().splitlines() or ['modprobe failed'])[0]}"
         )
     files: list[Path] = []
     for line in run.stdout.splitlines():
         words = line.split()
         if words[:1] == ["insmod"] and Path(words[1]) not in files:
             files.append(Path(words[1]))
-    return files
+    return [plain_module(path, unpacked) for path in files]
+
+
+def plain_module(path: Path, unpacked: Path) -> Path:
+    """The module itself, or its copy unpacked (busybox's insmod reads plain .ko files)."""
+    if path.suffix != ".xz":
+        return path
+    plain = unpacked / path.stem
+    unpacked.mkdir(parents=True, exist_ok=True)
+    plain.write_bytes(lzma.decompress(path.read_bytes()))
+    return plain
 
 
 def init_script(modules: list[Path], rundir: Path, scratch_mb: int) -> str:
@@ -214,7 +230,8 @@ def wait_for_exit(session: vm.GuestSession, duration: float, while_running) -> N
         failed = re.search(rf"^{FAILED} (.*)$", text, re.MULTILINE)
         if failed and "insmod" not in failed.group(1):
             raise UserError(f"the guest could not start the program: {failed.group(1)}")
-        if not started and re.search(rf"^{wholestack.STARTED}$", text, re.MULTILINE):
+        # (the console may put a terminal reset before it on its line)
+        if not started and re.search(rf"{wholestack.STARTED}$", text, re.MULTILINE):
             started, deadline = True, time.monotonic() + duration + STOP_MARGIN
         if re.search(rf"^{wholestack.EXIT} -?\d+$", text, re.MULTILINE):
             return
@@ -267,8 +284,9 @@ def frame_history(kernel, session: vm.GuestSession) -> FrameHistory | None:
 def profile(args, argv: list[str], rundir: Path) -> Profiled:
     """Boots, runs the program, reads and names its contended lines, stops the guest."""
     # The modules first: a kernel without them fails before its facts are probed.
-    modules = module_files(kernel_version(args.kernel or vm.default_kernel()))
-    kernel = wholestack.Kernel(args.kernel)
+    image = kernels.resolve(args.kernel) if args.kernel else vm.default_kernel()
+    modules = module_files(image, rundir / "modules")
+    kernel = wholestack.Kernel(image)
     session = start_guest(args, argv, kernel, modules, rundir)
     try:
         histories: list[FrameHistory | None] = []

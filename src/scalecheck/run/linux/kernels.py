@@ -30,6 +30,7 @@ PACKAGE = re.compile(
 FLAVOURS = {"": "amd64", "rt": "rt-amd64"}
 SHORT_NAME = re.compile(r"^(?P<series>\d+\.\d+)(?:-(?P<flavour>rt))?$")
 INFO = "kernel.json"
+MODULES = Path("lib/modules")  # in a fetched kernel's directory, as on a Debian system
 
 
 def kernels_dir() -> Path:
@@ -89,7 +90,8 @@ def fetch(name: str, log=print) -> Path:
         )
     release = package.removeprefix("linux-image-").removesuffix("-unsigned")
     target = kernels_dir() / release
-    if (target / INFO).exists():
+    # (a kernel fetched before its modules were kept is fetched again)
+    if (target / INFO).exists() and (target / MODULES).is_dir():
         log(f"{release} already fetched: {target}")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +117,13 @@ def fetch(name: str, log=print) -> Path:
             source = unpacked / "boot" / f"{part}-{release}"
             if source.exists():
                 source.rename(kept / source.name)
+        # its modules (scalecheck profile loads 9p's from here: `modprobe -d DIR`)
+        modules = next(
+            (p for p in (unpacked / MODULES, unpacked / "usr" / MODULES) if p.is_dir()), None
+        )
+        if modules:
+            (kept / MODULES).parent.mkdir(parents=True)
+            modules.rename(kept / MODULES)
         info: dict[str, str | int] = {
             "release": release,
             "series": series,
