@@ -155,7 +155,7 @@ def removable_share(rows: list[dict]) -> dict:
     """Of the contended kernel lines (and their transfers), the share whose verdict says
     the kernel could avoid them."""
     kernel = [row for row in rows if row["name"].startswith("kernel: ")]
-    avoidable = [row for row in kernel if row["verdict"] == COMMUTATIVE]
+    avoidable = [row for row in kernel if row["verdict"].startswith(COMMUTATIVE)]
     lines, moved = (sum(row[key] for row in kernel) for key in ("lines", "transfers"))
     return {
         "kernel_lines": lines,
