@@ -82,13 +82,16 @@ def module_files(image: Path, unpacked: Path) -> list[Path]:
     version = kernel_version(image)
     root = image.parent if (image.parent / kernels.MODULES / version).is_dir() else Path("/")
     try:
+        if not (root / kernels.MODULES / version / "modules.dep").exists():
+            # a package's modules come without the index its installation makes
+            subprocess.run(["depmod", "-b", str(root), version], check=False)
         run = subprocess.run(
             ["modprobe", "-d", str(root), "-a", "-S", version, "--show-depends", *MODULES],
             capture_output=True,
             text=True,
         )
     except FileNotFoundError:
-        raise UserError("modprobe not found (kmod): it finds the guest's 9p modules") from None
+        raise UserError("modprobe or depmod not found (kmod): they find the 9p modules") from None
     if run.returncode != 0:
         raise UserError(
             f"no 9p modules for kernel {version} in {root / kernels.MODULES} (profile mounts "
