@@ -55,6 +55,9 @@ BARE_KINDS = ("page", "vmalloc", "unknown", "anon page", "page cache")
 # between two rounds; its file in the guest's /run, then copied to the run's directory).
 PAGES_INTERVAL_MS = 500
 PAGES_FILE = "pages.txt"
+# The page map's only reads and writes (profile_pages.c), left out of the profile: its
+# reads of /proc/PID/pagemap touch the struct pages of the program's memory.
+PAGE_MAP_CALLS = ("preadv2", "pwritev2")
 
 
 @dataclass
@@ -306,6 +309,11 @@ def profile(args, argv: list[str], rundir: Path) -> Profiled:
         regions = RegionReader(session.trace_path).read_new()
         syscalls = [name for name, _ in profile_lines.syscall_entries(kernel.symbols.address_of)]
         profiled = Profiled(result, seconds, syscalls)
+        regions = [
+            region
+            for region in regions
+            if profile_lines.context_name(region.tag, syscalls) not in PAGE_MAP_CALLS
+        ]
         profiled.accesses = sum(region.accesses for region in regions)
         profiled.contended = profile_lines.contended_lines(regions)
         pages, loaded = UserPages(rundir / PAGES_FILE), ModuleSymbols(rundir / KALLSYMS_FILE)
