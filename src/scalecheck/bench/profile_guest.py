@@ -367,10 +367,13 @@ def line_names(profiled: Profiled, kernel, session: vm.GuestSession, cpus: int, 
         namer.close()
     names = {}
     for paddr, touches in contended.items():
-        user, vaddr = pages.name(paddr), profile_lines.representative(touches).vaddr
+        vaddr = profile_lines.representative(touches).vaddr
         if paddr not in kernel_lines:
-            names[paddr] = f"user: {user or pages.name_by_address(vaddr) or 'memory'}"
-        elif user and found[paddr] in BARE_KINDS:
+            user = pages.name(paddr, vaddr) or pages.name_by_address(vaddr)
+            names[paddr] = f"user: {user or 'memory'}"
+            continue
+        user = pages.name(paddr)
+        if user and found[paddr] in BARE_KINDS:
             names[paddr] = f"kernel: page of {user}"
         elif found[paddr] == "unknown" and modules.variable(vaddr):
             names[paddr] = f"kernel: {modules.variable(vaddr)}"

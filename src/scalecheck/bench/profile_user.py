@@ -125,8 +125,8 @@ def user_data_name(maps: ProcessMaps, vaddr: int) -> str:
     return f"anonymous memory of {maps.comm}"
 
 
-def read_page_map(path: Path) -> tuple[dict[int, tuple[ProcessMaps, int]], list[ProcessMaps]]:
-    """The guest frame -> the process maps and page address it was most often seen at (a
+def read_page_map(path: Path) -> tuple[dict[int, Counter], list[ProcessMaps]]:
+    """The guest frame -> how often each (process maps, page address) was seen holding it (a
     frame may change hands while the program runs: a process exits and another gets it),
     and every process maps seen."""
     seen: dict[int, Counter] = {}
@@ -145,11 +145,10 @@ def read_page_map(path: Path) -> tuple[dict[int, tuple[ProcessMaps, int]], list[
                 maps = parse_maps(comm, lines)
                 blocks.append(maps)
             frame, vaddr = (int(x, 16) for x in line.split()[1:3])
-            seen.setdefault(frame, Counter())[(len(blocks) - 1, vaddr)] += 1
+            seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
         elif line:
             lines.append(line)
-    owners = {frame: max(count, key=count.__getitem__) for frame, count in seen.items()}
-    return {frame: (blocks[block], vaddr) for frame, (block, vaddr) in owners.items()}, blocks
+    return seen, blocks
 
 
 class UserPages:
@@ -165,11 +164,17 @@ class UserPages:
         self._names: dict[tuple, str] = {}
         self._by_address: dict[int, str | None] = {}
 
-    def name(self, paddr: int) -> str | None:
-        owner = self.owners.get(paddr // PAGE)
-        if owner is None:
+    def name(self, paddr: int, vaddr: int | None = None) -> str | None:
+        """The name of the line at paddr from its frame's owners: the one seen most often,
+        or, given the user address it was touched at, the most frequent owner that had it
+        there (None when none did: the frame changed hands)."""
+        owners = self.owners.get(paddr // PAGE)
+        if not owners:
             return None
-        maps, page = owner
+        fitting = [owner for owner in owners if vaddr is None or owner[1] == vaddr & ~(PAGE - 1)]
+        if not fitting:
+            return None
+        maps, page = max(fitting, key=owners.__getitem__)
         key = (id(maps), page + paddr % PAGE)
         if key not in self._names:
             self._names[key] = user_data_name(maps, key[1])
