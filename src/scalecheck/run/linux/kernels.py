@@ -76,6 +76,22 @@ def _package_tool(args: list[str], cwd: Path | None = None) -> str:
     return done.stdout
 
 
+def keep_parts(unpacked: Path, kept: Path, release: str) -> None:
+    """Moves what is kept of an unpacked package into ``kept``: the image, its config and
+    System.map, and its modules (scalecheck profile loads 9p's from there: `modprobe -d`)."""
+    kept.mkdir()
+    for part in ("vmlinuz", "config", "System.map"):
+        source = unpacked / "boot" / f"{part}-{release}"
+        if source.exists():
+            source.rename(kept / source.name)
+    modules = next(
+        (p for p in (unpacked / MODULES, unpacked / "usr" / MODULES) if p.is_dir()), None
+    )
+    if modules:
+        (kept / MODULES).parent.mkdir(parents=True)
+        modules.rename(kept / MODULES)
+
+
 def fetch(name: str, log=print) -> Path:
     """Downloads and unpacks the newest kernel of ``name`` (``6.12``, ``6.12-rt``); returns
     its directory. A release already fetched is not downloaded again."""
@@ -112,18 +128,7 @@ def fetch(name: str, log=print) -> Path:
         if not image.is_file():
             raise UserError(f"{deb.name} holds no boot/vmlinuz-{release}")
         kept = staging / "kernel"
-        kept.mkdir()
-        for part in ("vmlinuz", "config", "System.map"):
-            source = unpacked / "boot" / f"{part}-{release}"
-            if source.exists():
-                source.rename(kept / source.name)
-        # its modules (scalecheck profile loads 9p's from here: `modprobe -d DIR`)
-        modules = next(
-            (p for p in (unpacked / MODULES, unpacked / "usr" / MODULES) if p.is_dir()), None
-        )
-        if modules:
-            (kept / MODULES).parent.mkdir(parents=True)
-            modules.rename(kept / MODULES)
+        keep_parts(unpacked, kept, release)
         info: dict[str, str | int] = {
             "release": release,
             "series": series,
