@@ -247,7 +247,7 @@ def test_a_frame_is_named_by_the_process_that_mapped_it_most_often(tmp_path, glo
     pages = UserPages(tmp_path / "pages.txt")
     assert pages.name(0x2A000 + limits % 0x1000) == "globals: limits"
     assert pages.name(0x2C000) is None
-    assert pages.name_by_address(limits) == "globals: limits (by address)"
+    assert pages.name_by_address(limits) == "globals: limits (by address)"  # two programs
 
 
 def test_a_read_or_write_that_met_on_socket_data_is_judged_as_recvfrom_or_sendto(shipped):

@@ -154,9 +154,9 @@ def read_page_map(path: Path) -> tuple[dict[int, Counter], list[ProcessMaps]]:
 class UserPages:
     """Names lines of guest-physical memory that was a user page while the program ran:
     by the process that had the frame mapped, else (a process that lived between two of the
-    map's rounds) by what the processes seen had at the line's address, when they agree
-    (address randomisation is off: a program's files load at the same addresses in every
-    process), marked `(by address)`."""
+    map's rounds) by what the processes seen had at the line's address, when two or more
+    programs had it and all had the same data there (address randomisation is off: a
+    program's files load at the same addresses in every process), marked `(by address)`."""
 
     def __init__(self, path: Path):
         self.owners, blocks = read_page_map(path)
@@ -182,17 +182,9 @@ class UserPages:
 
     def name_by_address(self, vaddr: int) -> str | None:
         if vaddr not in self._by_address:
-            found = {
-                user_data_name(maps, vaddr)
-                for maps in self.distinct
-                if maps.holding(vaddr) is not None
-            }
-            named = [name for name in found if is_specific(name)]
-            self._by_address[vaddr] = f"{named[0]} (by address)" if len(named) == 1 else None
+            holders = [maps for maps in self.distinct if maps.holding(vaddr) is not None]
+            found = {user_data_name(maps, vaddr) for maps in holders}
+            agreed = len(found) == 1 and len({maps.comm for maps in holders}) >= 2
+            name = found.pop() if agreed else ""
+            self._by_address[vaddr] = f"{name} (by address)" if is_specific(name) else None
         return self._by_address[vaddr]
-
-
-def is_specific(name: str) -> bool:
-    """Whether a line's name says what data it is, beyond the kind of memory."""
-    bare = name.removeprefix("kernel: ").removeprefix("user: ").removeprefix("page of ")
-    return not bare.startswith(UNSPECIFIC) and bare.split(" (")[0] not in BARE_NAMES
