@@ -188,3 +188,9 @@ class UserPages:
             name = found.pop() if agreed else ""
             self._by_address[vaddr] = f"{name} (by address)" if is_specific(name) else None
         return self._by_address[vaddr]
+
+
+def is_specific(name: str) -> bool:
+    """Whether a line's name says what data it is, beyond the kind of memory."""
+    bare = name.removeprefix("kernel: ").removeprefix("user: ").removeprefix("page of ")
+    return not bare.startswith(UNSPECIFIC) and bare.split(" (")[0] not in BARE_NAMES
