@@ -33,7 +33,7 @@ needs_guest = pytest.mark.skipif(
 def profile(tmp_path: Path, *command: str, duration: str = "30") -> tuple:
     out = tmp_path / "profile.json"
     run = subprocess.run(
-        [*PROFILE, "--duration", duration, "--json", str(out), "--", *command],
+        [*PROFILE, "--duration", duration, "--top", "60", "--json", str(out), "--", *command],
         capture_output=True,
         text=True,
         timeout=1200,
