@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.bench import profile_lines
+from scalecheck.bench.profile_user import UserPages, is_specific, parse_maps, user_data_name
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, FORCED, SHIPPED, Rule, case_possible
 from scalecheck.common.sources import cache_dir
 from scalecheck.run.linux import vm
@@ -22,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 PROFILE = [sys.executable, "-m", "scalecheck.cli", "profile"]
 OPENS = REPO / "tests" / "data" / "profile_opens.c"
 MISBEHAVE = REPO / "examples" / "profile" / "misbehave.sh"
+WEB_SERVER = REPO / "examples" / "profile" / "web-server.sh"
 needs_guest = pytest.mark.skipif(
     not shutil.which(vm.QEMU) or not list(Path("/boot").glob("vmlinuz-*")),
     reason="needs qemu-system-x86 and linux-image-amd64 (scripts/setup.d/20-tracer.sh)",
@@ -31,7 +33,7 @@ needs_guest = pytest.mark.skipif(
 def profile(tmp_path: Path, *command: str, duration: str = "30") -> tuple:
     out = tmp_path / "profile.json"
     run = subprocess.run(
-        [*PROFILE, "--duration", duration, "--json", str(out), "--", *command],
+        [*PROFILE, "--duration", duration, "--top", "60", "--json", str(out), "--", *command],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -70,6 +72,10 @@ def test_threads_opening_files_fight_over_their_fd_table_and_the_rule_says_o_any
     assert "files_struct" in run.stdout and "O_ANYFD" in run.stdout
     removable = document["removable"]
     assert 0 <= removable["avoidable_lines"] <= removable["kernel_lines"] > 0
+    # user memory named by the process and what it had mapped there (the guest's page map)
+    assert rows_named(document, "of profile_opens"), [r["name"] for r in document["lines"]]
+    named = document["named"]
+    assert 0 < named["named_transfers"] <= named["transfers"] == document["transfers"]
 
 
 @needs_guest
@@ -79,6 +85,23 @@ def test_processes_opening_files_share_no_fd_table(tmp_path, opens):
     assert any(row["call"] == "openat" for row in document["calls"])  # they did open
     hot = [row for row in rows_named(document, "files_struct") if row["transfers"] > 20]
     assert not hot, hot
+
+
+@needs_guest
+@pytest.mark.skipif(
+    not (shutil.which("lighttpd") or Path("/usr/sbin/lighttpd").exists()) or not shutil.which("ab"),
+    reason="needs lighttpd and ab (scripts/setup.d/70-profile.sh)",
+)
+def test_the_web_server_recipe_names_its_lines_per_request(tmp_path):
+    # docs/profile.md's recipe, as written there
+    run, document = profile(tmp_path, str(WEB_SERVER), "20", "2", duration="90")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert document["program"]["completed"] == {"count": 20, "unit": "requests"}
+    assert document["transfers_per_completed"] == document["transfers"] / 20
+    assert rows_named(document, "of lighttpd") and rows_named(document, "of ab")
+    kernel = [row for row in document["lines"] if row["name"].startswith("kernel: ")]
+    assert any(row["verdict"].startswith((COMMUTATIVE, FORCED)) for row in kernel)
+    assert "transfers each" in run.stdout and "/request" in run.stdout
 
 
 @needs_guest
@@ -166,3 +189,70 @@ def test_a_line_is_judged_by_its_busiest_pair_of_calls_the_model_has(shipped):
     assert row["judged_pair"] == ["openat", "openat"]
     assert row["verdict"].startswith(f"{FORCED}: use O_ANYFD")
     assert row["pairs"][0]["verdict"] == "outside the model (page fault)"
+
+
+GLOBALS_C = """
+long counters[64];
+long limits[4] = {1, 2, 3, 4};
+int main(void) { return (int)(counters[0] + limits[1]); }
+"""
+
+
+@pytest.fixture(scope="module")
+def globals_program(tmp_path_factory) -> Path:
+    """A real ELF with a .bss and a .data array."""
+    folder = tmp_path_factory.mktemp("elf")
+    (folder / "globals.c").write_text(GLOBALS_C)
+    program = folder / "globals"
+    subprocess.run(["cc", "-O0", "-o", str(program), str(folder / "globals.c")], check=True)
+    return program
+
+
+def symbol_address(program: Path, name: str) -> int:
+    table = subprocess.run(["nm", str(program)], capture_output=True, text=True).stdout
+    found = [line.split()[0] for line in table.splitlines() if line.endswith(f" {name}")]
+    return int(found[0], 16)
+
+
+def test_user_memory_is_named_by_the_mapped_file_s_symbols_else_by_its_region(globals_program):
+    base = 0x555555554000
+    size = globals_program.stat().st_size
+    file_end = base + ((size + 0xFFF) & ~0xFFF)
+    maps = parse_maps(
+        "globals",
+        [
+            f"{base:x}-{file_end:x} rw-p 00000000 00:00 1 {globals_program}",
+            f"{file_end:x}-{file_end + 0x2000:x} rw-p 00000000 00:00 0",
+            "7ffffffde000-7ffffffff000 rw-p 00000000 00:00 0 [stack]",
+            "7ffff7000000-7ffff7100000 rw-p 00000000 00:00 0",
+        ],
+    )
+    counters, limits = (symbol_address(globals_program, n) for n in ("counters", "limits"))
+    assert user_data_name(maps, base + counters + 8) == "globals: counters"
+    assert user_data_name(maps, base + limits) == "globals: limits"
+    assert user_data_name(maps, 0x7FFFFFFFE000) == "[stack] of globals"
+    assert user_data_name(maps, 0x7FFFF7000040) == "anonymous memory of globals"
+    assert not is_specific("anonymous memory of globals") and is_specific("globals: limits")
+    assert not is_specific("kernel: page (written by clear_page_rep)")
+    assert not is_specific("kernel: page of [heap] of ab") and is_specific("kernel: page table")
+
+
+def test_a_frame_is_named_by_the_process_that_mapped_it_most_often(tmp_path, globals_program):
+    limits = 0x555555554000 + symbol_address(globals_program, "limits")
+    page = limits & ~0xFFF
+    maps = f"555555554000-555555600000 rw-p 00000000 00:00 1 {globals_program}"
+    (tmp_path / "pages.txt").write_text(
+        f"P 7 globals\n{maps}\nG 2a {page:x}\nP 9 other\n{maps}\nG 2b {page:x}\n"
+    )
+    pages = UserPages(tmp_path / "pages.txt")
+    assert pages.name(0x2A000 + limits % 0x1000) == "globals: limits"
+    assert pages.name(0x2C000) is None
+    assert pages.name_by_address(limits) == "globals: limits (by address)"  # two programs
+
+
+def test_a_read_or_write_that_met_on_socket_data_is_judged_as_recvfrom_or_sendto(shipped):
+    on_socket = shipped.verdict("write", "read", "kernel: tcp_sock.{sk_lock}")
+    assert on_socket.startswith(COMMUTATIVE) and "write on a socket: sendto" in on_socket
+    without_sockets = Rule(shipped.ops - {"sendto"}, {}, "a rule without sendto (unit test)")
+    assert "write on a socket: sendto" in without_sockets.verdict("write", "read", "sk_buff.len")
+    assert shipped.verdict("write", "read", "kernel: page.{flags}") == COMMUTATIVE

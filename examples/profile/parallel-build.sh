@@ -1,7 +1,7 @@
 #!/bin/sh
 # A parallel build for `scalecheck profile` (the seed's buildkernel row, small): copies
 # native/benchmarks and the harness it links (with the marker header) (a dozen C programs, one Makefile) to the
-# scratch directory and runs `make -j JOBS` there; prints how many programs it built.
+# scratch directory and runs `make -j JOBS` there; says "completed: N programs" (built).
 # Usage: parallel-build.sh [JOBS] (default 2).
 set -e
 jobs=${1:-2}
@@ -13,4 +13,4 @@ cp -r "$here/native/benchmarks" "$here/native/harness" "$here/native/warnings.mk
 cp -r "$here/tracer/include" "$work/tracer/"
 rm -rf "$work/native/benchmarks/bin"
 make -s -C "$work/native/benchmarks" -j "$jobs" >/dev/null
-ls "$work/native/benchmarks/bin" | wc -l
+echo "completed: $(ls "$work/native/benchmarks/bin" | wc -l) programs"

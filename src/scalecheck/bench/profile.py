@@ -53,7 +53,11 @@ def add_options(parser) -> None:
         default=10.0,
         help="seconds of guest time the program may run (default 10)",
     )
-    parser.add_argument("--kernel", type=Path, help="kernel image (default: /boot/vmlinuz-*)")
+    parser.add_argument(
+        "--kernel",
+        help="kernel image, or a fetched kernel (`scalecheck kernel fetch 6.12`; default: "
+        "/boot/vmlinuz-*)",
+    )
     parser.add_argument(
         "--analysis",
         type=Path,
@@ -130,11 +134,12 @@ def run(args) -> int:
 def build_document(args, argv: list[str], profiled, rule: Rule) -> dict:
     rows = profile_lines.line_rows(profiled.contended, profiled.names, profiled.syscalls, rule)
     seconds = profiled.seconds
-    for row in rows:
-        row["transfers_per_s"] = row["transfers"] / seconds if seconds else None
+    completed = (profiled.outcome["completed"] or {}).get("count")
     calls = profile_lines.call_rows(profiled.contended, profiled.syscalls)
-    for row in calls:
+    for row in rows + calls:
         row["transfers_per_s"] = row["transfers"] / seconds if seconds else None
+        row["transfers_per_completed"] = row["transfers"] / completed if completed else None
+    transfers = sum(row["transfers"] for row in rows)
     return {
         "command": shlex.join(argv),
         "cpus": args.cpus,
@@ -144,7 +149,9 @@ def build_document(args, argv: list[str], profiled, rule: Rule) -> dict:
         "program": profiled.outcome,
         "accesses": profiled.accesses,
         "contended_lines": len(profiled.contended),
-        "transfers": sum(row["transfers"] for row in rows),
+        "transfers": transfers,
+        "transfers_per_completed": transfers / completed if completed else None,
+        "named": profile_lines.named_share(rows),
         "removable": profile_lines.removable_share(rows),
         "lines": rows,
         "calls": calls,
@@ -162,10 +169,15 @@ def share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
+def per_text(value: float | None) -> str:
+    return "" if value is None else f"{value:10.1f}"
+
+
 def print_report(document: dict, top: int) -> None:
-    """One page: the program, the share the kernel could remove, the top lines with their
-    call pairs and verdicts, the calls."""
-    outcome, removable = document["program"], document["removable"]
+    """One page: the program, the share of transfers named and the share the kernel could
+    remove, the top lines with their call pairs and verdicts, the calls."""
+    outcome, removable, named = document["program"], document["removable"], document["named"]
+    completed = outcome["completed"]
     print(
         f"{document['command']} on {document['cpus']} CPUs: {document['guest_seconds']:.2f} s "
         f"of guest time, exit {outcome['status']}"
@@ -178,15 +190,26 @@ def print_report(document: dict, top: int) -> None:
         f"{share(removable['avoidable_transfers'], removable['kernel_transfers'])} of their "
         "transfers) the rule says the kernel could avoid"
     )
-    print(f"{'lines':>6} {'transfers':>10} {'/s':>9}  name / busiest calls: verdict")
+    print(
+        f"named beyond the kind of memory: {share(named['named_transfers'], named['transfers'])}"
+        f" of the transfers ({named['named_lines']} of {named['lines']} lines)"
+        + (
+            f"; {completed['count']} {completed['unit']} completed, "
+            f"{document['transfers_per_completed']:.1f} transfers each"
+            if completed
+            else ""
+        )
+    )
+    unit = f"/{completed['unit'].removesuffix('s')}" if completed else ""
+    print(f"{'lines':>6} {'transfers':>10} {'/s':>9}{unit:>11}  name / busiest calls: verdict")
     for row in document["lines"][:top]:
-        rate = rate_text(row["transfers_per_s"])
-        print(f"{row['lines']:6d} {row['transfers']:10d} {rate:>9}  {row['name']}")
+        rate, per = rate_text(row["transfers_per_s"]), per_text(row["transfers_per_completed"])
+        print(f"{row['lines']:6d} {row['transfers']:10d} {rate:>9}{per:>11}  {row['name']}")
         if row["judged_pair"]:
-            print(f"{'':28}{' || '.join(row['judged_pair'])}: {row['verdict']}")
+            print(f"{'':39}{' || '.join(row['judged_pair'])}: {row['verdict']}")
     if len(document["lines"]) > top:
         print(f"... {len(document['lines']) - top} more (--top, or --json for all)")
-    print(f"{'transfers':>10} {'/s':>9} {'lines':>6}  context")
+    print(f"{'transfers':>10} {'/s':>9}{unit:>11} {'lines':>6}  context")
     for row in document["calls"][:top]:
-        rate = rate_text(row["transfers_per_s"])
-        print(f"{row['transfers']:10d} {rate:>9} {row['lines']:6d}  {row['call']}")
+        rate, per = rate_text(row["transfers_per_s"]), per_text(row["transfers_per_completed"])
+        print(f"{row['transfers']:10d} {rate:>9}{per:>11} {row['lines']:6d}  {row['call']}")

@@ -3,16 +3,19 @@ vCPUs with the host's file system as its root (9p, read-only), the plugin's prof
 around the program, and the run's outcome and profile regions read back.
 
 The initramfs is the tracer's base image (busybox) plus the 9p modules of the kernel's
-version (the host's /lib/modules) and an init script: it loads them, mounts the host's root
-read-only at /host and the run's directory (on the host) writable at its own path under
-it, tmpfs at /tmp and /run, and runs the run script there (chroot): the script brings up
-the loopback, turns address randomisation off (each program's libraries at the same
-addresses in every process), opens the window, runs the program with its output in the
-run's directory, kills it at the bound, closes the window, kills everything else, and says
-the program's status on the console; the guest then waits for the host to name kernel
-data from its memory and stop it.
+version (the host's /lib/modules, or a fetched kernel's) and an init script: it loads
+them, mounts the host's root read-only at /host and the run's directory (on the host)
+writable at its own path under it, tmpfs at /tmp and /run, and runs the run script there
+(chroot): the script brings up the loopback, turns address randomisation off (each
+program's libraries at the same addresses in every process), starts the page map
+(profile_user), opens the window, runs the program with its output in the run's
+directory, kills it at the bound, closes the window, kills everything else, and says the
+program's status on the console; the guest then waits for the host to name kernel data
+from its memory and stop it. While the program runs the host copies the kernel's struct
+pages (profile_frames).
 """
 
+import lzma
 import re
 import subprocess
 import sys
@@ -22,12 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalecheck.bench import profile_lines, wholestack
+from scalecheck.bench.profile_frames import PAGE_TABLE, FrameHistory
+from scalecheck.bench.profile_modules import KALLSYMS_FILE, ModuleSymbols
+from scalecheck.bench.profile_user import UserPages, is_specific
 from scalecheck.bench.sharing import kernel_names
 from scalecheck.common.errors import UserError
-from scalecheck.run.linux import guest_build, vm
+from scalecheck.run.linux import guest_build, kernels, vm
+from scalecheck.run.linux.kernel_layout import Layout
+from scalecheck.run.linux.kernel_symbols import KERNEL_IMAGE
+from scalecheck.run.linux.kernelmem import KernelMemory
 from scalecheck.run.regions import RegionReader
 
 MODULES = ("virtio_pci", "9pnet_virtio", "9p")
+# What a program (or its recipe) prints on stdout for per-unit figures: "completed: 20
+# requests" (the last such line counts).
+COMPLETED = re.compile(r"^completed: (\d+) (\w+)\s*$", re.MULTILINE)
 HOST_ROOT, RUN_SHARE = "hostroot", "profilerun"
 FAILED = "SCALECHECK-FAILED"
 # A name of its own: a mail server will not start on a host named "(none)".
@@ -39,6 +51,13 @@ STOP_MARGIN = 120.0
 PLUGIN_OPTIONS = "transfers=on,user=on,profile=on,pcs=8"
 # Kernel data names that say no type: the writers' functions are added to them.
 BARE_KINDS = ("page", "vmalloc", "unknown", "anon page", "page cache")
+# The guest's map of user pages (profile_pages, run in the guest: guest milliseconds
+# between two rounds; its file in the guest's /run, then copied to the run's directory).
+PAGES_INTERVAL_MS = 500
+PAGES_FILE = "pages.txt"
+# The page map's only reads and writes (profile_pages.c), left out of the profile: its
+# reads of /proc/PID/pagemap touch the struct pages of the program's memory.
+PAGE_MAP_CALLS = ("preadv2", "pwritev2")
 
 
 @dataclass
@@ -53,34 +72,50 @@ class Profiled:
 
 
 def kernel_version(image: Path) -> str:
-    """The version of a /boot/vmlinuz-VERSION image (whose modules the guest loads)."""
+    """The version of a vmlinuz-VERSION image (whose modules the guest loads)."""
     if not image.name.startswith("vmlinuz-"):
         raise UserError(f"{image}: profile needs a vmlinuz-VERSION image (its modules)")
     return image.name.removeprefix("vmlinuz-")
 
 
-def module_files(version: str) -> list[Path]:
-    """The .ko files of MODULES, dependencies first (modprobe --show-depends); none for a
-    module built in."""
+def module_files(image: Path, unpacked: Path) -> list[Path]:
+    """The .ko files of MODULES, dependencies first (modprobe --show-depends), from the
+    host's /lib/modules or a fetched kernel's own (`scalecheck kernel fetch`); none for a
+    module built in. Compressed ones (.ko.xz) are unpacked into ``unpacked``."""
+    version = kernel_version(image)
+    root = image.parent if (image.parent / kernels.MODULES / version).is_dir() else Path("/")
     try:
+        if not (root / kernels.MODULES / version / "modules.dep").exists():
+            # a package's modules come without the index its installation makes
+            subprocess.run(["depmod", "-b", str(root), version], check=False)
         run = subprocess.run(
-            ["modprobe", "-a", "-S", version, "--show-depends", *MODULES],
+            ["modprobe", "-d", str(root), "-a", "-S", version, "--show-depends", *MODULES],
             capture_output=True,
             text=True,
         )
     except FileNotFoundError:
-        raise UserError("modprobe not found (kmod): it finds the guest's 9p modules") from None
+        raise UserError("modprobe or depmod not found (kmod): they find the 9p modules") from None
     if run.returncode != 0:
         raise UserError(
-            f"no 9p modules for kernel {version} in /lib/modules (profile mounts the host "
-            f"over 9p): {(run.stderr.strip().splitlines() or ['modprobe failed'])[0]}"
+            f"no 9p modules for kernel {version} in {root / kernels.MODULES} (profile mounts "
+            f"the host over 9p): {(run.stderr.strip().splitlines() or ['modprobe failed'])[0]}"
         )
     files: list[Path] = []
     for line in run.stdout.splitlines():
         words = line.split()
         if words[:1] == ["insmod"] and Path(words[1]) not in files:
             files.append(Path(words[1]))
-    return files
+    return [plain_module(path, unpacked) for path in files]
+
+
+def plain_module(path: Path, unpacked: Path) -> Path:
+    """The module itself, or its copy unpacked (busybox's insmod reads plain .ko files)."""
+    if path.suffix != ".xz":
+        return path
+    plain = unpacked / path.stem
+    unpacked.mkdir(parents=True, exist_ok=True)
+    plain.write_bytes(lzma.decompress(path.read_bytes()))
+    return plain
 
 
 def init_script(modules: list[Path], rundir: Path, scratch_mb: int) -> str:
@@ -112,7 +147,8 @@ exec $B sleep 1000000
 """
 
 
-def run_script(argv: list[str], rundir: Path, duration: float, mark: Path) -> str:
+def run_script(argv: list[str], rundir: Path, duration: float, helpers: Path) -> str:
+    mark = helpers / "profile_mark"
     return f"""B=/bin/busybox
 O={rundir}
 $B ifconfig lo 127.0.0.1 up
@@ -121,6 +157,8 @@ echo 0 > /proc/sys/kernel/randomize_va_space
 export HOME=/tmp TMPDIR=/tmp PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 cd /tmp
 $B cut -d' ' -f1 /proc/uptime > $O/started
+{helpers / "profile_pages"} /run/{PAGES_FILE} {PAGES_INTERVAL_MS} &
+pages=$!
 {mark} on
 {wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
 pid=$!
@@ -130,7 +168,9 @@ wait $pid
 status=$?
 {mark} off
 $B cut -d' ' -f1 /proc/uptime > $O/ended
-kill -9 $watch 2>/dev/null
+kill -9 $watch $pages 2>/dev/null
+$B cp /run/{PAGES_FILE} $O/{PAGES_FILE}
+$B grep ']$' /proc/kallsyms > $O/{KALLSYMS_FILE}
 # the shell's own kill: kill(-1) spares its caller
 kill -9 -1
 echo $status > $O/status
@@ -143,9 +183,9 @@ exec $B sleep 1000000
 def start_guest(
     args, argv: list[str], kernel, modules: list[Path], rundir: Path
 ) -> vm.GuestSession:
-    mark = guest_build.guest_dir() / "build" / "profile_mark"
+    helpers = guest_build.guest_dir() / "build"
     rundir.mkdir(parents=True, exist_ok=True)
-    (rundir / "run.sh").write_text(run_script(argv, rundir, args.duration, mark))
+    (rundir / "run.sh").write_text(run_script(argv, rundir, args.duration, helpers))
     image = wholestack.boot_image(
         Path(kernel.built["base_image"]),
         set(modules),
@@ -185,9 +225,10 @@ def console(session: vm.GuestSession) -> str:
         return ""
 
 
-def wait_for_exit(session: vm.GuestSession, duration: float) -> None:
-    """Until the run script says the program's status; UserError when the guest fails,
-    stops, or takes longer than the boot's and the bound's time."""
+def wait_for_exit(session: vm.GuestSession, duration: float, while_running) -> None:
+    """Until the run script says the program's status, calling while_running() every half
+    second from the program's start; UserError when the guest fails, stops, or takes longer
+    than the boot's and the bound's time."""
     deadline = time.monotonic() + wholestack.BOOT_TIMEOUT
     started = False
     while True:
@@ -195,10 +236,13 @@ def wait_for_exit(session: vm.GuestSession, duration: float) -> None:
         failed = re.search(rf"^{FAILED} (.*)$", text, re.MULTILINE)
         if failed and "insmod" not in failed.group(1):
             raise UserError(f"the guest could not start the program: {failed.group(1)}")
-        if not started and re.search(rf"^{wholestack.STARTED}$", text, re.MULTILINE):
+        # (the console may put a terminal reset before it on its line)
+        if not started and re.search(rf"{wholestack.STARTED}$", text, re.MULTILINE):
             started, deadline = True, time.monotonic() + duration + STOP_MARGIN
         if re.search(rf"^{wholestack.EXIT} -?\d+$", text, re.MULTILINE):
             return
+        if started:
+            while_running()
         if session.exited():
             detail = session.panic_message() or session.exit_description()
             raise UserError(f"the guest stopped before the program ended: {detail}")
@@ -209,8 +253,8 @@ def wait_for_exit(session: vm.GuestSession, duration: float) -> None:
 
 
 def outcome(rundir: Path) -> tuple[dict, float]:
-    """The program's status, whether the bound killed it, its stderr's last line, and the
-    guest seconds of the window."""
+    """The program's status, whether the bound killed it, its stderr's last line, what it
+    says it completed (COMPLETED), and the guest seconds of the window."""
 
     def read(name: str) -> str:
         path = rundir / name
@@ -219,31 +263,70 @@ def outcome(rundir: Path) -> tuple[dict, float]:
     errors = read("stderr").splitlines()
     started, ended = read("started"), read("ended")
     seconds = float(ended) - float(started) if started and ended else 0.0
+    completed = COMPLETED.findall(read("stdout"))
     return {
         "status": int(read("status") or -1),
         "timed_out": bool(read("timed-out")),
         "last_error": errors[-1] if errors else "no message",
         "output": str(rundir),
+        "completed": {"count": int(completed[-1][0]), "unit": completed[-1][1]}
+        if completed
+        else None,
     }, seconds
+
+
+def frame_history(kernel, session: vm.GuestSession) -> FrameHistory | None:
+    """The struct page copies of this boot (None for a kernel whose slabs naming does not
+    know, or a guest whose memory cannot be read)."""
+    layout = Layout.of(kernel.types) if kernel.types else None
+    memory = session.guest_memory()
+    if layout is None or memory is None:
+        return None
+    top = kernel.symbols.address_of.get("init_top_pgt", 0)
+    init_task = kernel.symbols.address_of.get("init_task")
+    return FrameHistory(KernelMemory(memory, top), top, layout, kernel.types, init_task)
 
 
 def profile(args, argv: list[str], rundir: Path) -> Profiled:
     """Boots, runs the program, reads and names its contended lines, stops the guest."""
     # The modules first: a kernel without them fails before its facts are probed.
-    modules = module_files(kernel_version(args.kernel or vm.default_kernel()))
-    kernel = wholestack.Kernel(args.kernel)
+    image = kernels.resolve(args.kernel) if args.kernel else vm.default_kernel()
+    modules = module_files(image, rundir / "modules")
+    kernel = wholestack.Kernel(image)
     session = start_guest(args, argv, kernel, modules, rundir)
     try:
-        wait_for_exit(session, args.duration)
+        histories: list[FrameHistory | None] = []
+
+        def copy_frames() -> None:  # from the program's start: QEMU's RAM is mapped by then
+            if not histories:
+                histories.append(frame_history(kernel, session))
+            if histories[0]:
+                histories[0].copy_now()
+
+        wait_for_exit(session, args.duration, copy_frames)
+        history = histories[0] if histories else None
         result, seconds = outcome(rundir)
         regions = RegionReader(session.trace_path).read_new()
         syscalls = [name for name, _ in profile_lines.syscall_entries(kernel.symbols.address_of)]
         profiled = Profiled(result, seconds, syscalls)
+        regions = [
+            region
+            for region in regions
+            if profile_lines.context_name(region.tag, syscalls) not in PAGE_MAP_CALLS
+        ]
         profiled.accesses = sum(region.accesses for region in regions)
         profiled.contended = profile_lines.contended_lines(regions)
-        profiled.names = line_names(profiled.contended, kernel, session, args.cpus)
+        pages, loaded = UserPages(rundir / PAGES_FILE), ModuleSymbols(rundir / KALLSYMS_FILE)
+        profiled.names = line_names(profiled, kernel, session, args.cpus, (pages, loaded))
+        if history:
+            rename_bare(profiled, kernel, history)
         profiled.pairs = profile_lines.pair_lines(profiled.contended, syscalls)
-        print(f"profile: {len(regions)} regions, {profiled.accesses} accesses", file=sys.stderr)
+        print(
+            f"profile: {len(regions)} regions, {profiled.accesses} accesses, "
+            f"{len(pages.owners)} user pages mapped, "
+            f"{history.copies if history else 0} copies of struct page",
+            file=sys.stderr,
+        )
     finally:
         session.stop()
     return profiled
@@ -260,9 +343,12 @@ def boot_percpu_areas(namer, symbols, cpus: int) -> None:
         symbols.percpu_offsets = offsets
 
 
-def line_names(contended: dict, kernel, session: vm.GuestSession, cpus: int) -> dict:
-    """Each contended line's name: kernel data as `scalecheck trace` names it, user memory
-    by its kind."""
+def line_names(profiled: Profiled, kernel, session: vm.GuestSession, cpus: int, found_by) -> dict:
+    """Each contended line's name: a page of user memory by the process, file and symbol
+    mapped there (the guest's page map), other kernel data as `scalecheck trace` names it
+    (a module's static data by the module's symbols)."""
+    pages, modules = found_by
+    contended = profiled.contended
     kernel_lines = {
         paddr: touches for paddr, touches in contended.items() if profile_lines.is_kernel(touches)
     }
@@ -279,22 +365,62 @@ def line_names(contended: dict, kernel, session: vm.GuestSession, cpus: int) -> 
         )
     finally:
         namer.close()
-    return {
-        paddr: kernel_name(found[paddr], kernel_lines[paddr], kernel.symbols)
-        if paddr in kernel_lines
-        else "user: memory"
-        for paddr in contended
+    names = {}
+    for paddr, touches in contended.items():
+        vaddr = profile_lines.representative(touches).vaddr
+        if paddr not in kernel_lines:
+            user = pages.name(paddr, vaddr) or pages.name_by_address(vaddr)
+            names[paddr] = f"user: {user or 'memory'}"
+            continue
+        user = pages.name(paddr)
+        if user and found[paddr] in BARE_KINDS:
+            names[paddr] = f"kernel: page of {user}"
+        elif found[paddr] == "unknown" and modules.variable(vaddr):
+            names[paddr] = f"kernel: {modules.variable(vaddr)}"
+        else:
+            names[paddr] = kernel_name(found[paddr], touches, kernel.symbols, modules)
+    return names
+
+
+def rename_bare(profiled: Profiled, kernel, history: FrameHistory) -> None:
+    """Kernel lines still bare named again from what the host saw while the program ran:
+    a task's kernel stack, a page table, a slab since freed."""
+    bare = {
+        paddr: touches
+        for paddr, touches in profiled.contended.items()
+        if profile_lines.is_kernel(touches)
+        and not is_specific(profiled.names[paddr])
+        and not profiled.names[paddr].startswith("kernel: page of ")  # the page map's
     }
+    namer = history.namer(kernel.symbols, kernel.types, kernel.tables)
+    found = kernel_names(
+        [
+            (profile_lines.representative(touches), profile_lines.line_masks(touches))
+            for touches in bare.values()
+        ],
+        kernel.symbols,
+        namer,
+    )
+    for paddr, touches in bare.items():
+        task = history.stack_of(profile_lines.representative(touches).vaddr)
+        if task:
+            profiled.names[paddr] = f"kernel: stack of {task}"
+        elif paddr >> 12 in history.tables:
+            profiled.names[paddr] = f"kernel: {PAGE_TABLE}"
+        elif found[paddr] not in BARE_KINDS:
+            profiled.names[paddr] = f"kernel: {found[paddr]} (freed by the end)"
 
 
-def kernel_name(data: str, touches: list, symbols) -> str:
+def kernel_name(data: str, touches: list, symbols, modules: ModuleSymbols) -> str:
     """A kernel line's name; memory that names no type (a page that is no slab's, vmalloc)
     adds the functions that wrote it."""
     if data not in BARE_KINDS:
         return f"kernel: {data}"
     writers = sorted(
         {
-            symbols.function(site.pc)
+            modules.function(site.pc) or symbols.function(site.pc)
+            if site.pc >= KERNEL_IMAGE[1]  # a module's code
+            else symbols.function(site.pc)
             for _, _, line in touches
             for site in line.sites
             if site.pc and site.write_mask

@@ -11,6 +11,7 @@ touched it and one of them wrote it; their pair is weighed by the transfers both
 from collections import Counter
 from itertools import combinations
 
+from scalecheck.bench.profile_user import is_specific
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, Rule
 from scalecheck.run.linux.kernel_symbols import USER_END
 
@@ -154,13 +155,25 @@ def removable_share(rows: list[dict]) -> dict:
     """Of the contended kernel lines (and their transfers), the share whose verdict says
     the kernel could avoid them."""
     kernel = [row for row in rows if row["name"].startswith("kernel: ")]
-    avoidable = [row for row in kernel if row["verdict"] == COMMUTATIVE]
+    avoidable = [row for row in kernel if row["verdict"].startswith(COMMUTATIVE)]
     lines, moved = (sum(row[key] for row in kernel) for key in ("lines", "transfers"))
     return {
         "kernel_lines": lines,
         "avoidable_lines": sum(row["lines"] for row in avoidable),
         "kernel_transfers": moved,
         "avoidable_transfers": sum(row["transfers"] for row in avoidable),
+    }
+
+
+def named_share(rows: list[dict]) -> dict:
+    """Of all transfers, those in lines named beyond the kind of memory (profile_user.
+    is_specific: not a bare page, heap or anonymous memory)."""
+    named = [row for row in rows if is_specific(row["name"])]
+    return {
+        "transfers": sum(row["transfers"] for row in rows),
+        "named_transfers": sum(row["transfers"] for row in named),
+        "lines": sum(row["lines"] for row in rows),
+        "named_lines": sum(row["lines"] for row in named),
     }
 
 

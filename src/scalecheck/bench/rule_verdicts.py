@@ -61,6 +61,13 @@ SYSCALL_OPS = {
     "clone3": "fork",
     "execve": "exec",
 }
+# A read or a write that met on a socket's data (its struct sock, socket or buffers) was
+# on a socket: the model's recvfrom or sendto (the fd's kind is not traced; a read or write
+# met elsewhere stays the file's).
+SOCKET_DATA = re.compile(
+    r"\b(sock|socket|tcp_sock|udp_sock|unix_sock|inet_sock|sk_buff|skbuff_\w+|TCP|UDP|UNIX)\b"
+)
+SOCKET_CALLS = {"read": "recvfrom", "write": "sendto", "readv": "recvfrom", "writev": "sendto"}
 # Kernel types that belong to one process: two calls meeting on one ran in that process.
 PROCESS_TYPES = ("files_struct", "fdtable", "mm_struct", "signal_struct", "sighand_struct")
 # The seeds' commutative alternatives: an operation the model has beside the one called
@@ -74,6 +81,13 @@ ALTERNATIVES = {
 }
 COMMUTATIVE = "commutative: the kernel could avoid this"
 FORCED = "not commutative as called"
+
+
+def operation(call: str, data_name: str) -> str | None:
+    """The model's operation for a system call (or context) that touched the data."""
+    if call in SOCKET_CALLS and SOCKET_DATA.search(data_name):
+        return SOCKET_CALLS[call]
+    return SYSCALL_OPS.get(call)
 
 
 def same_process(data_name: str) -> bool:
@@ -149,18 +163,26 @@ class Rule:
     def verdict(self, call_a: str, call_b: str, data_name: str) -> str:
         """The verdict on two calls (syscall names, or a context such as "page fault")
         that met on the data."""
-        missing = [c for c in (call_a, call_b) if not self.has_calls(c)]
+        ops = [operation(call, data_name) or "" for call in (call_a, call_b)]
+        # how each call was read: "write on a socket: sendto", or the call
+        read_as = [
+            f"{call} on a socket: {op}" if op and op != SYSCALL_OPS.get(call) else call
+            for call, op in zip((call_a, call_b), ops, strict=True)
+        ]
+        missing = [said for said, op in zip(read_as, ops, strict=True) if op not in self.ops]
         if missing:
             return f"outside the model ({', '.join(sorted(set(missing)))})"
-        ops = [SYSCALL_OPS[call] for call in (call_a, call_b)]
+        on_sockets = sorted({said for said in read_as if " on a socket" in said})
+        note = f" ({', '.join(on_sockets)})" if on_sockets else ""
         cases = self.cases(*ops)
         if cases is None:
             return f"not analysed ({ops[0]} || {ops[1]})"
         one = same_process(data_name)
         if any(case_possible(case, one, anyfd=False) for case in cases):
-            return COMMUTATIVE
+            return COMMUTATIVE + note
         alternative = self.alternative(ops, cases, one)
-        return f"{FORCED}: use {alternative}" if alternative else f"{FORCED}: no alternative known"
+        use = f"use {alternative}" if alternative else "no alternative known"
+        return f"{FORCED}: {use}{note}"
 
     def alternative(self, ops: list, cases: list[str], one_process: bool) -> str | None:
         if any(case_possible(case, one_process, anyfd=True) for case in cases):

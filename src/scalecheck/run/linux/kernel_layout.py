@@ -11,8 +11,9 @@ from scalecheck.run.linux.btf import Types
 
 @dataclass(frozen=True)
 class SlabMark:
-    """How a kernel marks the head struct page of a slab, from its BTF: the word at
-    ``offset`` in struct page (``size`` bytes), masked with ``mask``, equals ``value``.
+    """How a kernel marks the head struct page of a slab (or of another page type, such as
+    "table": a page table), from its BTF: the word at ``offset`` in struct page (``size``
+    bytes), masked with ``mask``, equals ``value``.
 
     - up to Linux 6.9: bit PG_slab (enum pageflags) of ``page.flags``;
     - 6.10 and 6.11: ``page.page_type`` starts as all ones and a type clears its bit
@@ -26,21 +27,21 @@ class SlabMark:
     value: int
 
     @classmethod
-    def of(cls, types: Types) -> "SlabMark | None":
+    def of(cls, types: Types, kind: str = "slab") -> "SlabMark | None":
         flags, page_types = types.enum("pageflags"), types.enum("pagetype")
         flags_at = types.offset_of("page", "flags")
         type_at = types.offset_of("page", "page_type")
-        if "PG_slab" in flags and flags_at is not None:
-            bit = 1 << flags["PG_slab"]
+        if f"PG_{kind}" in flags and flags_at is not None:
+            bit = 1 << flags[f"PG_{kind}"]
             return cls(flags_at, 8, bit, bit)
         if type_at is None:
             return None
-        if "PGTY_slab" in page_types:
-            return cls(type_at, 4, 0xFF << 24, page_types["PGTY_slab"] << 24)
-        if "PG_slab" in page_types and "PAGE_TYPE_BASE" in page_types:
+        if f"PGTY_{kind}" in page_types:
+            return cls(type_at, 4, 0xFF << 24, page_types[f"PGTY_{kind}"] << 24)
+        if f"PG_{kind}" in page_types and "PAGE_TYPE_BASE" in page_types:
             # BTF keeps 32-bit enum values signed: 0x80000000 reads as negative.
             base = page_types["PAGE_TYPE_BASE"] & 0xFFFF_FFFF
-            return cls(type_at, 4, base | page_types["PG_slab"] & 0xFFFF_FFFF, base)
+            return cls(type_at, 4, base | page_types[f"PG_{kind}"] & 0xFFFF_FFFF, base)
         return None
 
     def matches(self, word: int) -> bool:

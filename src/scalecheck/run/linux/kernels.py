@@ -30,6 +30,7 @@ PACKAGE = re.compile(
 FLAVOURS = {"": "amd64", "rt": "rt-amd64"}
 SHORT_NAME = re.compile(r"^(?P<series>\d+\.\d+)(?:-(?P<flavour>rt))?$")
 INFO = "kernel.json"
+MODULES = Path("lib/modules")  # in a fetched kernel's directory, as on a Debian system
 
 
 def kernels_dir() -> Path:
@@ -75,6 +76,22 @@ def _package_tool(args: list[str], cwd: Path | None = None) -> str:
     return done.stdout
 
 
+def keep_parts(unpacked: Path, kept: Path, release: str) -> None:
+    """Moves what is kept of an unpacked package into ``kept``: the image, its config and
+    System.map, and its modules (scalecheck profile loads 9p's from there: `modprobe -d`)."""
+    kept.mkdir()
+    for part in ("vmlinuz", "config", "System.map"):
+        source = unpacked / "boot" / f"{part}-{release}"
+        if source.exists():
+            source.rename(kept / source.name)
+    modules = next(
+        (p for p in (unpacked / MODULES, unpacked / "usr" / MODULES) if p.is_dir()), None
+    )
+    if modules:
+        (kept / MODULES).parent.mkdir(parents=True)
+        modules.rename(kept / MODULES)
+
+
 def fetch(name: str, log=print) -> Path:
     """Downloads and unpacks the newest kernel of ``name`` (``6.12``, ``6.12-rt``); returns
     its directory. A release already fetched is not downloaded again."""
@@ -89,7 +106,8 @@ def fetch(name: str, log=print) -> Path:
         )
     release = package.removeprefix("linux-image-").removesuffix("-unsigned")
     target = kernels_dir() / release
-    if (target / INFO).exists():
+    # (a kernel fetched before its modules were kept is fetched again)
+    if (target / INFO).exists() and (target / MODULES).is_dir():
         log(f"{release} already fetched: {target}")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -110,11 +128,7 @@ def fetch(name: str, log=print) -> Path:
         if not image.is_file():
             raise UserError(f"{deb.name} holds no boot/vmlinuz-{release}")
         kept = staging / "kernel"
-        kept.mkdir()
-        for part in ("vmlinuz", "config", "System.map"):
-            source = unpacked / "boot" / f"{part}-{release}"
-            if source.exists():
-                source.rename(kept / source.name)
+        keep_parts(unpacked, kept, release)
         info: dict[str, str | int] = {
             "release": release,
             "series": series,

@@ -1,0 +1,196 @@
+"""Names a profiled program's user memory by the files and symbols mapped there: the guest's
+profile_pages (tracer/guest/profile_pages.c) says, while the program runs, which process
+had each guest-physical page mapped at which address (its /proc/PID/pagemap) and what its
+/proc/PID/maps held then; the host reads the mapped files' ELF symbols and sections from
+its own file system (the guest's root is the host's, read-only).
+
+Names: `libc.so.6: _IO_2_1_stdout_` (a data symbol, from .symtab, else the exported
+.dynsym), `lighttpd .bss` (a section when no symbol holds the address), `[heap] of
+smtp-sink`, `[stack] of make`, `anonymous memory of cc1` (thread stacks, malloc's arenas,
+other anonymous mappings), `FILE (mapped file)` for a writable mapping of a file that is
+no ELF.
+"""
+
+import bisect
+import functools
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from scalecheck.run.user.shared_objects import object_symbols
+
+PAGE = 4096
+# Names that say only what kind of memory a line is in, not what data (the share of
+# transfers beyond them is the profile's named share).
+UNSPECIFIC = ("[heap] of ", "anonymous memory of ", "unmapped memory of ")
+# Names that say no more than the memory's kind (datanames' page kinds, and the user
+# memory no page map covered).
+BARE_NAMES = ("page", "vmalloc", "unknown", "anon page", "page cache", "memory", "")
+
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    offset: int
+    path: str
+
+
+@dataclass(frozen=True)
+class ProcessMaps:
+    comm: str
+    mappings: tuple[Mapping, ...]
+
+    @functools.cached_property
+    def starts(self) -> list[int]:
+        return [m.start for m in self.mappings]
+
+    def holding(self, vaddr: int) -> int | None:
+        """The index of the mapping that holds vaddr."""
+        i = bisect.bisect_right(self.starts, vaddr) - 1
+        return i if i >= 0 and vaddr < self.mappings[i].end else None
+
+    def load_bias(self, path: str) -> int | None:
+        """Where the file's first loadable segment was mapped, less its address in the file."""
+        first = next((m for m in self.mappings if m.path == path and m.offset == 0), None)
+        sections = elf_sections(path)
+        return None if first is None or sections is None else first.start - sections[0]
+
+
+def parse_maps(comm: str, lines: list[str]) -> ProcessMaps:
+    mappings = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        path = fields[5].strip() if len(fields) > 5 else ""
+        mappings.append(Mapping(start, end, int(fields[2], 16), path))
+    return ProcessMaps(comm, tuple(sorted(mappings, key=lambda m: m.start)))
+
+
+@functools.lru_cache(maxsize=256)
+def elf_sections(path: str) -> tuple | None:
+    """(first loadable segment's page address, sorted (address, size, name) of allocated
+    sections) of an ELF file; None when the path is no readable ELF."""
+    try:
+        with open(path, "rb") as file:
+            elf = ELFFile(file)
+            loads = [s["p_vaddr"] for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+            sections = sorted(
+                (s["sh_addr"], s["sh_size"], s.name)
+                for s in elf.iter_sections()
+                if s["sh_flags"] & 2 and s["sh_size"]  # SHF_ALLOC
+            )
+    except (OSError, ELFError):
+        return None
+    return (min(loads) & ~(PAGE - 1), tuple(sections)) if loads else None
+
+
+def elf_data_name(path: str, address: int) -> str | None:
+    """The data symbol, else the section, at an address of the ELF file (as it links)."""
+    name = Path(path).name
+    symbols = object_symbols(Path(path), "STT_OBJECT")
+    i = bisect.bisect_right(symbols, (address, float("inf"))) - 1
+    if i >= 0 and address < symbols[i][0] + max(symbols[i][1], 1):
+        return f"{name}: {symbols[i][2]}"
+    sections = elf_sections(path)
+    for start, size, section in sections[1] if sections else ():
+        if start <= address < start + size:
+            return f"{name} {section}"
+    return None
+
+
+def user_data_name(maps: ProcessMaps, vaddr: int) -> str:
+    """What a process had at vaddr: a file's data, its .bss beyond the file (the anonymous
+    mapping right after the file's last one), a named region, or anonymous memory."""
+    index = maps.holding(vaddr)
+    if index is None:
+        return f"unmapped memory of {maps.comm}"
+    mapping = maps.mappings[index]
+    path = mapping.path
+    if not path and index and maps.mappings[index - 1].end == mapping.start:
+        path = maps.mappings[index - 1].path  # a file's .bss (or the loader's brk)
+    if path.startswith("/"):
+        bias = maps.load_bias(path)
+        found = elf_data_name(path, vaddr - bias) if bias is not None else None
+        if found:
+            return found
+        if mapping.path:
+            kind = "data segment" if elf_sections(path) else "(mapped file)"
+            return f"{Path(path).name} {kind}"
+    if mapping.path.startswith("["):
+        return f"{mapping.path} of {maps.comm}"
+    return f"anonymous memory of {maps.comm}"
+
+
+def read_page_map(path: Path) -> tuple[dict[int, Counter], list[ProcessMaps]]:
+    """The guest frame -> how often each (process maps, page address) was seen holding it (a
+    frame may change hands while the program runs: a process exits and another gets it),
+    and every process maps seen."""
+    seen: dict[int, Counter] = {}
+    blocks: list[ProcessMaps] = []
+    maps: ProcessMaps | None = None
+    comm, lines = "", list[str]()
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {}, []
+    for line in text.splitlines():
+        if line.startswith("P "):
+            maps, comm, lines = None, line.split(maxsplit=2)[-1], []
+        elif line.startswith("G "):
+            if maps is None:
+                maps = parse_maps(comm, lines)
+                blocks.append(maps)
+            frame, vaddr = (int(x, 16) for x in line.split()[1:3])
+            seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
+        elif line:
+            lines.append(line)
+    return seen, blocks
+
+
+class UserPages:
+    """Names lines of guest-physical memory that was a user page while the program ran:
+    by the process that had the frame mapped, else (a process that lived between two of the
+    map's rounds) by what the processes seen had at the line's address, when two or more
+    programs had it and all had the same data there (address randomisation is off: a
+    program's files load at the same addresses in every process), marked `(by address)`."""
+
+    def __init__(self, path: Path):
+        self.owners, blocks = read_page_map(path)
+        self.distinct = list(dict.fromkeys(blocks))
+        self._names: dict[tuple, str] = {}
+        self._by_address: dict[int, str | None] = {}
+
+    def name(self, paddr: int, vaddr: int | None = None) -> str | None:
+        """The name of the line at paddr from its frame's owners: the one seen most often,
+        or, given the user address it was touched at, the most frequent owner that had it
+        there (None when none did: the frame changed hands)."""
+        owners = self.owners.get(paddr // PAGE)
+        if not owners:
+            return None
+        fitting = [owner for owner in owners if vaddr is None or owner[1] == vaddr & ~(PAGE - 1)]
+        if not fitting:
+            return None
+        maps, page = max(fitting, key=owners.__getitem__)
+        key = (id(maps), page + paddr % PAGE)
+        if key not in self._names:
+            self._names[key] = user_data_name(maps, key[1])
+        return self._names[key]
+
+    def name_by_address(self, vaddr: int) -> str | None:
+        if vaddr not in self._by_address:
+            holders = [maps for maps in self.distinct if maps.holding(vaddr) is not None]
+            found = {user_data_name(maps, vaddr) for maps in holders}
+            agreed = len(found) == 1 and len({maps.comm for maps in holders}) >= 2
+            name = found.pop() if agreed else ""
+            self._by_address[vaddr] = f"{name} (by address)" if is_specific(name) else None
+        return self._by_address[vaddr]
+
+
+def is_specific(name: str) -> bool:
+    """Whether a line's name says what data it is, beyond the kind of memory."""
+    bare = name.removeprefix("kernel: ").removeprefix("user: ").removeprefix("page of ")
+    return not bare.startswith(UNSPECIFIC) and bare.split(" (")[0] not in BARE_NAMES
