@@ -16,9 +16,7 @@ The file is appended while the guest runs; ``RegionReader`` hands out complete r
 only, so it can follow a file that is still growing or was cut short by a crash.
 """
 
-import bisect
 import functools
-import itertools
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +43,7 @@ def _pcs_of(nsites: int) -> struct.Struct:
     return struct.Struct("<" + "Q16x" * nsites)
 
 
-@dataclass(slots=True)
+@dataclass
 class Site:
     """The bytes of a line one instruction read and wrote."""
 
@@ -116,13 +114,6 @@ class Line:
             return tuple(site.pc for site in self._sites)
         return _pcs_of(len(self._site_bytes) // _SITE.size).unpack(self._site_bytes)
 
-    def may_hold(self, encoded_pcs: list) -> bool:
-        """False when none of these PCs (8 little-endian bytes each) is among the line's
-        sites; True may be a mask's bytes that look like one."""
-        if self._sites is not None:
-            return True
-        return any(pc in self._site_bytes for pc in encoded_pcs)
-
     @property
     def written(self) -> bool:
         return self.write_mask != 0
@@ -145,10 +136,9 @@ class Region:
     def without_sites(self, dropped: "PcSet") -> tuple:
         """This region with the code sites whose PC is in ``dropped`` left out (a line they
         alone touched goes too), and how many (line, site) entries went."""
-        touched = self._lines_with_pcs(dropped)
         kept_lines, gone = {}, 0
         for paddr, line in self.lines.items():
-            if paddr not in touched:
+            if not dropped.any_of(line.site_pcs()):
                 kept_lines[paddr] = line
                 continue
             sites = [s for s in line.sites if s.pc not in dropped]
@@ -169,25 +159,6 @@ class Region:
             kept_lines,
         ), gone
 
-    def _lines_with_pcs(self, wanted: "PcSet") -> set:
-        """The lines (paddr) with a site whose PC is in ``wanted``, from the PCs of all
-        sites read at once out of the trace's bytes."""
-        found = set()
-        encoded = []
-        for paddr, line in self.lines.items():
-            if line._sites is None:
-                encoded.append((paddr, line._site_bytes))
-            elif any(site.pc in wanted for site in line._sites):
-                found.add(paddr)
-        pcs = memoryview(b"".join(raw for _, raw in encoded)).cast("Q")[:: _SITE.size // 8]
-        wanted_here = wanted.members(set(pcs))
-        if wanted_here:
-            hits = [k for k, pc in enumerate(pcs) if pc in wanted_here]
-            # Site k belongs to the line whose cumulative site count first exceeds k.
-            ends = list(itertools.accumulate(len(raw) // _SITE.size for _, raw in encoded))
-            found.update(encoded[bisect.bisect_right(ends, k)][0] for k in hits)
-        return found
-
 
 class PcSet:
     """The code addresses for which ``member(pc)`` holds, decided once per address: a
@@ -202,11 +173,10 @@ class PcSet:
             (self._in if self._member(pc) else self._out).add(pc)
         return pc in self._in
 
-    def members(self, pcs: set) -> set:
-        """Those of ``pcs`` in the set, each new one decided once."""
-        for pc in pcs - self._in - self._out:
-            (self._in if self._member(pc) else self._out).add(pc)
-        return pcs & self._in
+    def any_of(self, pcs) -> bool:
+        if self._out.issuperset(pcs):
+            return False
+        return any(pc in self for pc in pcs)
 
 
 class TraceFormatError(Exception):
@@ -243,7 +213,14 @@ def _parse_region(buf: bytes, pos: int):
             return None
         end = pos + nsites * _SITE.size
         region.lines[paddr] = Line(
-            paddr, vaddr, rmask, wmask, None, buf[pos:end], transfers, invalidations, pair_transfers
+            paddr,
+            vaddr,
+            rmask,
+            wmask,
+            site_bytes=buf[pos:end],
+            transfers=transfers,
+            invalidations=invalidations,
+            pair_transfers=pair_transfers,
         )
         pos = end
     return region, pos
