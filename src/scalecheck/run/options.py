@@ -10,11 +10,11 @@ from pathlib import Path
 from scalecheck.run.counting import Filters
 from scalecheck.run.target import TraceSettings
 
-# Linux: tests per boot, at most. A boot costs about 13 s of a VM's time (2026-11-24),
-# while the disk a boot asks for grows by the trace's bytes per test and repeat (469 MiB
-# for 2500 tests and 2 repeats); a crash or hang reboots anyway. With 2500 the main job's
-# 4,822 tests take one boot per VM at -j 2.
-BATCH = 2500
+# Linux: tests per boot, at most. A boot costs about 9 s of QEMU's CPU (2026-12-07), as
+# much as 300 tests' guest work, while the disk a boot asks for grows by the trace's bytes
+# per test and repeat (750 MiB for 4000 tests and 2 repeats); a crash or hang reboots
+# anyway. With 4000 the main job's 5,253 tests take one boot per VM at -j 2.
+BATCH = 4000
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,9 @@ def page_table_frames(regions, symbols) -> set:
     frames = set()
     for region in regions:
         for line in region.lines.values():
+            # Only a line whose lock bytes were written can hold a site that wrote them.
+            if not line.write_mask & PTL_BYTES:
+                continue
             frame = symbols.struct_page_frame(line.vaddr)
             if frame is not None and any(
                 site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)

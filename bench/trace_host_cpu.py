@@ -1,0 +1,100 @@
+"""Host CPU of the Linux tracer's records: replays a finished boot's reports and trace.
+
+`scalecheck run` keeps each VM's last boot in DIR/trace/vmN/ (`driver.out`, the driver's
+report lines; `trace.bin`, the plugin's regions). This reads them again and makes every
+test's record as the run did (outcome.finish), without QEMU and without guest memory (so
+heap data stays unnamed: naming's reads of guest RAM are not in the figure), and reports
+the CPU milliseconds per test, and each step's share of them (from a second, profiled
+replay): reading the trace, the tick-work filter, the shared lines and their sites, the
+page-table frames, the whole record. With `--records FILE` the records go
+to FILE (sorted keys), so two builds of the host side can be checked for identical output
+on the same input (`cmp`).
+
+Usage: python3 bench/trace_host_cpu.py RUN_DIR [--vm N] [--records FILE] [--json]
+"""
+
+import argparse
+import cProfile
+import json
+import pstats
+import time
+from pathlib import Path
+
+from scalecheck.run import outcome, testcase, wire
+from scalecheck.run.linux import datanames, kernel_target
+from scalecheck.run.options import RunOptions
+from scalecheck.run.regions import RegionReader
+
+# Steps of the record, by the host function that does each (cumulative CPU in the profile).
+STEPS = {
+    "read_trace": "read_new",
+    "tick_work_filter": "without_tick_work",
+    "shared_lines": "_shared",
+    "page_table_frames": "page_table_frames",
+    "record": "finish",
+}
+
+
+def replay(config, tests: list, vm_dir: Path) -> list:
+    """The records of every test the boot in vm_dir reported in full (config: the run's
+    prepared kernel, kernel_target.prepare_vms)."""
+    trace = config.settings.trace
+    regions = {
+        r.tag: r
+        for r in RegionReader(vm_dir / "trace.bin").read_new()
+        if not outcome.is_warmup(r.tag)
+    }
+    progress: dict[int, outcome.TestProgress] = {}
+    for line in (vm_dir / "driver.out").read_text(errors="replace").splitlines():
+        report = wire.parse_report(line)
+        if report and report.kind in ("RESULTS", "SETUP_FAILED", "HUNG"):
+            test = tests[report.index]
+            progress.setdefault(report.index, outcome.TestProgress(test, report.index))
+            progress[report.index].add(report)
+    done = [p for p in progress.values() if p.complete(trace.repeats)]
+    namer = datanames.DataNamer(config.symbols, config.types, config.type_tables, None)
+    return [
+        outcome.finish(
+            p, regions, config.symbols, trace.repeats, trace.granularity, trace.filters, namer
+        )
+        for p in done
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a directory `scalecheck run` traced")
+    parser.add_argument("--vm", type=int, default=0, help="which VM's last boot (vmN)")
+    parser.add_argument("--records", type=Path, help="write the records here")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    vm_dir = args.run_dir / "trace" / f"vm{args.vm}"
+    _, tests = testcase.read_tests(args.run_dir / "tests.jsonl")
+    run = kernel_target.LinuxRun.open({"model": "posix"}, RunOptions())
+    config = kernel_target.prepare_vms(run.settings, args.run_dir / "trace", lambda *a: None)
+    started = time.process_time()
+    records = replay(config, tests, vm_dir)
+    cpu = time.process_time() - started
+    profile = cProfile.Profile(time.process_time)
+    profile.runcall(replay, config, tests, vm_dir)
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in stats.values())
+    result = {
+        "tests": len(records),
+        "host_cpu_ms_per_test": round(cpu * 1000 / max(1, len(records)), 2),
+        "share_of_profiled_cpu": {
+            step: round(sum(v[3] for k, v in stats.items() if k[2] == function) / total, 3)
+            for step, function in STEPS.items()
+        },
+    }
+    if args.records:
+        args.records.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    print(
+        json.dumps(result, indent=1)
+        if args.json
+        else "\n".join(f"{k}: {v}" for k, v in result.items())
+    )
+
+
+if __name__ == "__main__":
+    main()
