@@ -20,10 +20,7 @@ import pstats
 import time
 from pathlib import Path
 
-from scalecheck.run import outcome, testcase, wire
-from scalecheck.run.linux import datanames, kernel_target
-from scalecheck.run.options import RunOptions
-from scalecheck.run.regions import RegionReader
+from scalecheck import api
 
 # Steps of the record, by the host function that does each (cumulative CPU in the profile).
 STEPS = {
@@ -35,32 +32,6 @@ STEPS = {
 }
 
 
-def replay(config, tests: list, vm_dir: Path) -> list:
-    """The records of every test the boot in vm_dir reported in full (config: the run's
-    prepared kernel, kernel_target.prepare_vms)."""
-    trace = config.settings.trace
-    regions = {
-        r.tag: r
-        for r in RegionReader(vm_dir / "trace.bin").read_new()
-        if not outcome.is_warmup(r.tag)
-    }
-    progress: dict[int, outcome.TestProgress] = {}
-    for line in (vm_dir / "driver.out").read_text(errors="replace").splitlines():
-        report = wire.parse_report(line)
-        if report and report.kind in ("RESULTS", "SETUP_FAILED", "HUNG"):
-            test = tests[report.index]
-            progress.setdefault(report.index, outcome.TestProgress(test, report.index))
-            progress[report.index].add(report)
-    done = [p for p in progress.values() if p.complete(trace.repeats)]
-    namer = datanames.DataNamer(config.symbols, config.types, config.type_tables, None)
-    return [
-        outcome.finish(
-            p, regions, config.symbols, trace.repeats, trace.granularity, trace.filters, namer
-        )
-        for p in done
-    ]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a directory `scalecheck run` traced")
@@ -68,15 +39,12 @@ def main():
     parser.add_argument("--records", type=Path, help="write the records here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    vm_dir = args.run_dir / "trace" / f"vm{args.vm}"
-    _, tests = testcase.read_tests(args.run_dir / "tests.jsonl")
-    run = kernel_target.LinuxRun.open({"model": "posix"}, RunOptions())
-    config = kernel_target.prepare_vms(run.settings, args.run_dir / "trace", lambda *a: None)
+    replay = api.replay_boot(args.run_dir, args.vm)
     started = time.process_time()
-    records = replay(config, tests, vm_dir)
+    records = replay()
     cpu = time.process_time() - started
     profile = cProfile.Profile(time.process_time)
-    profile.runcall(replay, config, tests, vm_dir)
+    profile.runcall(replay)
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in stats.values())
     result = {

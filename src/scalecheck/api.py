@@ -31,6 +31,7 @@ from scalecheck.interfaces.loading import load_model
 from scalecheck.report.browser import Browser
 from scalecheck.run.counting import GRANULARITIES
 from scalecheck.run.linux.guest_timing import guest_times, this_plugin
+from scalecheck.run.linux.replay import replay_boot
 from scalecheck.run.loop import starts_text
 from scalecheck.run.outcome import conflict_set
 from scalecheck.run.outcome import show as show_conflict_element
@@ -72,6 +73,7 @@ __all__ = [
     "read_results",
     "read_tests",
     "recheck",
+    "replay_boot",
     "run_printing",
     "run_tests",
     "select_ops",
