@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.bench import predict
-from scalecheck.bench.sharing import line_table
+from scalecheck.bench.sharing import UNNAMED, allocation_names, line_table
 from scalecheck.common.errors import UserError
 from scalecheck.run.regions import Line, Region, Site
 
@@ -185,9 +185,53 @@ def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
         region.lines[0x2000] = line(0x2000, v == 0, 0 if v == 0 else 2, 3 if v == 0 else 0)
         region.lines[0x3000] = line(0x3000, False, 0)  # read by all: not shared with a write
         region.lines[0x4000 + 0x40 * v] = line(0x4000 + 0x40 * v, True, 0)  # private
-    names = {0x1000: "counter", 0x2000: "flag"}
-    rows = line_table(workers, lambda ln: names.get(ln.paddr, "?"), {0x10: "bump"}.get)
+    names = {0x1000: "counter"}
+    rows = line_table(workers, lambda ln: names.get(ln.paddr, UNNAMED), {0x10: "bump"}.get)
+    # a named line by its data alone; a line of no named data by its writers too
     assert [(r["name"], r["lines"], r["transfers"], r["invalidations"]) for r in rows] == [
-        ("counter (written by bump)", 1, 15, 0),
-        ("flag (written by bump)", 1, 4, 3),
+        ("counter", 1, 15, 0),
+        (f"{UNNAMED} (written by bump)", 1, 4, 3),
     ]
+
+
+def test_a_heap_line_is_named_by_the_smallest_block_that_held_it():
+    """allocation_names on hand-made records: a 4 KiB chunk reserved first, then two
+    objects in it; a line no block held has no name."""
+    records = [(0x10000, 4096, 0xA), (0x10040, 128, 0xB), (0x10100, 64, 0xC)]
+    lines = [0x10000, 0x10040, 0x10080, 0x10100, 0x20000]
+    names = allocation_names(
+        records, lines, {0xA: "reserve", 0xB: "new_queue", 0xC: "new_node"}.get
+    )
+    assert names == {
+        0x10000: "reserve:alloc(4096)+0x0",
+        0x10040: "new_queue:alloc(128)+0x0",
+        0x10080: "new_queue:alloc(128)+0x40",
+        0x10100: "new_node:alloc(64)+0x0",
+    }
+
+
+def ldu_counts(tmp_path: Path, mode: str, run: int) -> dict:
+    """One real count of ldu-u90 at 4 emulated CPUs (a short window)."""
+    out = tmp_path / f"{mode}-{run}.json"
+    args = ["ldu-u90", "--mode", mode, "--cpus", "4", "--duration", "0.5", "--json", str(out)]
+    done = subprocess.run([*SHARING, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_ldu_queues_are_one_line_global_and_one_per_worker_per_core(tmp_path):
+    """The LDU row's two modes are told apart by their queues' lines (the allocation that
+    holds them, the same in every run): one line that every worker's updates write, or a
+    line per worker that its own updates write. The names of the first run's top lines
+    are found in a second run."""
+    global_, again = ldu_counts(tmp_path, "ldu-global", 1), ldu_counts(tmp_path, "ldu-global", 2)
+    percore = ldu_counts(tmp_path, "ldu-percore", 1)
+
+    def queues(document: dict) -> set[str]:
+        return {row["name"] for row in document["lines"] if row["name"].startswith("ldu_queues:")}
+
+    assert queues(global_) == {"ldu_queues:alloc(64)+0x0"}, global_["lines"][:10]
+    # the setup's queue and the 4 workers' (a queue of its own each: 64 bytes apart)
+    assert len(queues(percore)) >= 3, percore["lines"][:10]
+    assert all(name.startswith("ldu_queues:alloc(320)+") for name in queues(percore))
+    assert {row["name"] for row in global_["lines"][:3]} <= {row["name"] for row in again["lines"]}

@@ -57,6 +57,7 @@ import json
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -81,7 +82,7 @@ from scalecheck.run.regions import (
     RegionReader,
     shared_lines,
 )
-from scalecheck.run.tracer_build import ensure_plugin
+from scalecheck.run.tracer_build import ensure_plugin, run_step
 from scalecheck.run.user.program_symbols import ProgramSymbols
 from scalecheck.run.user.program_worker import QEMU_USER
 
@@ -196,10 +197,18 @@ class SharedObjects:
 
 class ProgramNames:
     """Names the program's lines and code: its static data and functions (load bias
-    applied), else the shared object that holds them."""
+    applied), else the shared object that holds them, else the heap block that held the
+    line (``heap``: line address -> allocation name, `allocation_names`)."""
 
-    def __init__(self, symbols: ProgramSymbols, bias: int, objects: SharedObjects):
+    def __init__(
+        self,
+        symbols: ProgramSymbols,
+        bias: int,
+        objects: SharedObjects,
+        heap: dict[int, str] | None = None,
+    ):
         self.symbols, self.bias, self.objects = symbols, bias, objects
+        self.heap = heap or {}
 
     def function(self, pc: int) -> str:
         name = self.symbols.function(pc - self.bias)
@@ -211,7 +220,41 @@ class ProgramNames:
         if kind == "static":
             return name
         holder = self.objects.holder(vaddr)
-        return f"{holder} data" if holder else "(heap or mapping)"
+        if holder:
+            return f"{holder} data"
+        return self.heap.get(vaddr & -LINE_BYTES, UNNAMED)
+
+
+# A line of no static data, no object's image and no recorded allocation (a thread's
+# stack, the allocator's own memory): named by the code that wrote it as well.
+UNNAMED = "(heap or mapping)"
+# One record of the allocation-site recorder (tracer/sharing/alloc_sites.c): address,
+# size, site (the return address into the function that asked for the block).
+SITE_RECORD = struct.Struct("<QQQ")
+
+
+def read_allocations(path: Path) -> list[tuple[int, int, int]]:
+    """The recorder's (address, size, site) records; none when it wrote no file."""
+    data = path.read_bytes() if path.exists() else b""
+    return list(SITE_RECORD.iter_unpack(data[: len(data) - len(data) % SITE_RECORD.size]))
+
+
+def allocation_names(allocations: list, lines: list[int], function_of) -> dict[int, str]:
+    """Each line address's name by the smallest block that ever held part of it (the
+    most specific object, not the chunk an arena was reserved in), as the user target
+    names heap data: ``site:alloc(size)+offset`` (``function_of(site)``, the line's
+    offset in the block). The same in every run of one build, wherever blocks landed."""
+    starts = sorted(set(lines))
+    held: dict[int, tuple] = {}
+    for addr, size, site in allocations:
+        first = bisect.bisect_right(starts, addr - LINE_BYTES)
+        for line in starts[first : bisect.bisect_left(starts, addr + max(size, 1))]:
+            block = (size, function_of(site), max(line - addr, 0))
+            held[line] = min(held.get(line, block), block)
+    return {
+        line: f"{function}:alloc({size})+{offset:#x}"
+        for line, (size, function, offset) in held.items()
+    }
 
 
 def line_code(line, function_of) -> tuple:
@@ -428,14 +471,23 @@ def harness_result(run: subprocess.CompletedProcess, command: str) -> dict:
         raise UserError(str(err)) from None
 
 
+def ensure_recorder() -> Path:
+    """The allocation-site recorder preloaded into the traced benchmark (in the guest
+    only: qemu-x86_64's -E), rebuilt if stale."""
+    directory = sources.root() / "tracer" / "sharing"
+    run_step(["make", "-s", "-C", str(directory)], "allocation-site recorder")
+    return directory / "build" / "alloc_sites.so"
+
+
 def trace_workers(args, name: str, argv: list, program: Path, scratch: str, workers: int) -> tuple:
     """Runs the benchmark's worker threads under qemu-x86_64 and the plugin: (result,
     regions, groups, pair groups, lines); UserError when it cannot be run or read."""
-    trace = Path(scratch) / "trace.bin"
+    trace, sites = Path(scratch) / "trace.bin", Path(scratch) / "allocations.bin"
     plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on,quantum={args.quantum}"
+    recorder = ["-E", f"LD_PRELOAD={ensure_recorder()}", "-E", f"SCALECHECK_ALLOC_SITES={sites}"]
     try:
         run = subprocess.run(
-            [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
+            [QEMU_USER, *recorder, "-plugin", plugin, str(program), *argv[1:]],
             cwd=sources.root(),
             env={**os.environ, **args.env},
             capture_output=True,
@@ -450,6 +502,8 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
     except ValueError as err:
         raise unread(err, result) from None
     names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
+    touched = [line.vaddr for region in regions for line in region.lines.values()]
+    names.heap = allocation_names(read_allocations(sites), touched, names.function)
     groups, pairs = user_groups(regions, names) if workers == 2 else ([], [])
     lines = line_table(regions, lambda line: names.data(line.vaddr), names.function)
     return result, regions, groups, pairs, lines
@@ -458,18 +512,22 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
 def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
     """The lines two or more workers touched, one of them writing, grouped by their name:
     the data that holds them (``data_of(line)``, of the lowest address a worker touched it
-    at) and the code of any worker that wrote them (``function_of(pc)``); the transfers and
-    invalidations of all workers, most transfers first."""
+    at), and for a line of no named data (UNNAMED) the code of any worker that wrote them
+    (``function_of(pc)``) too; the transfers and invalidations of all workers, most
+    transfers first."""
     by_paddr: dict[int, list] = {}
     for region in regions:
         for paddr, line in region.lines.items():
             by_paddr.setdefault(paddr, []).append(line)
 
     def name(touched: list) -> str:
+        data = data_of(min(touched, key=lambda line: line.vaddr))
+        if data != UNNAMED:
+            return data
         code = {site for line in touched for site in line_code(line, function_of)}
         writers = sorted(site[:-2] for site in code if site.endswith(":W"))
         shown = ", ".join(writers[:3]) + (", ..." if len(writers) > 3 else "")
-        return f"{data_of(min(touched, key=lambda line: line.vaddr))} (written by {shown})"
+        return f"{data} (written by {shown})"
 
     return ranked_lines(
         (
