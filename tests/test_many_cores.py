@@ -162,9 +162,9 @@ def test_at_4_cpus_a_private_counter_stays_flat_and_a_shared_one_moves(tmp_path)
     assert private["cpus"] == shared["cpus"] == 4 and private["operations"] > 0
     assert per_op(private) <= 0.01, private["lines"]
     assert per_op(alone) == 0.0
-    # the shared word moves at the first store of each turn of 200 instructions: about one
-    # operation of the loop in 20 (its few instructions / the quantum)
-    assert per_op(shared) >= 0.02, shared["lines"]
+    # a turn ends with an operation of the loop (its few instructions, fewer than the
+    # quantum's 200): the shared word moves at about each one
+    assert per_op(shared) >= 0.9, shared["lines"]
 
 
 def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
