@@ -7,8 +7,9 @@ OUT/B-M.json`, then a table of the top line's transfers per operation at each N 
 lines' total; the wall time of each count, with the operations it made against those of
 the same benchmark run natively at 1 worker in the same minute (the emulation's slowdown
 per N: one emulated worker's time per operation, N x window / operations, over the native
-1-worker time per operation). Then --quantum at half and twice the default at N = 4, and
-a second run at N = 8 (top five lines within 10 %?).
+1-worker time per operation). Then the LDU modes' queue lines at each N (the one line of
+the global queue against the per-core queues' busiest and their sum), --quantum at half
+and twice the default at N = 4, and a second run at N = 8 (top five lines within 10 %?).
 
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
 """
@@ -32,11 +33,14 @@ SERIES = [
     "sv6-statbench:fstatx",
     "sv6-sockbench:ordered",
     "sv6-sockbench:unordered",
-    "ldu-u50:ldu-global",
-    "ldu-u50:ldu-percore",
-    "ldu-u50:rwlock",
-    "ldu-u50:harris",
+    "ldu-u90:ldu-global",
+    "ldu-u90:ldu-percore",
+    "ldu-u90:rwlock",
+    "ldu-u90:harris",
 ]
+# The LDU row: the lines of the update logs' queues (native/ldu's ldu_queues allocates
+# them), one that every worker writes or one per worker.
+QUEUES = "ldu_queues:"
 SCALECHECK = [sys.executable, "-m", "scalecheck.cli"]
 
 
@@ -80,6 +84,21 @@ def series_table(out: Path, duration: float, series: list[str]) -> None:
         print(f"<!-- {name}: {wall:.0f} s wall for N = 2, 4, 8, 16 -->", flush=True)
 
 
+def queue_lines(out: Path, series: list[str]) -> None:
+    """From the series' counts: the LDU modes' queue lines per operation at each N."""
+    print("\n| series | N | queue lines | busiest's transfers/op | all of them |")
+    print("|---|---|---|---|---|")
+    for name in series:
+        path = out / f"{name.replace(':', '-')}.json"
+        for document in json.loads(path.read_text()).get("runs", []):
+            rows = [row for row in document["lines"] if row["name"].startswith(QUEUES)]
+            moved = [row["transfers_per_op"] or 0.0 for row in rows]
+            print(
+                f"| {name} | {document['cpus']} | {len(rows)} | {max(moved, default=0):.4f} | "
+                f"{sum(moved):.4f} |"
+            )
+
+
 def sensitivity(out: Path, duration: float, series: list[str]) -> None:
     print("\n| series at N = 4 | quantum | top line's transfers/op | all lines' |")
     print("|---|---|---|---|")
@@ -117,6 +136,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     series_table(args.out, args.duration, args.series)
+    queue_lines(args.out, [name for name in args.series if ":ldu-" in name])
     sensitivity(args.out, args.duration, args.sensitivity)
     repeat(args.out, args.duration, args.sensitivity)
     return 0
