@@ -522,7 +522,7 @@ def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
 
     def name(touched: list) -> str:
         data = data_of(min(touched, key=lambda line: line.vaddr))
-        if data != UNNAMED:
+        if not data.endswith(UNNAMED):  # with --system, after the space's "user: "
             return data
         code = {site for line in touched for site in line_code(line, function_of)}
         writers = sorted(site[:-2] for site in code if site.endswith(":W"))
@@ -553,14 +553,16 @@ def ranked_lines(counts) -> list[dict]:
     return sorted(table.values(), key=lambda r: (-r["transfers"], -r["invalidations"], r["name"]))
 
 
-def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
-    """Runs the benchmark's 2 workers inside the Linux target's guest (wholestack.py):
-    (result, regions, groups, pair groups) with the kernel's lines among them; UserError
-    when it cannot be run or read."""
+def trace_system(args, argv: list, program: Path, scratch: str, workers: int) -> tuple:
+    """Runs the benchmark's workers inside the Linux target's guest (wholestack.py), one
+    per quiet CPU: (result, regions, groups, pair groups, lines) with the kernel's lines
+    among them (groups and pairs at 2 workers); UserError when it cannot be run or read."""
     kernel = wholestack.Kernel()
     cwd = sources.root()
     run, stdout, traced = wholestack.run_to_end(
-        lambda directory: wholestack.GuestRun(kernel, argv, args.env, program, cwd, directory),
+        lambda directory: wholestack.GuestRun(
+            kernel, argv, args.env, program, cwd, directory, workers, args.quantum
+        ),
         Path(scratch),
         args.timeout,
     )
@@ -570,18 +572,51 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
         except ValueError as err:
             raise UserError(str(err)) from None
         try:
-            regions = pick_workers(traced)
+            regions = pick_workers(traced, workers)
         except ValueError as err:
             raise unread(err, result) from None
         names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
         namer = run.data_namer()
         try:
-            groups, pairs = stack_groups(regions, names, kernel.symbols, namer)
+            if workers == 2:
+                groups, pairs = stack_groups(regions, names, kernel.symbols, namer)
+                return result, regions, groups, pairs, group_lines(groups)
+            return result, regions, [], [], stack_lines(regions, names, kernel.symbols, namer)
         finally:
             namer.close()
     finally:
         run.stop()
-    return result, regions, groups, pairs, group_lines(groups)
+
+
+def stack_lines(regions: list[Region], names: ProgramNames, kernel, namer) -> list[dict]:
+    """`lines` of a system-mode trace of any number of workers: user lines named as in
+    user mode, kernel lines (those two workers touched, one writing) as `scalecheck
+    trace` names them, each with its space."""
+    by_paddr: dict[int, list] = {}
+    for region in regions:
+        for paddr, line in region.lines.items():
+            by_paddr.setdefault(paddr, []).append(line)
+    kernel_data = kernel_names(
+        [
+            (line, line.read_mask | line.write_mask)
+            for touched in by_paddr.values()
+            if len(touched) >= 2 and any(other.written for other in touched)
+            for line in [min(touched, key=lambda other: other.vaddr)]
+            if line.vaddr >= USER_END
+        ],
+        kernel,
+        namer,
+    )
+
+    def data_of(line) -> str:
+        if line.vaddr < USER_END:
+            return f"user: {names.data(line.vaddr)}"
+        return f"kernel: {kernel_data[line.paddr]}"
+
+    def function_of(pc: int) -> str:
+        return names.function(pc) if pc < USER_END else kernel.function(pc)
+
+    return line_table(regions, data_of, function_of)
 
 
 def group_lines(groups: list[dict]) -> list[dict]:
@@ -796,7 +831,7 @@ def add_options(parser) -> None:
         type=argtypes.limit,
         default=QUANTUM,
         help=f"instructions per turn of the workers (default {QUANTUM}; 0: the host's "
-        "scheduler orders them; user mode only)",
+        "scheduler orders them)",
     )
     parser.add_argument(
         "--warmup",
@@ -812,7 +847,8 @@ def add_options(parser) -> None:
     parser.add_argument(
         "--system",
         action="store_true",
-        help="run it in the Linux target's guest (2 CPUs): the kernel's lines beside the program's",
+        help="run it in the Linux target's guest (N + 1 CPUs, the workers on N quiet ones): "
+        "the kernel's lines beside the program's",
     )
     parser.add_argument(
         "--processes",
@@ -863,7 +899,7 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         workdir = wholestack.GUEST_WORKDIR if args.system else scratch
         argv, program = benchmark_command(args, entry, mode, runtime, workdir, workers)
         if args.system:
-            traced = trace_system(args, argv, program, scratch)
+            traced = trace_system(args, argv, program, scratch, workers)
         else:
             traced = trace_workers(args, entry.name, argv, program, scratch, workers)
     result, regions, groups, pairs, lines = traced
@@ -883,7 +919,7 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "runtime": runtime,
         "command": shlex.join(argv),
         "cpus": workers,
-        "quantum": 0 if args.system else args.quantum,
+        "quantum": args.quantum,
         "system": args.system,
         "workers_as": "processes" if args.processes else "threads",
         "lines_touched": [len(r.lines) for r in regions],
@@ -906,8 +942,6 @@ def run(args) -> int:
         raise UserError("--processes needs --system (user mode traces one process's threads)")
     if args.cpus[-1] > MAX_CPUS:
         raise UserError(f"--cpus {args.cpus[-1]}: the tracer follows at most {MAX_CPUS} CPUs")
-    if args.system and args.cpus != [2]:
-        raise UserError("--system runs 2 workers on the guest's 2 quiet CPUs (--cpus 2)")
     catalog = load_catalog(args.catalog)
     if args.benchmark not in catalog:
         raise UserError(f"no benchmark {args.benchmark!r} in the catalog")
