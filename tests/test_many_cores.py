@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.bench import predict
-from scalecheck.bench.sharing import UNNAMED, allocation_names, line_table
+from scalecheck.bench.sharing import UNNAMED, allocation_names, held_in_window, line_table
 from scalecheck.common.errors import UserError
 from scalecheck.run.regions import Line, Region, Site
 
@@ -163,8 +163,10 @@ def test_at_4_cpus_a_private_counter_stays_flat_and_a_shared_one_moves(tmp_path)
     assert per_op(private) <= 0.01, private["lines"]
     assert per_op(alone) == 0.0
     # a turn ends with an operation of the loop (its few instructions, fewer than the
-    # quantum's 200): the shared word moves at about each one
-    assert per_op(shared) >= 0.9, shared["lines"]
+    # quantum's 200): the shared word moves at each one while all take turns (without the
+    # ends: about one in 20). A worker whose loop starts first runs alone until the host
+    # starts the others': its operations move nothing (more of them on a loaded host).
+    assert per_op(shared) >= 0.5, shared["lines"]
 
 
 def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
@@ -208,6 +210,21 @@ def test_a_heap_line_is_named_by_the_smallest_block_that_held_it():
         0x10080: "new_queue:alloc(128)+0x40",
         0x10100: "new_node:alloc(64)+0x0",
     }
+
+
+def test_a_line_is_named_by_the_blocks_that_held_it_in_the_window():
+    """held_in_window on hand-made records (address, size, site, TSC; site 0: given back)
+    and a window from TSC 100 to 200."""
+    records = [
+        (0x1000, 64, 0xA, 10),  # the setup's, given back before the window
+        (0x1000, 0, 0, 20),
+        (0x1000, 128, 0xB, 30),  # held through the window
+        (0x2000, 64, 0xC, 150),  # made and given back in it
+        (0x2000, 0, 0, 160),
+        (0x3000, 64, 0xD, 250),  # the report's, after it
+    ]
+    held = held_in_window(records, [100, 200])
+    assert sorted(held) == [(0x1000, 128, 0xB), (0x2000, 64, 0xC)]
 
 
 def ldu_counts(tmp_path: Path, mode: str, run: int) -> dict:

@@ -7,10 +7,11 @@
  * Every allocation entry point is defined under its own name over glibc's __libc_
  * functions (the dynamic linker binds every object's calls to the preloaded ones), and a
  * library allocator's hand-outs come through scalecheck_malloclike (scalecheck_alloc.h).
- * Each thread records (address, size, site) in memory of its own, so the workers share
- * no line through it; it appends them to the file SCALECHECK_ALLOC_SITES names when it
- * exits (the process's last thread at exit). Frees are not recorded: a line is named by
- * the blocks that ever held it.
+ * Each thread records (address, size, site, TSC) of every block it gets, and (address,
+ * 0, 0, TSC) of every block it gives back, in memory of its own, so the workers share no
+ * line through it; it appends them to the file SCALECHECK_ALLOC_SITES names when it
+ * exits (the process's last thread at exit). The TSC (the harness's clock: its result
+ * gives the measured window's) tells which blocks held a line while the workers ran.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,10 +22,11 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include "../include/scalecheck_alloc.h"
 
-struct site_record { uint64_t addr, size, site; };
+struct site_record { uint64_t addr, size, site, tsc; };
 
 /* Records a thread keeps before it writes them out and starts again (reserved, not
  * committed: pages are touched as records come). */
@@ -43,6 +45,7 @@ void *__libc_malloc(size_t size);
 void *__libc_calloc(size_t n, size_t size);
 void *__libc_realloc(void *old, size_t size);
 void *__libc_memalign(size_t alignment, size_t size);
+void __libc_free(void *addr);
 
 static void write_out(struct site_buffer *buffer)
 {
@@ -86,6 +89,8 @@ static struct site_buffer *my_buffer(void)
 	return mine;
 }
 
+/* A block handed out (site: the return address into the function that asked) or, with
+ * site NULL, given back. */
 static void *recorded(void *addr, size_t size, void *site)
 {
 	if (!addr || recording)
@@ -96,7 +101,7 @@ static void *recorded(void *addr, size_t size, void *site)
 		if (buffer->count == RECORDS_PER_BUFFER)
 			write_out(buffer);
 		buffer->records[buffer->count++] =
-			(struct site_record){(uintptr_t)addr, size, (uintptr_t)site};
+			(struct site_record){(uintptr_t)addr, size, (uintptr_t)site, __rdtsc()};
 	}
 	recording = 0;
 	return addr;
@@ -120,7 +125,14 @@ void *calloc(size_t n, size_t size)
 
 void *realloc(void *old, size_t size)
 {
+	recorded(old, 0, NULL);
 	return recorded(__libc_realloc(old, size), size, __builtin_return_address(0));
+}
+
+void free(void *addr)
+{
+	recorded(addr, 0, NULL);
+	__libc_free(addr);
 }
 
 void *memalign(size_t alignment, size_t size)
@@ -147,4 +159,9 @@ int posix_memalign(void **out, size_t alignment, size_t size)
 void scalecheck_malloclike(void *addr, size_t size, void *site)
 {
 	recorded(addr, size, site);
+}
+
+void scalecheck_freelike(void *addr)
+{
+	recorded(addr, 0, NULL);
 }

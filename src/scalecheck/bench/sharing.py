@@ -229,18 +229,34 @@ class ProgramNames:
 # stack, the allocator's own memory): named by the code that wrote it as well.
 UNNAMED = "(heap or mapping)"
 # One record of the allocation-site recorder (tracer/sharing/alloc_sites.c): address,
-# size, site (the return address into the function that asked for the block).
-SITE_RECORD = struct.Struct("<QQQ")
+# size, site (the return address into the function that asked for the block; 0: the block
+# given back) and the TSC.
+SITE_RECORD = struct.Struct("<QQQQ")
 
 
-def read_allocations(path: Path) -> list[tuple[int, int, int]]:
-    """The recorder's (address, size, site) records; none when it wrote no file."""
+def read_allocations(path: Path) -> list[tuple[int, int, int, int]]:
+    """The recorder's (address, size, site, TSC) records; none when it wrote no file."""
     data = path.read_bytes() if path.exists() else b""
     return list(SITE_RECORD.iter_unpack(data[: len(data) - len(data) % SITE_RECORD.size]))
 
 
+def held_in_window(records: list, window: list[int]) -> list[tuple[int, int, int]]:
+    """The blocks (address, size, site) that were handed out at some time of the window
+    (its start and end TSC, the harness's): not those the setup gave back before it
+    started, nor those the report made after it ended in the memory they left."""
+    start, end = window
+    live: dict[int, tuple[int, int, int]] = {}
+    held = []
+    for addr, size, site, tsc in sorted(records, key=lambda record: record[3]):
+        if site and tsc <= end:
+            live[addr] = (addr, size, site)
+        elif not site and (block := live.pop(addr, None)) and tsc >= start:
+            held.append(block)
+    return held + list(live.values())
+
+
 def allocation_names(allocations: list, lines: list[int], function_of) -> dict[int, str]:
-    """Each line address's name by the smallest block that ever held part of it (the
+    """Each line address's name by the smallest of the blocks that held part of it (the
     most specific object, not the chunk an arena was reserved in), as the user target
     names heap data: ``site:alloc(size)+offset`` (``function_of(site)``, the line's
     offset in the block). The same in every run of one build, wherever blocks landed."""
@@ -503,7 +519,8 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
         raise unread(err, result) from None
     names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
     touched = [line.vaddr for region in regions for line in region.lines.values()]
-    names.heap = allocation_names(read_allocations(sites), touched, names.function)
+    held = held_in_window(read_allocations(sites), result["harness"]["window_tsc"])
+    names.heap = allocation_names(held, touched, names.function)
     groups, pairs = user_groups(regions, names) if workers == 2 else ([], [])
     lines = line_table(regions, lambda line: names.data(line.vaddr), names.function)
     return result, regions, groups, pairs, lines
