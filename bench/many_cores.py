@@ -11,7 +11,12 @@ per N: one emulated worker's time per operation, N x window / operations, over t
 the global queue against the per-core queues' busiest and their sum), --quantum at half
 and twice the default at N = 4, and a second run at N = 8 (top five lines within 10 %?).
 
+Then, for bench/sv6_scaling.py's series, the 2-vs-1 ratio the counts at N = 2 predict on
+this host's profile (`scalecheck predict B --mode M --machine host-2026-11-27 --cores 1,2
+--counts F`), with the 1-worker time measured natively now and with 100 ns.
+
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
+                                   [--check B:M ...] [--only-check]
 """
 
 import argparse
@@ -99,6 +104,51 @@ def queue_lines(out: Path, series: list[str]) -> None:
             )
 
 
+# bench/sv6_scaling.py's series: their 2-vs-1 ratios measured natively are in
+# bench/results/libsv6.md; here the ratio the counts at N = 2 predict on this host.
+CHECKED = [
+    "sv6-statbench-mixed:fstatx",
+    "sv6-statbench-mixed:fstat-shared",
+    "sv6-statbench-mixed:fstat-refcache",
+    "sv6-openbench:anyfd",
+    "sv6-openbench:lowest",
+    "sv6-mailbench:commutative",
+    "sv6-mailbench:regular",
+    "sv6-sockbench:unordered",
+    "sv6-sockbench:ordered",
+]
+HOST = "host-2026-11-27"
+
+
+def check_at_two(out: Path, duration: float, series: list[str]) -> None:
+    """The 2-vs-1 ratio predicted on this host's profile from the counts at N = 2 (the
+    1-worker time measured natively now, and with a 100 ns one)."""
+    print("\n| series | moved/op (ops) | 1 worker now | predicted 2 vs 1 | with 100 ns |")
+    print("|---|---|---|---|---|")
+    for name in series:
+        counts = out / f"two-{name.replace(':', '-')}.json"
+        (document,), _ = count(counts, name, "2", duration)
+        moved = sum(
+            (r["transfers_per_op"] or 0) + (r["invalidations_per_op"] or 0)
+            for r in document["lines"]
+        )
+        ratios = []
+        for base in ([], ["--base-ns", "100"]):
+            benchmark, mode = name.split(":")
+            path = out / f"predict-{name.replace(':', '-')}.json"
+            command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", HOST]
+            command += ["--cores", "1,2", "--counts", str(counts), "--json", str(path), *base]
+            subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+            one, two = json.loads(path.read_text())["points"]
+            ratios.append((two["ops_per_sec_per_core"] * 2 / one["ops_per_sec_per_core"], one))
+        base_ns = 1e9 / ratios[0][1]["ops_per_sec_per_core"]
+        print(
+            f"| {name} | {moved:.3f} ({document['operations']}) | {base_ns:,.0f} ns | "
+            f"{ratios[0][0]:.2f}x | {ratios[1][0]:.2f}x |",
+            flush=True,
+        )
+
+
 def sensitivity(out: Path, duration: float, series: list[str]) -> None:
     print("\n| series at N = 4 | quantum | top line's transfers/op | all lines' |")
     print("|---|---|---|---|")
@@ -133,12 +183,18 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--series", nargs="*", default=SERIES)
     parser.add_argument("--sensitivity", nargs="*", default=SERIES[:1] + SERIES[6:7])
+    parser.add_argument("--check", nargs="*", default=CHECKED)
+    parser.add_argument("--only-check", action="store_true", help="the check at N = 2 only")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.only_check:
+        check_at_two(args.out, args.duration, args.check)
+        return 0
     series_table(args.out, args.duration, args.series)
     queue_lines(args.out, [name for name in args.series if ":ldu-" in name])
     sensitivity(args.out, args.duration, args.sensitivity)
     repeat(args.out, args.duration, args.sensitivity)
+    check_at_two(args.out, args.duration, args.check)
     return 0
 
 
