@@ -5,11 +5,12 @@ transfers per operation at each N (--cpus 2,4,8,16).
 
 The benchmark's catalog command runs with N workers as threads (a control's --processes
 becomes --threads: one address space) under qemu-x86_64 with scalecheck's tracer plugin;
-with --system, inside the Linux target's guest instead (wholestack.py, 2 workers), where the
-kernel's lines are traced beside the program's. In user mode the plugin's quantum schedule
-(--quantum, default QUANTUM instructions) has the workers take turns: N emulated CPUs run
-as N cores running together would interleave, in an order that depends on instruction
-counts, not on the host's scheduler (docs/many-cores.md).
+with --system, inside the Linux target's guest instead (wholestack.py: N + 1 CPUs, the
+workers on N quiet ones), where the kernel's lines are traced beside the program's. The
+plugin's quantum schedule (--quantum, default QUANTUM instructions; a turn also ends with
+an operation) has the workers take turns: N emulated CPUs run as N cores running together
+would interleave, in an order that depends on instruction counts, not on the host's
+scheduler (docs/many-cores.md).
 The harness marks each worker's loop as a region tagged with its index, so what its setup
 and teardown touch is left out. Each shared line is named by the program's static data
 that holds it, else by the object whose image holds it ("libc.so.6 data"), or "(heap or
@@ -39,8 +40,11 @@ caches and BTF: `kernel: files_struct.fdtab`), the program's as above (`user: ..
 the workers may be processes (--processes: a control's layout) instead of threads.
 
 `lines`, for any N, ranks the lines by their name alone (data, summed over the workers):
-transfers and invalidations per operation; the two-worker `groups` and `pair_groups` above
-are given at N = 2.
+transfers and invalidations per operation. There a heap line is named by the allocation
+that held it in the measured window (`site:alloc(size)+offset`, from the allocation-site
+recorder preloaded in the guest: tracer/sharing), the same in every run; a line of no
+named data by its writers too. The two-worker `groups` and `pair_groups` above are given
+at N = 2.
 
 usage: scalecheck sharing BENCHMARK [--mode M] [--runtime R] [--cpus N[,N...]] [--duration S]
                           [--system [--processes]] [--env NAME=VALUE] [--top N]
