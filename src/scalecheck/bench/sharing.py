@@ -49,6 +49,7 @@ at N = 2.
 usage: scalecheck sharing BENCHMARK [--mode M] [--runtime R] [--cpus N[,N...]] [--duration S]
                           [--system [--processes]] [--env NAME=VALUE] [--top N]
                           [--catalog DIR] [--json FILE] [--plot FILE] [--quantum Q]
+                          [--turn-ends operation|quantum]
 Exit status 0 after the table, 2 when the benchmark cannot be built or run (with --system,
 also when the guest twice fails to reach its init within 300 s: one such boot is tried
 again, which stderr says), 141 when stdout's reader leaves before the table ends (--json is
@@ -491,6 +492,12 @@ def harness_result(run: subprocess.CompletedProcess, command: str) -> dict:
         raise UserError(str(err)) from None
 
 
+def schedule_options(args) -> str:
+    """The plugin's options of the workers' turns (tracer/plugin/src/schedule.rs)."""
+    ends = "" if args.turn_ends == "operation" else ",operation_ends=off"
+    return f"quantum={args.quantum}{ends}"
+
+
 def ensure_recorder() -> Path:
     """The allocation-site recorder preloaded into the traced benchmark (in the guest
     only: qemu-x86_64's -E), rebuilt if stale."""
@@ -503,7 +510,7 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
     """Runs the benchmark's worker threads under qemu-x86_64 and the plugin: (result,
     regions, groups, pair groups, lines); UserError when it cannot be run or read."""
     trace, sites = Path(scratch) / "trace.bin", Path(scratch) / "allocations.bin"
-    plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on,quantum={args.quantum}"
+    plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on,{schedule_options(args)}"
     recorder = ["-E", f"LD_PRELOAD={ensure_recorder()}", "-E", f"SCALECHECK_ALLOC_SITES={sites}"]
     try:
         run = subprocess.run(
@@ -582,7 +589,7 @@ def trace_system(args, argv: list, program: Path, scratch: str, workers: int) ->
     cwd = sources.root()
     run, stdout, traced = wholestack.run_to_end(
         lambda directory: wholestack.GuestRun(
-            kernel, argv, args.env, program, cwd, directory, workers, args.quantum
+            kernel, argv, args.env, program, cwd, directory, workers, schedule_options(args)
         ),
         Path(scratch),
         args.timeout,
@@ -855,6 +862,15 @@ def add_options(parser) -> None:
         "scheduler orders them)",
     )
     parser.add_argument(
+        "--turn-ends",
+        choices=["operation", "quantum"],
+        default="operation",
+        help="what ends a worker's turn: its operation's end or Q instructions, whichever "
+        "first (default), or Q instructions only (operations shorter than Q overlap, as "
+        "a short lock's waiters need; a line written once per operation moves about L / Q "
+        "times per operation of L instructions)",
+    )
+    parser.add_argument(
         "--warmup",
         type=float,
         default=0.0,
@@ -941,6 +957,7 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "command": shlex.join(argv),
         "cpus": workers,
         "quantum": args.quantum,
+        "turn_ends": args.turn_ends,
         "system": args.system,
         "workers_as": "processes" if args.processes else "threads",
         "lines_touched": [len(r.lines) for r in regions],

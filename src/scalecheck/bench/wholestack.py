@@ -9,8 +9,8 @@ executable of its directory (mailbench's helpers), the shared objects they load 
 /t, runs the command pinned to CPUs 1 to N (N workers: the guest has N + 1 CPUs and keeps
 those quiet, CPU 0 doing the housekeeping), prints its result on the console between
 marker lines and waits, so that the host can read the guest's memory to name kernel data
-before it stops QEMU. With a quantum, the workers' vCPUs take turns (the plugin's
-quantum=Q, as in user mode).
+before it stops QEMU. With `schedule` (the plugin's quantum=Q options, as in user mode),
+the workers' vCPUs take turns.
 """
 
 import re
@@ -151,7 +151,7 @@ class GuestRun:
         cwd: Path,
         scratch: Path,
         workers: int = 2,
-        quantum: int = 0,
+        schedule: str = "",
     ):
         self.kernel = kernel
         image = boot_image(
@@ -169,7 +169,7 @@ class GuestRun:
             "",
             kernel.built["plugin"],
             kernel.entries,
-            plugin_options="transfers=on,user=on" + (f",quantum={quantum}" if quantum else ""),
+            plugin_options="transfers=on,user=on" + (f",{schedule}" if schedule else ""),
             machine=vm.Machine(workers + 1, []),
         )
 

@@ -33,7 +33,8 @@
 //! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 32;
 //! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
 //! `transfers=on`, `user=on`, `quantum=Q` (the vCPUs with a region open take turns of Q
-//! instructions, or of one operation of a benchmark's loop when shorter: schedule.rs).
+//! instructions, or of one operation of a benchmark's loop when shorter, unless
+//! `operation_ends=off`: schedule.rs).
 //!
 //! With `profile=on` (scalecheck profile: a whole program, unmodified), one marker run by
 //! any vCPU opens the window on every vCPU and another closes it; in between every access
@@ -723,7 +724,10 @@ impl Register for ConflictTracer {
             // QEMU parses on/off, yes/no, true/false as booleans.
             holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
                 .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(LineMap::default())).collect()),
-            schedule: quantum.map(|q| Schedule::new(q, MAX_VCPUS)),
+            schedule: quantum.map(|q| {
+                let ends = !matches!(args.parsed.get("operation_ends"), Some(Value::Bool(false)));
+                Schedule::new(q, MAX_VCPUS, ends)
+            }),
             profile,
             stacks: Mutex::new(HashMap::new()),
         };

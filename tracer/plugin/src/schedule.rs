@@ -108,6 +108,9 @@ impl Turns {
 /// The turns, and the waiting of the vCPUs whose turn it is not.
 pub struct Schedule {
     turns: Mutex<Turns>,
+    /// Whether the end of an operation ends the turn (`operation_ends=off`: turns of Q
+    /// only, in which operations shorter than Q overlap as a lock's waiters need).
+    operation_ends: bool,
     /// The holder (NOBODY: none), read without the lock by the vCPUs waiting for a turn.
     holder: AtomicU32,
     /// One per vCPU: a turn wakes only the vCPU it goes to.
@@ -116,9 +119,10 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    pub fn new(quantum: u64, vcpus: usize) -> Self {
+    pub fn new(quantum: u64, vcpus: usize, operation_ends: bool) -> Self {
         Schedule {
             turns: Mutex::new(Turns::new(quantum)),
+            operation_ends,
             holder: AtomicU32::new(NOBODY),
             wake: (0..vcpus).map(|_| Condvar::new()).collect(),
             lapses: Mutex::new(vec![0; vcpus]),
@@ -151,6 +155,9 @@ impl Schedule {
 
     /// `vcpu` ended an operation: the next member's turn, and `vcpu` waits for its own.
     pub fn end_turn(&self, vcpu: u32) {
+        if !self.operation_ends {
+            return;
+        }
         let mut turns = self.turns.lock().unwrap();
         if !turns.is_member(vcpu) {
             return;
