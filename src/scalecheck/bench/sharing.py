@@ -843,17 +843,8 @@ def plot_lines(documents: list[dict], path: Path, top: int = 6) -> None:
     plt.close(figure)
 
 
-def add_options(parser) -> None:
-    parser.add_argument("benchmark", help="a catalog name (scalecheck bench list)")
-    parser.add_argument("--mode", help="default: the benchmark's first mode")
-    parser.add_argument("--runtime", help="default: the benchmark's first runtime")
-    parser.add_argument(
-        "--cpus",
-        type=argtypes.count_list,
-        default=[2],
-        metavar="N[,N...]",
-        help="emulated CPUs, one worker each (default 2; e.g. 2,4,8,16: one run per count)",
-    )
+def add_schedule_options(parser) -> None:
+    """--quantum and --turn-ends: the workers' turns (tracer/plugin/src/schedule.rs)."""
     parser.add_argument(
         "--quantum",
         type=argtypes.limit,
@@ -870,6 +861,20 @@ def add_options(parser) -> None:
         "a short lock's waiters need; a line written once per operation moves about L / Q "
         "times per operation of L instructions)",
     )
+
+
+def add_options(parser) -> None:
+    parser.add_argument("benchmark", help="a catalog name (scalecheck bench list)")
+    parser.add_argument("--mode", help="default: the benchmark's first mode")
+    parser.add_argument("--runtime", help="default: the benchmark's first runtime")
+    parser.add_argument(
+        "--cpus",
+        type=argtypes.count_list,
+        default=[2],
+        metavar="N[,N...]",
+        help="emulated CPUs, one worker each (default 2; e.g. 2,4,8,16: one run per count)",
+    )
+    add_schedule_options(parser)
     parser.add_argument(
         "--warmup",
         type=float,
