@@ -57,6 +57,17 @@ def test_a_resumed_task_counts_only_the_items_left():
     assert "about 57 s left (20 pairs, 1 done in 3.0 s" in text.getvalue()
 
 
+def test_items_of_unequal_size_are_estimated_by_their_work():
+    """testgen's pairs come largest first: the first twentieth of the pairs is more than a
+    twentieth of the work, and the rate of pairs alone would overestimate."""
+    clock, text = _Clock(), io.StringIO()
+    with _progress(clock, text) as progress:
+        task = progress.add_task("", total=20, work=100.0)
+        clock.now = 30.0
+        progress.update(task, advance=1, work=60.0)
+    assert "testgen: about 20 s left (20 pairs, 1 done in 30.0 s" in text.getvalue()
+
+
 def test_no_estimate_when_nothing_is_left_or_quiet(capfd):
     clock, text = _Clock(), io.StringIO()
     with _progress(clock, text) as progress:
