@@ -13,6 +13,8 @@ The driver's own diagnostic ops:
 recovery on a real VM.
 """
 
+from functools import cache
+
 from scalecheck.binding import abi
 from scalecheck.binding.generic import Binding
 from scalecheck.interfaces.posix import SOCK_CAPACITY, ZERO, Byte, Fd, Page, Posix, SockId
@@ -133,11 +135,18 @@ def _describe_sockets(snapshot) -> list:
     ]
 
 
+@cache
+def _argument_types(op: str) -> dict:
+    """The model operation's argument types, looked up once per operation (testgen
+    describes every test's calls: the walk of the model's classes cost 2% of it)."""
+    return Posix.operations()[op].argument_types
+
+
 def _describe_calls(ops, args, snapshot) -> list:
     socket_index = {sock: number for number, sock in enumerate(sorted(snapshot.get("sockets", {})))}
     calls = []
     for number, (op, call_args) in enumerate(zip(ops, args, strict=True)):
-        types = Posix.operations()[op].argument_types
+        types = _argument_types(op)
         proc = call_args.get("pid", number)
         described = {
             name: socket_index[value]

@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -27,6 +26,7 @@ from rich.progress import (
 
 from scalecheck.common import rundir_lock
 from scalecheck.common.errors import UserError
+from scalecheck.common.progress import EstimatingProgress
 from scalecheck.formats.testfile import content_hash, file_hash
 from scalecheck.run import testcase, tracer_build
 from scalecheck.run.store import RESULTS_FORMAT, RESULTS_VERSION, TESTS_HASH, ResultsStore
@@ -223,7 +223,7 @@ def trace_pending(
 @contextlib.contextmanager
 def tracing_progress(quiet: bool, total: int):
     """A progress bar with a count per status; yields the function to call per record."""
-    progress = Progress(
+    progress = EstimatingProgress(
         TextColumn("[bold]tracing"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -233,6 +233,8 @@ def tracing_progress(quiet: bool, total: int):
         # stderr, so that a command's --json output on stdout holds only the JSON.
         console=Console(stderr=True),
         disable=quiet,
+        label="run",
+        unit="tests",
     )
     with progress:
         task = progress.add_task("trace", total=total, status="")

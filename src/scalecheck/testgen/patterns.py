@@ -12,6 +12,7 @@ import z3
 from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
 
 from scalecheck.engine.commute import OBSERVED
+from scalecheck.engine.rawz3 import assert_all, not_, or_
 
 
 class ObservedTerms:
@@ -120,9 +121,11 @@ class ValuePattern:
                 else z3.And(terms[present], terms[i] == terms[j])
                 for i, j, present in self.features
             ]
-        return z3.Or(
+        # The very terms of z3.Or and z3.Not, made through the C API: the Python API's
+        # checks of every argument's sort cost more than the solver's checks themselves.
+        return or_(
             [
-                equal if not holds else z3.Not(equal)
+                equal if not holds else not_(equal)
                 for equal, holds in zip(self._equal, self._holds(values), strict=True)
             ]
         )
@@ -210,11 +213,11 @@ def value_variants(
     if not values_pattern.features or value_cap == 1:
         return variants, False
     solver.push()
-    solver.add(z3.Not(pattern.exclude(first[0])), values_pattern.exclude(first[0]))
+    assert_all(solver, [not_(pattern.exclude(first[0])), values_pattern.exclude(first[0])])
     while len(variants) < value_cap and solver.check() == z3.sat:
         model = solver.model()
         variants.append((terms.values(model), model))
-        solver.add(values_pattern.exclude(variants[-1][0]))
+        assert_all(solver, [values_pattern.exclude(variants[-1][0])])
     capped = len(variants) == value_cap and solver.check() == z3.sat
     solver.pop()
     return variants, capped

@@ -82,17 +82,22 @@ def generate_tests(
     # Largest analysis first, so that no worker starts a long pair when the others are
     # about to finish (the tests do not depend on the order: each pair has its own Z3
     # context, and the file lists pairs in model order).
+    sizes = {tuple(pair): pair_file(out, *pair).stat().st_size for pair in pairs}
     work = [
         (meta["model"], str(out), a, b, cap, value_cap)
-        for a, b in sorted(pairs, key=lambda pair: -pair_file(out, *pair).stat().st_size)
+        for a, b in sorted(sizes, key=lambda pair: -sizes[pair])
     ]
     per_pair = {}
     with stage_progress("testgen", quiet) as progress:
-        task = progress.add_task("", total=len(work))
+        # The time left by the analyses' sizes: the largest pairs come first.
+        task = progress.add_task("", total=len(work), work=sum(sizes.values()))
         for pair, tests, counts in map_unordered(_pair_tests, work, jobs):
             per_pair[pair] = (tests, counts)
             progress.update(
-                task, advance=1, description=f"{pair[0]} || {pair[1]}: {len(tests)} tests"
+                task,
+                advance=1,
+                work=sizes[pair],
+                description=f"{pair[0]} || {pair[1]}: {len(tests)} tests",
             )
     header = {
         "model": meta["model"],
