@@ -11,8 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from scalecheck.formats.analysisfile import read_analysis_meta
-from scalecheck.testgen import testgen
+from scalecheck import api
 
 
 def main() -> None:
@@ -21,21 +20,11 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="where the tests and counts go (JSON)")
     parser.add_argument("pairs", nargs="+", help="a-b, as the analysis names its pair files")
     args = parser.parse_args()
-    meta = read_analysis_meta(args.analysis)
     started = time.process_time()
     made = {}
     for pair in args.pairs:
         a, b = pair.split("-")
-        job = (
-            meta["model"],
-            str(args.analysis),
-            a,
-            b,
-            testgen.DEFAULT_CAP,
-            testgen.DEFAULT_VALUE_CAP,
-        )
-        _, tests, counts = testgen._pair_tests(job)
-        made[pair] = [tests, counts]
+        made[pair] = list(api.pair_tests(args.analysis, a, b))
     seconds = time.process_time() - started
     args.out.write_text(json.dumps(made, sort_keys=True))
     tests = sum(len(tests) for tests, _ in made.values())

@@ -37,7 +37,7 @@ from scalecheck.run.outcome import conflict_set
 from scalecheck.run.outcome import show as show_conflict_element
 from scalecheck.run.run_cli import run_tests
 from scalecheck.run.user.library import load_library
-from scalecheck.testgen.testgen import generate_tests
+from scalecheck.testgen.testgen import generate_tests, pair_tests
 
 # `scalecheck sharing`'s default quantum (instructions per emulated CPU's turn).
 SHARING_QUANTUM = sharing.QUANTUM
@@ -66,6 +66,7 @@ __all__ = [
     "native_ns_per_op",
     "pair_conditions",
     "pair_regions",
+    "pair_tests",
     "parse_result",
     "plot_bench",
     "read_analysis_meta",

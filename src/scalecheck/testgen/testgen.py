@@ -87,18 +87,7 @@ def generate_tests(
         (meta["model"], str(out), a, b, cap, value_cap)
         for a, b in sorted(sizes, key=lambda pair: -sizes[pair])
     ]
-    per_pair = {}
-    with stage_progress("testgen", quiet) as progress:
-        # The time left by the analyses' sizes: the largest pairs come first.
-        task = progress.add_task("", total=len(work), work=sum(sizes.values()))
-        for pair, tests, counts in map_unordered(_pair_tests, work, jobs):
-            per_pair[pair] = (tests, counts)
-            progress.update(
-                task,
-                advance=1,
-                work=sizes[pair],
-                description=f"{pair[0]} || {pair[1]}: {len(tests)} tests",
-            )
+    per_pair = _run_pairs(work, sizes, jobs, quiet)
     header = {
         "model": meta["model"],
         "generator": f"scalecheck {__version__}",
@@ -124,6 +113,23 @@ def generate_tests(
     }
     write_json_atomically(out / "testgen.json", summary)
     return summary
+
+
+def _run_pairs(work: list, sizes: dict, jobs: int | None, quiet: bool) -> dict:
+    """Each pair's (tests, counts), made by the workers, with the stage's bar."""
+    per_pair = {}
+    with stage_progress("testgen", quiet) as progress:
+        # The time left by the analyses' sizes: the largest pairs come first.
+        task = progress.add_task("", total=len(work), work=sum(sizes.values()))
+        for pair, tests, counts in map_unordered(_pair_tests, work, jobs):
+            per_pair[pair] = (tests, counts)
+            progress.update(
+                task,
+                advance=1,
+                work=sizes[pair],
+                description=f"{pair[0]} || {pair[1]}: {len(tests)} tests",
+            )
+    return per_pair
 
 
 def _check_analysis(out: Path, meta: dict, model_cls, pairs: list) -> None:
@@ -199,6 +205,15 @@ def current_tests(out: Path, cap: int, value_cap: int) -> dict | None:
     except (OSError, ValueError, KeyError, UserError):
         return None
     return summary
+
+
+def pair_tests(
+    analysis_dir: Path, a: str, b: str, cap: int = DEFAULT_CAP, value_cap: int = DEFAULT_VALUE_CAP
+) -> tuple[list, dict]:
+    """The tests and counts of one analysed pair ``a || b``, made in this process."""
+    model = read_analysis_meta(Path(analysis_dir))["model"]
+    _, tests, counts = _pair_tests((model, str(analysis_dir), a, b, cap, value_cap))
+    return tests, counts
 
 
 def _pair_tests(job: tuple) -> tuple:
