@@ -19,6 +19,7 @@ __all__ = [
     "bench_run_args",
     "build",
     "mean_and_spread",
+    "print_result",
     "run_harness_program",
     "save_figure",
     "usable_cpus",
@@ -88,3 +89,14 @@ def run_harness_program(name: str, *args: str) -> dict:
 
 def mean_and_spread(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), api.spread_pct(values)
+
+
+def print_result(result: dict, as_json: bool) -> None:
+    """A script's result on stdout: JSON (--json), else one `key: value` line each."""
+    import json
+
+    print(
+        json.dumps(result, indent=1)
+        if as_json
+        else "\n".join(f"{k}: {v}" for k, v in result.items())
+    )

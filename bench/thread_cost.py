@@ -127,13 +127,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=2.0, help="seconds (default 2)")
     parser.add_argument("--top", type=int, default=20, help="rows printed (default 20)")
     parser.add_argument("--json", type=Path, help="also write every row to this file")
-    parser.add_argument(
-        "--catalog",
-        action="append",
-        type=Path,
-        metavar="DIR",
-        help="read catalog *.toml files from DIR instead of the built-in catalog (repeatable)",
-    )
+    api.add_catalog_option(parser)
     args = parser.parse_args()
     try:
         if shutil.which("perf") is None:

@@ -21,6 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from benchlib import print_result
 from scalecheck import api
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
@@ -102,11 +103,7 @@ def main():
         "tests_per_second": [s1["tests_per_second"], s2["tests_per_second"]],
         "most_often_differing": differing.most_common(8),
     }
-    print(
-        json.dumps(result, indent=1)
-        if args.json
-        else "\n".join(f"{k}: {v}" for k, v in result.items())
-    )
+    print_result(result, args.json)
 
 
 if __name__ == "__main__":

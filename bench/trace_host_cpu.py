@@ -20,6 +20,7 @@ import pstats
 import time
 from pathlib import Path
 
+from benchlib import print_result
 from scalecheck import api
 
 # Steps of the record, by the host function that does each (cumulative CPU in the profile).
@@ -57,11 +58,7 @@ def main():
     }
     if args.records:
         args.records.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-    print(
-        json.dumps(result, indent=1)
-        if args.json
-        else "\n".join(f"{k}: {v}" for k, v in result.items())
-    )
+    print_result(result, args.json)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ Usage: python3 bench/trace_speed.py [--tests FILE] [--copies N] [--sample N]
 """
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
 
+from benchlib import print_result
 from scalecheck import api
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration.jsonl"
@@ -71,11 +71,7 @@ def main():
         result["guest_ms_per_test_with_other_plugin"] = round(other[0], 2)
         result["other_plugin_slowdown"] = round(other[0] / without, 2)
         result["qemu_cpu_seconds_with_other_plugin"] = round(other[1], 1)
-    print(
-        json.dumps(result, indent=1)
-        if args.json
-        else "\n".join(f"{k}: {v}" for k, v in result.items())
-    )
+    print_result(result, args.json)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from scalecheck.bench import bench_results, catalog, predict, sharing
 from scalecheck.bench.bench_results import machine_description, spread_pct
 from scalecheck.bench.catalog import load_catalog
 from scalecheck.bench.runner import parse_result
-from scalecheck.bench.sharing import harness_result
+from scalecheck.bench.sharing import add_catalog_option, harness_result
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
 from scalecheck.common.parallel import map_unordered
@@ -49,6 +49,7 @@ __all__ = [
     "SHARING_QUANTUM",
     "Browser",
     "UserError",
+    "add_catalog_option",
     "all_pairs",
     "analyze",
     "bench_records",
