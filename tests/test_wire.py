@@ -3,6 +3,7 @@ host (run/wire.py and each target's renderer) read back by each driver's own C r
 (the guest driver's parse.c, the user-space harness) with every field, and every report
 the C side writes (tracer/common/wire.c) parsed back by the one Python reader."""
 
+import io
 import re
 import subprocess
 from pathlib import Path
@@ -168,23 +169,31 @@ def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
         + program_worker.render(testcase.Test("b", [], failing), 6, arguments, {})
         + wire.test_text(7, [], [wire.Call(0, 0, "nosuch", []), wire.Call(1, 0, "get", [])])
     )
-    done = subprocess.run([program, batch], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([program, batch], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    seen = done.stderr.splitlines()
+    seen = done.stderr.decode().splitlines()
     assert seen.count("value constants.fd_base=10") == 2  # once per repeat
     for expected in ("value table.2.present=1", "value table.2=8", "value name=f0"):
         assert expected in seen
     assert "value empty=[]" in seen and "value fail=1" in seen
     assert seen.count("call put proc=0 key=3 value=f0") == 2
     assert seen.count("call get proc=1 key=-2") == 2
-    reports = _reports(done.stdout)
+    reports = [r for r in wire.read_reports(io.BytesIO(done.stdout)) if r is not None]
     kinds = [r.kind for r in reports]
     assert kinds[0] == "READY" and kinds[-1] == "DONE"
     results = [r for r in reports if r.kind == "RESULTS"]
     assert [(r.index, r.rep) for r in results] == [(5, 0), (5, 1)]
     assert results[0].results() == ('{"ret":3,"nlink":1,"fds":[10,11]}', '{"errno":"ENOENT"}')
-    memory = dict(r.memory() for r in reports if r.kind == "MEMORY" and (r.index, r.rep) == (5, 0))
-    blocks = [r.allocation() for r in reports if r.kind == "ALLOCATION" and r.index == 5]
+    memory = {}
+    for r in reports:
+        if r.kind == "MEMORY" and (r.index, r.rep) == (5, 0):
+            memory.update(r.memory())
+    blocks = [
+        block
+        for r in reports
+        if r.kind == "ALLOCATION" and r.index == 5
+        for block in r.allocations()
+    ]
     assert memory[static] == bytes(range(1, 17))
     assert any(size == 24 and memory.get(addr) == b"\x5a" * 24 for addr, size, _ in blocks)
     assert [r for r in reports if r.kind == "SETUP_FAILED"] == [
