@@ -5,6 +5,7 @@ the C side writes (tracer/common/wire.c) parsed back by the one Python reader.""
 
 import io
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -222,3 +223,15 @@ def test_every_report_parses_back_to_its_line(line):
 def test_other_lines_are_no_reports():
     assert wire.parse_report("ffffffff81000000 T _text") is None  # a kallsyms line
     assert wire.parse_report("[    0.000000] Linux version") is None
+
+
+def test_raw_parts_are_read_whole_and_a_cut_one_ends_the_reports():
+    block = struct.pack("<QQQ", 0x1000, 24, 0x401000)
+    ranges = struct.pack("<QQQQ", 0x1000, 3, 0x2000, 2)
+    out = b"B 5\nA 5 0 1\n" + block + b"MEM 5 0 2\n" + ranges + b"abcde" + b"R 5 0 {} {}\n"
+    reports = list(wire.read_reports(io.BytesIO(out)))
+    assert [r.kind for r in reports] == ["BEGIN", "ALLOCATION", "MEMORY", "RESULTS"]
+    assert reports[1].allocations() == [(0x1000, 24, 0x401000)]
+    assert reports[2].memory() == {0x1000: b"abc", 0x2000: b"de"}
+    cut = list(wire.read_reports(io.BytesIO(out[: out.index(b"abcde") + 2])))
+    assert [r.kind for r in cut] == ["BEGIN", "ALLOCATION"]
