@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -379,7 +380,7 @@ static size_t snapshot_size(size_t size)
 	return size < SNAPSHOT_BYTES ? size : SNAPSHOT_BYTES;
 }
 
-/* An allocation or a release, and its place in the test's history. */
+/* An allocation and its place in the test's history. */
 struct allocation_at { const struct alloc *a; int when; };
 
 static int by_address_then_time(const void *x, const void *y)
@@ -395,42 +396,54 @@ static int by_address_then_time(const void *x, const void *y)
 static struct {
 	struct sc_wire_block blocks[3 * MAX_ALLOCS];
 	struct sc_wire_range ranges[MAX_SNAPSHOT_RANGES + 3 * MAX_ALLOCS];
-	struct allocation_at order[3 * MAX_ALLOCS];
 } __attribute__((aligned(64))) heap_report;
 
-/* The logs' entries in the order of the test (setup's, then call A's, then call B's),
- * then sorted by address, each address's entries in that order; returns how many. */
-static int logged_by_address(void)
+/* The logs' allocations in the order of the test (setup's, then call A's, then call B's),
+ * sorted by address, each address's in that order, into order; returns how many. The
+ * array is on the stack and holds allocations only, as it always has: qsort takes memory
+ * of malloc for a larger one, and the library's blocks would land elsewhere. */
+static int allocations_by_address(struct allocation_at *order)
 {
 	int n = 0;
 	for (int slot = 0; slot < 3; slot++)
-		for (int i = 0; i < sc_alloc_logs[slot]->n; i++, n++)
-			heap_report.order[n] = (struct allocation_at){&sc_alloc_logs[slot]->entries[i], n};
-	qsort(heap_report.order, (size_t)n, sizeof *heap_report.order, by_address_then_time);
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++)
+			if (!sc_alloc_logs[slot]->entries[i].is_free) {
+				order[n] = (struct allocation_at){&sc_alloc_logs[slot]->entries[i], n};
+				n++;
+			}
+	qsort(order, (size_t)n, sizeof *order, by_address_then_time);
 	return n;
 }
 
-/* One address's entries, order[first..end): the allocation it reports, its last (a block
- * handed out again later in the test, by malloc's reuse of a freed chunk or a library's
- * kept block, is named by the object the later accesses see), and into *live the last
- * non-empty allocation no release follows (the memory the snapshot holds), or NULL. */
-static const struct alloc *last_allocation(int first, int end, const struct alloc **live)
+/* When an entry was logged, in the order of the test. */
+static int time_of(const struct alloc *a)
 {
-	const struct alloc *last = NULL;
-	int released = 0;
-	*live = NULL;
-	for (int k = end - 1; k >= first; k--) {
-		const struct alloc *a = heap_report.order[k].a;
-		if (a->is_free) {
-			released = 1;
-			continue;
-		}
-		if (!last)
-			last = a;
-		if (!released && !*live && a->size)
-			*live = a;
-	}
+	for (int slot = 0; slot < 3; slot++)
+		if (a >= sc_alloc_logs[slot]->entries && a < sc_alloc_logs[slot]->entries + MAX_ALLOCS)
+			return slot * MAX_ALLOCS + (int)(a - sc_alloc_logs[slot]->entries);
+	return -1;
+}
+
+/* When addr was last released in the test, or -1. */
+static int last_release(uintptr_t addr)
+{
+	int last = -1;
+	for (int slot = 0; slot < 3; slot++)
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++)
+			if (sc_alloc_logs[slot]->entries[i].is_free && sc_alloc_logs[slot]->entries[i].addr == addr)
+				last = slot * MAX_ALLOCS + i;
 	return last;
+}
+
+/* Of one address's allocations, order[first..end), the last non-empty one no release
+ * follows (the memory the snapshot holds), or NULL. */
+static const struct alloc *live_allocation(const struct allocation_at *order, int first, int end)
+{
+	int released = last_release(order[first].a->addr);
+	for (int k = end - 1; k >= first && time_of(order[k].a) > released; k--)
+		if (order[k].a->size)
+			return order[k].a;
+	return NULL;
 }
 
 /* The repeat's allocations (A) and, when `snapshot`, its memory after the calls (MEM): the
@@ -438,17 +451,20 @@ static const struct alloc *last_allocation(int first, int end, const struct allo
  * logs start again empty. */
 static void report_heap(long index, int rep, int snapshot)
 {
-	int n = logged_by_address(), nblocks = 0, nranges = 0;
+	struct allocation_at order[3 * MAX_ALLOCS];
+	int n = allocations_by_address(order), nblocks = 0, nranges = 0;
 	for (int i = 0; snapshot && i < snapshot_ranges.n; i++)
 		heap_report.ranges[nranges++] =
 			(struct sc_wire_range){snapshot_ranges.addr[i], snapshot_size(snapshot_ranges.size[i])};
 	for (int first = 0, end; first < n; first = end) {
-		for (end = first + 1; end < n && heap_report.order[end].a->addr == heap_report.order[first].a->addr; end++)
+		for (end = first + 1; end < n && order[end].a->addr == order[first].a->addr; end++)
 			;
-		const struct alloc *live, *last = last_allocation(first, end, &live);
-		if (last)
-			heap_report.blocks[nblocks++] = (struct sc_wire_block){last->addr, last->size, last->site};
-		if (snapshot && live)
+		/* A block handed out again later in the test (malloc's reuse of a freed chunk,
+		 * a library's kept block) is reported by its last allocation only: the object
+		 * the later accesses and the snapshot see, not whatever the block held before. */
+		const struct alloc *last = order[end - 1].a, *live = snapshot ? live_allocation(order, first, end) : NULL;
+		heap_report.blocks[nblocks++] = (struct sc_wire_block){last->addr, last->size, last->site};
+		if (live)
 			heap_report.ranges[nranges++] = (struct sc_wire_range){live->addr, snapshot_size(live->size)};
 	}
 	if (snapshot)
@@ -489,9 +505,28 @@ static void run_repeat(const void *test, int rep)
 static struct {
 	struct iovec pieces[OUTPUT_PIECES];
 	int n;
-	size_t used;
-	char text[64 * 1024];
+	size_t used, capacity;
+	char *text;
 } __attribute__((aligned(64))) output;
+
+/* The lines' buffer, allocated as stdio allocates a stream's (the C library's BUFSIZ, or
+ * the file's block size when smaller) at the first report, as when stdio wrote the
+ * reports: the harness takes the heap it took then. Where the library's blocks land, and
+ * with that any false sharing on heap lines, depends on what came before them. */
+static void allocate_text(void)
+{
+	struct stat st;
+	output.capacity = BUFSIZ;
+	if (fstat(STDOUT_FILENO, &st) == 0 && st.st_blksize > 0 && st.st_blksize < BUFSIZ)
+		output.capacity = (size_t)st.st_blksize;
+	if (output.capacity < SC_WIRE_COPY_LIMIT) /* a copied piece fits */
+		output.capacity = SC_WIRE_COPY_LIMIT;
+	output.text = malloc(output.capacity);
+	if (!output.text) {
+		perror("scalecheck harness: output buffer");
+		exit(3);
+	}
+}
 
 static void flush_output(void)
 {
@@ -522,7 +557,9 @@ static void flush_output(void)
 static void write_output(const char *s, size_t n)
 {
 	int by_reference = n > SC_WIRE_COPY_LIMIT;
-	if (output.n == OUTPUT_PIECES || (!by_reference && output.used + n > sizeof output.text))
+	if (!output.text)
+		allocate_text();
+	if (output.n == OUTPUT_PIECES || (!by_reference && output.used + n > output.capacity))
 		flush_output();
 	if (by_reference) {
 		output.pieces[output.n++] = (struct iovec){(void *)s, n};
