@@ -3,7 +3,9 @@ host (run/wire.py and each target's renderer) read back by each driver's own C r
 (the guest driver's parse.c, the user-space harness) with every field, and every report
 the C side writes (tracer/common/wire.c) parsed back by the one Python reader."""
 
+import io
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -171,23 +173,31 @@ def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
         + program_worker.render(testcase.Test("b", [], failing), 6, arguments, {})
         + wire.test_text(7, [], [wire.Call(0, 0, "nosuch", []), wire.Call(1, 0, "get", [])])
     )
-    done = subprocess.run([program, batch], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([program, batch], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    seen = done.stderr.splitlines()
+    seen = done.stderr.decode().splitlines()
     assert seen.count("value constants.fd_base=10") == 2  # once per repeat
     for expected in ("value table.2.present=1", "value table.2=8", "value name=f0"):
         assert expected in seen
     assert "value empty=[]" in seen and "value fail=1" in seen
     assert seen.count("call put proc=0 key=3 value=f0") == 2
     assert seen.count("call get proc=1 key=-2") == 2
-    reports = _reports(done.stdout)
+    reports = [r for r in wire.read_reports(io.BytesIO(done.stdout)) if r is not None]
     kinds = [r.kind for r in reports]
     assert kinds[0] == "READY" and kinds[-1] == "DONE"
     results = [r for r in reports if r.kind == "RESULTS"]
     assert [(r.index, r.rep) for r in results] == [(5, 0), (5, 1)]
     assert results[0].results() == ('{"ret":3,"nlink":1,"fds":[10,11]}', '{"errno":"ENOENT"}')
-    memory = dict(r.memory() for r in reports if r.kind == "MEMORY" and (r.index, r.rep) == (5, 0))
-    blocks = [r.allocation() for r in reports if r.kind == "ALLOCATION" and r.index == 5]
+    memory = {}
+    for r in reports:
+        if r.kind == "MEMORY" and (r.index, r.rep) == (5, 0):
+            memory.update(r.memory())
+    blocks = [
+        block
+        for r in reports
+        if r.kind == "ALLOCATION" and r.index == 5
+        for block in r.allocations()
+    ]
     assert memory[static] == bytes(range(1, 17))
     assert any(size == 24 and memory.get(addr) == b"\x5a" * 24 for addr, size, _ in blocks)
     assert [r for r in reports if r.kind == "SETUP_FAILED"] == [
@@ -254,3 +264,15 @@ def test_every_report_parses_back_to_its_line(line):
 def test_other_lines_are_no_reports():
     assert wire.parse_report("ffffffff81000000 T _text") is None  # a kallsyms line
     assert wire.parse_report("[    0.000000] Linux version") is None
+
+
+def test_raw_parts_are_read_whole_and_a_cut_one_ends_the_reports():
+    block = struct.pack("<QQQ", 0x1000, 24, 0x401000)
+    ranges = struct.pack("<QQQQ", 0x1000, 3, 0x2000, 2)
+    out = b"B 5\nA 5 0 1\n" + block + b"MEM 5 0 2\n" + ranges + b"abcde" + b"R 5 0 {} {}\n"
+    reports = list(wire.read_reports(io.BytesIO(out)))
+    assert [r.kind for r in reports] == ["BEGIN", "ALLOCATION", "MEMORY", "RESULTS"]
+    assert reports[1].allocations() == [(0x1000, 24, 0x401000)]
+    assert reports[2].memory() == {0x1000: b"abc", 0x2000: b"de"}
+    cut = list(wire.read_reports(io.BytesIO(out[: out.index(b"abcde") + 2])))
+    assert [r.kind for r in cut] == ["BEGIN", "ALLOCATION"]

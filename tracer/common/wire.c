@@ -239,26 +239,18 @@ void sc_wire_hung(long index, int rep, int side)
 	report(1, "%s %ld %d call %c did not return\n", SC_WIRE_HUNG, index, rep, "AB"[side]);
 }
 
-void sc_wire_allocation(long index, int rep, uintptr_t addr, size_t size, uintptr_t site)
+void sc_wire_allocations(long index, int rep, const struct sc_wire_block *blocks, int n)
 {
-	report(0, "%s %ld %d %#lx %zu %#lx\n", SC_WIRE_ALLOCATION, index, rep, (unsigned long)addr, size,
-	       (unsigned long)site);
+	report(0, "%s %ld %d %d\n", SC_WIRE_ALLOCATION, index, rep, n);
+	output.write((const char *)blocks, (size_t)n * sizeof *blocks);
 }
 
-void sc_wire_memory(long index, int rep, uintptr_t addr, const unsigned char *bytes, size_t n)
+void sc_wire_memory(long index, int rep, const struct sc_wire_range *ranges, int n)
 {
-	static const char digits[] = "0123456789abcdef";
-	char hex[512];
-	report(0, "%s %ld %d %#lx ", SC_WIRE_MEMORY, index, rep, (unsigned long)addr);
-	for (size_t done = 0; done < n;) {
-		size_t k = 0;
-		for (; k < sizeof hex / 2 && done < n; done++, k++) {
-			hex[2 * k] = digits[bytes[done] >> 4];
-			hex[2 * k + 1] = digits[bytes[done] & 15];
-		}
-		output.write(hex, 2 * k);
-	}
-	output.write("\n", 1);
+	report(0, "%s %ld %d %d\n", SC_WIRE_MEMORY, index, rep, n);
+	output.write((const char *)ranges, (size_t)n * sizeof *ranges);
+	for (int i = 0; i < n; i++)
+		output.write((const char *)(uintptr_t)ranges[i].addr, ranges[i].size);
 }
 
 void sc_wire_fail(const char *what, const char *reason)

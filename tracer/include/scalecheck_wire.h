@@ -25,8 +25,10 @@
  *   READY [cpus]                     the driver is up and reads the batch
  *   W index                          a warm-up run of the test (results not reported)
  *   B index                          the test begins: a crash or hang is blamed on it
- *   A index rep addr size site       harness: a block the setup or a call allocated
- *   MEM index rep addr hex           harness: memory after a repeat's calls
+ *   A index rep n                    harness: blocks the setup or the calls allocated,
+ *                                    then n x struct sc_wire_block, raw
+ *   MEM index rep n                  harness: memory after a repeat's calls, then
+ *                                    n x struct sc_wire_range, raw, then each range's bytes
  *   R index rep resultA resultB      a repeat's results (JSON without spaces)
  *   X index rep why                  the setup failed (rep -1: the test could not be read)
  *   H index rep call A|B did not return
@@ -36,6 +38,8 @@
  *   U release                        the kernel's release
  *   K, then /proc/kallsyms as it is, then KEND on a line of its own
  *   O cpu offset                     a CPU's per-cpu offset (hex)
+ * The raw parts of A and MEM follow their line directly, little-endian (wire.py's
+ * read_reports): memory goes out as it is, at no guest instruction per byte.
  */
 #ifndef SCALECHECK_WIRE_H
 #define SCALECHECK_WIRE_H
@@ -88,6 +92,14 @@ struct sc_wire_call {
 	const char *names[SC_WIRE_MAX_ARGS], *values[SC_WIRE_MAX_ARGS];
 };
 
+/* A heap block (A) and a range of memory (MEM) as the raw parts of their reports give them. */
+struct sc_wire_block {
+	uint64_t addr, size, site;
+};
+struct sc_wire_range {
+	uint64_t addr, size;
+};
+
 /* What a driver gives the batch loop. Each callback returns 0, or -1 with *why set. */
 struct sc_wire_driver {
 	void *test; /* the driver's test, filled by the callbacks below */
@@ -100,8 +112,10 @@ struct sc_wire_driver {
 	void (*batch_line)(char **tok, int n);
 };
 
-/* Where reports go: write takes a piece of a line; flush (or NULL) ends a unit the host
- * may act on. */
+/* Where reports go: write takes a piece of a report; flush (or NULL) ends a unit the host
+ * may act on. A piece over SC_WIRE_COPY_LIMIT bytes (memory, tables) may be written by
+ * reference: it stays unchanged until the next flush. */
+#define SC_WIRE_COPY_LIMIT 1024
 void sc_wire_output(void (*write)(const char *s, size_t n), void (*flush)(void));
 
 /* The batch file as NUL-terminated text in pages of its own (not inherited by a fork),
@@ -122,8 +136,9 @@ void sc_wire_ready(int cpus);
 void sc_wire_results(long index, int rep, const char *a, const char *b);
 void sc_wire_setup_failed(long index, int rep, const char *why);
 void sc_wire_hung(long index, int rep, int side);
-void sc_wire_allocation(long index, int rep, uintptr_t addr, size_t size, uintptr_t site);
-void sc_wire_memory(long index, int rep, uintptr_t addr, const unsigned char *bytes, size_t n);
+void sc_wire_allocations(long index, int rep, const struct sc_wire_block *blocks, int n);
+/* The bytes of each range, at its address. */
+void sc_wire_memory(long index, int rep, const struct sc_wire_range *ranges, int n);
 void sc_wire_fail(const char *what, const char *reason);
 void sc_wire_done(long ms);
 void sc_wire_release(const char *release);

@@ -8,26 +8,33 @@
  * and before the tests "N addr size" lines, the library's static data to snapshot (below),
  * and "WRAP start end [file]" lines, the code of allocation wrappers (trace_alloc.h).
  * It reports on stdout, flushed after each test repeat: B as a test begins, then per
- * repeat the allocations (A), the memory snapshot (MEM) and the results (R), or X.
+ * repeat the memory snapshot (MEM), the allocations (A) and the results (R), or X; each
+ * unit in one writev, the memory sent from where it is (no guest work per byte, which
+ * under the plugin costs a callback per access).
  *
  * Call A runs on thread A, then call B on thread B, each between markers, with the region
  * tag (index << SC_TAG_INDEX_SHIFT) | (rep << SC_TAG_REP_SHIFT) | side emitted first. The
  * harness's own memory written around the calls (results, allocation logs, stacks) is
  * private to each thread, so it never shows as a conflict.
  *
- * After each repeat's calls the harness writes a snapshot (MEM lines) of the "N" ranges and
+ * After each repeat's calls the harness writes a snapshot (MEM) of the "N" ranges and
  * of the live allocations: the host follows the typed pointers in them to find the DWARF
  * type of each heap object (src/scalecheck/run/user/dwarfnames.py), and names each
  * repeat's conflicting lines from its own snapshot before it compares the repeats.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../include/scalecheck_abi.h"
 #include "../include/scalecheck_marker.h"
@@ -341,46 +348,7 @@ static int ncalls(const void *test)
 
 /* ---- running ---- */
 
-/* An allocation and its place in the test's history. */
-struct allocation_at { const struct alloc *a; int when; };
-
-static int by_address_then_time(const void *x, const void *y)
-{
-	const struct allocation_at *p = x, *q = y;
-	if (p->a->addr != q->a->addr)
-		return p->a->addr < q->a->addr ? -1 : 1;
-	return p->when - q->when;
-}
-
-/* The logs in the order of the test (setup's, then call A's, then call B's).  A block
- * handed out again later in the test (malloc's reuse of a freed chunk, a library's kept
- * block) is reported by its last allocation only: the object the later accesses and the
- * snapshot see, not whatever the block held before. */
-static void report_allocations(long index, int rep)
-{
-	struct allocation_at order[3 * MAX_ALLOCS];
-	int n = 0;
-	for (int slot = 0; slot < 3; slot++) {
-		for (int i = 0; i < sc_alloc_logs[slot]->n; i++) {
-			const struct alloc *a = &sc_alloc_logs[slot]->entries[i];
-			if (!a->is_free) {
-				order[n] = (struct allocation_at){a, n};
-				n++;
-			}
-		}
-	}
-	qsort(order, (size_t)n, sizeof *order, by_address_then_time);
-	for (int k = 0; k < n; k++) {
-		const struct alloc *a = order[k].a;
-		if (k + 1 < n && order[k + 1].a->addr == a->addr)
-			continue;
-		sc_wire_allocation(index, rep, a->addr, a->size, a->site);
-	}
-	for (int slot = 0; slot < 3; slot++)
-		sc_alloc_logs[slot]->n = 0;
-}
-
-/* ---- memory snapshot ---- */
+/* ---- what a repeat reports of the heap and the library's memory ---- */
 
 /* Line-aligned, as all the harness's static data: never on a line of the library's. */
 static struct {
@@ -407,33 +375,104 @@ static void batch_line(char **tok, int n)
 		sc_alloc_add_wrapper(tok, n);
 }
 
-static void print_memory(long index, int rep, uintptr_t addr, size_t size)
+static size_t snapshot_size(size_t size)
 {
-	sc_wire_memory(index, rep, addr, (const unsigned char *)addr, size < SNAPSHOT_BYTES ? size : SNAPSHOT_BYTES);
+	return size < SNAPSHOT_BYTES ? size : SNAPSHOT_BYTES;
 }
 
-/* Whether the allocation at entry i of log slot was freed later: the setup's log (0) comes
- * before call A's (1), which comes before call B's (2). */
-static int freed_later(int slot, int i)
+/* An allocation and its place in the test's history. */
+struct allocation_at { const struct alloc *a; int when; };
+
+static int by_address_then_time(const void *x, const void *y)
 {
-	uintptr_t addr = sc_alloc_logs[slot]->entries[i].addr;
-	for (int s = slot; s < 3; s++)
-		for (int j = s == slot ? i + 1 : 0; j < sc_alloc_logs[s]->n; j++)
-			if (sc_alloc_logs[s]->entries[j].is_free && sc_alloc_logs[s]->entries[j].addr == addr)
-				return 1;
-	return 0;
+	const struct allocation_at *p = x, *q = y;
+	if (p->a->addr != q->a->addr)
+		return p->a->addr < q->a->addr ? -1 : 1;
+	return p->when - q->when;
 }
 
-static void report_snapshot(long index, int rep)
+/* What one repeat reports of the heap, in harness memory (line-aligned, as all of it):
+ * the tables are written by reference until the repeat's results flush them. */
+static struct {
+	struct sc_wire_block blocks[3 * MAX_ALLOCS];
+	struct sc_wire_range ranges[MAX_SNAPSHOT_RANGES + 3 * MAX_ALLOCS];
+} __attribute__((aligned(64))) heap_report;
+
+/* The logs' allocations in the order of the test (setup's, then call A's, then call B's),
+ * sorted by address, each address's in that order, into order; returns how many. The
+ * array is on the stack and holds allocations only, as it always has: qsort takes memory
+ * of malloc for a larger one, and the library's blocks would land elsewhere. */
+static int allocations_by_address(struct allocation_at *order)
 {
-	for (int i = 0; i < snapshot_ranges.n; i++)
-		print_memory(index, rep, snapshot_ranges.addr[i], snapshot_ranges.size[i]);
+	int n = 0;
 	for (int slot = 0; slot < 3; slot++)
-		for (int i = 0; i < sc_alloc_logs[slot]->n; i++) {
-			const struct alloc *a = &sc_alloc_logs[slot]->entries[i];
-			if (!a->is_free && a->size && !freed_later(slot, i))
-				print_memory(index, rep, a->addr, a->size);
-		}
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++)
+			if (!sc_alloc_logs[slot]->entries[i].is_free) {
+				order[n] = (struct allocation_at){&sc_alloc_logs[slot]->entries[i], n};
+				n++;
+			}
+	qsort(order, (size_t)n, sizeof *order, by_address_then_time);
+	return n;
+}
+
+/* When an entry was logged, in the order of the test. */
+static int time_of(const struct alloc *a)
+{
+	for (int slot = 0; slot < 3; slot++)
+		if (a >= sc_alloc_logs[slot]->entries && a < sc_alloc_logs[slot]->entries + MAX_ALLOCS)
+			return slot * MAX_ALLOCS + (int)(a - sc_alloc_logs[slot]->entries);
+	return -1;
+}
+
+/* When addr was last released in the test, or -1. */
+static int last_release(uintptr_t addr)
+{
+	int last = -1;
+	for (int slot = 0; slot < 3; slot++)
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++)
+			if (sc_alloc_logs[slot]->entries[i].is_free && sc_alloc_logs[slot]->entries[i].addr == addr)
+				last = slot * MAX_ALLOCS + i;
+	return last;
+}
+
+/* Of one address's allocations, order[first..end), the last non-empty one no release
+ * follows (the memory the snapshot holds), or NULL. */
+static const struct alloc *live_allocation(const struct allocation_at *order, int first, int end)
+{
+	int released = last_release(order[first].a->addr);
+	for (int k = end - 1; k >= first && time_of(order[k].a) > released; k--)
+		if (order[k].a->size)
+			return order[k].a;
+	return NULL;
+}
+
+/* The repeat's allocations (A) and, when `snapshot`, its memory after the calls (MEM): the
+ * "N" ranges of static data and the live allocations, each up to SNAPSHOT_BYTES. The
+ * logs start again empty. */
+static void report_heap(long index, int rep, int snapshot)
+{
+	struct allocation_at order[3 * MAX_ALLOCS];
+	int n = allocations_by_address(order), nblocks = 0, nranges = 0;
+	for (int i = 0; snapshot && i < snapshot_ranges.n; i++)
+		heap_report.ranges[nranges++] =
+			(struct sc_wire_range){snapshot_ranges.addr[i], snapshot_size(snapshot_ranges.size[i])};
+	for (int first = 0, end; first < n; first = end) {
+		for (end = first + 1; end < n && order[end].a->addr == order[first].a->addr; end++)
+			;
+		/* A block handed out again later in the test (malloc's reuse of a freed chunk,
+		 * a library's kept block) is reported by its last allocation only: the object
+		 * the later accesses and the snapshot see, not whatever the block held before. */
+		const struct alloc *last = order[end - 1].a, *live = snapshot ? live_allocation(order, first, end) : NULL;
+		heap_report.blocks[nblocks++] = (struct sc_wire_block){last->addr, last->size, last->site};
+		if (live)
+			heap_report.ranges[nranges++] = (struct sc_wire_range){live->addr, snapshot_size(live->size)};
+	}
+	if (snapshot)
+		sc_wire_memory(index, rep, heap_report.ranges, nranges);
+	if (nblocks)
+		sc_wire_allocations(index, rep, heap_report.blocks, nblocks);
+	for (int slot = 0; slot < 3; slot++)
+		sc_alloc_logs[slot]->n = 0;
 }
 
 static void run_repeat(const void *test, int rep)
@@ -451,21 +490,89 @@ static void run_repeat(const void *test, int rep)
 		set_flag(&p->go);
 		wait_flag(&p->done);
 	}
-	report_snapshot(t->index, rep);
-	report_allocations(t->index, rep);
+	report_heap(t->index, rep, 1);
+	/* Flushes the snapshot, written by reference, before the teardown changes it. */
 	sc_wire_results(t->index, rep, participants[0].result.text, participants[1].result.text);
 	sc_teardown();
-	report_allocations(t->index, rep);
+	report_heap(t->index, rep, 0);
 }
 
-static void write_stdout(const char *s, size_t n)
+/* ---- output: a unit's reports in one writev, memory by reference ---- */
+
+#define OUTPUT_PIECES 512
+
+/* Line-aligned, as all the harness's static data. */
+static struct {
+	struct iovec pieces[OUTPUT_PIECES];
+	int n;
+	size_t used, capacity;
+	char *text;
+} __attribute__((aligned(64))) output;
+
+/* The lines' buffer, allocated as stdio allocates a stream's (the C library's BUFSIZ, or
+ * the file's block size when smaller) at the first report, as when stdio wrote the
+ * reports: the harness takes the heap it took then. Where the library's blocks land, and
+ * with that any false sharing on heap lines, depends on what came before them. */
+static void allocate_text(void)
 {
-	fwrite(s, 1, n, stdout);
+	struct stat st;
+	output.capacity = BUFSIZ;
+	if (fstat(STDOUT_FILENO, &st) == 0 && st.st_blksize > 0 && st.st_blksize < BUFSIZ)
+		output.capacity = (size_t)st.st_blksize;
+	if (output.capacity < SC_WIRE_COPY_LIMIT) /* a copied piece fits */
+		output.capacity = SC_WIRE_COPY_LIMIT;
+	output.text = malloc(output.capacity);
+	if (!output.text) {
+		perror("scalecheck harness: output buffer");
+		exit(3);
+	}
 }
 
-static void flush_stdout(void)
+static void flush_output(void)
 {
-	fflush(stdout);
+	fflush(stdout); /* anything an adapter printed comes first */
+	struct iovec *piece = output.pieces;
+	int n = output.n;
+	while (n > 0) {
+		ssize_t written = writev(STDOUT_FILENO, piece, n < IOV_MAX ? n : IOV_MAX);
+		if (written < 0 && errno == EINTR)
+			continue;
+		if (written < 0) {
+			perror("scalecheck harness: writing reports");
+			exit(3);
+		}
+		for (; n > 0 && (size_t)written >= piece->iov_len; piece++, n--)
+			written -= (ssize_t)piece->iov_len;
+		if (n > 0) {
+			piece->iov_base = (char *)piece->iov_base + written;
+			piece->iov_len -= (size_t)written;
+		}
+	}
+	output.n = 0;
+	output.used = 0;
+}
+
+/* Lines are copied; a piece over SC_WIRE_COPY_LIMIT is written from where it is at the
+ * next flush (scalecheck_wire.h). */
+static void write_output(const char *s, size_t n)
+{
+	int by_reference = n > SC_WIRE_COPY_LIMIT;
+	if (!output.text)
+		allocate_text();
+	if (output.n == OUTPUT_PIECES || (!by_reference && output.used + n > output.capacity))
+		flush_output();
+	if (by_reference) {
+		output.pieces[output.n++] = (struct iovec){(void *)s, n};
+		return;
+	}
+	char *at = output.text + output.used;
+	memcpy(at, s, n);
+	output.used += n;
+	struct iovec *last = output.n ? &output.pieces[output.n - 1] : NULL;
+	if (last && (char *)last->iov_base + last->iov_len == at)
+		last->iov_len += n;
+	else
+		output.pieces[output.n++] = (struct iovec){at, n};
 }
 
 int main(int argc, char **argv)
@@ -484,7 +591,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: no header line\n", argv[1]);
 		return 2;
 	}
-	sc_wire_output(write_stdout, flush_stdout);
+	sc_wire_output(write_output, flush_output);
 	sc_alloc_log_start(0);
 	start_participants();
 	sc_wire_ready(2);

@@ -157,8 +157,16 @@ def _code_of(symbols, is_wanted) -> PcSet:
     return PcSet(lambda pc: pc != 0 and is_wanted(symbols.function(pc)))
 
 
+@functools.cache
+def _defines_any(symbols, functions: frozenset) -> bool:
+    return symbols.defines_any(functions)
+
+
 def without_tick_work(region, symbols) -> tuple:
-    """The region without the accesses of CPU-time accounting, and how many line sites went."""
+    """The region without the accesses of CPU-time accounting, and how many line sites went
+    (a program with none of its functions keeps every region whole, unlooked at)."""
+    if not _defines_any(symbols, TICK_WORK):
+        return region, 0
     return region.without_sites(_code_of(symbols, TICK_WORK.__contains__))
 
 

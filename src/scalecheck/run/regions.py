@@ -190,8 +190,34 @@ def _parse_region(buf: bytes, pos: int):
     magic, vcpu, tag, flags, accesses, dropped, interrupts, nlines = _HEAD.unpack_from(buf, pos)
     if magic != REGION_MAGIC:
         raise TraceFormatError(f"bad region record at byte {pos}")
-    pos += _HEAD.size
     region = Region(vcpu, tag, flags, accesses, dropped, interrupts)
+    if flags & (FLAG_TRANSFERS | FLAG_PAIR_TRANSFERS):
+        end = _lines_with_counts(buf, pos + _HEAD.size, nlines, flags, region.lines)
+    else:
+        end = _lines(buf, pos + _HEAD.size, nlines, region.lines)
+    return None if end is None else (region, end)
+
+
+def _lines(buf: bytes, pos: int, nlines: int, lines: dict) -> int | None:
+    """Reads nlines lines without counts into ``lines``; the position after them, or None
+    if the record is not complete yet. (Most of a run's parsing: kept lean.)"""
+    unpack, line_size, site_size, size = _LINE.unpack_from, _LINE.size, _SITE.size, len(buf)
+    for _ in range(nlines):
+        if size - pos < line_size:
+            return None
+        paddr, vaddr, rmask, wmask, nsites = unpack(buf, pos)
+        pos += line_size
+        end = pos + nsites * site_size
+        if end > size:
+            return None
+        lines[paddr] = Line(paddr, vaddr, rmask, wmask, None, buf[pos:end])
+        pos = end
+    return pos
+
+
+def _lines_with_counts(buf: bytes, pos: int, nlines: int, flags: int, lines: dict) -> int | None:
+    """As _lines, for a region whose lines carry transfer counts (FLAG_TRANSFERS,
+    FLAG_PAIR_TRANSFERS)."""
     for _ in range(nlines):
         if len(buf) - pos < _LINE.size:
             return None
@@ -212,7 +238,7 @@ def _parse_region(buf: bytes, pos: int):
         if len(buf) - pos < nsites * _SITE.size:
             return None
         end = pos + nsites * _SITE.size
-        region.lines[paddr] = Line(
+        lines[paddr] = Line(
             paddr,
             vaddr,
             rmask,
@@ -223,7 +249,7 @@ def _parse_region(buf: bytes, pos: int):
             pair_transfers=pair_transfers,
         )
         pos = end
-    return region, pos
+    return pos
 
 
 class RegionReader:

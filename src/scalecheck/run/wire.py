@@ -7,9 +7,10 @@ this module writes them and reads what comes back."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
-from dataclasses import dataclass
+import struct
 
 from scalecheck.common import sources
 
@@ -43,7 +44,7 @@ def settings_line(**settings) -> str:
     return line("SETTINGS", *(f"{key}={value}" for key, value in settings.items()))
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Call:
     """One call line: side 0 is call A, 1 call B; arguments in the model's order."""
 
@@ -66,7 +67,7 @@ def test_text(index: int, setup: list[str], calls: list[Call]) -> str:
 # ---- reports, driver -> host ----
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Report:
     """One report line. ``kind`` is the keyword's name (``"RESULTS"``); ``index`` and
     ``rep`` are -1 where the line has none; ``rest`` is the text after them: both
@@ -76,21 +77,25 @@ class Report:
     index: int = -1
     rep: int = -1
     rest: str = ""
+    raw: bytes = b""  # the raw part after an A or MEM line (read_reports)
 
     def results(self) -> tuple[str, str]:
         """A RESULTS line's results of call A and call B."""
         result_a, _, result_b = self.rest.partition(" ")
         return result_a, result_b
 
-    def allocation(self) -> tuple[int, int, int]:
-        """An ALLOCATION line's block: (address, size, allocation site)."""
-        addr, size, site = self.rest.split()
-        return int(addr, 16), int(size), int(site, 16)
+    def allocations(self) -> list[tuple[int, int, int]]:
+        """An ALLOCATION report's blocks: (address, size, allocation site) each."""
+        return list(_BLOCK.iter_unpack(self.raw))
 
-    def memory(self) -> tuple[int, bytes]:
-        """A MEMORY line's (address, bytes)."""
-        addr, _, data = self.rest.partition(" ")
-        return int(addr, 16), bytes.fromhex(data)
+    def memory(self) -> dict[int, bytes]:
+        """A MEMORY report's ranges: address -> bytes."""
+        table = _RANGE.size * int(self.rest)
+        memory, at = {}, table
+        for addr, size in _RANGE.iter_unpack(self.raw[:table]):
+            memory[addr] = self.raw[at : at + size]
+            at += size
+        return memory
 
     def percpu_offset(self) -> tuple[str, int]:
         """A PERCPU_OFFSET line's (CPU, the offset of its per-cpu area)."""
@@ -115,6 +120,10 @@ def holds_done(output: bytes) -> bool:
     """Whether a driver's output so far holds its DONE line (cheap enough to poll)."""
     return f"\n{keyword('DONE')} ".encode() in output
 
+
+# The raw parts after A and MEM lines (struct sc_wire_block, struct sc_wire_range).
+_BLOCK = struct.Struct("<QQQ")
+_RANGE = struct.Struct("<QQ")
 
 # Reports that name a test, and those that name a test and a repeat.
 _WITH_INDEX = {"WARMUP", "BEGIN"}
@@ -142,3 +151,34 @@ def parse_report(text: str) -> Report | None:
         index, rep, rest = [*rest.split(" ", 2), "", ""][:3]
         return Report(kind, int(index), int(rep), rest)
     return Report(kind, rest=rest)
+
+
+def read_reports(stream):
+    """The reports of a harness's output (a binary stream), each A and MEM report with its
+    raw part; None for another line. Ends at the end of the stream, or where it was cut
+    inside a raw part (the program died)."""
+    for text in iter(stream.readline, b""):
+        report = parse_report(text.decode(errors="replace"))
+        if report is not None and report.kind in ("ALLOCATION", "MEMORY"):
+            report = _with_raw(report, stream)
+            if report is None:
+                return
+        yield report
+
+
+def _with_raw(report: Report, stream) -> Report | None:
+    """The report with its raw part read from the stream; None if the stream ends first."""
+    count = int(report.rest)
+    if report.kind == "ALLOCATION":
+        raw = _exactly(stream, _BLOCK.size * count)
+    else:
+        raw = _exactly(stream, _RANGE.size * count)
+        if raw is not None:
+            data = _exactly(stream, sum(size for _, size in _RANGE.iter_unpack(raw)))
+            raw = None if data is None else raw + data
+    return None if raw is None else dataclasses.replace(report, raw=raw)
+
+
+def _exactly(stream, size: int) -> bytes | None:
+    data = stream.read(size)
+    return data if len(data) == size else None

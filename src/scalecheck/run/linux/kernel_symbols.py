@@ -75,6 +75,10 @@ class KernelSymbols:
         """The bare function name (for grouping conflicts by code site)."""
         return function_of(self.pc_name(pc))
 
+    def defines_any(self, names) -> bool:
+        """Whether any of these names is a symbol of the kernel's."""
+        return any(name in self.address_of for name in names)
+
     def struct_page_frame(self, vaddr: int) -> int | None:
         """The frame whose struct page (64 bytes each on x86-64) holds vaddr; None outside
         the vmemmap array."""

@@ -192,6 +192,11 @@ class ProgramSymbols:
     def function(self, pc: int) -> str:
         return function_of(self.pc_name(pc))
 
+    def defines_any(self, names) -> bool:
+        """Whether a function of the program (or of its loaded shared objects) has any of
+        these names: ``function`` can name no code otherwise."""
+        return any(name in names for _, _, name in self._functions)
+
     def struct_page_frame(self, vaddr: int) -> None:
         """A user-space program holds no kernel page metadata."""
         return None

@@ -130,8 +130,6 @@ class ProgramWorker:
             env=self._environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
             preexec_fn=die_with_parent,
         )
         try:
@@ -152,25 +150,23 @@ class ProgramWorker:
     def _follow(self, process: subprocess.Popen, run: _Run) -> tuple | None:
         """Takes the program's reports until it is done; returns (test progress, status,
         detail) for a test that crashed or timed out, else None."""
-        lines: queue.Queue = queue.Queue()
-        reader = threading.Thread(target=_forward_lines, args=(process.stdout, lines), daemon=True)
+        reports: queue.Queue = queue.Queue()
+        reader = threading.Thread(
+            target=_forward_reports, args=(process.stdout, reports), daemon=True
+        )
         reader.start()
         last_progress = time.monotonic()
         timeout = self.settings.timeout
         while not self.stop.is_set():
             try:
-                line = lines.get(timeout=0.05)
+                report = reports.get(timeout=0.05)
             except queue.Empty:
-                line = None
-            run.read_regions()
-            if line is None:
-                if process.poll() is not None and not reader.is_alive() and lines.empty():
+                if process.poll() is not None and not reader.is_alive() and reports.empty():
                     break
                 if run.current is not None and time.monotonic() - last_progress > timeout:
                     return run.current, "timeout", f"no result within {timeout:g} s; killed"
                 continue
             last_progress = time.monotonic()
-            report = wire.parse_report(line)
             if report is not None and self._take(report, run):
                 return None
         if run.current is not None and process.poll() is not None:
@@ -186,10 +182,9 @@ class ProgramWorker:
             run.current = outcome.TestProgress(test, report.index) if test else None
             run.allocations, run.memory = {}, {}
         elif kind == "ALLOCATION" and run.current is not None:
-            run.allocations.setdefault(rep, []).append(report.allocation())
+            run.allocations.setdefault(rep, []).extend(report.allocations())
         elif kind == "MEMORY" and run.current is not None:
-            addr, data = report.memory()
-            run.memory.setdefault(rep, {})[addr] = data
+            run.memory.setdefault(rep, {}).update(report.memory())
         elif kind in ("RESULTS", "SETUP_FAILED") and run.current is not None:
             run.current.add(report)
             if run.current.complete(self.settings.repeats):
@@ -260,17 +255,17 @@ class ProgramWorker:
             self._record(outcome.base_record(current.test, status, detail))
 
 
-def _forward_lines(stream, lines: queue.Queue):
-    """Hands the program's output to the run loop line by line (a reader thread)."""
-    for line in stream:
-        lines.put(line)
+def _forward_reports(stream, reports: queue.Queue):
+    """Hands the program's reports to the run loop one by one (a reader thread)."""
+    for report in wire.read_reports(stream):
+        reports.put(report)
 
 
 def _read_and_close(pipe) -> str:
     if pipe is None:
         return ""
     with pipe:
-        return pipe.read()
+        return pipe.read().decode(errors="replace")
 
 
 def _exit_description(code: int, stderr: str) -> str:
