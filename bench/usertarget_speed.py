@@ -21,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scalecheck.run import outcome
+from benchlib import print_result
+from scalecheck import api
 
 HERE = Path(__file__).resolve().parents[1]
 # Run in the child: the run as a function, then its CPU seconds (own and children's).
@@ -65,8 +66,8 @@ def _key(record: dict) -> tuple:
     noise = record.get("noise", {})
     return (
         *(json.dumps(record.get(field), sort_keys=True) for field in COMPARED),
-        outcome.conflict_set(record.get("conflicts", [])),
-        outcome.conflict_set(record.get("false_sharing", [])),
+        api.conflict_set(record.get("conflicts", [])),
+        api.conflict_set(record.get("false_sharing", [])),
         tuple(noise.get("transient", [])),
         tuple(c.get("data", "") for c in record.get("conflicts", [])),
     )
@@ -145,11 +146,7 @@ def main():
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print(
-        json.dumps(result, indent=1)
-        if args.json
-        else "\n".join(f"{k}: {v}" for k, v in result.items())
-    )
+    print_result(result, args.json)
 
 
 if __name__ == "__main__":
