@@ -233,12 +233,14 @@ def test_the_harness_reads_allocation_wrappers(tmp_path):
             + "".join(wrappers)
             + program_worker.render(testcase.Test("a", [], test), 0, {"get": ("key",)}, {})
         )
-        done = subprocess.run([program, batch], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([program, batch], capture_output=True, timeout=60)
         assert done.returncode == 0, done.stderr
-        reports = _reports(done.stdout)
+        reports = [r for r in wire.read_reports(io.BytesIO(done.stdout)) if r is not None]
         sites += [
             site
-            for _, size, site in (r.allocation() for r in reports if r.kind == "ALLOCATION")
+            for report in reports
+            if report.kind == "ALLOCATION"
+            for _, size, site in report.allocations()
             if size == 24
         ]
     assert len(sites) == 2
