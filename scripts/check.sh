@@ -28,6 +28,7 @@ C_BUILDS=(
   "-C native/libsv6 all checks"
   "-C tracer/guest"
   "-C tracer/user"
+  "-C tracer/sharing"
   "-C bench/fidelity"
 )
 

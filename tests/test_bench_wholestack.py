@@ -120,10 +120,12 @@ def test_writes_to_a_line_the_other_thread_only_reads_are_invalidations_in_the_g
 
 def test_the_guest_init_runs_the_command_pinned_with_its_environment():
     script = wholestack.init_script(
-        ["prog", "--dir", "it's"], Path("/repo"), {"GLIBC_TUNABLES": "a=1:b=2"}
+        ["prog", "--dir", "it's"], Path("/repo"), {"GLIBC_TUNABLES": "a=1:b=2"}, 2
     )
     assert "export 'GLIBC_TUNABLES=a=1:b=2'\n" in script
-    assert "taskset -c 1,2 'prog' '--dir' 'it'\\''s' >/t/out" in script
+    assert "taskset -c 1-2 'prog' '--dir' 'it'\\''s' >/t/out" in script
+    # N workers: the guest's CPUs 1 to N (CPU 0 keeps the housekeeping)
+    assert "taskset -c 1-4 'prog'" in wholestack.init_script(["prog"], Path("/"), {}, 4)
     # the guest stays up after the command, for the host to read its memory
     assert script.rstrip().endswith("exec $B sleep 1000000")
 

@@ -62,6 +62,9 @@ struct window {
     uint64_t ops;
     uint64_t extra[HC_MAX_EXTRA_SUMS];
     uint64_t tsc_ticks;
+    /* The TSC at the window's start: with tsc_ticks, when it ran (scalecheck sharing
+     * names a heap line by the blocks that held it then). */
+    uint64_t tsc_start;
     /* CPU time the workers themselves (not their children) got in the window; NAN
      * when a worker's clock could not be read. */
     double worker_cpu_seconds;
@@ -549,6 +552,7 @@ static void measure(void)
         previous_ops = ops;
     }
     window.tsc_ticks = hc_rdtsc() - tsc_start;
+    window.tsc_start = tsc_start;
     window.worker_cpu_seconds = workers_cpu_seconds() - cpu_start;
     window.cpu_wall_seconds = now_s() - cpu_wall_start;
     window.seconds = previous_time - start;
@@ -739,6 +743,8 @@ static void print_result(int stragglers, bool oversubscribed)
     buf_printf(&b, ", \"oversubscribed\": %s, \"workers_killed_at_stop\": %d, \"topology\": ",
                oversubscribed ? "true" : "false", stragglers);
     json_topology(&b);
+    buf_printf(&b, ", \"window_tsc\": [%llu, %llu]", (unsigned long long)window.tsc_start,
+               (unsigned long long)(window.tsc_start + window.tsc_ticks));
     buf_printf(&b, ", \"load_bias\": %llu, \"shared_objects\": ", (unsigned long long)load_bias());
     json_shared_objects(&b);
     buf_printf(&b, "}, \"machine\": ");

@@ -50,6 +50,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../../tracer/include/scalecheck_marker.h"
+
 #define HC_MAX_WORKERS 1024
 /* Per-worker named accumulators a benchmark may declare (hc_benchmark.extra_sums). */
 #define HC_MAX_EXTRA_SUMS 6
@@ -133,6 +135,8 @@ static inline void hc_count_n(struct hc_worker *w, uint64_t n)
 {
     /* Single writer: a plain load and a relaxed store, no locked instruction. */
     __atomic_store_n(&w->slot->ops, w->slot->ops + n, __ATOMIC_RELAXED);
+    /* A NOP; under scalecheck's tracer, the end of this worker's turn. */
+    SC_MARK_OPERATION_END();
 }
 
 static inline void hc_count(struct hc_worker *w)

@@ -21,3 +21,4 @@ export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --locked -q --manifest-path tracer/plugin/Cargo.toml
 make -s -C tracer/guest
 make -s -C tracer/user
+make -s -C tracer/sharing

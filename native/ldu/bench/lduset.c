@@ -112,7 +112,9 @@ static void worker_setup(struct hc_worker *w)
     if (!s)
         hc_fail("worker %d: out of memory", w->index);
     s->ring_size = 2 * b->window;
-    s->handle = objset_attach(b->set, (unsigned)w->cpu);
+    /* its own queue (0 is the setup's): w->cpu repeats when workers outnumber the
+     * host's CPUs, as the emulated CPUs of scalecheck sharing do */
+    s->handle = objset_attach(b->set, (unsigned)w->index + 1);
     if (!s->handle)
         hc_fail("worker %d: cannot attach to the set", w->index);
     for (long i = 0; i < s->ring_size; i++)

@@ -27,6 +27,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct set_object;
 
@@ -72,8 +74,17 @@ void set_object_init(struct set_object *object, uint64_t key);
 
 /* Zeroed memory on whole cache lines, released with free(): for objects that
  * embed a struct set_object (64-byte aligned) and for per-thread state that
- * must not share a line with a neighbour's. */
-void *alloc_aligned_zeroed(size_t size);
+ * must not share a line with a neighbour's.  Always inlined, so that an
+ * allocation's return address is in the function that asked for the block: a
+ * tracer names the block by it (scalecheck sharing, docs/heap-names.md). */
+static inline __attribute__((always_inline)) void *alloc_aligned_zeroed(size_t size)
+{
+    size_t rounded = (size + 63) / 64 * 64;
+    void *memory = aligned_alloc(64, rounded);
+    if (memory)
+        memset(memory, 0, rounded);
+    return memory;
+}
 
 /* Returns NULL if impl_name is unknown or max_workers is 0 (errno EINVAL), or
  * if memory ran out.  max_workers bounds how many workers may be attached at once. */
@@ -81,8 +92,10 @@ struct objset *objset_create(const char *impl_name, unsigned max_workers);
 void objset_destroy(struct objset *set);
 const char *objset_impl_name(const struct objset *set);
 
-/* cpu picks the per-core queue of "ldu-percore"; any number is accepted.
- * Returns NULL when max_workers workers are attached already. */
+/* cpu picks the per-core queue of "ldu-percore" (there are max_workers of them:
+ * give each worker its own number below max_workers, as a benchmark running a
+ * worker per core does); any number is accepted.  Returns NULL when max_workers
+ * workers are attached already. */
 struct objset_worker *objset_attach(struct objset *set, unsigned cpu);
 void objset_detach(struct objset_worker *worker);
 

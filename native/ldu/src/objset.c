@@ -25,15 +25,6 @@ void objset_die(const char *fmt, ...)
     abort();
 }
 
-void *alloc_aligned_zeroed(size_t size)
-{
-    size_t rounded = (size + 63) / 64 * 64;
-    void *memory = aligned_alloc(64, rounded);
-    if (memory)
-        memset(memory, 0, rounded);
-    return memory;
-}
-
 void set_object_init(struct set_object *object, uint64_t key)
 {
     memset(object, 0, sizeof *object);

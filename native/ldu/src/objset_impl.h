@@ -16,7 +16,7 @@ struct objset_ops {
     void (*remove)(struct objset_worker *worker, struct set_object *object);
     size_t (*walk)(struct objset_worker *worker, objset_visit_fn visit, void *arg);
     void (*barrier)(struct objset_worker *worker);
-    unsigned queues;           /* LDU only: 0 = one queue per CPU, else this many */
+    unsigned queues;           /* LDU only: 0 = one queue per worker (per core), else this many */
 };
 
 /* The first member of every implementation's set and worker. */

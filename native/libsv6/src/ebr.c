@@ -13,10 +13,15 @@
 #include <time.h>
 
 #define MAX_THREADS 256
-/* Try to reclaim once this many more callbacks wait than after the last try:
- * amortizes the scan of every thread's slot, whose announcements those threads
- * keep writing. */
+/* Try to reclaim once this many more callbacks per two slots in use wait than
+ * after the last try: a try scans every thread's slot, whose announcements those
+ * threads keep writing (a line moved per slot), and moves the epoch, which every
+ * thread then reads again; a batch that grows with the slots keeps those moves
+ * per retirement about the same as threads are added (up to RECLAIM_BATCH_MAX),
+ * while two or three threads (refcache's waits on reclamation) keep the batch and
+ * the callbacks held as they were. */
 #define RECLAIM_BATCH 128
+#define RECLAIM_BATCH_MAX (EBR_PENDING_MAX / 2)
 /* How long a thread holding EBR_PENDING_MAX callbacks (ebr.h) waits in ebr_exit:
  * the caller may hold a lock that the stalled section waits for. */
 #define EBR_WAIT_NS (20 * 1000 * 1000L)
@@ -192,7 +197,9 @@ void ebr_exit(void)
         self.reclaim_at = pending;
     if (self.reclaiming)
         return;
-    if (pending >= self.reclaim_at + RECLAIM_BATCH) {
+    unsigned pairs = atomic_load_explicit(&slots_used, memory_order_relaxed) / 2;
+    unsigned batch = RECLAIM_BATCH * (pairs > 1 ? pairs : 1);
+    if (pending >= self.reclaim_at + (batch < RECLAIM_BATCH_MAX ? batch : RECLAIM_BATCH_MAX)) {
         run(take_expired(slot, UINT64_MAX, try_advance()));
         self.reclaim_at = atomic_load(&slot->pending);
     }

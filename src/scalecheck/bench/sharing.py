@@ -5,11 +5,12 @@ transfers per operation at each N (--cpus 2,4,8,16).
 
 The benchmark's catalog command runs with N workers as threads (a control's --processes
 becomes --threads: one address space) under qemu-x86_64 with scalecheck's tracer plugin;
-with --system, inside the Linux target's guest instead (wholestack.py, 2 workers), where the
-kernel's lines are traced beside the program's. In user mode the plugin's quantum schedule
-(--quantum, default QUANTUM instructions) has the workers take turns: N emulated CPUs run
-as N cores running together would interleave, in an order that depends on instruction
-counts, not on the host's scheduler (docs/many-cores.md).
+with --system, inside the Linux target's guest instead (wholestack.py: N + 1 CPUs, the
+workers on N quiet ones), where the kernel's lines are traced beside the program's. The
+plugin's quantum schedule (--quantum, default QUANTUM instructions; a turn also ends with
+an operation) has the workers take turns: N emulated CPUs run as N cores running together
+would interleave, in an order that depends on instruction counts, not on the host's
+scheduler (docs/many-cores.md).
 The harness marks each worker's loop as a region tagged with its index, so what its setup
 and teardown touch is left out. Each shared line is named by the program's static data
 that holds it, else by the object whose image holds it ("libc.so.6 data"), or "(heap or
@@ -39,12 +40,16 @@ caches and BTF: `kernel: files_struct.fdtab`), the program's as above (`user: ..
 the workers may be processes (--processes: a control's layout) instead of threads.
 
 `lines`, for any N, ranks the lines by their name alone (data, summed over the workers):
-transfers and invalidations per operation; the two-worker `groups` and `pair_groups` above
-are given at N = 2.
+transfers and invalidations per operation. There a heap line is named by the allocation
+that held it in the measured window (`site:alloc(size)+offset`, from the allocation-site
+recorder preloaded in the guest: tracer/sharing), the same in every run; a line of no
+named data by its writers too. The two-worker `groups` and `pair_groups` above are given
+at N = 2.
 
 usage: scalecheck sharing BENCHMARK [--mode M] [--runtime R] [--cpus N[,N...]] [--duration S]
                           [--system [--processes]] [--env NAME=VALUE] [--top N]
                           [--catalog DIR] [--json FILE] [--plot FILE] [--quantum Q]
+                          [--turn-ends operation|quantum]
 Exit status 0 after the table, 2 when the benchmark cannot be built or run (with --system,
 also when the guest twice fails to reach its init within 300 s: one such boot is tried
 again, which stderr says), 141 when stdout's reader leaves before the table ends (--json is
@@ -57,6 +62,7 @@ import json
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -81,7 +87,7 @@ from scalecheck.run.regions import (
     RegionReader,
     shared_lines,
 )
-from scalecheck.run.tracer_build import ensure_plugin
+from scalecheck.run.tracer_build import ensure_plugin, run_step
 from scalecheck.run.user.program_symbols import ProgramSymbols
 from scalecheck.run.user.program_worker import QEMU_USER
 
@@ -196,10 +202,18 @@ class SharedObjects:
 
 class ProgramNames:
     """Names the program's lines and code: its static data and functions (load bias
-    applied), else the shared object that holds them."""
+    applied), else the shared object that holds them, else the heap block that held the
+    line (``heap``: line address -> allocation name, `allocation_names`)."""
 
-    def __init__(self, symbols: ProgramSymbols, bias: int, objects: SharedObjects):
+    def __init__(
+        self,
+        symbols: ProgramSymbols,
+        bias: int,
+        objects: SharedObjects,
+        heap: dict[int, str] | None = None,
+    ):
         self.symbols, self.bias, self.objects = symbols, bias, objects
+        self.heap = heap or {}
 
     def function(self, pc: int) -> str:
         name = self.symbols.function(pc - self.bias)
@@ -211,7 +225,57 @@ class ProgramNames:
         if kind == "static":
             return name
         holder = self.objects.holder(vaddr)
-        return f"{holder} data" if holder else "(heap or mapping)"
+        if holder:
+            return f"{holder} data"
+        return self.heap.get(vaddr & -LINE_BYTES, UNNAMED)
+
+
+# A line of no static data, no object's image and no recorded allocation (a thread's
+# stack, the allocator's own memory): named by the code that wrote it as well.
+UNNAMED = "(heap or mapping)"
+# One record of the allocation-site recorder (tracer/sharing/alloc_sites.c): address,
+# size, site (the return address into the function that asked for the block; 0: the block
+# given back) and the TSC.
+SITE_RECORD = struct.Struct("<QQQQ")
+
+
+def read_allocations(path: Path) -> list[tuple[int, int, int, int]]:
+    """The recorder's (address, size, site, TSC) records; none when it wrote no file."""
+    data = path.read_bytes() if path.exists() else b""
+    return list(SITE_RECORD.iter_unpack(data[: len(data) - len(data) % SITE_RECORD.size]))
+
+
+def held_in_window(records: list, window: list[int]) -> list[tuple[int, int, int]]:
+    """The blocks (address, size, site) that were handed out at some time of the window
+    (its start and end TSC, the harness's): not those the setup gave back before it
+    started, nor those the report made after it ended in the memory they left."""
+    start, end = window
+    live: dict[int, tuple[int, int, int]] = {}
+    held = []
+    for addr, size, site, tsc in sorted(records, key=lambda record: record[3]):
+        if site and tsc <= end:
+            live[addr] = (addr, size, site)
+        elif not site and (block := live.pop(addr, None)) and tsc >= start:
+            held.append(block)
+    return held + list(live.values())
+
+
+def allocation_names(allocations: list, lines: list[int], function_of) -> dict[int, str]:
+    """Each line address's name by the smallest of the blocks that held part of it (the
+    most specific object, not the chunk an arena was reserved in), as the user target
+    names heap data: ``site:alloc(size)+offset`` (``function_of(site)``, the line's
+    offset in the block). The same in every run of one build, wherever blocks landed."""
+    starts = sorted(set(lines))
+    held: dict[int, tuple] = {}
+    for addr, size, site in allocations:
+        first = bisect.bisect_right(starts, addr - LINE_BYTES)
+        for line in starts[first : bisect.bisect_left(starts, addr + max(size, 1))]:
+            block = (size, function_of(site), max(line - addr, 0))
+            held[line] = min(held.get(line, block), block)
+    return {
+        line: f"{function}:alloc({size})+{offset:#x}"
+        for line, (size, function, offset) in held.items()
+    }
 
 
 def line_code(line, function_of) -> tuple:
@@ -428,14 +492,29 @@ def harness_result(run: subprocess.CompletedProcess, command: str) -> dict:
         raise UserError(str(err)) from None
 
 
+def schedule_options(args) -> str:
+    """The plugin's options of the workers' turns (tracer/plugin/src/schedule.rs)."""
+    ends = "" if args.turn_ends == "operation" else ",operation_ends=off"
+    return f"quantum={args.quantum}{ends}"
+
+
+def ensure_recorder() -> Path:
+    """The allocation-site recorder preloaded into the traced benchmark (in the guest
+    only: qemu-x86_64's -E), rebuilt if stale."""
+    directory = sources.root() / "tracer" / "sharing"
+    run_step(["make", "-s", "-C", str(directory)], "allocation-site recorder")
+    return directory / "build" / "alloc_sites.so"
+
+
 def trace_workers(args, name: str, argv: list, program: Path, scratch: str, workers: int) -> tuple:
     """Runs the benchmark's worker threads under qemu-x86_64 and the plugin: (result,
     regions, groups, pair groups, lines); UserError when it cannot be run or read."""
-    trace = Path(scratch) / "trace.bin"
-    plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on,quantum={args.quantum}"
+    trace, sites = Path(scratch) / "trace.bin", Path(scratch) / "allocations.bin"
+    plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on,{schedule_options(args)}"
+    recorder = ["-E", f"LD_PRELOAD={ensure_recorder()}", "-E", f"SCALECHECK_ALLOC_SITES={sites}"]
     try:
         run = subprocess.run(
-            [QEMU_USER, "-plugin", plugin, str(program), *argv[1:]],
+            [QEMU_USER, *recorder, "-plugin", plugin, str(program), *argv[1:]],
             cwd=sources.root(),
             env={**os.environ, **args.env},
             capture_output=True,
@@ -450,6 +529,9 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
     except ValueError as err:
         raise unread(err, result) from None
     names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
+    touched = [line.vaddr for region in regions for line in region.lines.values()]
+    held = held_in_window(read_allocations(sites), result["harness"]["window_tsc"])
+    names.heap = allocation_names(held, touched, names.function)
     groups, pairs = user_groups(regions, names) if workers == 2 else ([], [])
     lines = line_table(regions, lambda line: names.data(line.vaddr), names.function)
     return result, regions, groups, pairs, lines
@@ -458,18 +540,22 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
 def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
     """The lines two or more workers touched, one of them writing, grouped by their name:
     the data that holds them (``data_of(line)``, of the lowest address a worker touched it
-    at) and the code of any worker that wrote them (``function_of(pc)``); the transfers and
-    invalidations of all workers, most transfers first."""
+    at), and for a line of no named data (UNNAMED) the code of any worker that wrote them
+    (``function_of(pc)``) too; the transfers and invalidations of all workers, most
+    transfers first."""
     by_paddr: dict[int, list] = {}
     for region in regions:
         for paddr, line in region.lines.items():
             by_paddr.setdefault(paddr, []).append(line)
 
     def name(touched: list) -> str:
+        data = data_of(min(touched, key=lambda line: line.vaddr))
+        if not data.endswith(UNNAMED):  # with --system, after the space's "user: "
+            return data
         code = {site for line in touched for site in line_code(line, function_of)}
         writers = sorted(site[:-2] for site in code if site.endswith(":W"))
         shown = ", ".join(writers[:3]) + (", ..." if len(writers) > 3 else "")
-        return f"{data_of(min(touched, key=lambda line: line.vaddr))} (written by {shown})"
+        return f"{data} (written by {shown})"
 
     return ranked_lines(
         (
@@ -495,14 +581,16 @@ def ranked_lines(counts) -> list[dict]:
     return sorted(table.values(), key=lambda r: (-r["transfers"], -r["invalidations"], r["name"]))
 
 
-def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
-    """Runs the benchmark's 2 workers inside the Linux target's guest (wholestack.py):
-    (result, regions, groups, pair groups) with the kernel's lines among them; UserError
-    when it cannot be run or read."""
+def trace_system(args, argv: list, program: Path, scratch: str, workers: int) -> tuple:
+    """Runs the benchmark's workers inside the Linux target's guest (wholestack.py), one
+    per quiet CPU: (result, regions, groups, pair groups, lines) with the kernel's lines
+    among them (groups and pairs at 2 workers); UserError when it cannot be run or read."""
     kernel = wholestack.Kernel()
     cwd = sources.root()
     run, stdout, traced = wholestack.run_to_end(
-        lambda directory: wholestack.GuestRun(kernel, argv, args.env, program, cwd, directory),
+        lambda directory: wholestack.GuestRun(
+            kernel, argv, args.env, program, cwd, directory, workers, schedule_options(args)
+        ),
         Path(scratch),
         args.timeout,
     )
@@ -512,18 +600,51 @@ def trace_system(args, argv: list, program: Path, scratch: str) -> tuple:
         except ValueError as err:
             raise UserError(str(err)) from None
         try:
-            regions = pick_workers(traced)
+            regions = pick_workers(traced, workers)
         except ValueError as err:
             raise unread(err, result) from None
         names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
         namer = run.data_namer()
         try:
-            groups, pairs = stack_groups(regions, names, kernel.symbols, namer)
+            if workers == 2:
+                groups, pairs = stack_groups(regions, names, kernel.symbols, namer)
+                return result, regions, groups, pairs, group_lines(groups)
+            return result, regions, [], [], stack_lines(regions, names, kernel.symbols, namer)
         finally:
             namer.close()
     finally:
         run.stop()
-    return result, regions, groups, pairs, group_lines(groups)
+
+
+def stack_lines(regions: list[Region], names: ProgramNames, kernel, namer) -> list[dict]:
+    """`lines` of a system-mode trace of any number of workers: user lines named as in
+    user mode, kernel lines (those two workers touched, one writing) as `scalecheck
+    trace` names them, each with its space."""
+    by_paddr: dict[int, list] = {}
+    for region in regions:
+        for paddr, line in region.lines.items():
+            by_paddr.setdefault(paddr, []).append(line)
+    kernel_data = kernel_names(
+        [
+            (line, line.read_mask | line.write_mask)
+            for touched in by_paddr.values()
+            if len(touched) >= 2 and any(other.written for other in touched)
+            for line in [min(touched, key=lambda other: other.vaddr)]
+            if line.vaddr >= USER_END
+        ],
+        kernel,
+        namer,
+    )
+
+    def data_of(line) -> str:
+        if line.vaddr < USER_END:
+            return f"user: {names.data(line.vaddr)}"
+        return f"kernel: {kernel_data[line.paddr]}"
+
+    def function_of(pc: int) -> str:
+        return names.function(pc) if pc < USER_END else kernel.function(pc)
+
+    return line_table(regions, data_of, function_of)
 
 
 def group_lines(groups: list[dict]) -> list[dict]:
@@ -738,7 +859,16 @@ def add_options(parser) -> None:
         type=argtypes.limit,
         default=QUANTUM,
         help=f"instructions per turn of the workers (default {QUANTUM}; 0: the host's "
-        "scheduler orders them; user mode only)",
+        "scheduler orders them)",
+    )
+    parser.add_argument(
+        "--turn-ends",
+        choices=["operation", "quantum"],
+        default="operation",
+        help="what ends a worker's turn: its operation's end or Q instructions, whichever "
+        "first (default), or Q instructions only (operations shorter than Q overlap, as "
+        "a short lock's waiters need; a line written once per operation moves about L / Q "
+        "times per operation of L instructions)",
     )
     parser.add_argument(
         "--warmup",
@@ -754,7 +884,8 @@ def add_options(parser) -> None:
     parser.add_argument(
         "--system",
         action="store_true",
-        help="run it in the Linux target's guest (2 CPUs): the kernel's lines beside the program's",
+        help="run it in the Linux target's guest (N + 1 CPUs, the workers on N quiet ones): "
+        "the kernel's lines beside the program's",
     )
     parser.add_argument(
         "--processes",
@@ -805,7 +936,7 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         workdir = wholestack.GUEST_WORKDIR if args.system else scratch
         argv, program = benchmark_command(args, entry, mode, runtime, workdir, workers)
         if args.system:
-            traced = trace_system(args, argv, program, scratch)
+            traced = trace_system(args, argv, program, scratch, workers)
         else:
             traced = trace_workers(args, entry.name, argv, program, scratch, workers)
     result, regions, groups, pairs, lines = traced
@@ -825,7 +956,8 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "runtime": runtime,
         "command": shlex.join(argv),
         "cpus": workers,
-        "quantum": 0 if args.system else args.quantum,
+        "quantum": args.quantum,
+        "turn_ends": args.turn_ends,
         "system": args.system,
         "workers_as": "processes" if args.processes else "threads",
         "lines_touched": [len(r.lines) for r in regions],
@@ -848,8 +980,6 @@ def run(args) -> int:
         raise UserError("--processes needs --system (user mode traces one process's threads)")
     if args.cpus[-1] > MAX_CPUS:
         raise UserError(f"--cpus {args.cpus[-1]}: the tracer follows at most {MAX_CPUS} CPUs")
-    if args.system and args.cpus != [2]:
-        raise UserError("--system runs 2 workers on the guest's 2 quiet CPUs (--cpus 2)")
     catalog = load_catalog(args.catalog)
     if args.benchmark not in catalog:
         raise UserError(f"no benchmark {args.benchmark!r} in the catalog")

@@ -6,9 +6,11 @@ accesses recorded beside the kernel's) and `transfers=on`.
 The guest's initramfs is the tracer's base image (busybox) plus the program, every
 executable of its directory (mailbench's helpers), the shared objects they load (by
 `ldd`), and a shell script run as init instead of the guest driver: it mounts a tmpfs at
-/t, runs the command pinned to CPUs 1 and 2 (the two the guest keeps quiet), prints its
-result on the console between marker lines and waits, so that the host can read the
-guest's memory to name kernel data before it stops QEMU.
+/t, runs the command pinned to CPUs 1 to N (N workers: the guest has N + 1 CPUs and keeps
+those quiet, CPU 0 doing the housekeeping), prints its result on the console between
+marker lines and waits, so that the host can read the guest's memory to name kernel data
+before it stops QEMU. With `schedule` (the plugin's quantum=Q options, as in user mode),
+the workers' vCPUs take turns.
 """
 
 import re
@@ -34,8 +36,6 @@ STARTED, RESULT_BEGIN, RESULT_END, EXIT = (
     "SCALECHECK-RESULT-END",
     "SCALECHECK-EXIT",
 )
-# The guest's two quiet CPUs (vm.ISOLATION_ARGS), one per worker.
-WORKER_CPUS = "1,2"
 KERNEL_ARGS = vm.LSM_ARGS["minor"]
 BOOT_TIMEOUT = 300.0
 
@@ -64,7 +64,12 @@ def shell_words(words) -> str:
     return " ".join("'" + word.replace("'", "'\\''") + "'" for word in words)
 
 
-def init_script(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+def worker_cpus(workers: int) -> str:
+    """The guest's quiet CPUs, one per worker (CPU 0 keeps the housekeeping)."""
+    return f"1-{workers}"
+
+
+def init_script(argv: list[str], cwd: Path, env: dict[str, str], workers: int) -> str:
     quoted = shell_words(argv)
     exports = "".join(f"export {shell_words([f'{k}={v}'])}\n" for k, v in env.items())
     return f"""#!/bin/busybox sh
@@ -76,7 +81,7 @@ echo {STARTED}
 $B mkdir -p {GUEST_WORKDIR} {cwd}
 cd {cwd}
 export TMPDIR=/t
-{exports}$B taskset -c {WORKER_CPUS} {quoted} >/t/out 2>/t/err
+{exports}$B taskset -c {worker_cpus(workers)} {quoted} >/t/out 2>/t/err
 status=$?
 echo {RESULT_BEGIN}
 $B cat /t/out
@@ -145,23 +150,27 @@ class GuestRun:
         program: Path,
         cwd: Path,
         scratch: Path,
+        workers: int = 2,
+        schedule: str = "",
     ):
         self.kernel = kernel
         image = boot_image(
             Path(kernel.built["base_image"]),
             guest_files(program),
-            init_script(argv, cwd, env),
+            init_script(argv, cwd, env, workers),
             scratch / "bench.cpio",
         )
+        quiet = vm.quiet_cpus_args(worker_cpus(workers))
         self.session = vm.GuestSession(
             scratch / "vm",
             kernel.image,
-            f"{KERNEL_ARGS} rdinit={GUEST_INIT}",
+            f"{KERNEL_ARGS} {quiet} rdinit={GUEST_INIT}",
             image,
             "",
             kernel.built["plugin"],
             kernel.entries,
-            plugin_options="transfers=on,user=on",
+            plugin_options="transfers=on,user=on" + (f",{schedule}" if schedule else ""),
+            machine=vm.Machine(workers + 1, []),
         )
 
     def wait(self, timeout: float) -> tuple[str, list[Region]]:

@@ -33,7 +33,8 @@
 //! points, lines `irq HEX`, `exc HEX` or `switch HEX`), `pcs=N` (PCs kept per line, default 32;
 //! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
 //! `transfers=on`, `user=on`, `quantum=Q` (the vCPUs with a region open take turns of Q
-//! instructions: schedule.rs).
+//! instructions, or of one operation of a benchmark's loop when shorter, unless
+//! `operation_ends=off`: schedule.rs).
 //!
 //! With `profile=on` (scalecheck profile: a whole program, unmodified), one marker run by
 //! any vCPU opens the window on every vCPU and another closes it; in between every access
@@ -70,6 +71,8 @@ const MARK_TAG0: u32 = 0x5c5c_0010;
 const MARK_TAG1: u32 = 0x5c5c_0011;
 const MARK_PROFILE_ON: u32 = 0x5c5c_0003;
 const MARK_PROFILE_OFF: u32 = 0x5c5c_0004;
+/// The end of one operation of a benchmark's loop: with `quantum=Q`, the end of the turn.
+const MARK_OPERATION_END: u32 = 0x5c5c_0005;
 /// Profile mode's contexts (a region's tag).
 const CONTEXT_USER: u32 = 0;
 const CONTEXT_FAULT: u32 = 1;
@@ -363,6 +366,12 @@ impl Tracer {
 
     fn on_marker(&self, index: VCPUIndex, magic: u32) {
         let Some(cell) = self.vcpu(index) else { return };
+        if magic == MARK_OPERATION_END {
+            if let (true, Some(schedule)) = (self.is_active(index), &self.schedule) {
+                schedule.end_turn(index);
+            }
+            return;
+        }
         let mut vcpu = cell.lock().unwrap();
         let started = magic == MARK_START;
         // Markers run in user mode, so no kernel entry can be in progress on this vCPU;
@@ -659,9 +668,17 @@ fn string_arg(args: &Args, key: &str) -> Option<String> {
 fn marker_magic(bytes: &[u8]) -> Option<u32> {
     if bytes.len() == 7 && bytes[..3] == NOPL_DISP32 {
         let magic = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]);
-        [MARK_START, MARK_END, MARK_TAG0, MARK_TAG1, MARK_PROFILE_ON, MARK_PROFILE_OFF]
-            .contains(&magic)
-            .then_some(magic)
+        [
+            MARK_START,
+            MARK_END,
+            MARK_TAG0,
+            MARK_TAG1,
+            MARK_PROFILE_ON,
+            MARK_PROFILE_OFF,
+            MARK_OPERATION_END,
+        ]
+        .contains(&magic)
+        .then_some(magic)
     } else {
         None
     }
@@ -707,7 +724,10 @@ impl Register for ConflictTracer {
             // QEMU parses on/off, yes/no, true/false as booleans.
             holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
                 .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(LineMap::default())).collect()),
-            schedule: quantum.map(|q| Schedule::new(q, MAX_VCPUS)),
+            schedule: quantum.map(|q| {
+                let ends = !matches!(args.parsed.get("operation_ends"), Some(Value::Bool(false)));
+                Schedule::new(q, MAX_VCPUS, ends)
+            }),
             profile,
             stacks: Mutex::new(HashMap::new()),
         };

@@ -1,6 +1,9 @@
 //! The quantum schedule (`quantum=Q`): the vCPUs that have a region open take turns, each
 //! running Q instructions (counted at translation-block starts, so a turn may overrun by
-//! one block) before the next one in index order runs its own Q. Host threads run a
+//! one block) before the next one in index order runs its own Q. A turn also ends at the
+//! end of an operation (a benchmark loop's marker, native/harness's hc_count), so that an
+//! operation of L < Q instructions runs alone in its turn: a line every vCPU writes at
+//! every operation moves at each one, not L / Q times per operation. Host threads run a
 //! program's emulated CPUs in host-scheduler slices of milliseconds, in which a line stays
 //! in one vCPU's cache for thousands of operations; in turns of Q instructions, a line that
 //! every vCPU writes at every operation of more than Q instructions moves at each one, as it
@@ -74,6 +77,13 @@ impl Turns {
         }
     }
 
+    /// `vcpu` ended an operation: its turn ends if it held it.
+    pub fn end_turn(&mut self, vcpu: u32) {
+        if self.holder == Some(vcpu) {
+            self.pass(vcpu);
+        }
+    }
+
     /// The member whose turn comes after the holder's (none when the holder is alone).
     pub fn successor(&self) -> Option<u32> {
         let holder = self.holder?;
@@ -98,6 +108,9 @@ impl Turns {
 /// The turns, and the waiting of the vCPUs whose turn it is not.
 pub struct Schedule {
     turns: Mutex<Turns>,
+    /// Whether the end of an operation ends the turn (`operation_ends=off`: turns of Q
+    /// only, in which operations shorter than Q overlap as a lock's waiters need).
+    operation_ends: bool,
     /// The holder (NOBODY: none), read without the lock by the vCPUs waiting for a turn.
     holder: AtomicU32,
     /// One per vCPU: a turn wakes only the vCPU it goes to.
@@ -106,9 +119,10 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    pub fn new(quantum: u64, vcpus: usize) -> Self {
+    pub fn new(quantum: u64, vcpus: usize, operation_ends: bool) -> Self {
         Schedule {
             turns: Mutex::new(Turns::new(quantum)),
+            operation_ends,
             holder: AtomicU32::new(NOBODY),
             wake: (0..vcpus).map(|_| Condvar::new()).collect(),
             lapses: Mutex::new(vec![0; vcpus]),
@@ -135,6 +149,20 @@ impl Schedule {
             return;
         }
         turns.ran(vcpu, count);
+        self.wake_holder(&turns);
+        self.wait_turn(turns, vcpu);
+    }
+
+    /// `vcpu` ended an operation: the next member's turn, and `vcpu` waits for its own.
+    pub fn end_turn(&self, vcpu: u32) {
+        if !self.operation_ends {
+            return;
+        }
+        let mut turns = self.turns.lock().unwrap();
+        if !turns.is_member(vcpu) {
+            return;
+        }
+        turns.end_turn(vcpu);
         self.wake_holder(&turns);
         self.wait_turn(turns, vcpu);
     }
@@ -220,12 +248,14 @@ mod tests {
     }
 
     /// Runs the program under the turns, one instruction per block, until it completed
-    /// `operations`: the transfers per operation of each line.
+    /// `operations`: the transfers per operation of each line. With `operation_ends`, the
+    /// end of each operation ends the turn (a benchmark loop's marker).
     fn transfers_per_op(
         program: &mut dyn Program,
         vcpus: u32,
         quantum: u64,
         operations: u64,
+        operation_ends: bool,
     ) -> HashMap<u64, f64> {
         let mut turns = Turns::new(quantum);
         (0..vcpus).for_each(|v| turns.join(v));
@@ -234,9 +264,13 @@ mod tests {
         while program.operations() < operations {
             let vcpu = turns.holder().unwrap();
             turns.ran(vcpu, 1);
+            let done = program.operations();
             if let Some((line, store)) = program.step(vcpu as usize) {
                 let cost = holders.entry(line).or_default().access(vcpu, store);
                 *moved.entry(line).or_default() += u64::from(cost == Coherence::Transfer);
+            }
+            if operation_ends && program.operations() > done {
+                turns.end_turn(vcpu);
             }
         }
         let ops = program.operations() as f64;
@@ -248,8 +282,8 @@ mod tests {
     const SERVING: u64 = 0x3000;
     const DATA: u64 = 0x4000;
 
-    /// Each operation: one store (to one line all share, or to the vCPU's own), then
-    /// `length - 1` instructions that touch no memory.
+    /// Each operation: `length - 1` instructions that touch no memory, then one store (to
+    /// one line all share, or to the vCPU's own), which ends it.
     struct Stores {
         shared: bool,
         length: u64,
@@ -261,7 +295,7 @@ mod tests {
         fn step(&mut self, vcpu: usize) -> Step {
             let at = self.at[vcpu];
             self.at[vcpu] = (at + 1) % self.length;
-            if at != 0 {
+            if at != self.length - 1 {
                 return None;
             }
             self.done += 1;
@@ -273,9 +307,9 @@ mod tests {
         }
     }
 
-    fn stores(shared: bool, vcpus: u32, quantum: u64) -> f64 {
-        let mut program = Stores { shared, length: 100, at: vec![0; vcpus as usize], done: 0 };
-        let counts = transfers_per_op(&mut program, vcpus, quantum, 5_000);
+    fn stores(shared: bool, vcpus: u32, quantum: u64, length: u64, operation_ends: bool) -> f64 {
+        let mut program = Stores { shared, length, at: vec![0; vcpus as usize], done: 0 };
+        let counts = transfers_per_op(&mut program, vcpus, quantum, 5_000, operation_ends);
         counts.values().sum()
     }
 
@@ -283,14 +317,27 @@ mod tests {
     fn a_line_all_write_at_every_operation_moves_at_each_one_a_private_line_never() {
         for vcpus in [2, 4, 8, 16] {
             // Turns shorter than an operation: every store finds the line elsewhere.
-            let shared = stores(true, vcpus, 50);
+            let shared = stores(true, vcpus, 50, 100, false);
             assert!((0.99..=1.0).contains(&shared), "{vcpus} vCPUs: {shared}");
-            assert_eq!(stores(false, vcpus, 50), 0.0);
+            assert_eq!(stores(false, vcpus, 50, 100, false), 0.0);
         }
-        assert_eq!(stores(true, 1, 50), 0.0, "alone, nothing moves");
+        assert_eq!(stores(true, 1, 50, 100, false), 0.0, "alone, nothing moves");
         // Turns of 4 operations: the line moves once per turn, at its first store.
-        let long = stores(true, 4, 400);
+        let long = stores(true, 4, 400, 100, false);
         assert!((0.24..=0.26).contains(&long), "{long}");
+    }
+
+    #[test]
+    fn an_operation_shorter_than_a_turn_ends_it() {
+        for vcpus in [2, 4, 16] {
+            // Operations of 10 instructions, turns of 200: the end of each one ends the
+            // turn, so the line all write moves at each one, as without ends it does not.
+            let ended = stores(true, vcpus, 200, 10, true);
+            assert!((0.99..=1.0).contains(&ended), "{vcpus} vCPUs: {ended}");
+            let unended = stores(true, vcpus, 200, 10, false);
+            assert!((0.04..=0.06).contains(&unended), "{vcpus} vCPUs: {unended}");
+            assert_eq!(stores(false, vcpus, 200, 10, true), 0.0);
+        }
     }
 
     /// Each operation: a ticket lock's acquire (take a ticket, spin reading the ticket
@@ -354,7 +401,7 @@ mod tests {
             pause: 10,
             done: 0,
         };
-        transfers_per_op(&mut lock, vcpus, 8, 20_000)
+        transfers_per_op(&mut lock, vcpus, 8, 20_000, false)
     }
 
     #[test]

@@ -22,15 +22,19 @@ from scalecheck.run.regions import RegionReader
 from scalecheck.run.target import die_with_parent
 
 QEMU = "qemu-system-x86_64"
-# CPU0 does the housekeeping; CPUs 1 and 2 run the two calls, shielded from the
-# scheduler's balancing, the tick and RCU callbacks. With rcu_nocb_poll the callback
-# threads poll, so a call queueing a callback never decides, by timing, to wake them.
-# nokaslr keeps kallsyms addresses valid across boots; a fixed kernel stack offset keeps
-# repeats identical.
-ISOLATION_ARGS = (
-    "nokaslr randomize_kstack_offset=off nohz_full=1-2 isolcpus=nohz,domain,1-2 "
-    "rcu_nocbs=1-2 rcu_nocb_poll"
-)
+
+
+def quiet_cpus_args(cpus: str) -> str:
+    """Kernel arguments that shield `cpus` (a CPU list: "1-2") from the scheduler's
+    balancing, the tick and RCU callbacks. With rcu_nocb_poll the callback threads poll,
+    so a call queueing a callback never decides, by timing, to wake them."""
+    return f"nohz_full={cpus} isolcpus=nohz,domain,{cpus} rcu_nocbs={cpus} rcu_nocb_poll"
+
+
+# CPU0 does the housekeeping; CPUs 1 and 2 run the two calls, quiet. nokaslr keeps
+# kallsyms addresses valid across boots; a fixed kernel stack offset keeps repeats
+# identical.
+ISOLATION_ARGS = f"nokaslr randomize_kstack_offset=off {quiet_cpus_args('1-2')}"
 # AppArmor (on by default in Debian) adds a label refcount every open shares; with only
 # apparmor=0, SELinux (built in, no policy; Debian's kernel ignores selinux=0) takes its
 # place with its own shared inode security state. Neither belongs to the interface under
@@ -90,8 +94,9 @@ def kernel_command_line(extra: str, isolation: bool = True) -> str:
 
 
 class Machine:
-    """A guest unlike the traced tests' (scalecheck profile): its vCPUs, all of them used
-    (no isolation), and QEMU arguments of its own (the host's file system shared)."""
+    """A guest unlike the traced tests' (scalecheck profile, sharing --system): its vCPUs,
+    quiet only as the caller's kernel arguments say (quiet_cpus_args), and QEMU arguments
+    of its own (the host's file system shared)."""
 
     def __init__(self, vcpus: int, qemu_args: list[str]):
         self.vcpus, self.qemu_args = vcpus, qemu_args
