@@ -22,6 +22,7 @@ from scalecheck.run.regions import Line, Region
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = [sys.executable, "-m", "scalecheck.cli", "profile"]
 OPENS = REPO / "tests" / "data" / "profile_opens.c"
+HEAP = REPO / "tests" / "data" / "profile_heap.c"
 MISBEHAVE = REPO / "examples" / "profile" / "misbehave.sh"
 WEB_SERVER = REPO / "examples" / "profile" / "web-server.sh"
 needs_guest = pytest.mark.skipif(
@@ -76,6 +77,20 @@ def test_threads_opening_files_fight_over_their_fd_table_and_the_rule_says_o_any
     assert rows_named(document, "of profile_opens"), [r["name"] for r in document["lines"]]
     named = document["named"]
     assert 0 < named["named_transfers"] <= named["transfers"] == document["transfers"]
+
+
+@needs_guest
+def test_a_heap_line_two_threads_write_is_named_by_the_block_that_held_it_longest(tmp_path):
+    program = cache_dir() / "test-programs" / "profile_heap"
+    program.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cc", "-O0", "-pthread", "-o", str(program), str(HEAP)], check=True)
+    run, document = profile(tmp_path, str(program))
+    assert run.returncode == 0, run.stderr[-3000:]
+    names = [row["name"] for row in document["lines"] if row["transfers"] > 20]
+    assert "user: heap: 64-byte block from shared_counters (profile_heap)" in names, names
+    assert not [
+        name for name in names if "scratch_buffer" in name or "[heap] of profile_heap" in name
+    ]
 
 
 @needs_guest
@@ -247,6 +262,8 @@ def test_a_frame_is_named_by_the_process_that_mapped_it_most_often(tmp_path, glo
     pages = UserPages(tmp_path / "pages.txt")
     assert pages.name(0x2A000 + limits % 0x1000) == "globals: limits"
     assert pages.name(0x2C000) is None
+    # touched at another address of the one process that had the frame: it moved there
+    assert pages.owner(0x2A000, page + 0x1000)[0].comm == "globals"
     assert pages.name_by_address(limits) == "globals: limits (by address)"  # two programs
 
 

@@ -10,7 +10,9 @@
  * Each thread records (address, size, site, TSC) of every block it gets, and (address,
  * 0, 0, TSC) of every block it gives back, in memory of its own, so the workers share no
  * line through it; it appends them to the file SCALECHECK_ALLOC_SITES names when it
- * exits (the process's last thread at exit). The TSC (the harness's clock: its result
+ * exits (the process's last thread at exit, or the thread a default SIGTERM hits); a name ending in '/' is a directory where
+ * each process appends to a file of its own, named by its pid (`scalecheck profile`: a
+ * program and its children share the variable, and each has a heap of its own). The TSC (the harness's clock: its result
  * gives the measured window's) tells which blocks held a line while the workers ran.
  */
 #define _GNU_SOURCE
@@ -18,8 +20,11 @@
 #include <malloc.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -50,6 +55,11 @@ void __libc_free(void *addr);
 static void write_out(struct site_buffer *buffer)
 {
 	const char *path = getenv("SCALECHECK_ALLOC_SITES");
+	char own[4096];
+	if (path && *path && path[strlen(path) - 1] == '/') {
+		snprintf(own, sizeof own, "%s%ld", path, (long)getpid());
+		path = own;
+	}
 	int fd = path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
 	const char *bytes = (const char *)buffer->records;
 	size_t left = buffer->count * sizeof *buffer->records;
@@ -111,6 +121,24 @@ __attribute__((destructor)) static void process_exit(void)
 {
 	if (mine)
 		write_out(mine);
+}
+
+/* A server stopped by SIGTERM's default action runs no exit handlers: the thread that
+ * takes it writes its records first, then dies of it as it would have. */
+static void terminated(int signal_number)
+{
+	if (mine)
+		write_out(mine);
+	signal(signal_number, SIG_DFL);
+	raise(signal_number);
+}
+
+/* Only where SIGTERM would kill at once: a handler the program sets replaces this one. */
+__attribute__((constructor)) static void catch_terminate(void)
+{
+	struct sigaction current;
+	if (sigaction(SIGTERM, NULL, &current) == 0 && current.sa_handler == SIG_DFL)
+		signal(SIGTERM, terminated);
 }
 
 void *malloc(size_t size)

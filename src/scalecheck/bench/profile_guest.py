@@ -26,9 +26,10 @@ from pathlib import Path
 
 from scalecheck.bench import profile_lines, wholestack
 from scalecheck.bench.profile_frames import PAGE_TABLE, FrameHistory
+from scalecheck.bench.profile_heap import ALLOCATIONS, name_heap_lines
 from scalecheck.bench.profile_modules import KALLSYMS_FILE, ModuleSymbols
 from scalecheck.bench.profile_user import UserPages, is_specific
-from scalecheck.bench.sharing import kernel_names
+from scalecheck.bench.sharing import ensure_recorder, kernel_names
 from scalecheck.common.errors import UserError
 from scalecheck.run.linux import guest_build, kernels, vm
 from scalecheck.run.linux.kernel_layout import Layout
@@ -149,6 +150,8 @@ exec $B sleep 1000000
 
 def run_script(argv: list[str], rundir: Path, duration: float, helpers: Path) -> str:
     mark = helpers / "profile_mark"
+    # in the guest's /run: a program that drops its privileges still writes there
+    recorder = f"LD_PRELOAD={ensure_recorder()} SCALECHECK_ALLOC_SITES=/run/{ALLOCATIONS}/"
     return f"""B=/bin/busybox
 O={rundir}
 $B ifconfig lo 127.0.0.1 up
@@ -157,10 +160,11 @@ echo 0 > /proc/sys/kernel/randomize_va_space
 export HOME=/tmp TMPDIR=/tmp PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 cd /tmp
 $B cut -d' ' -f1 /proc/uptime > $O/started
+$B mkdir -m 1777 /run/{ALLOCATIONS}
 {helpers / "profile_pages"} /run/{PAGES_FILE} {PAGES_INTERVAL_MS} &
 pages=$!
 {mark} on
-{wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
+{recorder} {wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
 pid=$!
 ( $B sleep {duration:g}; $B kill -9 $pid 2>/dev/null && echo killed > $O/timed-out ) &
 watch=$!
@@ -170,6 +174,7 @@ status=$?
 $B cut -d' ' -f1 /proc/uptime > $O/ended
 kill -9 $watch $pages 2>/dev/null
 $B cp /run/{PAGES_FILE} $O/{PAGES_FILE}
+$B cp -r /run/{ALLOCATIONS} $O/
 $B grep ']$' /proc/kallsyms > $O/{KALLSYMS_FILE}
 # the shell's own kill: kill(-1) spares its caller
 kill -9 -1
@@ -318,6 +323,7 @@ def profile(args, argv: list[str], rundir: Path) -> Profiled:
         profiled.contended = profile_lines.contended_lines(regions)
         pages, loaded = UserPages(rundir / PAGES_FILE), ModuleSymbols(rundir / KALLSYMS_FILE)
         profiled.names = line_names(profiled, kernel, session, args.cpus, (pages, loaded))
+        name_heap_lines(profiled.names, profiled.contended, pages, rundir / ALLOCATIONS)
         if history:
             rename_bare(profiled, kernel, history)
         profiled.pairs = profile_lines.pair_lines(profiled.contended, syscalls)

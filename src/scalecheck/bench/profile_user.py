@@ -43,6 +43,7 @@ class Mapping:
 class ProcessMaps:
     comm: str
     mappings: tuple[Mapping, ...]
+    pid: int = 0
 
     @functools.cached_property
     def starts(self) -> list[int]:
@@ -60,14 +61,14 @@ class ProcessMaps:
         return None if first is None or sections is None else first.start - sections[0]
 
 
-def parse_maps(comm: str, lines: list[str]) -> ProcessMaps:
+def parse_maps(comm: str, lines: list[str], pid: int = 0) -> ProcessMaps:
     mappings = []
     for line in lines:
         fields = line.split(maxsplit=5)
         start, end = (int(x, 16) for x in fields[0].split("-"))
         path = fields[5].strip() if len(fields) > 5 else ""
         mappings.append(Mapping(start, end, int(fields[2], 16), path))
-    return ProcessMaps(comm, tuple(sorted(mappings, key=lambda m: m.start)))
+    return ProcessMaps(comm, tuple(sorted(mappings, key=lambda m: m.start)), pid)
 
 
 @functools.lru_cache(maxsize=256)
@@ -132,17 +133,18 @@ def read_page_map(path: Path) -> tuple[dict[int, Counter], list[ProcessMaps]]:
     seen: dict[int, Counter] = {}
     blocks: list[ProcessMaps] = []
     maps: ProcessMaps | None = None
-    comm, lines = "", list[str]()
+    pid, comm, lines = 0, "", list[str]()
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return {}, []
     for line in text.splitlines():
         if line.startswith("P "):
-            maps, comm, lines = None, line.split(maxsplit=2)[-1], []
+            _, number, comm = [*line.split(maxsplit=2), ""][:3]
+            maps, pid, lines = None, int(number), []
         elif line.startswith("G "):
             if maps is None:
-                maps = parse_maps(comm, lines)
+                maps = parse_maps(comm, lines, pid)
                 blocks.append(maps)
             frame, vaddr = (int(x, 16) for x in line.split()[1:3])
             seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
@@ -164,20 +166,32 @@ class UserPages:
         self._names: dict[tuple, str] = {}
         self._by_address: dict[int, str | None] = {}
 
-    def name(self, paddr: int, vaddr: int | None = None) -> str | None:
-        """The name of the line at paddr from its frame's owners: the one seen most often,
-        or, given the user address it was touched at, the most frequent owner that had it
-        there (None when none did: the frame changed hands)."""
+    def owner(self, paddr: int, vaddr: int | None = None) -> tuple[ProcessMaps, int] | None:
+        """The process that had the line at paddr, and where: its frame's owner seen most
+        often, or, given the user address it was touched at, the most frequent owner that
+        had it there, else the one process among its owners with memory at that address
+        (the frame moved within it: a block grown by mremap, a heap trimmed and grown);
+        None when none did or several could have (the frame changed hands)."""
         owners = self.owners.get(paddr // PAGE)
         if not owners:
             return None
         fitting = [owner for owner in owners if vaddr is None or owner[1] == vaddr & ~(PAGE - 1)]
-        if not fitting:
+        if fitting or vaddr is None:
+            maps, page = max(fitting, key=owners.__getitem__)
+            return maps, page + paddr % PAGE
+        holding = [owner for owner in owners if owner[0].holding(vaddr) is not None]
+        if len({maps.pid for maps, _ in holding}) != 1:
             return None
-        maps, page = max(fitting, key=owners.__getitem__)
-        key = (id(maps), page + paddr % PAGE)
+        return max(holding, key=owners.__getitem__)[0], vaddr
+
+    def name(self, paddr: int, vaddr: int | None = None) -> str | None:
+        """The name of the line at paddr from its owner (`owner`)."""
+        found = self.owner(paddr, vaddr)
+        if found is None:
+            return None
+        key = (id(found[0]), found[1])
         if key not in self._names:
-            self._names[key] = user_data_name(maps, key[1])
+            self._names[key] = user_data_name(*found)
         return self._names[key]
 
     def name_by_address(self, vaddr: int) -> str | None:

@@ -1,0 +1,96 @@
+"""Names a profiled program's heap lines by the blocks that held them: the program and its
+children run with the allocation-site recorder preloaded (tracer/sharing/alloc_sites.c),
+each process writing its blocks (address, size, the return address into the function that
+asked, TSC) to a file of its own, named by its pid, when it exits; a line of `[heap] of P`
+(or of P's anonymous memory: malloc's thread arenas, its large blocks) becomes
+`heap: 64-byte block from smtp_get (smtp-source)`, the site resolved through the process's
+page map and the ELF symbols of the file mapped there.
+
+The plugin does not time its touches, so a line several blocks held in turn is named by
+the one that held it longest: a block given back at once (a scratch buffer) does not name
+the line a long-lived one then held. A process killed without running its exit handlers
+(at the bound, by a signal, a daemon's SIGTERM) wrote nothing: its heap lines stay
+`[heap] of P (no record)`.
+"""
+
+import bisect
+from pathlib import Path
+
+from scalecheck.bench.profile_lines import is_kernel, representative
+from scalecheck.bench.profile_user import ProcessMaps, UserPages
+from scalecheck.bench.sharing import read_allocations
+from scalecheck.run.user.shared_objects import object_symbols
+
+# The directory (in the run's) the recorder writes a file per process to.
+ALLOCATIONS = "allocations"
+LINE_BYTES = 64
+HEAP, ANONYMOUS = "[heap] of ", "anonymous memory of "
+NO_RECORD = " (no record)"
+
+
+def held_blocks(records: list) -> list[tuple[int, int, int, int]]:
+    """Each block (address, size, site, TSC ticks held), by address; one never given back
+    is held until the process's last record."""
+    ordered = sorted(records, key=lambda record: record[3])
+    last = ordered[-1][3] if ordered else 0
+    live: dict[int, tuple[int, int, int]] = {}
+    blocks = []
+    for addr, size, site, tsc in ordered:
+        if site:
+            live[addr] = (size, site, tsc)
+        elif addr in live:
+            size, site, start = live.pop(addr)
+            blocks.append((addr, size, site, tsc - start))
+    blocks += [(addr, size, site, last - start) for addr, (size, site, start) in live.items()]
+    return sorted(blocks)
+
+
+def site_name(maps: ProcessMaps, site: int) -> str:
+    """The function a return address is in, and its file's name, through the process's maps."""
+    index = maps.holding(site - 1)
+    path = maps.mappings[index].path if index is not None else ""
+    bias = maps.load_bias(path) if path.startswith("/") else None
+    if bias is None:
+        return f"{site:#x}"
+    functions = object_symbols(Path(path), "STT_FUNC")
+    i = bisect.bisect_right(functions, (site - 1 - bias, float("inf"))) - 1
+    known = i >= 0 and site - 1 - bias < functions[i][0] + max(functions[i][1], 1)
+    return f"{functions[i][2] if known else hex(site - bias)} ({Path(path).name})"
+
+
+def block_names(maps: ProcessMaps, lines: list[int], blocks: list) -> dict[int, str]:
+    """Each line address's name by the block that held it longest (none: unnamed)."""
+    starts = sorted(set(lines))
+    longest: dict[int, tuple] = {}
+    for addr, size, site, held in blocks:
+        first = bisect.bisect_right(starts, addr - LINE_BYTES)
+        for line in starts[first : bisect.bisect_left(starts, addr + max(size, 1))]:
+            if line not in longest or (held, -size) > longest[line][:2]:
+                longest[line] = (held, -size, site)
+    return {
+        line: f"heap: {-size}-byte block from {site_name(maps, site)}"
+        for line, (_, size, site) in longest.items()
+    }
+
+
+def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: Path) -> None:
+    """Renames the contended lines (paddr -> name) of a process's heap or anonymous memory
+    by their blocks."""
+    by_process: dict[ProcessMaps, dict[int, int]] = {}
+    for paddr, name in names.items():
+        touches = contended[paddr]
+        owner = pages.owner(paddr, None if is_kernel(touches) else representative(touches).vaddr)
+        if (HEAP in name or ANONYMOUS in name) and owner:
+            by_process.setdefault(owner[0], {})[paddr] = owner[1] & -LINE_BYTES
+    blocks: dict[int, list] = {}
+    for maps, lines in by_process.items():
+        path = directory / str(maps.pid)
+        if maps.pid not in blocks:
+            blocks[maps.pid] = held_blocks(read_allocations(path))
+        found = block_names(maps, list(lines.values()), blocks[maps.pid])
+        for paddr, line in lines.items():
+            if line in found:
+                names[paddr] = names[paddr].replace(f"[heap] of {maps.comm}", found[line])
+                names[paddr] = names[paddr].replace(f"{ANONYMOUS}{maps.comm}", found[line])
+            elif not path.exists() and HEAP in names[paddr]:
+                names[paddr] += NO_RECORD
