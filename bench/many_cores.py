@@ -9,18 +9,25 @@ the same benchmark run natively at 1 worker in the same minute (the emulation's 
 per N: one emulated worker's time per operation, N x window / operations, over the native
 1-worker time per operation). Then the LDU modes' queue lines at each N (the one line of
 the global queue against the per-core queues' busiest and their sum), --quantum at half
-and twice the default at N = 4, and a second run at N = 8 (top five lines within 10 %?).
+and twice the default at N = 4, and each series of the Numbers list counted twice at N = 8
+(--repeat-duration, default 10 s; the Linux target's with --system and 2 s: a boot each):
+are the first run's top five lines within 10 % in the second?
 
 Then, for bench/sv6_scaling.py's series, the 2-vs-1 ratio the counts at N = 2 predict on
 this host's profile (`scalecheck predict B --mode M --machine host-2026-11-27 --cores 1,2
---counts F`), with the 1-worker time measured natively now and with 100 ns.
+--counts F`, the 1-worker time measured natively now), beside the ratio measured natively
+in the same minute (best of three runs at 1 and at 2 threads: on a loaded host the host's
+share, not the benchmark's) and the medians of the quiet sweeps of 2026-11-27.
 
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
                                    [--check B:M ...] [--only-check]
+                                   [--repeat B:M ...] [--repeat-system B:M ...]
+                                   [--repeat-duration 10] [--only-repeat]
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -44,6 +51,19 @@ SERIES = [
 # The LDU row: the lines of the update logs' queues (native/ldu's ldu_queues allocates
 # them), one that every worker writes or one per worker.
 QUEUES = "ldu_queues:"
+# The issue's Numbers list: each counted twice at N = 8 (top five lines within 10 %?); the
+# Linux target's with --system ("B:" for a benchmark without modes).
+REPEATED = [
+    "sv6-openbench:lowest",
+    "sv6-openbench:anyfd",
+    "sv6-statbench:fstat-shared",
+    "sv6-statbench:fstatx",
+    "sv6-sockbench:unordered",
+    "ldu-u90:ldu-global",
+    "ldu-u90:ldu-percore",
+    "ldu-u90:rwlock",
+]
+REPEATED_SYSTEM = ["openbench:", "sockbench:dgram-shared"]
 SCALECHECK = [sys.executable, "-m", "scalecheck.cli"]
 
 
@@ -51,18 +71,23 @@ def count(out: Path, series: str, cpus: str, duration: float, *extra: str) -> tu
     """The documents of one `scalecheck sharing` call, and its wall time."""
     benchmark, mode = series.split(":")
     started = time.monotonic()
-    command = [*SCALECHECK, "sharing", benchmark, "--mode", mode, "--cpus", cpus]
-    command += ["--duration", str(duration), "--json", str(out), *extra]
+    command = [*SCALECHECK, "sharing", benchmark, *(["--mode", mode] if mode else [])]
+    command += ["--cpus", cpus, "--duration", str(duration), "--json", str(out), *extra]
     subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     document = json.loads(out.read_text())
     return document.get("runs", [document]), time.monotonic() - started
+
+
+def cell(name: str) -> str:
+    """A line's name in a Markdown table (a symbol's aliases are joined by `|`)."""
+    return name.replace("|", "\\|")
 
 
 def top(document: dict, rank: int = 0) -> tuple[str, float]:
     lines = document["lines"]
     if len(lines) <= rank:
         return "-", 0.0
-    return lines[rank]["name"], lines[rank]["transfers_per_op"] or 0.0
+    return cell(lines[rank]["name"]), lines[rank]["transfers_per_op"] or 0.0
 
 
 def total(document: dict) -> float:
@@ -101,47 +126,64 @@ def queue_lines(out: Path, series: list[str]) -> None:
             )
 
 
-# bench/sv6_scaling.py's series: their 2-vs-1 ratios measured natively are in
-# bench/results/libsv6.md; here the ratio the counts at N = 2 predict on this host.
-CHECKED = [
-    "sv6-statbench-mixed:fstatx",
-    "sv6-statbench-mixed:fstat-shared",
-    "sv6-statbench-mixed:fstat-refcache",
-    "sv6-openbench:anyfd",
-    "sv6-openbench:lowest",
-    "sv6-mailbench:commutative",
-    "sv6-mailbench:regular",
-    "sv6-sockbench:unordered",
-    "sv6-sockbench:ordered",
-]
+# bench/sv6_scaling.py's series, with the median of their 2-vs-1 ratios in the five quiet
+# sweeps of 2026-11-27 (each sweep's median of 5 runs; bench/results/libsv6.md); here
+# the ratio the counts at N = 2 predict on this host, beside those and beside the ratio
+# measured natively now.
+CHECKED = {
+    "sv6-statbench-mixed:fstatx": 1.908,
+    "sv6-statbench-mixed:fstat-shared": 0.610,
+    "sv6-statbench-mixed:fstat-refcache": 0.736,
+    "sv6-openbench:anyfd": 1.957,
+    "sv6-openbench:lowest": 1.211,
+    "sv6-mailbench:commutative": 1.922,
+    "sv6-mailbench:regular": 1.742,
+    "sv6-sockbench:unordered": 1.970,
+    "sv6-sockbench:ordered": 0.342,
+}
 HOST = "host-2026-11-27"
 
 
+def predicted_ratio(out: Path, name: str, counts: Path) -> tuple[float, float]:
+    """The 2-vs-1 ratio `scalecheck predict` gives from the counts on this host's profile
+    (the 1-worker time measured natively now), and that 1-worker time in ns."""
+    benchmark, mode = name.split(":")
+    path = out / f"predict-{name.replace(':', '-')}.json"
+    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", HOST]
+    command += ["--cores", "1,2", "--counts", str(counts), "--json", str(path)]
+    subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    one, two = json.loads(path.read_text())["points"]
+    return two["ops_per_sec_per_core"] * 2 / one["ops_per_sec_per_core"], 1e9 / one[
+        "ops_per_sec_per_core"
+    ]
+
+
 def check_at_two(out: Path, duration: float, series: list[str]) -> None:
-    """The 2-vs-1 ratio predicted on this host's profile from the counts at N = 2 (the
-    1-worker time measured natively now, and with a 100 ns one)."""
-    print("\n| series | moved/op (ops) | 1 worker now | predicted 2 vs 1 | with 100 ns |")
-    print("|---|---|---|---|---|")
+    """Per series: the lines moved per operation at N = 2 (transfers + invalidations), the
+    2-vs-1 ratio they predict, the ratio measured natively now (1 and 2 threads, best of
+    three each, beside the load average) and the quiet medians, and the errors."""
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the start")
+    print(
+        "| series | transfers + invalidations/op (ops) | 1 worker now | predicted 2 vs 1 | "
+        "measured now | error | quiet median | error |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name in series:
         counts = out / f"two-{name.replace(':', '-')}.json"
         (document,), _ = count(counts, name, "2", duration)
-        moved = sum(
-            (r["transfers_per_op"] or 0) + (r["invalidations_per_op"] or 0)
-            for r in document["lines"]
-        )
-        ratios = []
-        for base in ([], ["--base-ns", "100"]):
-            benchmark, mode = name.split(":")
-            path = out / f"predict-{name.replace(':', '-')}.json"
-            command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", HOST]
-            command += ["--cores", "1,2", "--counts", str(counts), "--json", str(path), *base]
-            subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-            one, two = json.loads(path.read_text())["points"]
-            ratios.append((two["ops_per_sec_per_core"] * 2 / one["ops_per_sec_per_core"], one))
-        base_ns = 1e9 / ratios[0][1]["ops_per_sec_per_core"]
+        moved = [
+            sum(row[key] or 0 for row in document["lines"])
+            for key in ("transfers_per_op", "invalidations_per_op")
+        ]
+        predicted, base_ns = predicted_ratio(out, name, counts)
+        benchmark, mode = name.split(":")
+        rates = [api.native_ops_per_sec(benchmark, mode, workers) for workers in (1, 2)]
+        now, quiet = rates[1] / rates[0], CHECKED.get(name)
+        quiet_text = f"{quiet:.2f}x | {predicted / quiet - 1:+.0%}" if quiet else "- | -"
         print(
-            f"| {name} | {moved:.3f} ({document['operations']}) | {base_ns:,.0f} ns | "
-            f"{ratios[0][0]:.2f}x | {ratios[1][0]:.2f}x |",
+            f"| {name} | {moved[0]:.3f} + {moved[1]:.3f} ({document['operations']}) | "
+            f"{base_ns:,.0f} ns | {predicted:.2f}x | {now:.2f}x | {predicted / now - 1:+.0%} | "
+            f"{quiet_text} |",
             flush=True,
         )
 
@@ -156,22 +198,39 @@ def sensitivity(out: Path, duration: float, series: list[str]) -> None:
             print(f"| {name} | {quantum} | {top(document)[1]:.4f} | {total(document):.4f} |")
 
 
-def repeat(out: Path, duration: float, series: list[str]) -> None:
-    print("\n| series at N = 8 | line | run 1 | run 2 | difference |")
-    print("|---|---|---|---|---|")
+def repeat(out: Path, duration: float, series: list[str], *extra: str) -> None:
+    """Two counts at N = 8 of each series, compared (`agreement`)."""
+    print("\n| series at N = 8 (ops) | line | transfers counted | run 1 | run 2 | difference |")
+    print("|---|---|---|---|---|---|")
     for name in series:
         runs = [
-            count(out / f"r{k}-{name.replace(':', '-')}.json", name, "8", duration)[0][0]
+            count(out / f"r{k}-{name.replace(':', '-')}.json", name, "8", duration, *extra)[0][0]
             for k in (1, 2)
         ]
-        second = {row["name"]: row["transfers_per_op"] or 0.0 for row in runs[1]["lines"]}
-        for rank in range(5):
-            line, first = top(runs[0], rank)
-            if line == "-":
-                break
-            other = second.get(line, 0.0)
-            change = abs(other - first) / first if first else 0.0
-            print(f"| {name} | {line} | {first:.4f} | {other:.4f} | {change:.0%} |")
+        for row in agreement(name, *runs):
+            print(row, flush=True)
+
+
+def agreement(name: str, first: dict, second: dict) -> list[str]:
+    """The first run's top five lines found by name in the second: their transfers per
+    operation and how far apart, said as within 10 %, or within counting noise when the
+    counts are few (two standard deviations of the two rates, as Poisson counts), or apart."""
+    ops = [first["operations"], second["operations"]]
+    other = {row["name"]: row for row in second["lines"]}
+    rows = []
+    for row in first["lines"][:5]:
+        counts = [row["transfers"], other.get(row["name"], {}).get("transfers", 0)]
+        rates = [n / o for n, o in zip(counts, ops, strict=True)]
+        change = abs(rates[1] - rates[0]) / rates[0] if rates[0] else 0.0
+        noise = 2 * sum(n / o**2 for n, o in zip(counts, ops, strict=True)) ** 0.5
+        verdict = (
+            "" if change <= 0.1 else " (noise)" if abs(rates[1] - rates[0]) <= noise else " (apart)"
+        )
+        rows.append(
+            f"| {name} ({ops[0]} / {ops[1]}) | {cell(row['name'])} | {counts[0]} / {counts[1]} | "
+            f"{rates[0]:.4f} | {rates[1]:.4f} | {change:.0%}{verdict} |"
+        )
+    return rows
 
 
 def main() -> int:
@@ -180,17 +239,31 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--series", nargs="*", default=SERIES)
     parser.add_argument("--sensitivity", nargs="*", default=SERIES[:1] + SERIES[6:7])
-    parser.add_argument("--check", nargs="*", default=CHECKED)
+    parser.add_argument("--repeat", nargs="*", default=REPEATED)
+    parser.add_argument("--repeat-system", nargs="*", default=REPEATED_SYSTEM)
+    parser.add_argument(
+        "--repeat-duration",
+        type=float,
+        default=10.0,
+        help="seconds of each repeated count (short windows are dominated by their start)",
+    )
+    parser.add_argument("--check", nargs="*", default=list(CHECKED))
     parser.add_argument("--only-check", action="store_true", help="the check at N = 2 only")
+    parser.add_argument("--only-repeat", action="store_true", help="the two runs at N = 8 only")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.only_check:
         check_at_two(args.out, args.duration, args.check)
         return 0
+    if args.only_repeat:
+        repeat(args.out, args.repeat_duration, args.repeat)
+        repeat(args.out, 2.0, args.repeat_system, "--system")
+        return 0
     series_table(args.out, args.duration, args.series)
     queue_lines(args.out, [name for name in args.series if ":ldu-" in name])
     sensitivity(args.out, args.duration, args.sensitivity)
-    repeat(args.out, args.duration, args.sensitivity)
+    repeat(args.out, args.repeat_duration, args.repeat)
+    repeat(args.out, 2.0, args.repeat_system, "--system")
     check_at_two(args.out, args.duration, args.check)
     return 0
 

@@ -31,7 +31,8 @@
 
 #define REENTER_FLAG "--hc-reenter"
 #define STARTUP_TIMEOUT_S 120.0
-/* How long stopped workers get to leave their loop before they are killed. */
+/* How long stopped workers get to leave their loop before they are killed, unless
+ * HC_STOP_GRACE_S says (an emulated run's operations can take seconds each). */
 #define STOP_GRACE_S 3.0
 
 struct hc_shared {
@@ -372,6 +373,8 @@ static void run_worker(struct hc_worker *w)
     SC_MARK_START();
     hc_benchmark.worker(w);
     SC_MARK_END();
+    if (hc_benchmark.worker_teardown)
+        hc_benchmark.worker_teardown(w);
     __atomic_add_fetch(&shared->finished, 1, __ATOMIC_ACQ_REL);
 }
 
@@ -565,7 +568,8 @@ static void measure(void)
 /* Give workers STOP_GRACE_S to leave their loops; returns how many did not. */
 static int wait_for_workers(void)
 {
-    double deadline = now_s() + STOP_GRACE_S;
+    const char *grace = getenv("HC_STOP_GRACE_S");
+    double deadline = now_s() + (grace && atof(grace) > 0 ? atof(grace) : STOP_GRACE_S);
     if (run.processes) {
         int left = 0;
         for (int i = 0; i < run.workers; i++) {
@@ -948,7 +952,10 @@ int main(int argc, char **argv)
     int stragglers = wait_for_workers();
     if (hc_benchmark.report)
         hc_benchmark.report(&run);
-    if (hc_benchmark.process_teardown) {
+    /* Worker threads still in an operation would use what the teardown frees (here or at
+     * exit): none, the exit ends them. */
+    teardown_done = stragglers > 0 && !run.processes;
+    if (hc_benchmark.process_teardown && !teardown_done) {
         teardown_done = true;
         hc_benchmark.process_teardown(&run);
     }

@@ -117,6 +117,7 @@ struct hc_benchmark {
     void (*process_setup)(struct hc_run *run);   /* once, in the main process, before workers start */
     void (*worker_setup)(struct hc_worker *w);   /* in each worker, after pinning, before the start barrier */
     void (*worker)(struct hc_worker *w);         /* the loop: while (hc_running(w)) { op; hc_count(w); } */
+    void (*worker_teardown)(struct hc_worker *w); /* in each worker, after its loop (outside the tracer's region) */
     void (*report)(struct hc_run *run);          /* main process, after the window: add hc_extra_* fields */
     void (*process_teardown)(struct hc_run *run); /* main process, after workers ended */
 };

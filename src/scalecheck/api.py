@@ -65,6 +65,7 @@ __all__ = [
     "make_report",
     "map_unordered",
     "native_ns_per_op",
+    "native_ops_per_sec",
     "pair_conditions",
     "pair_regions",
     "pair_tests",
@@ -153,3 +154,10 @@ def native_ns_per_op(benchmark: str, mode: str, runtime: str = "") -> float:
     """The catalog benchmark's time per operation with one worker, run natively here (the
     best of three short runs)."""
     return predict.native_base_ns(catalog.load_catalog()[benchmark], mode, runtime)
+
+
+def native_ops_per_sec(benchmark: str, mode: str, workers: int, runtime: str = "") -> float:
+    """The catalog benchmark's operations per second with `workers` workers as threads,
+    run natively here (the best of three short runs)."""
+    entry = catalog.load_catalog()[benchmark]
+    return predict.native_ops_per_sec(entry, mode, runtime, workers)

@@ -101,6 +101,10 @@ MAX_CPUS = 63
 # written at every operation of L < QUANTUM instructions moves about L / QUANTUM times
 # per operation (the sensitivity measured there).
 QUANTUM = 200
+# The harness's grace for workers to end their operation after the stop
+# (native/harness: HC_STOP_GRACE_S): an emulated operation in turns can take seconds, and a
+# worker past the grace leaves no region to count.
+STOP_GRACE = {"HC_STOP_GRACE_S": "120"}
 
 
 def thread_command(
@@ -492,10 +496,13 @@ def harness_result(run: subprocess.CompletedProcess, command: str) -> dict:
         raise UserError(str(err)) from None
 
 
-def schedule_options(args) -> str:
-    """The plugin's options of the workers' turns (tracer/plugin/src/schedule.rs)."""
+def schedule_options(args, workers: int) -> str:
+    """The plugin's options of the workers' turns (tracer/plugin/src/schedule.rs), which
+    start once all `workers` have opened their loop's region."""
+    if not args.quantum:
+        return "quantum=0"
     ends = "" if args.turn_ends == "operation" else ",operation_ends=off"
-    return f"quantum={args.quantum}{ends}"
+    return f"quantum={args.quantum},workers={workers}{ends}"
 
 
 def ensure_recorder() -> Path:
@@ -510,11 +517,14 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
     """Runs the benchmark's worker threads under qemu-x86_64 and the plugin: (result,
     regions, groups, pair groups, lines); UserError when it cannot be run or read."""
     trace, sites = Path(scratch) / "trace.bin", Path(scratch) / "allocations.bin"
-    plugin = f"{ensure_plugin()},out={trace},mode=user,transfers=on,{schedule_options(args)}"
+    plugin = (
+        f"{ensure_plugin()},out={trace},mode=user,transfers=on,{schedule_options(args, workers)}"
+    )
     recorder = ["-E", f"LD_PRELOAD={ensure_recorder()}", "-E", f"SCALECHECK_ALLOC_SITES={sites}"]
+    grace = [arg for item in STOP_GRACE.items() for arg in ("-E", "=".join(item))]
     try:
         run = subprocess.run(
-            [QEMU_USER, *recorder, "-plugin", plugin, str(program), *argv[1:]],
+            [QEMU_USER, *recorder, *grace, "-plugin", plugin, str(program), *argv[1:]],
             cwd=sources.root(),
             env={**os.environ, **args.env},
             capture_output=True,
@@ -589,7 +599,14 @@ def trace_system(args, argv: list, program: Path, scratch: str, workers: int) ->
     cwd = sources.root()
     run, stdout, traced = wholestack.run_to_end(
         lambda directory: wholestack.GuestRun(
-            kernel, argv, args.env, program, cwd, directory, workers, schedule_options(args)
+            kernel,
+            argv,
+            {**STOP_GRACE, **args.env},
+            program,
+            cwd,
+            directory,
+            workers,
+            schedule_options(args, workers),
         ),
         Path(scratch),
         args.timeout,

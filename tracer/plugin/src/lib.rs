@@ -34,7 +34,8 @@
 //! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
 //! `transfers=on`, `user=on`, `quantum=Q` (the vCPUs with a region open take turns of Q
 //! instructions, or of one operation of a benchmark's loop when shorter, unless
-//! `operation_ends=off`: schedule.rs).
+//! `operation_ends=off`; with `workers=N` the turns start once N vCPUs opened a region:
+//! schedule.rs).
 //!
 //! With `profile=on` (scalecheck profile: a whole program, unmodified), one marker run by
 //! any vCPU opens the window on every vCPU and another closes it; in between every access
@@ -61,7 +62,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 mod schedule;
-use schedule::Schedule;
+use schedule::{Schedule, FUTEX_COMMAND};
 
 /// `nopl disp32(%rax)` = 0f 1f 80 + disp32: a 7-byte NOP carrying a 32-bit magic.
 const NOPL_DISP32: [u8; 3] = [0x0f, 0x1f, 0x80];
@@ -726,7 +727,11 @@ impl Register for ConflictTracer {
                 .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(LineMap::default())).collect()),
             schedule: quantum.map(|q| {
                 let ends = !matches!(args.parsed.get("operation_ends"), Some(Value::Bool(false)));
-                Schedule::new(q, MAX_VCPUS, ends)
+                let workers = match args.parsed.get("workers") {
+                    Some(Value::Integer(n)) if *n > 0 => *n as u32,
+                    _ => 0,
+                };
+                Schedule::new(q, workers, MAX_VCPUS, ends)
             }),
             profile,
             stacks: Mutex::new(HashMap::new()),
@@ -862,6 +867,9 @@ const WAITING_SYSCALLS: [i64; 26] = [
     281, 288, 299, 435,
 ];
 
+/// futex(2): its command (the second argument) says whether it waits (schedule.rs).
+const SYS_FUTEX: i64 = 202;
+
 fn may_wait(num: i64) -> bool {
     WAITING_SYSCALLS.contains(&num)
 }
@@ -872,7 +880,7 @@ unsafe extern "C" fn on_syscall(
     vcpu: VCPUIndex,
     num: i64,
     _a1: u64,
-    _a2: u64,
+    a2: u64,
     _a3: u64,
     _a4: u64,
     _a5: u64,
@@ -880,8 +888,13 @@ unsafe extern "C" fn on_syscall(
     _a7: u64,
     _a8: u64,
 ) {
-    if may_wait(num) {
-        tracer().on_wait(vcpu, true);
+    let t = tracer();
+    match &t.schedule {
+        Some(schedule) if num == SYS_FUTEX && t.is_active(vcpu) => {
+            schedule.futex_call(vcpu, (a2 & FUTEX_COMMAND) as u32)
+        }
+        _ if may_wait(num) => t.on_wait(vcpu, true),
+        _ => {}
     }
 }
 
@@ -889,10 +902,13 @@ unsafe extern "C" fn on_syscall_return(
     _id: sys::qemu_plugin_id_t,
     vcpu: VCPUIndex,
     num: i64,
-    _: i64,
+    ret: i64,
 ) {
-    if may_wait(num) {
-        tracer().on_wait(vcpu, false);
+    let t = tracer();
+    match &t.schedule {
+        Some(schedule) if num == SYS_FUTEX && t.is_active(vcpu) => schedule.futex_return(vcpu, ret),
+        _ if may_wait(num) => t.on_wait(vcpu, false),
+        _ => {}
     }
 }
 

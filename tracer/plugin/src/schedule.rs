@@ -15,12 +15,24 @@
 //! within `LAPSE` (the holder is stuck in the host: QEMU's exclusive sections wait for
 //! every running vCPU) is skipped: the vCPU runs without its turn, counted as a lapse, so
 //! the run goes on and says that its order was not the schedule's.
+//!
+//! A futex call that wakes (FUTEX_WAKE and its kin) never waits: the waker keeps its
+//! turn, and when it woke k waiters it holds the turn until k woken vCPUs have joined the
+//! turns again (up to `LAPSE`), so a woken waiter rejoins at the waker's instruction, not
+//! wherever the others got to while the host took to run it.
+//!
+//! With `workers=N` the turns start only once N vCPUs have joined: a worker whose loop
+//! starts first waits for the others (up to `START_LAPSE`), so that no window begins with
+//! a lone worker for as long as the host takes to start the rest (a host-timed share of
+//! its operations that moved nothing, different in every run).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const LAPSE: Duration = Duration::from_millis(500);
+/// How long the first members wait for the others before the turns start without them.
+const START_LAPSE: Duration = Duration::from_secs(10);
 /// How long the vCPU whose turn comes next spins, watching for it, before it sleeps: a
 /// turn passed to a sleeping thread waits for the host to wake it (milliseconds on a busy
 /// host). Only that one vCPU spins; it is woken when it becomes next.
@@ -37,11 +49,32 @@ pub struct Turns {
     holder: Option<u32>,
     /// Instructions the holder ran in its turn so far.
     used: u64,
+    /// The members the turns wait for before the first one starts (0: none).
+    expected: u32,
+    started: bool,
+    /// Woken futex waiters not yet back in the turns (a waiter back before its waker's
+    /// call returned counts below zero), and the waker holding its turn for them.
+    owed: i64,
+    waker: Option<u32>,
 }
 
 impl Turns {
-    pub fn new(quantum: u64) -> Self {
-        Turns { quantum, ..Turns::default() }
+    /// Turns of `quantum` instructions, starting once `expected` vCPUs have joined.
+    pub fn new(quantum: u64, expected: u32) -> Self {
+        Turns { quantum, expected, ..Turns::default() }
+    }
+
+    pub fn is_started(&self) -> bool {
+        self.started
+    }
+
+    /// Starts the turns without the members still missing (they waited too long).
+    pub fn start(&mut self) {
+        self.started = true;
+        if self.holder.is_none() && self.members != 0 {
+            self.holder = Some(self.members.trailing_zeros());
+            self.used = 0;
+        }
     }
 
     pub fn holder(&self) -> Option<u32> {
@@ -51,7 +84,9 @@ impl Turns {
     /// `vcpu` takes turns from now on; it runs at once when nobody else does.
     pub fn join(&mut self, vcpu: u32) {
         self.members |= 1u64 << vcpu;
-        if self.holder.is_none() {
+        if !self.started && self.members.count_ones() >= self.expected {
+            self.start();
+        } else if self.started && self.holder.is_none() {
             self.holder = Some(vcpu);
             self.used = 0;
         }
@@ -116,17 +151,73 @@ pub struct Schedule {
     /// One per vCPU: a turn wakes only the vCPU it goes to.
     wake: Vec<Condvar>,
     lapses: Mutex<Vec<u32>>,
+    /// Per vCPU: the futex command it is in (FUTEX_NONE: none).
+    futex: Vec<AtomicU32>,
 }
 
+const FUTEX_NONE: u32 = u32::MAX;
+/// The futex commands that may wait (FUTEX_WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI,
+/// LOCK_PI2) and those that wake (WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, UNLOCK_PI,
+/// WAKE_BITSET, CMP_REQUEUE_PI); the command is the op without its flags (0x7f).
+const FUTEX_WAITS: [u32; 5] = [0, 6, 9, 11, 13];
+const FUTEX_WAKES: [u32; 7] = [1, 3, 4, 5, 7, 10, 12];
+pub const FUTEX_COMMAND: u64 = 0x7f;
+
 impl Schedule {
-    pub fn new(quantum: u64, vcpus: usize, operation_ends: bool) -> Self {
+    pub fn new(quantum: u64, expected: u32, vcpus: usize, operation_ends: bool) -> Self {
         Schedule {
-            turns: Mutex::new(Turns::new(quantum)),
+            turns: Mutex::new(Turns::new(quantum, expected)),
             operation_ends,
             holder: AtomicU32::new(NOBODY),
             wake: (0..vcpus).map(|_| Condvar::new()).collect(),
             lapses: Mutex::new(vec![0; vcpus]),
+            futex: (0..vcpus).map(|_| AtomicU32::new(FUTEX_NONE)).collect(),
         }
+    }
+
+    /// `vcpu` calls futex with `command`: it leaves the turns if the call may wait; any
+    /// other keeps its turn (it ends without another thread's help).
+    pub fn futex_call(&self, vcpu: u32, command: u32) {
+        self.futex[vcpu as usize].store(command, Ordering::Relaxed);
+        if FUTEX_WAITS.contains(&command) {
+            self.leave(vcpu);
+        }
+    }
+
+    /// `vcpu`'s futex call returned `ret`: a waiter joins again (a woken one, ret 0, pays
+    /// its waker's debt); a waker that woke k holds its turn until k woken are back.
+    pub fn futex_return(&self, vcpu: u32, ret: i64) {
+        let command = self.futex[vcpu as usize].swap(FUTEX_NONE, Ordering::Relaxed);
+        if FUTEX_WAITS.contains(&command) {
+            let mut turns = self.turns.lock().unwrap();
+            if ret == 0 {
+                turns.owed -= 1;
+                if let Some(waker) = turns.waker {
+                    self.wake[waker as usize].notify_one();
+                }
+            }
+            turns.join(vcpu);
+            self.wake_holder(&turns);
+            self.wait_turn(turns, vcpu);
+        } else if FUTEX_WAKES.contains(&command) && ret > 0 {
+            self.await_woken(vcpu, ret);
+        }
+    }
+
+    fn await_woken(&self, vcpu: u32, woken: i64) {
+        let mut turns = self.turns.lock().unwrap();
+        turns.owed += woken;
+        turns.waker = Some(vcpu);
+        let lapse = Instant::now() + LAPSE;
+        while turns.owed > 0 {
+            let now = Instant::now();
+            if now >= lapse {
+                turns.owed = 0; // they never came (a waiter outside the turns)
+                break;
+            }
+            turns = self.wake[vcpu as usize].wait_timeout(turns, lapse - now).unwrap().0;
+        }
+        turns.waker = None;
     }
 
     pub fn join(&self, vcpu: u32) {
@@ -181,7 +272,7 @@ impl Schedule {
     }
 
     fn wait_turn<'a>(&'a self, mut turns: MutexGuard<'a, Turns>, vcpu: u32) {
-        let lapse = Instant::now() + LAPSE;
+        let mut lapse = Instant::now() + if turns.is_started() { LAPSE } else { START_LAPSE };
         loop {
             if !turns.is_member(vcpu) || turns.holder() == Some(vcpu) {
                 return;
@@ -198,6 +289,13 @@ impl Schedule {
                 }
             }
             let now = Instant::now();
+            if now >= lapse && !turns.is_started() {
+                // the missing workers never came: the turns start with those here
+                turns.start();
+                self.wake_holder(&turns);
+                lapse = now + LAPSE;
+                continue;
+            }
             if now >= lapse {
                 drop(turns);
                 self.lapses.lock().unwrap()[vcpu as usize] += 1;
@@ -216,7 +314,7 @@ mod tests {
 
     #[test]
     fn turns_go_round_the_members_in_index_order() {
-        let mut turns = Turns::new(10);
+        let mut turns = Turns::new(10, 0);
         turns.join(2);
         turns.join(0);
         turns.join(5);
@@ -235,6 +333,45 @@ mod tests {
         assert_eq!(turns.holder(), Some(2), "alone, it keeps the turn");
         turns.leave(2);
         assert_eq!(turns.holder(), None);
+    }
+
+    #[test]
+    fn turns_start_once_the_expected_workers_joined() {
+        let mut turns = Turns::new(10, 3);
+        turns.join(1);
+        turns.join(0);
+        assert_eq!(turns.holder(), None, "a lone first worker does not run");
+        turns.leave(1);
+        turns.join(1);
+        assert_eq!(turns.holder(), None);
+        turns.join(2);
+        assert_eq!((turns.holder(), turns.successor()), (Some(0), Some(1)));
+        let mut late = Turns::new(10, 3);
+        late.join(4);
+        late.start(); // the third never came
+        assert_eq!(late.holder(), Some(4));
+    }
+
+    #[test]
+    fn a_waker_holds_its_turn_until_the_waiter_it_woke_is_back() {
+        let schedule = std::sync::Arc::new(Schedule::new(1000, 0, 4, true));
+        schedule.join(0);
+        schedule.futex_call(1, 0); // vCPU 1 waits on a futex (it holds no turn)
+        let waiter = std::sync::Arc::clone(&schedule);
+        let woken = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100)); // the host takes its time
+            waiter.futex_return(1, 0);
+        });
+        let started = Instant::now();
+        schedule.futex_call(0, 1); // FUTEX_WAKE: no wait, the turn kept
+        assert_eq!(schedule.turns.lock().unwrap().holder(), Some(0));
+        schedule.futex_return(0, 1); // woke one: holds the turn until it is back
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        assert!(schedule.turns.lock().unwrap().is_member(1));
+        assert_eq!(schedule.turns.lock().unwrap().holder(), Some(0));
+        schedule.leave(0); // its turn goes to the woken one
+        woken.join().unwrap();
+        assert_eq!(schedule.turns.lock().unwrap().holder(), Some(1));
     }
 
     /// What a synthetic vCPU does at one instruction: touch a line (store or load) or not.
@@ -257,7 +394,7 @@ mod tests {
         operations: u64,
         operation_ends: bool,
     ) -> HashMap<u64, f64> {
-        let mut turns = Turns::new(quantum);
+        let mut turns = Turns::new(quantum, vcpus);
         (0..vcpus).for_each(|v| turns.join(v));
         let mut holders: HashMap<u64, Holders> = HashMap::new();
         let mut moved: HashMap<u64, u64> = HashMap::new();
