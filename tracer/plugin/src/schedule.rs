@@ -22,17 +22,19 @@
 //! wherever the others got to while the host took to run it.
 //!
 //! With `workers=N` the turns start only once N vCPUs have joined: a worker whose loop
-//! starts first waits for the others (up to `START_LAPSE`), so that no window begins with
-//! a lone worker for as long as the host takes to start the rest (a host-timed share of
-//! its operations that moved nothing, different in every run).
+//! starts first waits for the others (up to `START_LAPSE`, then a lapse), so that no
+//! window begins with a lone worker for as long as the host takes to start the rest (a
+//! host-timed share of its operations that moved nothing, different in every run).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const LAPSE: Duration = Duration::from_millis(500);
-/// How long the first members wait for the others before the turns start without them.
-const START_LAPSE: Duration = Duration::from_secs(10);
+/// How long the first members wait for the others before the turns start without them
+/// (counted as a lapse): a missing one may itself wait for the waiting ones, in QEMU's
+/// exclusive sections, so no longer than a turn's lapse.
+const START_LAPSE: Duration = LAPSE;
 /// How long the vCPU whose turn comes next spins, watching for it, before it sleeps: a
 /// turn passed to a sleeping thread waits for the host to wake it (milliseconds on a busy
 /// host). Only that one vCPU spins; it is woken when it becomes next.
@@ -290,9 +292,10 @@ impl Schedule {
             }
             let now = Instant::now();
             if now >= lapse && !turns.is_started() {
-                // the missing workers never came: the turns start with those here
+                // the missing workers did not come: the turns start with those here
                 turns.start();
                 self.wake_holder(&turns);
+                self.lapses.lock().unwrap()[vcpu as usize] += 1;
                 lapse = now + LAPSE;
                 continue;
             }
