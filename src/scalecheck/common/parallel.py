@@ -107,9 +107,12 @@ def _fresh_worker(function, item, sender):
     garbage collector runs only where the work asks for it (gc.collect), not when
     allocations reach its threshold: it frees Z3 terms, whose numbers Z3 gives to the
     next terms made, and other threads (the Z3 deadline watchdog) allocate as the clock
-    goes, so the threshold would fall at other points on each run."""
+    goes, so the threshold would fall at other points on each run. What the forkserver
+    made is frozen after that first collection (the same objects on every run): the
+    work's collections then walk only the objects the item made."""
     _worker_signals()
     gc.collect()
+    gc.freeze()
     gc.disable()
     try:
         outcome = (True, function(item))
