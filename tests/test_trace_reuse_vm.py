@@ -2,7 +2,8 @@
 find them exactly as freshly forked ones would be (fds, mappings, cwd, signal state). With
 settings state_check=1 the driver builds every repeat's processes a second time the old
 way, in fresh children, and reports a setup failure naming what differs. Here on tests of
-every op (exec, fork, both calls in one process, pipes, mappings): no difference; and with
+every op (exec, fork, posix_spawn, sockets, pipes, mappings, both calls in one process): no
+difference; and with
 state_leak=1, where the kept processes deliberately keep an fd, a mapping, another cwd or
 a signal disposition (by test index in turn), the check names exactly that one."""
 
@@ -36,7 +37,12 @@ def _runnable(test: dict) -> bool:
 
 def _tests() -> list[dict]:
     tests = []
-    for name in ("trace_ops.jsonl", "trace_exec.jsonl", "calibration.jsonl"):
+    for name in (
+        "trace_ops.jsonl",
+        "trace_exec.jsonl",
+        "trace_variants.jsonl",
+        "calibration.jsonl",
+    ):
         tests += map(json.loads, (DATA / name).read_text().splitlines()[1:])
     return [t for t in tests if _runnable(t)]
 

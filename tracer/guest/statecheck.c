@@ -53,12 +53,51 @@ struct linux_dirent64 {
 	char d_name[];
 };
 
-/* Every fd but the one reading the list: its number, what it is open on, its fdinfo
- * (position, flags with close-on-exec, mount, inode). */
+/* A socket is named by the order it first appears in the fd table, not by its inode:
+ * every build makes the process's own senders anew (other sockets, other inodes in a
+ * fresh child too), but which fds share one socket must agree. */
+struct seen_sockets { int n; unsigned long inodes[SC_MAX_FDS + 2 * SC_MAX_SOCKETS]; };
+
+static unsigned long socket_name(unsigned long h, unsigned long inode, struct seen_sockets *seen)
+{
+	int k = 0;
+	while (k < seen->n && seen->inodes[k] != inode)
+		k++;
+	if (k == seen->n && seen->n < (int)(sizeof seen->inodes / sizeof *seen->inodes))
+		seen->inodes[seen->n++] = inode;
+	return fnv(fnv(h, "socket", 6), &k, sizeof k);
+}
+
+/* What fd is open on, and its fdinfo (position, flags with close-on-exec, mount, and
+ * but for a socket the inode). */
+static unsigned long fd_digest(unsigned long h, int fd, struct seen_sockets *seen)
+{
+	char path[64];
+	unsigned long inode;
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, text, sizeof text - 1);
+	if (n < 0)
+		return fnv(h, "missing", 7);
+	text[n] = 0;
+	int is_socket = sscanf(text, "socket:[%lu]", &inode) == 1;
+	h = is_socket ? socket_name(h, inode, seen) : fnv(h, text, n);
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+	int info = open(path, O_RDONLY | O_CLOEXEC);
+	n = info < 0 ? -1 : read(info, text, sizeof text - 1);
+	if (info >= 0)
+		close(info);
+	if (n < 0)
+		return fnv(h, "missing", 7);
+	text[n] = 0;
+	char *inode_line = is_socket ? strstr(text, "ino:") : NULL;
+	return fnv(h, text, inode_line ? inode_line - text : n);
+}
+
+/* Every fd but the one reading the list: its number and fd_digest. */
 static unsigned long fds_digest(void)
 {
 	static char entries[16 * 1024];
-	char path[64];
+	struct seen_sockets seen = {.n = 0};
 	unsigned long h = FNV_START;
 	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	long n = dir < 0 ? -1 : syscall(SYS_getdents64, dir, entries, sizeof entries);
@@ -68,11 +107,7 @@ static unsigned long fds_digest(void)
 		int fd = atoi(e->d_name);
 		if (e->d_name[0] == '.' || fd == dir)
 			continue;
-		h = fnv(h, &fd, sizeof fd);
-		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-		h = hash_link(h, path);
-		snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
-		h = hash_file(h, path);
+		h = fd_digest(fnv(h, &fd, sizeof fd), fd, &seen);
 	}
 	if (dir >= 0)
 		close(dir);
