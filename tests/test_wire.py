@@ -94,11 +94,13 @@ def test_the_guest_driver_reads_back_every_field(tmp_path):
     good = guest_render.render(testcase.Test("t", ["rename", "pwrite"], GUEST_TEST), 5)
     unknown = wire.test_text(6, [], [wire.Call(0, 0, "nosuch", []), wire.Call(1, 0, "read", [])])
     batch = tmp_path / "batch.txt"
-    settings = wire.settings_line(repeats=2, timeout_ms=1234, fs="ext4", warmup=1, facts=1)
+    settings = wire.settings_line(
+        repeats=2, timeout_ms=1234, fs="ext4", warmup=1, facts=1, state_check=1, state_leak=1
+    )
     batch.write_text(settings + good + unknown)
     out = subprocess.run([program, batch], capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
-    assert lines[0] == "settings 2 1234 1 1 ext4"
+    assert lines[0] == "settings 2 1234 1 1 1 1 ext4"
     held = [line for line in lines if wire.parse_report(line) is None]
     # The warm-up's run (repeat 127, SC_WARMUP_REP), then the two repeats.
     for rep in (127, 0, 1):

@@ -81,8 +81,8 @@ int main(int argc, char **argv)
 	char *tests = sc_wire_read_batch(argv[1]);
 	if (!tests || sc_wire_read_settings(&tests, &settings) < 0)
 		return 2;
-	printf("settings %d %d %d %d %s\n", settings.repeats, settings.timeout_ms, settings.warmup,
-	       settings.dump_facts, settings.fs);
+	printf("settings %d %d %d %d %d %d %s\n", settings.repeats, settings.timeout_ms, settings.warmup,
+	       settings.dump_facts, settings.state_check, settings.state_leak, settings.fs);
 	sc_wire_ready(3);
 	run_batch(argv[1], tests);
 	sc_wire_hung(7, 1, 1);

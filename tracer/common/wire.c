@@ -98,6 +98,10 @@ int sc_wire_read_settings(char **cursor, struct sc_wire_settings *s)
 			s->warmup = atoi(tok[i] + 7);
 		else if (!strcmp(tok[i], "facts=1"))
 			s->dump_facts = 1;
+		else if (!strcmp(tok[i], "state_check=1"))
+			s->state_check = 1;
+		else if (!strcmp(tok[i], "state_leak=1"))
+			s->state_leak = 1;
 	}
 	return 0;
 }

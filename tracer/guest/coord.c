@@ -1,8 +1,8 @@
 /* Coordination: for each repeat of a test, the coordinator (PID 1) builds the shared
- * state, forks the model's two processes, lets call A run on CPU 1 and then call B on
- * CPU 2 (or B first, see first_side), and reports both results. Hand-offs are futex
- * waits on a shared control page: sleeping, not spinning (spinning vCPUs starve a small
- * host). */
+ * state, has the model's two processes (workers.c) build theirs, lets call A run on CPU 1
+ * and then call B on CPU 2 (or B first, see first_side), and reports both results.
+ * Hand-offs are futex waits on a shared control page: sleeping, not spinning (spinning
+ * vCPUs starve a small host). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <pthread.h>
@@ -42,14 +42,16 @@ void coordination_init(void)
 	coordinator_untouched = mmap(NULL, SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (ctl == MAP_FAILED || coordinator_untouched == MAP_FAILED)
 		fatal("mmap control");
+	workers_init();
+	setup_init();
 }
 
-static void futex_wake(int *word)
+void futex_wake(int *word)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 }
 
-static void set_and_wake(int *word, int value)
+void set_and_wake(int *word, int value)
 {
 	__atomic_store_n(word, value, __ATOMIC_SEQ_CST);
 	futex_wake(word);
@@ -63,7 +65,7 @@ long now_ms(void)
 }
 
 /* Waits until *word >= target; returns 0, or -1 after timeout_ms (0 = forever). */
-static int wait_at_least(int *word, int target, int limit_ms)
+int wait_at_least(int *word, int target, int limit_ms)
 {
 	long deadline = now_ms() + limit_ms;
 	for (;;) {
@@ -158,16 +160,18 @@ static void *participant_main(void *arg)
 	return NULL;
 }
 
-/* Body of test process `proc`: build its state, run its calls, wait for the end. */
-static void test_process(const struct test *t, int proc, long tag_base)
+void report_setup_error(const char *why)
 {
-	char why[RESULT_LEN];
-	if (build_process(t, proc, why, sizeof why) < 0) {
-		snprintf(ctl->setup_error, RESULT_LEN, "%s", why);
-		__atomic_add_fetch(&ctl->ready, 100, __ATOMIC_SEQ_CST);
-		futex_wake(&ctl->ready);
-		_exit(1);
-	}
+	snprintf(ctl->setup_error, RESULT_LEN, "%s", why);
+	__atomic_add_fetch(&ctl->ready, 100, __ATOMIC_SEQ_CST);
+	futex_wake(&ctl->ready);
+}
+
+/* In test process `proc`, its state built: its calls (two calls of one process run as
+ * two threads of it), then waiting for the repeat's end; the participants' pages and
+ * thread are gone when it returns, unless the process exec'd (its stand-in returns). */
+void run_process_calls(const struct test *t, int proc, long tag_base)
+{
 	struct participant parts[2];
 	pthread_t thread;
 	int mine[2], nmine = 0;
@@ -177,7 +181,6 @@ static void test_process(const struct test *t, int proc, long tag_base)
 		parts[side] = (struct participant){.side = side, .tag = tag_base | side, .t = t, .call = &t->calls[side]};
 		mine[nmine++] = side;
 	}
-	/* Two calls of one process run as two threads of it. */
 	if (nmine == 2 && pthread_create(&thread, NULL, participant_main, &parts[mine[1]]) != 0)
 		fatal("pthread_create");
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
@@ -185,7 +188,13 @@ static void test_process(const struct test *t, int proc, long tag_base)
 	if (nmine >= 1)
 		participant_main(&parts[mine[0]]);
 	wait_at_least(&ctl->finish, 1, 0);
-	_exit(0);
+	if (process_execs(t, proc))
+		return;
+	if (nmine == 2 && pthread_join(thread, NULL) != 0)
+		fatal("pthread_join");
+	for (int i = 0; i < nmine; i++)
+		if (munmap(parts[mine[i]].names, 3 * SC_UNIT) < 0 || munmap(parts[mine[i]].untouched, SC_UNIT) < 0)
+			fatal("munmap participant pages");
 }
 
 static int process_matters(const struct test *t, int proc)
@@ -202,16 +211,6 @@ static int process_matters(const struct test *t, int proc)
 	return 0;
 }
 
-static void kill_and_reap(pid_t *pids, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (pids[i] > 0)
-			kill(pids[i], SIGKILL);
-	for (int i = 0; i < n; i++)
-		if (pids[i] > 0)
-			waitpid(pids[i], NULL, 0);
-}
-
 /* Empties this CPU's LRU page batches: MADV_COLD drains them before it walks the range,
  * here one page never touched, so it has nothing else to do. Without it, a call that
  * fills its CPU's batch flushes it onto the shared LRU lists, or not, depending on how
@@ -222,11 +221,20 @@ void drain_own_lru_batches(void *untouched_page)
 		fatal("madvise MADV_COLD (draining this CPU's LRU batches)");
 }
 
+/* Reports why the repeat's setup failed (X) and cleans up. */
+static int setup_failed(const struct test *t, int rep, const char *why)
+{
+	if (rep != SC_WARMUP_REP)
+		sc_wire_setup_failed(t->index, rep, why);
+	kill_workers();
+	close_shared_fds(t);
+	return -1;
+}
+
 /* The repeat's files and pipes, then its test processes, each reporting ready; returns 0,
  * or -1 after reporting why (X) and cleaning up. */
-static int start_repeat(const struct test *t, int rep, const struct sc_wire_settings *s, pid_t pids[2])
+static int start_repeat(const struct test *t, int rep, const struct sc_wire_settings *s, int engaged[2])
 {
-	int report = rep != SC_WARMUP_REP;
 	char why[RESULT_LEN];
 	long tag_base = (t->index << SC_TAG_INDEX_SHIFT) | (rep << SC_TAG_REP_SHIFT);
 	memset(ctl, 0, sizeof *ctl);
@@ -238,33 +246,23 @@ static int start_repeat(const struct test *t, int rep, const struct sc_wire_sett
 	if (chdir(TEST_DIRS[rep % 2]) < 0)
 		fatal("chdir");
 	clean_test_dir();
-	if (build_files_and_pipes(t, why, sizeof why) < 0) {
-		if (report)
-			sc_wire_setup_failed(t->index, rep, why);
-		close_shared_fds(t);
-		return -1;
-	}
-	int forked = 0;
+	if (build_files_and_pipes(t, why, sizeof why) < 0)
+		return setup_failed(t, rep, why);
+	set_job(t, rep, tag_base);
+	int started = 0;
 	for (int proc = 0; proc < 2; proc++) {
 		/* A process with no call, no fds and no mappings holds no kernel state a call
-		 * could touch: it need not exist (saves a fork and an exit per repeat). */
-		if (!process_matters(t, proc))
-			continue;
-		pids[proc] = fork();
-		if (pids[proc] < 0)
-			fatal("fork");
-		if (pids[proc] == 0)
-			test_process(t, proc, tag_base);
-		forked++;
+		 * could touch: it need not take part. */
+		engaged[proc] = process_matters(t, proc);
+		if (engaged[proc])
+			give_job(proc);
+		started += engaged[proc];
 	}
 	/* Each process reports once, plus once per participant. */
-	if (wait_at_least(&ctl->ready, forked + 2, s->timeout_ms) < 0 || ctl->ready >= 100) {
-		if (report)
-			sc_wire_setup_failed(t->index, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
-		kill_and_reap(pids, 2);
-		close_shared_fds(t);
-		return -1;
-	}
+	if (wait_at_least(&ctl->ready, started + 2, s->timeout_ms) < 0 || ctl->ready >= 100)
+		return setup_failed(t, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
+	if (s->state_check && check_jobs(engaged, why, sizeof why) < 0)
+		return setup_failed(t, rep, why);
 	return 0;
 }
 
@@ -283,8 +281,8 @@ static void unlink_nameless_inodes(const struct test *t)
 void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
 {
 	int report = rep != SC_WARMUP_REP;
-	pid_t pids[2] = {0, 0};
-	if (start_repeat(t, rep, s, pids) < 0)
+	int engaged[2] = {0, 0};
+	if (start_repeat(t, rep, s, engaged) < 0)
 		return;
 	unlink_nameless_inodes(t);
 	/* The unlinks (a directory's and an inode's times) and the test processes' setup (a
@@ -304,15 +302,13 @@ void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
 	if (wait_at_least(&ctl->done[1 - first], 1, s->timeout_ms) < 0) {
 		if (report)
 			sc_wire_hung(t->index, rep, ctl->done[first] ? 1 - first : first);
-		kill_and_reap(pids, 2);
+		kill_workers();
 		close_shared_fds(t);
 		return;
 	}
 	if (report)
 		sc_wire_results(t->index, rep, ctl->result[0], ctl->result[1]);
 	set_and_wake(&ctl->finish, 1);
-	for (int i = 0; i < 2; i++)
-		if (pids[i] > 0)
-			waitpid(pids[i], NULL, 0);
+	end_jobs(t, engaged, s->timeout_ms);
 	close_shared_fds(t);
 }

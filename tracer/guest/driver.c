@@ -3,10 +3,11 @@
  *
  * Reads /batch.txt (written by the host runner: a line-based rendering of tests.jsonl,
  * see docs/tracer.md), and for every test and repeat: builds the setup state on a fresh
- * tmpfs (or ramfs) directory, forks the model's two processes, runs call A on CPU 1 and
- * then call B on CPU 2 between marker instructions, and reports both results. The QEMU
- * plugin records the kernel's memory accesses between the markers; the host joins the two
- * streams by the tag encoded before each start marker.
+ * tmpfs (or ramfs) directory, has the model's two processes build theirs (kept from one
+ * repeat to the next, workers.c), runs call A on CPU 1 and then call B on CPU 2 between
+ * marker instructions, and reports both results. The QEMU plugin records the kernel's
+ * memory accesses between the markers; the host joins the two streams by the tag encoded
+ * before each start marker.
  *
  * Output goes to QEMU's debug console (I/O port 0xe9): plain text lines, no tty layer.
  */
@@ -77,16 +78,22 @@ static void mount_filesystems(const char *fs_type)
  * touches a page for the first time (a fault) or grows a VMA tree node differs between
  * runs. Without transparent huge pages, khugepaged cannot collapse the driver's memory at
  * a moment that depends on the boot either. Both settings are inherited by every test
- * process; neither changes what the calls themselves do. */
+ * process; neither changes what the calls themselves do. glibc keeps no stack of an
+ * ended thread for the next one (a kept test process maps a thread's stack as a fresh
+ * one would, workers.c): set in the environment, read by the re-exec'd driver. */
 static void fix_memory_layout(char **argv)
 {
+	static const char NO_STACK_CACHE[] = "glibc.pthread.stack_cache_size=0";
 	int persona = personality(0xffffffff);
 	if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) < 0)
 		fatal("prctl PR_SET_THP_DISABLE");
-	if (persona < 0 || persona & ADDR_NO_RANDOMIZE)
+	const char *tunables = getenv("GLIBC_TUNABLES");
+	if (persona < 0 || (persona & ADDR_NO_RANDOMIZE && tunables && !strcmp(tunables, NO_STACK_CACHE)))
 		return;
 	if (personality(persona | ADDR_NO_RANDOMIZE) < 0)
 		fatal("personality ADDR_NO_RANDOMIZE");
+	if (setenv("GLIBC_TUNABLES", NO_STACK_CACHE, 1) < 0)
+		fatal("setenv GLIBC_TUNABLES");
 	execv("/init", argv);
 	fatal("re-exec without address-space randomization");
 }

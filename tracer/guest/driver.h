@@ -5,6 +5,8 @@
  *   parse.c   a test's setup and call lines (the wire format, scalecheck_wire.h)
  *   setup.c   building a test's files, pipes, sockets, fd tables and mappings
  *   coord.c   coordination: the test processes, the hand-offs between the two calls
+ *   workers.c the test processes, kept and reused from one repeat to the next
+ *   statecheck.c  whether a reused test process holds what a fresh one would
  *   ops.c     one function per operation, found through a dispatch table
  *   facts.c   kernel facts for naming: symbols and per-cpu area offsets
  */
@@ -30,6 +32,8 @@
  * stand-in (op_exec): what the new image found after the exec. */
 #define EXEC_REPORT_FD 990
 struct exec_report { unsigned long open_fds, mapped_pages; };
+/* The model's pages are among the MODEL_PAGES pages from SC_MAP_BASE. */
+#define MODEL_PAGES 64
 
 struct participant;
 struct call_spec;
@@ -83,6 +87,7 @@ void fatal(const char *what) __attribute__((noreturn));
 void run_batch(const char *path, char *tests);
 
 /* setup.c */
+void setup_init(void);
 void inode_path(const struct test *t, int inode, char *path, size_t len);
 void clean_test_dir(void);
 int build_files_and_pipes(const struct test *t, char *why, size_t whylen);
@@ -94,12 +99,41 @@ int build_process(const struct test *t, int proc, char *why, size_t whylen);
 void coordination_init(void);
 void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s);
 long now_ms(void);
+int wait_at_least(int *word, int target, int limit_ms);
+void set_and_wake(int *word, int value);
+void futex_wake(int *word);
 void drain_own_lru_batches(void *untouched_page);
+void run_process_calls(const struct test *t, int proc, long tag_base);
+void report_setup_error(const char *why);
+
+/* workers.c */
+/* Set in a reused test process while it takes fds from the coordinator (coordinator_fd). */
+extern int coordinator_pidfd;
+int coordinator_fd(int fd);
+struct job { int rep; long tag_base; struct test test; };
+/* The repeat the test processes build and run next. */
+void set_job(const struct test *t, int rep, long tag_base);
+/* Gives the test process of `proc` the job (forked first if there is none). */
+void give_job(int proc);
+/* settings state_check=1: -1 (and why) when a reused process differs from a fresh one. */
+int check_jobs(const int engaged[2], char *why, size_t whylen);
+/* After the repeat's end (finish): waits until the test processes are ready for the next. */
+void end_jobs(const struct test *t, const int engaged[2], int limit_ms);
+void kill_workers(void);
+void workers_init(void);
+
+/* statecheck.c */
+enum { STATE_FDS, STATE_MAPS, STATE_CWD, STATE_SIGNALS, STATE_PARTS };
+struct state_digest { unsigned long part[STATE_PARTS]; };
+void state_digest(struct state_digest *d);
+int state_difference(const struct state_digest *fresh, const struct state_digest *reused, char *why, size_t len);
+void leak_state(long test_index);
 
 /* ops.c */
 op_fn *find_op(const char *name);
 int first_side(const struct test *t);
 void run_call(struct participant *p, char *res, size_t len);
+int process_execs(const struct test *t, int proc);
 void install_fault_handlers(void);
 
 /* facts.c */

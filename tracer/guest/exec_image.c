@@ -2,7 +2,7 @@
  * process whose call is exec. Its first instruction ends the traced region, so the region
  * holds the exec and the new image's start, nothing of the program's own. Then, outside
  * the region, it reports what the model says an exec leaves (which fds below
- * SC_ANYFD_BASE are open, which of the 64 pages from SC_MAP_BASE are mapped) over
+ * SC_ANYFD_BASE are open, which of the MODEL_PAGES pages from SC_MAP_BASE are mapped) over
  * EXEC_REPORT_FD to the driver's stand-in (op_exec in ops.c), lets the stopped stand-in
  * continue the driver's part of the test, and exits once it has: its exit then falls
  * where the driver's test processes exit. No libc: a handful of system calls. */
@@ -37,7 +37,7 @@ void _start(void)
 	for (int fd = 0; fd < SC_ANYFD_BASE; fd++)
 		if (sys3(__NR_fcntl, fd, F_GETFD, 0) >= 0)
 			report.open_fds |= 1UL << fd;
-	for (int page = 0; page < 64; page++)
+	for (int page = 0; page < MODEL_PAGES; page++)
 		if (sys3(__NR_mincore, SC_MAP_BASE + (long)page * SC_UNIT, SC_UNIT, (long)&residency) == 0)
 			report.mapped_pages |= 1UL << page;
 	sys3(__NR_write, EXEC_REPORT_FD, (long)&report, sizeof report);

@@ -408,7 +408,7 @@ static void exec_standin(struct participant *p, const struct call_spec *c, int e
 	int alone = p->t->calls[1 - p->side].proc != c->proc;
 	/* Killed with the test process (a timeout), it does not stay stopped forever. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || dup2(end, 0) < 0 || close_range(SC_FD_BASE, ~0U, 0) < 0 ||
-	    munmap((void *)SC_MAP_BASE, 64L * SC_UNIT) < 0)
+	    munmap((void *)SC_MAP_BASE, MODEL_PAGES * SC_UNIT) < 0)
 		fatal("exec's stand-in dropping the model's fds and pages");
 	if (write(0, &me, sizeof me) != sizeof me || raise(SIGSTOP) != 0)
 		fatal("exec's stand-in handing over");
@@ -464,6 +464,14 @@ static void op_exec(struct participant *p, const struct call_spec *c, char *res,
 /* The side whose call runs first: A, unless A is an exec and B a call of the same process,
  * which would have to run in the exec'd image: then B runs first (its results fit the
  * model's order BA). */
+int process_execs(const struct test *t, int proc)
+{
+	for (int side = 0; side < 2; side++)
+		if (t->calls[side].proc == proc && t->calls[side].run == op_exec)
+			return 1;
+	return 0;
+}
+
 int first_side(const struct test *t)
 {
 	return t->calls[0].run == op_exec && t->calls[1].proc == t->calls[0].proc;

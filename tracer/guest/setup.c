@@ -21,8 +21,19 @@
 #define PIPE_FD_BASE 800
 #define RECEIVER_FD_BASE 850
 
-static int pipe_ends[SC_MAX_PIPES][2];
-static int receivers[SC_MAX_SOCKETS], message_senders[SC_MAX_SOCKETS][SC_SOCK_CAPACITY];
+/* The coordinator's fds of the pipes and receiving sockets, in shared memory: a kept test
+ * process (workers.c), forked before they were made, takes them by number. */
+static struct { int pipe_ends[SC_MAX_PIPES][2], receivers[SC_MAX_SOCKETS]; } *shared;
+#define pipe_ends (shared->pipe_ends)
+#define receivers (shared->receivers)
+static int message_senders[SC_MAX_SOCKETS][SC_SOCK_CAPACITY];
+
+void setup_init(void)
+{
+	shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared == MAP_FAILED)
+		fatal("mmap the shared fds' numbers");
+}
 
 /* Model socket i's address: an abstract AF_UNIX name, "\0scq<i>". */
 static socklen_t socket_address(int i, struct sockaddr_un *addr)
@@ -209,7 +220,7 @@ static int socket_fds(int i, int *receiver, int *sender)
 {
 	struct sockaddr_un addr;
 	socklen_t addrlen = socket_address(i, &addr);
-	*receiver = dup(receivers[i]);
+	*receiver = coordinator_fd(receivers[i]);
 	*sender = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	if (*receiver < 0 || *sender < 0)
 		return -1;
@@ -273,7 +284,7 @@ static int park_files_and_pipes(const struct test *t, int proc, struct parked *p
 			continue;
 		int src;
 		if (f->is_pipe) {
-			src = dup(pipe_ends[f->pipe][f->write_end]);
+			src = coordinator_fd(pipe_ends[f->pipe][f->write_end]);
 		} else {
 			inode_path(t, f->inode, path, sizeof path);
 			src = open(path, O_RDWR);

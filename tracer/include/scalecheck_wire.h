@@ -7,7 +7,8 @@
  * keyword means one thing going in and another coming out.
  *
  * Tests, host -> driver (a batch file):
- *   S key=value...          first line: repeats, timeout_ms, fs, warmup, facts
+ *   S key=value...          first line: repeats, timeout_ms, fs, warmup, facts,
+ *                           state_check, state_leak (the guest's reused processes)
  *   N addr size             harness: a range of the library's static data to snapshot
  *   WRAP start end [file]   harness: the code of an allocation wrapper (in file, a shared
  *                           object, at offsets into it), whose caller names a block
@@ -82,6 +83,9 @@
 
 struct sc_wire_settings {
 	int repeats, timeout_ms, warmup, dump_facts;
+	/* Guest: compare each reused test process with a fresh one (state_check=1); make the
+	 * reused ones keep something a fresh one would not have (state_leak=1, the check's test). */
+	int state_check, state_leak;
 	char fs[16];
 };
 
