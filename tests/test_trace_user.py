@@ -2,6 +2,7 @@
 traced under qemu-x86_64 with known answers, and libraries that crash, hang or answer
 what the model forbids, recorded as such while the run goes on."""
 
+import io
 import json
 import re
 import shutil
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from scalecheck.binding import abi
 from scalecheck.common.errors import UserError
 from scalecheck.report.build import make_report
-from scalecheck.run import loop, testcase
+from scalecheck.run import loop, testcase, wire
 from scalecheck.run.run_cli import run_tests
 from scalecheck.run.user import dwarfnames, heapnames, library, program_worker
 
@@ -224,6 +226,52 @@ def test_a_block_handed_out_twice_is_named_by_its_last_allocation(counter_tests,
     inc_inc = run(counter_tests, tmp_path / "reused.toml", jobs=1)["records"]["inc-inc/p0/t1"]
     assert inc_inc["status"] == "ok" and not inc_inc["conflict_free"]
     assert [c["data_symbol"] for c in inc_inc["conflicts"]] == ["counter_block:alloc(64)+0x0"]
+
+
+def _first_blocks(program: Path, batch: Path) -> list:
+    """The addresses of the blocks the program reports for its first test repeat."""
+    done = subprocess.run(
+        ["qemu-x86_64", str(program), str(batch)], capture_output=True, timeout=60
+    )
+    reports = wire.read_reports(io.BytesIO(done.stdout))
+    return next(
+        sorted(b[0] for b in r.allocations()) for r in reports if r and r.kind == "ALLOCATION"
+    )
+
+
+def test_the_heap_starts_at_one_address_whatever_the_code_size_or_directory(
+    counter_tests, tmp_path
+):
+    """libsv6 picks refcache slots by address: its verdicts must not move when the
+    harness's code grows or the run's directory is longer (glibc's start-up allocates
+    the program's directory)."""
+    refcount = EXAMPLES / "refcount"
+    blocks = []
+    for name, extra in (("small", ""), ("large", "-DLARGE")):
+        source = tmp_path / f"{name}.c"
+        source.write_text(
+            (refcount / "shared.c").read_text()
+            + "#ifdef LARGE\nchar scalecheck_test_pad[1 << 20] = {1};\n#endif\n"
+        )
+        (tmp_path / f"{name}.toml").write_text(
+            f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["{name}.c"]\n'
+            f'cflags = ["-O2", "-I{refcount}", "{extra or "-DSMALL"}"]\n'
+        )
+        run(counter_tests, tmp_path / f"{name}.toml", jobs=1)
+        trace = counter_tests / "trace"
+        program = next(
+            p
+            for p in (trace / "program").iterdir()
+            if p.name.startswith(f"{name}-") and not p.suffix
+        )
+        batch = tmp_path / "batch.txt"
+        shutil.copy(trace / "proc0" / "batch.txt", batch)
+        deeper = tmp_path / ("d" * 60) / program.name
+        deeper.parent.mkdir(exist_ok=True)
+        shutil.copy(program, deeper)
+        blocks += [_first_blocks(program, batch), _first_blocks(deeper, batch)]
+    assert blocks[0][0] == abi.value("USER_HEAP_START")
+    assert all(b == blocks[0] for b in blocks), [hex(b[0]) for b in blocks]
 
 
 # A counter behind two locks, each in its own heap object (typed through its pointer),

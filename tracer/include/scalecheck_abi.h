@@ -34,4 +34,17 @@
 #define SC_MAX_MAPS 16
 #define SC_MAX_SOCKETS 4
 
+/* The user-space test program's heap: the same addresses in every build and from every
+ * directory. Its image ends at SC_USER_IMAGE_END whatever the size of its code and data
+ * (its last section, SC_USER_IMAGE_TAIL bytes, tracer/user/trace_harness.c, is linked
+ * right below), so qemu-x86_64 starts the program break, glibc's main heap, there; glibc's
+ * start-up then takes blocks whose sizes depend on the program's path (the directory it
+ * runs from), and the harness pads the heap so that the next block is at
+ * SC_USER_HEAP_START. The addresses matter: a library may pick by an object's address
+ * (libsv6's refcache picks a slot by address bits 6-21), and false sharing depends on
+ * them. */
+#define SC_USER_IMAGE_END 0x10108000
+#define SC_USER_IMAGE_TAIL 8
+#define SC_USER_HEAP_START 0x1010c860
+
 #endif

@@ -219,6 +219,11 @@ static struct {
 	pthread_cond_t changed;
 } __attribute__((aligned(64))) harness = {.handoff = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
+/* The image's last bytes, linked right below SC_USER_IMAGE_END (program_build.py): the
+ * heap starts there, wherever the code and data before them end. */
+static char image_tail[SC_USER_IMAGE_TAIL] __attribute__((used, aligned(SC_USER_IMAGE_TAIL),
+							   section(".scalecheck_image_tail")));
+
 /* ---- the two calling threads ---- */
 
 struct participant {
@@ -575,6 +580,21 @@ static void write_output(const char *s, size_t n)
 		output.pieces[output.n++] = (struct iovec){at, n};
 }
 
+/* Pads the main heap so that its next block starts at SC_USER_HEAP_START (scalecheck_abi.h),
+ * whatever glibc's start-up took. Two probes, never freed, give where the next block goes
+ * and a block's least size; the pad's block then spans the gap (a block of n bytes takes
+ * n + 8 rounded up to the probes' alignment). Blocks that are not taken from the break
+ * (glibc.malloc.mmap_threshold below their size) are left where mmap puts them. */
+static void pad_heap(void)
+{
+	char *first = malloc(1), *second = malloc(1);
+	uintptr_t least = (uintptr_t)(second - first), next = (uintptr_t)second + least;
+	if (!first || !second || second < first || next + least > SC_USER_HEAP_START)
+		return;
+	void *volatile pad = malloc(SC_USER_HEAP_START - next - sizeof(size_t));
+	(void)pad;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -591,6 +611,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: no header line\n", argv[1]);
 		return 2;
 	}
+	pad_heap();
 	sc_wire_output(write_output, flush_output);
 	sc_alloc_log_start(0);
 	start_participants();

@@ -235,7 +235,9 @@ unsigned long ebr_drain(void)
     for (;;) {
         uint64_t epoch = try_advance();
         bool left = false;
-        for (unsigned i = 0; i < MAX_THREADS; i++) {
+        /* Slots past slots_used were never taken: nothing was retired there. */
+        unsigned used = atomic_load(&slots_used);
+        for (unsigned i = 0; i < used; i++) {
             ran += run(take_expired(&slots[i], upto, epoch));
             sv6_lock(&slots[i].lock);
             for (struct ebr_node *node = slots[i].retired; node && !left; node = node->next)

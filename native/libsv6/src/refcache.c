@@ -21,10 +21,6 @@ void refcache_init(struct refcache *rc)
         atomic_init(&core->stalls, 0);
         atomic_init(&core->stalled_in, 0);
         atomic_init(&core->releasing, 0);
-        for (unsigned i = 0; i < REFCACHE_SLOTS; i++) {
-            atomic_init(&core->slots[i].obj, NULL);
-            atomic_init(&core->slots[i].delta, 0);
-        }
     }
     atomic_init(&rc->epoch, 1);
     rc->self_ticking = false;

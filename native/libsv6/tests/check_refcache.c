@@ -60,6 +60,7 @@ static struct refcache *new_refcache(void)
 {
     struct refcache *rc = aligned_alloc(SV6_PLACEMENT, sizeof *rc);
     CHECK(rc, "out of memory");
+    memset(rc, 0, sizeof *rc);
     refcache_init(rc);
     return rc;
 }

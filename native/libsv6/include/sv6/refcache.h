@@ -132,8 +132,10 @@ struct refcache {
     void *after_flush_arg;
 };
 
-/* Needs no destroy: the caller frees the memory once every object is gone
- * (refcache_quiesce until it returns 0 does that). */
+/* rc's memory zeroed, as sv6_zalloc gives it: its slots start empty and are
+ * not written again (SV6_NCORES x REFCACHE_SLOTS of them at every world's
+ * creation). Needs no destroy: the caller frees the memory once every object
+ * is gone (refcache_quiesce until it returns 0 does that). */
 void refcache_init(struct refcache *rc);
 
 /* count is the initial reference count, held by the caller.  release runs once

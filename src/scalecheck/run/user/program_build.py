@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from scalecheck.binding import abi
 from scalecheck.common import sources
 from scalecheck.run.tracer_build import run_step
 from scalecheck.run.user.installed import linked_archives, linked_shared_objects, pkg_config
@@ -70,11 +71,14 @@ def _link_mode(library: Library) -> list[str]:
     """Static: the allocation entry points wrapped. Shared: not position-independent (the
     program's symbols at their link addresses, as a static program's), its symbols
     exported (the shared objects' allocations bound to the harness's), every symbol bound
-    at load (lazy binding would write the GOT inside the calls)."""
+    at load (lazy binding would write the GOT inside the calls). Either way the image ends
+    at one address, where the heap starts (scalecheck_abi.h)."""
+    tail = abi.value("USER_IMAGE_END") - abi.value("USER_IMAGE_TAIL")
+    image_end = f"-Wl,--section-start=.scalecheck_image_tail={tail:#x}"
     if library.shared:
-        return ["-no-pie", "-rdynamic", "-pthread", "-Wl,-z,now"]
+        return ["-no-pie", "-rdynamic", "-pthread", "-Wl,-z,now", image_end]
     wrap = ",".join(f"--wrap={name}" for name in WRAPPED)
-    return ["-static", "-pthread", f"-Wl,{wrap}"]
+    return ["-static", "-pthread", f"-Wl,{wrap}", image_end]
 
 
 def link_flags(library: Library) -> list[str]:
