@@ -34,4 +34,8 @@
 #define SC_MAX_MAPS 16
 #define SC_MAX_SOCKETS 4
 
+/* The allocation-site recorder's mark on the site of a block that is an anonymous mapping
+ * the program made itself (tracer/sharing/alloc_sites.c), not a block of malloc's. */
+#define SC_SITE_MAPPED 0x8000000000000000
+
 #endif
