@@ -94,7 +94,7 @@ static void mapping_pages(FILE *out, int pagemap, long pid, uint64_t start, uint
 	}
 }
 
-void sc_process_pages(FILE *out, long pid, uint64_t *written)
+void sc_process_pages(FILE *out, long pid, uint64_t *written, int pagemap)
 {
 	static char maps[MAPS_BYTES], header[MAPS_BYTES + 64];
 	char path[64], comm[32] = "";
@@ -108,7 +108,9 @@ void sc_process_pages(FILE *out, long pid, uint64_t *written)
 		return; /* a kernel thread, or gone */
 	snprintf(header, sizeof header, "P %ld %s\n%s", pid, comm, maps);
 	snprintf(path, sizeof path, "/proc/%ld/pagemap", pid);
-	int pagemap = open(path, O_RDONLY | O_CLOEXEC);
+	int opened = pagemap < 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (opened >= 0)
+		pagemap = opened;
 	if (pagemap < 0)
 		return;
 	for (char *line = maps; *line;) {
@@ -125,5 +127,6 @@ void sc_process_pages(FILE *out, long pid, uint64_t *written)
 				      perms[1] == 'w');
 		line = next ? next + 1 : line + strlen(line);
 	}
-	close(pagemap);
+	if (opened >= 0)
+		close(opened);
 }

@@ -27,7 +27,9 @@ FILE *sc_page_owners_open(const char *path, int truncate);
  * files (a page the kernel filled from the file on one CPU and user code read on another
  * moved too). written: per frame, the owner last written, a page written again only when
  * its owner changed, a file's read-only page only once (NULL: every page); the process
- * and its maps are written before its first page, if any. */
-void sc_process_pages(FILE *out, long pid, uint64_t *written);
+ * and its maps are written before its first page, if any. pagemap: the process's
+ * /proc/PID/pagemap opened before (it gives frames if its opener had CAP_SYS_ADMIN: a
+ * program that drops its privileges opened it before), or -1: opened here. */
+void sc_process_pages(FILE *out, long pid, uint64_t *written, int pagemap);
 
 #endif

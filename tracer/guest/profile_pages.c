@@ -40,7 +40,7 @@ int main(int argc, char **argv)
 
 		while (proc && (entry = readdir(proc)))
 			if (isdigit((unsigned char)entry->d_name[0]))
-				sc_process_pages(out, atol(entry->d_name), written);
+				sc_process_pages(out, atol(entry->d_name), written, -1);
 		if (proc)
 			closedir(proc);
 		fflush(out);

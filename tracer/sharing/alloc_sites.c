@@ -16,7 +16,7 @@
  * the thread a default SIGTERM hits). A name ending in '/' is a directory (`scalecheck
  * profile`: a program and its children share the variable, and each has a heap of its
  * own) where each process appends to a file of its own, named by its pid, and writes
- * PID.pages when it exits or calls execve: which frames its writable memory had then
+ * PID.pages when it exits (PID.execve.pages when it calls execve): which frames its writable memory had then
  * (../common/page_owners.h), so that a process living between two of the guest's page
  * map rounds is known too. The TSC (the harness's clock: its result gives the measured
  * window's) tells which blocks held a line while the workers ran.
@@ -102,6 +102,11 @@ static struct site_buffer *my_buffer(void)
 		if (buffer == MAP_FAILED)
 			return NULL;
 		mine = buffer;
+		/* A block of its own, named by this function: a line of it moves when the
+		 * thread moves to another CPU, the recorder's own cost, said as such. */
+		mine->records[mine->count++] = (struct site_record){
+			(uintptr_t)buffer, sizeof *mine,
+			((uintptr_t)my_buffer + 1) | SC_SITE_MAPPED, __rdtsc()};
 		pthread_once(&key_once, make_key);
 		pthread_setspecific(exit_key, mine);
 	}
@@ -157,17 +162,35 @@ int munmap(void *addr, size_t length)
 	return (int)syscall(SYS_munmap, addr, length);
 }
 
-/* The process's pages at its end, in a directory of own files. */
-static void write_pages(void)
+/* This process's pagemap, opened as it started (with its privileges then), and by whom
+ * (a forked child's is its parent's: it opens its own). Far above the lowest free fd,
+ * which the program's own opens get. */
+static int pagemap = -1;
+static pid_t pagemap_of;
+
+__attribute__((constructor)) static void open_pagemap(void)
+{
+	int fd = own_files() ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		pagemap = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+		close(fd);
+		pagemap_of = getpid();
+	}
+}
+
+/* The process's pages at its end or before an execve (to files of their own: a program
+ * that drops its privileges cannot append to the one its forked shell made), in a
+ * directory of own files. */
+static void write_pages(const char *when)
 {
 	char path[4096];
 	if (!own_files())
 		return;
 	recording = 1;
-	snprintf(path, sizeof path, "%s%ld.pages", own_files(), (long)getpid());
+	snprintf(path, sizeof path, "%s%ld%s.pages", own_files(), (long)getpid(), when);
 	FILE *out = sc_page_owners_open(path, 0);
 	if (out) {
-		sc_process_pages(out, getpid(), NULL);
+		sc_process_pages(out, getpid(), NULL, pagemap_of == getpid() ? pagemap : -1);
 		fclose(out);
 	}
 	recording = 0;
@@ -181,7 +204,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
 	static pid_t written_by;
 	if (written_by != getpid()) {
 		written_by = getpid();
-		write_pages();
+		write_pages(".execve");
 	}
 	return (int)syscall(SYS_execve, path, argv, envp);
 }
@@ -192,7 +215,7 @@ void _exit(int status)
 {
 	if (mine)
 		write_out(mine);
-	write_pages();
+	write_pages("");
 	syscall(SYS_exit_group, status);
 	__builtin_unreachable();
 }
@@ -201,7 +224,7 @@ __attribute__((destructor)) static void process_exit(void)
 {
 	if (mine)
 		write_out(mine);
-	write_pages();
+	write_pages("");
 }
 
 /* A server stopped by SIGTERM's default action runs no exit handlers: the thread that
@@ -210,7 +233,7 @@ static void terminated(int signal_number)
 {
 	if (mine)
 		write_out(mine);
-	write_pages();
+	write_pages("");
 	signal(signal_number, SIG_DFL);
 	raise(signal_number);
 }
