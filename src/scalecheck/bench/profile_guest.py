@@ -391,7 +391,9 @@ def line_names(profiled: Profiled, kernel, session: vm.GuestSession, cpus: int, 
     for paddr, touches in contended.items():
         vaddr = profile_lines.representative(touches).vaddr
         if paddr not in kernel_lines:
-            user = pages.name(paddr, vaddr) or pages.name_by_address(vaddr)
+            user = pages.name(paddr, vaddr)
+            if not user or not is_specific(user):
+                user = pages.name_by_address(vaddr) or user
             names[paddr] = f"user: {user or 'memory'}"
             continue
         user = pages.name(paddr)

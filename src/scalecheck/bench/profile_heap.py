@@ -28,7 +28,7 @@ from scalecheck.run.user.shared_objects import object_symbols
 # The directory (in the run's) the recorder writes a file per process to.
 ALLOCATIONS = "allocations"
 LINE_BYTES = 64
-HEAP, ANONYMOUS = "[heap] of ", "anonymous memory of "
+HEAP, ANONYMOUS, UNMAPPED = "[heap] of ", "anonymous memory of ", "unmapped memory of "
 NO_RECORD = " (no record)"
 # The recorder's mark on the site of an anonymous mapping the program made itself.
 MAPPED = abi.value("SITE_MAPPED")
@@ -84,13 +84,13 @@ def block_name(maps: ProcessMaps, size: int, site: int) -> str:
 
 
 def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: Path) -> None:
-    """Renames the contended lines (paddr -> name) of a process's heap or anonymous memory
-    by their blocks."""
+    """Renames the contended lines (paddr -> name) of a process's heap, anonymous memory or
+    memory its maps seen did not hold by their blocks."""
     by_process: dict[ProcessMaps, dict[int, int]] = {}
     for paddr, name in names.items():
         touches = contended[paddr]
         owner = pages.owner(paddr, None if is_kernel(touches) else representative(touches).vaddr)
-        if (HEAP in name or ANONYMOUS in name) and owner:
+        if (HEAP in name or ANONYMOUS in name or UNMAPPED in name) and owner:
             by_process.setdefault(owner[0], {})[paddr] = owner[1] & -LINE_BYTES
     blocks: dict[int, list] = {}
     for maps, lines in by_process.items():
@@ -101,6 +101,7 @@ def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: P
         for paddr, line in lines.items():
             if line in found:
                 names[paddr] = names[paddr].replace(f"[heap] of {maps.comm}", found[line])
-                names[paddr] = names[paddr].replace(f"{ANONYMOUS}{maps.comm}", found[line])
+                for kind in (ANONYMOUS, UNMAPPED):
+                    names[paddr] = names[paddr].replace(f"{kind}{maps.comm}", found[line])
             elif not path.exists() and HEAP in names[paddr]:
                 names[paddr] += NO_RECORD

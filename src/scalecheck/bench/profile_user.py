@@ -173,8 +173,10 @@ class UserPages:
         """The process that had the line at paddr, and where: its frame's owner seen most
         often, or, given the user address it was touched at, the most frequent owner that
         had it there, else the one process among its owners with memory at that address
-        (the frame moved within it: a block grown by mremap, a heap trimmed and grown);
-        None when none did or several could have (the frame changed hands)."""
+        (the frame moved within it: a block grown by mremap, a heap trimmed and grown), or
+        its one owner when none had (a block mapped there after its last map seen: named
+        by the process's allocation records, profile_heap); None when several could have
+        (the frame changed hands)."""
         owners = self.owners.get(paddr // PAGE)
         if not owners:
             return None
@@ -183,6 +185,8 @@ class UserPages:
             maps, page = max(fitting, key=owners.__getitem__)
             return maps, page + paddr % PAGE
         holding = [owner for owner in owners if owner[0].holding(vaddr) is not None]
+        if not holding and len({maps.pid for maps, _ in owners}) == 1:
+            holding = list(owners)  # mapped there after every map seen (unmapped memory of P)
         if len({maps.pid for maps, _ in holding}) != 1:
             return None
         return max(holding, key=owners.__getitem__)[0], vaddr
