@@ -6,8 +6,8 @@ asked, TSC) to a file of its own, named by its pid, when it exits; a line of `[h
 `heap: 64-byte block from smtp_get (smtp-source)`, the site resolved through the process's
 page map and the ELF symbols of the file mapped there. The recorder also records the
 anonymous mappings a program asks mmap for itself (an allocator of its own: GCC's
-garbage-collected pages): a line there is `mapping: 1048576-byte anonymous mmap from
-0x6a2f10 (cc1)` (an address where the program has no symbols).
+garbage-collected pages): a line there is `mapping: 2097152-byte anonymous mmap from
+_Z18ggc_internal_allocmPFvPvEmm (cc1)`.
 
 The plugin does not time its touches, so a line several blocks held in turn is named by
 the one that held it longest: a block given back at once (a scratch buffer) does not name
