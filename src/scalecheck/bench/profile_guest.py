@@ -8,9 +8,10 @@ them, mounts the host's root read-only at /host and the run's directory (on the 
 writable at its own path under it, tmpfs at /tmp and /run, and runs the run script there
 (chroot): the script brings up the loopback, turns address randomisation off (each
 program's libraries at the same addresses in every process), starts the page map
-(profile_user), opens the window, runs the program with its output in the run's
-directory, kills it at the bound, closes the window, kills everything else, and says the
-program's status on the console; the guest then waits for the host to name kernel data
+(profile_user), opens the window, runs the program (in a process group of its own) with
+its output in the run's directory, stops it at the bound (SIGTERM, then SIGKILL), closes
+the window, stops everything else the same way, and says the program's status on the
+console; the guest then waits for the host to name kernel data
 from its memory and stop it. While the program runs the host copies the kernel's struct
 pages (profile_frames).
 """
