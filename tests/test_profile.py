@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from scalecheck.bench import profile_lines
+from scalecheck.bench.profile_heap import MAPPED, name_heap_lines
 from scalecheck.bench.profile_user import UserPages, is_specific, parse_maps, user_data_name
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, FORCED, SHIPPED, Rule, case_possible
+from scalecheck.bench.sharing import SITE_RECORD
 from scalecheck.common.sources import cache_dir
 from scalecheck.run.linux import vm
 from scalecheck.run.regions import Line, Region
@@ -264,6 +266,8 @@ def test_a_frame_is_named_by_the_process_that_mapped_it_most_often(tmp_path, glo
     assert pages.name(0x2C000) is None
     # touched at another address of the one process that had the frame: it moved there
     assert pages.owner(0x2A000, page + 0x1000)[0].comm == "globals"
+    # at an address none of its maps seen held: still its one owner's
+    assert pages.name(0x2A000, 0x7F0000000000) == "unmapped memory of globals"
     assert pages.name_by_address(limits) == "globals: limits (by address)"  # two programs
 
 
@@ -273,3 +277,40 @@ def test_a_read_or_write_that_met_on_socket_data_is_judged_as_recvfrom_or_sendto
     without_sockets = Rule(shipped.ops - {"sendto"}, {}, "a rule without sendto (unit test)")
     assert "write on a socket: sendto" in without_sockets.verdict("write", "read", "sk_buff.len")
     assert shipped.verdict("write", "read", "kernel: page.{flags}") == COMMUTATIVE
+
+
+def test_heap_lines_are_named_by_their_blocks_and_a_process_without_records_is_not_named(
+    tmp_path,
+):
+    heap = "555555559000-55555557a000 rw-p 00000000 00:00 0 [heap]"
+    anonymous = "7ffff7000000-7ffff7100000 rw-p 00000000 00:00 0"
+    (tmp_path / "pages.txt").write_text(
+        f"P 7 recorded\n{heap}\n{anonymous}\nG 2a 555555559000\nG 2b 7ffff7000000\n"
+        "G 2d 7ffff7010000\n"
+        f"P 9 unrecorded\n{heap}\nG 2c 555555559000\n"
+    )
+    allocations = tmp_path / "allocations"
+    allocations.mkdir()  # pid 7 wrote its blocks; pid 9 (killed, say) wrote none
+    records = [(0x555555559040, 64, 0x1234, 1), (0x7FFFF7000000, 1 << 20, 0x5678 | MAPPED, 2)]
+    records.append((0x7FFFF6000000, 4096, 0x9ABC, 3))  # mapped after the maps seen
+    (allocations / "7").write_bytes(b"".join(SITE_RECORD.pack(*r) for r in records))
+    lines = {0x2A040: 0x555555559040, 0x2B000: 0x7FFFF7000000, 0x2C040: 0x555555559040}
+    lines[0x2D040] = 0x7FFFF6000040
+    contended = {
+        paddr: [
+            (cpu, profile_lines.CONTEXT_USER, Line(paddr, vaddr, 1, 1, [], b"", 5, 0, 0))
+            for cpu in (0, 1)
+        ]
+        for paddr, vaddr in lines.items()
+    }
+    pages = UserPages(tmp_path / "pages.txt")
+    names = {paddr: f"user: {pages.name(paddr, vaddr)}" for paddr, vaddr in lines.items()}
+    name_heap_lines(names, contended, pages, allocations)
+    assert names == {
+        0x2A040: "user: heap: 64-byte block from 0x1234",
+        0x2B000: "user: mapping: 1048576-byte anonymous mmap from 0x5678",
+        0x2C040: "user: [heap] of unrecorded (no record)",
+        0x2D040: "user: heap: 4096-byte block from 0x9abc",
+    }
+    share = profile_lines.named_share(profile_lines.line_rows(contended, names, [], None))
+    assert (share["named_transfers"], share["transfers"]) == (30, 40)

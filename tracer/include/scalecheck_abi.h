@@ -47,4 +47,8 @@
 #define SC_USER_IMAGE_TAIL 8
 #define SC_USER_HEAP_START 0x1010c860
 
+/* The allocation-site recorder's mark on the site of a block that is an anonymous mapping
+ * the program made itself (tracer/sharing/alloc_sites.c), not a block of malloc's. */
+#define SC_SITE_MAPPED 0x8000000000000000
+
 #endif

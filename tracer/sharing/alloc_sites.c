@@ -4,16 +4,22 @@
  * it (its site and size), which is the same in every run, rather than by the code that
  * touched it, which is not (src/scalecheck/bench/sharing.py, docs/many-cores.md).
  *
- * Every allocation entry point is defined under its own name over glibc's __libc_
- * functions (the dynamic linker binds every object's calls to the preloaded ones), and a
- * library allocator's hand-outs come through scalecheck_malloclike (scalecheck_alloc.h).
- * Each thread records (address, size, site, TSC) of every block it gets, and (address,
- * 0, 0, TSC) of every block it gives back, in memory of its own, so the workers share no
- * line through it; it appends them to the file SCALECHECK_ALLOC_SITES names when it
- * exits (the process's last thread at exit, or the thread a default SIGTERM hits); a name ending in '/' is a directory where
- * each process appends to a file of its own, named by its pid (`scalecheck profile`: a
- * program and its children share the variable, and each has a heap of its own). The TSC (the harness's clock: its result
- * gives the measured window's) tells which blocks held a line while the workers ran.
+ * The allocation entry points are scalecheck_alloc_entries.h's (the dynamic linker binds
+ * every object's calls to the preloaded ones), and a library allocator's hand-outs come
+ * through scalecheck_malloclike (scalecheck_alloc.h). An anonymous mapping the program
+ * asks for itself (an allocator of its own over mmap: GCC's garbage-collected pages) is
+ * a block too, its site marked SC_SITE_MAPPED (scalecheck_abi.h); the C library's own
+ * (malloc's arenas) do not come through here. Each thread records (address, size, site,
+ * TSC) of every block it gets, and (address, 0, 0, TSC) of every block it gives back, in
+ * memory of its own, so the workers share no line through it; it appends them to the
+ * file SCALECHECK_ALLOC_SITES names when it exits (the process's last thread at exit, or
+ * the thread a default SIGTERM hits). A name ending in '/' is a directory (`scalecheck
+ * profile`: a program and its children share the variable, and each has a heap of its
+ * own) where each process appends to a file of its own, named by its pid, and writes
+ * PID.pages when it exits (PID.execve.pages when it calls execve): which frames its writable memory had then
+ * (../common/page_owners.h), so that a process living between two of the guest's page
+ * map rounds is known too. The TSC (the harness's clock: its result gives the measured
+ * window's) tells which blocks held a line while the workers ran.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,10 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
-#include "../include/scalecheck_alloc.h"
+#include "../common/page_owners.h"
+#include "../include/scalecheck_abi.h"
 
 struct site_record { uint64_t addr, size, site, tsc; };
 
@@ -46,17 +54,18 @@ static __thread int recording;
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
-void *__libc_malloc(size_t size);
-void *__libc_calloc(size_t n, size_t size);
-void *__libc_realloc(void *old, size_t size);
-void *__libc_memalign(size_t alignment, size_t size);
-void __libc_free(void *addr);
+/* The directory SCALECHECK_ALLOC_SITES names (ending in '/'), or NULL. */
+static const char *own_files(void)
+{
+	const char *path = getenv("SCALECHECK_ALLOC_SITES");
+	return path && *path && path[strlen(path) - 1] == '/' ? path : NULL;
+}
 
 static void write_out(struct site_buffer *buffer)
 {
 	const char *path = getenv("SCALECHECK_ALLOC_SITES");
 	char own[4096];
-	if (path && *path && path[strlen(path) - 1] == '/') {
+	if (own_files()) {
 		snprintf(own, sizeof own, "%s%ld", path, (long)getpid());
 		path = own;
 	}
@@ -93,6 +102,11 @@ static struct site_buffer *my_buffer(void)
 		if (buffer == MAP_FAILED)
 			return NULL;
 		mine = buffer;
+		/* A block of its own, named by this function: a line of it moves when the
+		 * thread moves to another CPU, the recorder's own cost, said as such. */
+		mine->records[mine->count++] = (struct site_record){
+			(uintptr_t)buffer, sizeof *mine,
+			((uintptr_t)my_buffer + 1) | SC_SITE_MAPPED, __rdtsc()};
 		pthread_once(&key_once, make_key);
 		pthread_setspecific(exit_key, mine);
 	}
@@ -101,7 +115,7 @@ static struct site_buffer *my_buffer(void)
 
 /* A block handed out (site: the return address into the function that asked) or, with
  * site NULL, given back. */
-static void *recorded(void *addr, size_t size, void *site)
+static void *recorded(void *addr, size_t size, uint64_t site)
 {
 	if (!addr || recording)
 		return addr;
@@ -111,16 +125,106 @@ static void *recorded(void *addr, size_t size, void *site)
 		if (buffer->count == RECORDS_PER_BUFFER)
 			write_out(buffer);
 		buffer->records[buffer->count++] =
-			(struct site_record){(uintptr_t)addr, size, (uintptr_t)site, __rdtsc()};
+			(struct site_record){(uintptr_t)addr, size, site, __rdtsc()};
 	}
 	recording = 0;
 	return addr;
+}
+
+static void *block_got(void *addr, size_t size, void *site)
+{
+	return recorded(addr, size, (uintptr_t)site);
+}
+
+static void block_given(void *addr)
+{
+	recorded(addr, 0, 0);
+}
+
+#define SC_INTERPOSE
+#include "../include/scalecheck_alloc_entries.h"
+
+void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
+{
+	void *got = (void *)syscall(SYS_mmap, addr, length, prot, flags, fd, offset);
+	if (got != MAP_FAILED && (flags & MAP_ANONYMOUS) && !(flags & MAP_SHARED))
+		recorded(got, length, (uintptr_t)__builtin_return_address(0) | SC_SITE_MAPPED);
+	return got;
+}
+
+/* The same function under its other name (off_t is 64 bits here). */
+void *mmap64(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
+	__attribute__((alias("mmap")));
+
+int munmap(void *addr, size_t length)
+{
+	block_given(addr);
+	return (int)syscall(SYS_munmap, addr, length);
+}
+
+/* This process's pagemap, opened as it started (with its privileges then), and by whom
+ * (a forked child's is its parent's: it opens its own). Far above the lowest free fd,
+ * which the program's own opens get. */
+static int pagemap = -1;
+static pid_t pagemap_of;
+
+__attribute__((constructor)) static void open_pagemap(void)
+{
+	int fd = own_files() ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		pagemap = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+		close(fd);
+		pagemap_of = getpid();
+	}
+}
+
+/* The process's pages at its end or before an execve (to files of their own: a program
+ * that drops its privileges cannot append to the one its forked shell made), in a
+ * directory of own files. */
+static void write_pages(const char *when)
+{
+	char path[4096];
+	if (!own_files())
+		return;
+	recording = 1;
+	snprintf(path, sizeof path, "%s%ld%s.pages", own_files(), (long)getpid(), when);
+	FILE *out = sc_page_owners_open(path, 0);
+	if (out) {
+		sc_process_pages(out, getpid(), NULL, pagemap_of == getpid() ? pagemap : -1);
+		fclose(out);
+	}
+	recording = 0;
+}
+
+/* A forked child about to run another program (a shell's way to start one): its pages
+ * first, with the copies its writes since the fork made, which the new program's memory
+ * replaces. Once per process: a shell tries execve in each directory of PATH. */
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	static pid_t written_by;
+	if (written_by != getpid()) {
+		written_by = getpid();
+		write_pages(".execve");
+	}
+	return (int)syscall(SYS_execve, path, argv, envp);
+}
+
+/* A forked child's end without exit handlers (a shell's subshell): as at exit. Its
+ * records are its parent's at the fork and its own since, of the heap it copied. */
+void _exit(int status)
+{
+	if (mine)
+		write_out(mine);
+	write_pages("");
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
 }
 
 __attribute__((destructor)) static void process_exit(void)
 {
 	if (mine)
 		write_out(mine);
+	write_pages("");
 }
 
 /* A server stopped by SIGTERM's default action runs no exit handlers: the thread that
@@ -129,6 +233,7 @@ static void terminated(int signal_number)
 {
 	if (mine)
 		write_out(mine);
+	write_pages("");
 	signal(signal_number, SIG_DFL);
 	raise(signal_number);
 }
@@ -139,57 +244,4 @@ __attribute__((constructor)) static void catch_terminate(void)
 	struct sigaction current;
 	if (sigaction(SIGTERM, NULL, &current) == 0 && current.sa_handler == SIG_DFL)
 		signal(SIGTERM, terminated);
-}
-
-void *malloc(size_t size)
-{
-	return recorded(__libc_malloc(size), size, __builtin_return_address(0));
-}
-
-void *calloc(size_t n, size_t size)
-{
-	return recorded(__libc_calloc(n, size), n * size, __builtin_return_address(0));
-}
-
-void *realloc(void *old, size_t size)
-{
-	recorded(old, 0, NULL);
-	return recorded(__libc_realloc(old, size), size, __builtin_return_address(0));
-}
-
-void free(void *addr)
-{
-	recorded(addr, 0, NULL);
-	__libc_free(addr);
-}
-
-void *memalign(size_t alignment, size_t size)
-{
-	return recorded(__libc_memalign(alignment, size), size, __builtin_return_address(0));
-}
-
-void *aligned_alloc(size_t alignment, size_t size)
-{
-	return recorded(__libc_memalign(alignment, size), size, __builtin_return_address(0));
-}
-
-int posix_memalign(void **out, size_t alignment, size_t size)
-{
-	if (!alignment || (alignment & (alignment - 1)) || alignment % sizeof(void *))
-		return EINVAL;
-	void *block = __libc_memalign(alignment, size);
-	if (!block)
-		return ENOMEM;
-	*out = recorded(block, size, __builtin_return_address(0));
-	return 0;
-}
-
-void scalecheck_malloclike(void *addr, size_t size, void *site)
-{
-	recorded(addr, size, site);
-}
-
-void scalecheck_freelike(void *addr)
-{
-	recorded(addr, 0, NULL);
 }

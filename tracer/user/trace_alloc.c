@@ -11,23 +11,20 @@
  * start, or an indirect call), repeated while the caller is a wrapper too. The library's
  * code is built without frame pointers, so the stack is scanned rather than walked.
  *
- * Built with SC_INTERPOSE for a program linked with shared libraries: the entry points
- * are defined under their own names (the dynamic linker binds every object's calls to
- * the program's) over glibc's __libc_ functions, wrapper lines name code in a shared
- * object by its offset and path ("W start end /lib/x.so"), and the objects' load
- * addresses are written where SCALECHECK_LINK_MAP says ("base path" lines) before main.
+ * The entry points are scalecheck_alloc_entries.h's. Built with SC_INTERPOSE for a
+ * program linked with shared libraries: the entry points are defined under their own
+ * names, wrapper lines name code in a shared object by its offset and path ("W start end
+ * /lib/x.so"), and the objects' load addresses are written where SCALECHECK_LINK_MAP says
+ * ("base path" lines) before main.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <limits.h>
 #include <link.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../include/scalecheck_alloc.h"
 #include "trace_alloc.h"
 
 #define MAX_WRAPPERS 64
@@ -168,7 +165,7 @@ static __attribute__((noinline)) uintptr_t site_of(uintptr_t caller, const uintp
 	return caller;
 }
 
-static void *logged(void *addr, size_t size, void *caller)
+static void *block_got(void *addr, size_t size, void *caller)
 {
 	if (addr && my_log && my_log->n < MAX_ALLOCS) {
 		uintptr_t site = site_of((uintptr_t)caller, __builtin_frame_address(0));
@@ -179,112 +176,13 @@ static void *logged(void *addr, size_t size, void *caller)
 
 /* Logged in the thread's own log, like an allocation (never in another thread's: that
  * would be a conflict of the harness's). */
-static void log_free(void *addr)
+static void block_given(void *addr)
 {
 	if (addr && my_log && my_log->n < MAX_ALLOCS)
 		my_log->entries[my_log->n++] = (struct alloc){(uintptr_t)addr, 0, 0, 1};
 }
 
-#ifdef SC_INTERPOSE
-/* glibc's allocator under its own names: what the entry points below call. */
-void *__libc_malloc(size_t size);
-void *__libc_calloc(size_t n, size_t size);
-void *__libc_realloc(void *old, size_t size);
-void *__libc_memalign(size_t alignment, size_t size);
-void *__libc_valloc(size_t size);
-void *__libc_pvalloc(size_t size);
-void __libc_free(void *addr);
-#define ENTRY(name) name
-#define REAL(name) __libc_##name
-
-static void *__libc_aligned_alloc(size_t alignment, size_t size)
-{
-	return __libc_memalign(alignment, size);
-}
-
-static int __libc_posix_memalign(void **out, size_t alignment, size_t size)
-{
-	if (!alignment || (alignment & (alignment - 1)) || alignment % sizeof(void *))
-		return EINVAL;
-	void *block = __libc_memalign(alignment, size);
-	if (!block)
-		return ENOMEM;
-	*out = block;
-	return 0;
-}
-#else
-/* ld --wrap: a call of malloc from another object is a call of __wrap_malloc. */
-#define ENTRY(name) __wrap_##name
-#define REAL(name) __real_##name
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *old, size_t size);
-void *__real_aligned_alloc(size_t alignment, size_t size);
-int __real_posix_memalign(void **out, size_t alignment, size_t size);
-void *__real_memalign(size_t alignment, size_t size);
-void *__real_valloc(size_t size);
-void *__real_pvalloc(size_t size);
-void __real_free(void *addr);
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *old, size_t size);
-void *__wrap_aligned_alloc(size_t alignment, size_t size);
-int __wrap_posix_memalign(void **out, size_t alignment, size_t size);
-void *__wrap_memalign(size_t alignment, size_t size);
-void *__wrap_valloc(size_t size);
-void *__wrap_pvalloc(size_t size);
-void __wrap_free(void *addr);
-#endif
-
-void *ENTRY(malloc)(size_t size)
-{
-	return logged(REAL(malloc)(size), size, __builtin_return_address(0));
-}
-
-void *ENTRY(calloc)(size_t n, size_t size)
-{
-	return logged(REAL(calloc)(n, size), n * size, __builtin_return_address(0));
-}
-
-void *ENTRY(realloc)(void *old, size_t size)
-{
-	log_free(old);
-	return logged(REAL(realloc)(old, size), size, __builtin_return_address(0));
-}
-
-void *ENTRY(aligned_alloc)(size_t alignment, size_t size)
-{
-	return logged(REAL(aligned_alloc)(alignment, size), size, __builtin_return_address(0));
-}
-
-int ENTRY(posix_memalign)(void **out, size_t alignment, size_t size)
-{
-	int err = REAL(posix_memalign)(out, alignment, size);
-	if (!err)
-		logged(*out, size, __builtin_return_address(0));
-	return err;
-}
-
-void *ENTRY(memalign)(size_t alignment, size_t size)
-{
-	return logged(REAL(memalign)(alignment, size), size, __builtin_return_address(0));
-}
-
-void *ENTRY(valloc)(size_t size)
-{
-	return logged(REAL(valloc)(size), size, __builtin_return_address(0));
-}
-
-void *ENTRY(pvalloc)(size_t size)
-{
-	return logged(REAL(pvalloc)(size), size, __builtin_return_address(0));
-}
-
-void ENTRY(free)(void *addr)
-{
-	log_free(addr);
-	REAL(free)(addr);
-}
+#include "../include/scalecheck_alloc_entries.h"
 
 #ifdef SC_INTERPOSE
 static int print_object(struct dl_phdr_info *info, size_t size, void *data)
@@ -307,17 +205,6 @@ __attribute__((constructor)) static void write_link_map(void)
 	}
 }
 #endif
-
-/* A library's own allocator hands out or takes back a block (scalecheck_alloc.h). */
-void scalecheck_malloclike(void *addr, size_t size, void *site)
-{
-	logged(addr, size, site);
-}
-
-void scalecheck_freelike(void *addr)
-{
-	log_free(addr);
-}
 
 void sc_alloc_log_start(int slot)
 {

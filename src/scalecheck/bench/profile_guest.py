@@ -8,9 +8,10 @@ them, mounts the host's root read-only at /host and the run's directory (on the 
 writable at its own path under it, tmpfs at /tmp and /run, and runs the run script there
 (chroot): the script brings up the loopback, turns address randomisation off (each
 program's libraries at the same addresses in every process), starts the page map
-(profile_user), opens the window, runs the program with its output in the run's
-directory, kills it at the bound, closes the window, kills everything else, and says the
-program's status on the console; the guest then waits for the host to name kernel data
+(profile_user), opens the window, runs the program (in a process group of its own) with
+its output in the run's directory, stops it at the bound (SIGTERM, then SIGKILL), closes
+the window, stops everything else the same way, and says the program's status on the
+console; the guest then waits for the host to name kernel data
 from its memory and stop it. While the program runs the host copies the kernel's struct
 pages (profile_frames).
 """
@@ -59,6 +60,17 @@ PAGES_FILE = "pages.txt"
 # The page map's only reads and writes (profile_pages.c), left out of the profile: its
 # reads of /proc/PID/pagemap touch the struct pages of the program's memory.
 PAGE_MAP_CALLS = ("preadv2", "pwritev2")
+# Guest seconds a program has between SIGTERM and SIGKILL, at the bound and at the end
+# (what it started and left running): the recorder writes its records on a default
+# SIGTERM, a program that handles it may stop its children.
+TERM_GRACE = 2
+# Bare pages named by their writer, which keeps one kind of data in pages of its own:
+# a split virtqueue's ring (its descriptor table and available ring; allocated as pages,
+# an indirect descriptor table is a slab object), which the device reads.
+PAGE_WRITERS = {
+    "virtqueue_add_split": "virtio split ring (descriptors, available ring)",
+    "virtqueue_add_packed": "virtio packed ring",
+}
 
 
 @dataclass
@@ -164,20 +176,24 @@ $B mkdir -m 1777 /run/{ALLOCATIONS}
 {helpers / "profile_pages"} /run/{PAGES_FILE} {PAGES_INTERVAL_MS} &
 pages=$!
 {mark} on
-{recorder} {wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
+# a process group of its own, stopped as one at the bound
+{recorder} $B setsid {wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
 pid=$!
-( $B sleep {duration:g}; $B kill -9 $pid 2>/dev/null && echo killed > $O/timed-out ) &
+( $B sleep {duration:g}; kill -TERM -$pid 2>/dev/null && echo killed > $O/timed-out
+  $B sleep {TERM_GRACE}; kill -9 -$pid 2>/dev/null ) &
 watch=$!
 wait $pid
 status=$?
 {mark} off
 $B cut -d' ' -f1 /proc/uptime > $O/ended
 kill -9 $watch $pages 2>/dev/null
+# the shell's own kill: kill(-1) spares its caller
+kill -TERM -1
+$B sleep {TERM_GRACE}
+kill -9 -1
 $B cp /run/{PAGES_FILE} $O/{PAGES_FILE}
 $B cp -r /run/{ALLOCATIONS} $O/
 $B grep ']$' /proc/kallsyms > $O/{KALLSYMS_FILE}
-# the shell's own kill: kill(-1) spares its caller
-kill -9 -1
 echo $status > $O/status
 $B sync
 echo "{wholestack.EXIT} $status"
@@ -321,7 +337,8 @@ def profile(args, argv: list[str], rundir: Path) -> Profiled:
         ]
         profiled.accesses = sum(region.accesses for region in regions)
         profiled.contended = profile_lines.contended_lines(regions)
-        pages, loaded = UserPages(rundir / PAGES_FILE), ModuleSymbols(rundir / KALLSYMS_FILE)
+        pages = UserPages(rundir / PAGES_FILE, *sorted((rundir / ALLOCATIONS).glob("*.pages")))
+        loaded = ModuleSymbols(rundir / KALLSYMS_FILE)
         profiled.names = line_names(profiled, kernel, session, args.cpus, (pages, loaded))
         name_heap_lines(profiled.names, profiled.contended, pages, rundir / ALLOCATIONS)
         if history:
@@ -375,7 +392,9 @@ def line_names(profiled: Profiled, kernel, session: vm.GuestSession, cpus: int, 
     for paddr, touches in contended.items():
         vaddr = profile_lines.representative(touches).vaddr
         if paddr not in kernel_lines:
-            user = pages.name(paddr, vaddr) or pages.name_by_address(vaddr)
+            user = pages.name(paddr, vaddr)
+            if not user or not is_specific(user):
+                user = pages.name_by_address(vaddr) or user
             names[paddr] = f"user: {user or 'memory'}"
             continue
         user = pages.name(paddr)
@@ -419,7 +438,7 @@ def rename_bare(profiled: Profiled, kernel, history: FrameHistory) -> None:
 
 def kernel_name(data: str, touches: list, symbols, modules: ModuleSymbols) -> str:
     """A kernel line's name; memory that names no type (a page that is no slab's, vmalloc)
-    adds the functions that wrote it."""
+    is named by a writer of PAGE_WRITERS, else adds the functions that wrote it."""
     if data not in BARE_KINDS:
         return f"kernel: {data}"
     writers = sorted(
@@ -432,5 +451,9 @@ def kernel_name(data: str, touches: list, symbols, modules: ModuleSymbols) -> st
             if site.pc and site.write_mask
         }
     )
+    for writer in writers:
+        kind = PAGE_WRITERS.get(writer.split(" [")[0])  # a module's function: "f [module]"
+        if kind and data == "page":
+            return f"kernel: {kind} (written by {writer})"
     shown = ", ".join(writers[:2]) + (", ..." if len(writers) > 2 else "")
     return f"kernel: {data} (written by {shown or 'unknown code'})"

@@ -4,12 +4,15 @@ each process writing its blocks (address, size, the return address into the func
 asked, TSC) to a file of its own, named by its pid, when it exits; a line of `[heap] of P`
 (or of P's anonymous memory: malloc's thread arenas, its large blocks) becomes
 `heap: 64-byte block from smtp_get (smtp-source)`, the site resolved through the process's
-page map and the ELF symbols of the file mapped there.
+page map and the ELF symbols of the file mapped there. The recorder also records the
+anonymous mappings a program asks mmap for itself (an allocator of its own: GCC's
+garbage-collected pages): a line there is `mapping: 2097152-byte anonymous mmap from
+_Z18ggc_internal_allocmPFvPvEmm (cc1)`.
 
 The plugin does not time its touches, so a line several blocks held in turn is named by
 the one that held it longest: a block given back at once (a scratch buffer) does not name
 the line a long-lived one then held. A process killed without running its exit handlers
-(at the bound, by a signal, a daemon's SIGTERM) wrote nothing: its heap lines stay
+(SIGKILL, or a SIGTERM it handles and then dies of) wrote nothing: its heap lines stay
 `[heap] of P (no record)`.
 """
 
@@ -19,13 +22,16 @@ from pathlib import Path
 from scalecheck.bench.profile_lines import is_kernel, representative
 from scalecheck.bench.profile_user import ProcessMaps, UserPages
 from scalecheck.bench.sharing import read_allocations
+from scalecheck.binding import abi
 from scalecheck.run.user.shared_objects import object_symbols
 
 # The directory (in the run's) the recorder writes a file per process to.
 ALLOCATIONS = "allocations"
 LINE_BYTES = 64
-HEAP, ANONYMOUS = "[heap] of ", "anonymous memory of "
+HEAP, ANONYMOUS, UNMAPPED = "[heap] of ", "anonymous memory of ", "unmapped memory of "
 NO_RECORD = " (no record)"
+# The recorder's mark on the site of an anonymous mapping the program made itself.
+MAPPED = abi.value("SITE_MAPPED")
 
 
 def held_blocks(records: list) -> list[tuple[int, int, int, int]]:
@@ -67,20 +73,24 @@ def block_names(maps: ProcessMaps, lines: list[int], blocks: list) -> dict[int, 
         for line in starts[first : bisect.bisect_left(starts, addr + max(size, 1))]:
             if line not in longest or (held, -size) > longest[line][:2]:
                 longest[line] = (held, -size, site)
-    return {
-        line: f"heap: {-size}-byte block from {site_name(maps, site)}"
-        for line, (_, size, site) in longest.items()
-    }
+    return {line: block_name(maps, -size, site) for line, (_, size, site) in longest.items()}
+
+
+def block_name(maps: ProcessMaps, size: int, site: int) -> str:
+    """A block's name: a heap block, or an anonymous mapping the program made itself."""
+    if site & MAPPED:
+        return f"mapping: {size}-byte anonymous mmap from {site_name(maps, site & ~MAPPED)}"
+    return f"heap: {size}-byte block from {site_name(maps, site)}"
 
 
 def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: Path) -> None:
-    """Renames the contended lines (paddr -> name) of a process's heap or anonymous memory
-    by their blocks."""
+    """Renames the contended lines (paddr -> name) of a process's heap, anonymous memory or
+    memory its maps seen did not hold by their blocks."""
     by_process: dict[ProcessMaps, dict[int, int]] = {}
     for paddr, name in names.items():
         touches = contended[paddr]
         owner = pages.owner(paddr, None if is_kernel(touches) else representative(touches).vaddr)
-        if (HEAP in name or ANONYMOUS in name) and owner:
+        if (HEAP in name or ANONYMOUS in name or UNMAPPED in name) and owner:
             by_process.setdefault(owner[0], {})[paddr] = owner[1] & -LINE_BYTES
     blocks: dict[int, list] = {}
     for maps, lines in by_process.items():
@@ -91,6 +101,7 @@ def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: P
         for paddr, line in lines.items():
             if line in found:
                 names[paddr] = names[paddr].replace(f"[heap] of {maps.comm}", found[line])
-                names[paddr] = names[paddr].replace(f"{ANONYMOUS}{maps.comm}", found[line])
+                for kind in (ANONYMOUS, UNMAPPED):
+                    names[paddr] = names[paddr].replace(f"{kind}{maps.comm}", found[line])
             elif not path.exists() and HEAP in names[paddr]:
                 names[paddr] += NO_RECORD

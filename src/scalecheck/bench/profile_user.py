@@ -1,8 +1,10 @@
 """Names a profiled program's user memory by the files and symbols mapped there: the guest's
 profile_pages (tracer/guest/profile_pages.c) says, while the program runs, which process
 had each guest-physical page mapped at which address (its /proc/PID/pagemap) and what its
-/proc/PID/maps held then; the host reads the mapped files' ELF symbols and sections from
-its own file system (the guest's root is the host's, read-only).
+/proc/PID/maps held then, and each process the allocation-site recorder is preloaded into
+says the same of itself when it exits (tracer/common/page_owners.h); the host reads the
+mapped files' ELF symbols and sections from its own file system (the guest's root is the
+host's, read-only).
 
 Names: `libc.so.6: _IO_2_1_stdout_` (a data symbol, from .symtab, else the exported
 .dynsym), `lighttpd .bss` (a section when no symbol holds the address), `[heap] of
@@ -126,30 +128,31 @@ def user_data_name(maps: ProcessMaps, vaddr: int) -> str:
     return f"anonymous memory of {maps.comm}"
 
 
-def read_page_map(path: Path) -> tuple[dict[int, Counter], list[ProcessMaps]]:
+def read_page_map(*paths: Path) -> tuple[dict[int, Counter], list[ProcessMaps]]:
     """The guest frame -> how often each (process maps, page address) was seen holding it (a
     frame may change hands while the program runs: a process exits and another gets it),
-    and every process maps seen."""
+    and every process maps seen, from the page map's file and the processes' own at exit."""
     seen: dict[int, Counter] = {}
     blocks: list[ProcessMaps] = []
-    maps: ProcessMaps | None = None
-    pid, comm, lines = 0, "", list[str]()
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return {}, []
-    for line in text.splitlines():
-        if line.startswith("P "):
-            _, number, comm = [*line.split(maxsplit=2), ""][:3]
-            maps, pid, lines = None, int(number), []
-        elif line.startswith("G "):
-            if maps is None:
-                maps = parse_maps(comm, lines, pid)
-                blocks.append(maps)
-            frame, vaddr = (int(x, 16) for x in line.split()[1:3])
-            seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
-        elif line:
-            lines.append(line)
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        maps: ProcessMaps | None = None
+        pid, comm, lines = 0, "", list[str]()
+        for line in text.splitlines():
+            if line.startswith("P "):
+                _, number, comm = [*line.split(maxsplit=2), ""][:3]
+                maps, pid, lines = None, int(number), []
+            elif line.startswith("G "):
+                if maps is None:
+                    maps = parse_maps(comm, lines, pid)
+                    blocks.append(maps)
+                frame, vaddr = (int(x, 16) for x in line.split()[1:3])
+                seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
+            elif line:
+                lines.append(line)
     return seen, blocks
 
 
@@ -160,8 +163,8 @@ class UserPages:
     programs had it and all had the same data there (address randomisation is off: a
     program's files load at the same addresses in every process), marked `(by address)`."""
 
-    def __init__(self, path: Path):
-        self.owners, blocks = read_page_map(path)
+    def __init__(self, *paths: Path):
+        self.owners, blocks = read_page_map(*paths)
         self.distinct = list(dict.fromkeys(blocks))
         self._names: dict[tuple, str] = {}
         self._by_address: dict[int, str | None] = {}
@@ -170,8 +173,10 @@ class UserPages:
         """The process that had the line at paddr, and where: its frame's owner seen most
         often, or, given the user address it was touched at, the most frequent owner that
         had it there, else the one process among its owners with memory at that address
-        (the frame moved within it: a block grown by mremap, a heap trimmed and grown);
-        None when none did or several could have (the frame changed hands)."""
+        (the frame moved within it: a block grown by mremap, a heap trimmed and grown), or
+        its one owner when none had (a block mapped there after its last map seen: named
+        by the process's allocation records, profile_heap); None when several could have
+        (the frame changed hands)."""
         owners = self.owners.get(paddr // PAGE)
         if not owners:
             return None
@@ -180,6 +185,8 @@ class UserPages:
             maps, page = max(fitting, key=owners.__getitem__)
             return maps, page + paddr % PAGE
         holding = [owner for owner in owners if owner[0].holding(vaddr) is not None]
+        if not holding and len({maps.pid for maps, _ in owners}) == 1:
+            holding = list(owners)  # mapped there after every map seen (unmapped memory of P)
         if len({maps.pid for maps, _ in holding}) != 1:
             return None
         return max(holding, key=owners.__getitem__)[0], vaddr

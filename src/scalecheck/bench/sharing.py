@@ -74,6 +74,7 @@ from elftools.elf.elffile import ELFFile
 from scalecheck.bench import wholestack
 from scalecheck.bench.catalog import load_catalog
 from scalecheck.bench.runner import fill_placeholders, parse_result
+from scalecheck.binding import abi
 from scalecheck.common import argtypes, sources
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
@@ -238,8 +239,8 @@ class ProgramNames:
 # stack, the allocator's own memory): named by the code that wrote it as well.
 UNNAMED = "(heap or mapping)"
 # One record of the allocation-site recorder (tracer/sharing/alloc_sites.c): address,
-# size, site (the return address into the function that asked for the block; 0: the block
-# given back) and the TSC.
+# size, site (the return address into the function that asked for the block, marked
+# SC_SITE_MAPPED for an anonymous mapping; 0: the block given back) and the TSC.
 SITE_RECORD = struct.Struct("<QQQQ")
 
 
@@ -268,17 +269,20 @@ def allocation_names(allocations: list, lines: list[int], function_of) -> dict[i
     """Each line address's name by the smallest of the blocks that held part of it (the
     most specific object, not the chunk an arena was reserved in), as the user target
     names heap data: ``site:alloc(size)+offset`` (``function_of(site)``, the line's
-    offset in the block). The same in every run of one build, wherever blocks landed."""
+    offset in the block; ``mmap`` for an anonymous mapping the benchmark made itself).
+    The same in every run of one build, wherever blocks landed."""
     starts = sorted(set(lines))
     held: dict[int, tuple] = {}
+    mapped = abi.value("SITE_MAPPED")
     for addr, size, site in allocations:
         first = bisect.bisect_right(starts, addr - LINE_BYTES)
         for line in starts[first : bisect.bisect_left(starts, addr + max(size, 1))]:
-            block = (size, function_of(site), max(line - addr, 0))
+            kind = "mmap" if site & mapped else "alloc"
+            block = (size, function_of(site & ~mapped), kind, max(line - addr, 0))
             held[line] = min(held.get(line, block), block)
     return {
-        line: f"{function}:alloc({size})+{offset:#x}"
-        for line, (size, function, offset) in held.items()
+        line: f"{function}:{kind}({size})+{offset:#x}"
+        for line, (size, function, kind, offset) in held.items()
     }
 
 
