@@ -45,19 +45,24 @@ class ObservedTerms:
         """The terms' values in ``model`` (completed, so every term has one), as Python
         bools and ints, evaluated in order: completion fixes a value for a symbol the
         model leaves free, and later terms see that value."""
-        ref = self.context.ref()
+        ref, raw_model = self.context.ref(), model.model
         result = (z3.Ast * 1)()
         values: list[bool | int] = []
         for term, is_bool in zip(self.raw, self._is_bool, strict=True):
-            if not z3.Z3_model_eval(ref, model.model, term, True, result):
+            if not _model_eval(ref, raw_model, term, True, result):
                 raise z3.Z3Exception("failed to evaluate an observed term in the model")
-            value = result[0]
-            z3.Z3_inc_ref(ref, value)
-            try:
-                values.append(_bool_value(ref, value) if is_bool else _int_value(ref, value))
-            finally:
-                z3.Z3_dec_ref(ref, value)
+            # No reference of ours to the value: Z3 keeps a context's last result alive
+            # until the next one, and these reads make none.
+            values.append(_bool_value(ref, result[0]) if is_bool else _int_value(ref, result[0]))
         return values
+
+
+# Z3's C functions themselves, for the hundreds of thousands of reads of values: its
+# Python wrappers ask for the context's error code after every call, one more C call
+# each; these reads check what the calls return instead.
+_model_eval = z3.z3core.Z3_model_eval.__defaults__[0].f
+_get_bool_value = z3.z3core.Z3_get_bool_value.__defaults__[0].f
+_get_numeral_string = z3.z3core.Z3_get_numeral_string.__defaults__[0].f
 
 
 def _observed_atom(solver: z3.Solver):
@@ -83,7 +88,7 @@ def _is_bool(ref, term) -> bool:
 
 
 def _bool_value(ref, value) -> bool:
-    answer = z3.Z3_get_bool_value(ref, value)
+    answer = _get_bool_value(ref, value)
     if answer == z3.Z3_L_UNDEF:
         raise ValueError("an observed Boolean term has no value in the model")
     return answer == z3.Z3_L_TRUE
@@ -91,8 +96,11 @@ def _bool_value(ref, value) -> bool:
 
 def _int_value(ref, value) -> int:
     """An integer constant of the model (an error for anything else, e.g. a term the
-    model leaves unevaluated)."""
-    return int(z3.Z3_get_numeral_string(ref, value))
+    model leaves unevaluated: Z3 gives no digits for it)."""
+    digits = _get_numeral_string(ref, value)
+    if not digits:
+        raise ValueError("an observed integer term has no value in the model")
+    return int(digits)
 
 
 class ValuePattern:
