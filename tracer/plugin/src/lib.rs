@@ -31,7 +31,10 @@
 //! call reaches only through a pointer to an object on it, an access instrumented as any
 //! other, while the two calls of a test run one after the other. They were two fifths of the
 //! kernel's accesses, and QEMU calls the plugin at every instrumented access, in a region
-//! or not.
+//! or not (99 % of the calls come outside regions). QEMU 7.2 cannot drop the instrumentation
+//! between regions: `qemu_plugin_reset`, its only way to retranslate, flushes the code while
+//! a vCPU may still point at a freed instruction's callback list (with a reset at each
+//! region's start and end, QEMU aborted in `qemu_plugin_vcpu_mem_cb` in the first test).
 //!
 //! In system mode only kernel code's accesses are recorded, unless `user=on`: then the
 //! accesses of user code between the markers are recorded too (a program's threads traced
