@@ -713,12 +713,13 @@ const INLINE_STACK_MNEMONICS: [Mnemonic; 25] = [
 
 /// Whether every memory access of the x86-64 instruction in `bytes` is to the stack
 /// through the stack pointer (implicit, as a push's, or `[rsp+d]`), made by code QEMU
-/// generates inline. A segment register loaded from memory goes through a helper.
+/// generates inline. A segment register loaded from memory and a far call go through helpers.
 fn stack_only(bytes: &[u8], pc: u64) -> bool {
     let insn = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode();
     if insn.is_invalid()
         || insn.has_lock_prefix()
         || insn.op0_register().is_segment_register()
+        || insn.is_call_far_indirect()
         || !INLINE_STACK_MNEMONICS.contains(&insn.mnemonic())
     {
         return false;
@@ -1079,6 +1080,7 @@ mod tests {
             &[0x48, 0x8b, 0x04, 0xcc],       // mov rax, [rsp+rcx*8]
             &IRETQ,                          // its pops go through a helper
             &[0x8e, 0x1c, 0x24],             // mov ds, [rsp]
+            &[0xff, 0x1c, 0x24],             // call far [rsp]
             &[0x48, 0x8d, 0x44, 0x24, 0x08], // lea rax, [rsp+8]: no access
             &[0x90],                         // nop
         ];
