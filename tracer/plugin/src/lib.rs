@@ -25,6 +25,17 @@
 //! spatial prefetcher fetches a line's pair with it, so two vCPUs writing the two lines of
 //! one pair slow each other though they share no line).
 //!
+//! Accesses to the stack through the stack pointer (pushes, pops, near calls and returns,
+//! moves and arithmetic on `[rsp+d]`) are not instrumented unless `profile=on`,
+//! `transfers=on` or `quantum=Q`: the running task's (or thread's) own stack, which another
+//! call reaches only through a pointer to an object on it, an access instrumented as any
+//! other, while the two calls of a test run one after the other. They were two fifths of the
+//! kernel's accesses, and QEMU calls the plugin at every instrumented access, in a region
+//! or not (99 % of the calls come outside regions). QEMU 7.2 cannot drop the instrumentation
+//! between regions: `qemu_plugin_reset`, its only way to retranslate, flushes the code while
+//! a vCPU may still point at a freed instruction's callback list (with a reset at each
+//! region's start and end, QEMU aborted in `qemu_plugin_vcpu_mem_cb` in the first test).
+//!
 //! In system mode only kernel code's accesses are recorded, unless `user=on`: then the
 //! accesses of user code between the markers are recorded too (a program's threads traced
 //! in user space and in the kernel together; lines are physical either way).
@@ -50,6 +61,7 @@
 //! from the new task's) takes that one's back. The regions are written when the window
 //! closes.
 
+use iced_x86::{Decoder, DecoderOptions, InstructionInfoFactory, Mnemonic, Register as X86};
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::{register, sys, MemoryInfo, PluginId, Result, VCPUIndex};
@@ -350,6 +362,10 @@ struct Tracer {
     schedule: Option<Schedule>,
     /// With `profile=on`: the system calls' entry points, sorted, each with its context.
     profile: Option<Vec<(u64, u32)>>,
+    /// Instructions that access the stack only, through the stack pointer, get no memory
+    /// callback (off with `profile=on`, `transfers=on` or `quantum=Q`, which follow stacks
+    /// or count lines moving between vCPUs while regions overlap).
+    stack_untraced: bool,
     /// Profile mode: the context of each task switched away from, by its kernel stack.
     stacks: Mutex<HashMap<u64, u32>>,
 }
@@ -666,6 +682,59 @@ fn string_arg(args: &Args, key: &str) -> Option<String> {
     }
 }
 
+/// Instructions QEMU translates into plain loads and stores (no helper, no atomic), whose
+/// accesses are all on the stack when their memory operands are.
+const INLINE_STACK_MNEMONICS: [Mnemonic; 25] = [
+    Mnemonic::Push,
+    Mnemonic::Pop,
+    Mnemonic::Call,
+    Mnemonic::Ret,
+    Mnemonic::Mov,
+    Mnemonic::Movzx,
+    Mnemonic::Movsx,
+    Mnemonic::Movsxd,
+    Mnemonic::Add,
+    Mnemonic::Sub,
+    Mnemonic::And,
+    Mnemonic::Or,
+    Mnemonic::Xor,
+    Mnemonic::Cmp,
+    Mnemonic::Test,
+    Mnemonic::Inc,
+    Mnemonic::Dec,
+    Mnemonic::Adc,
+    Mnemonic::Sbb,
+    Mnemonic::Neg,
+    Mnemonic::Not,
+    Mnemonic::Shl,
+    Mnemonic::Shr,
+    Mnemonic::Sar,
+    Mnemonic::Imul,
+];
+
+/// Whether every memory access of the x86-64 instruction in `bytes` is to the stack
+/// through the stack pointer (implicit, as a push's, or `[rsp+d]`), made by code QEMU
+/// generates inline. A segment register loaded from memory and a far call go through helpers.
+fn stack_only(bytes: &[u8], pc: u64) -> bool {
+    let insn = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode();
+    if insn.is_invalid()
+        || insn.has_lock_prefix()
+        || insn.op0_register().is_segment_register()
+        || insn.is_call_far_indirect()
+        || !INLINE_STACK_MNEMONICS.contains(&insn.mnemonic())
+    {
+        return false;
+    }
+    let mut factory = InstructionInfoFactory::new();
+    let used = factory.info(&insn).used_memory();
+    !used.is_empty()
+        && used.iter().all(|memory| {
+            memory.base() == X86::RSP
+                && memory.index() == X86::None
+                && matches!(memory.segment(), X86::SS | X86::DS)
+        })
+}
+
 fn marker_magic(bytes: &[u8]) -> Option<u32> {
     if bytes.len() == 7 && bytes[..3] == NOPL_DISP32 {
         let magic = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]);
@@ -712,6 +781,7 @@ impl Register for ConflictTracer {
             (Some(Value::Bool(true)), None) => Some(Vec::new()),
             _ => None,
         };
+        let transfers = matches!(args.parsed.get("transfers"), Some(Value::Bool(true)));
         let tracer = Tracer {
             active: (0..MAX_VCPUS).map(|_| ActiveFlag::default()).collect(),
             vcpus: (0..MAX_VCPUS).map(|_| Mutex::new(Vcpu::default())).collect(),
@@ -723,7 +793,7 @@ impl Register for ConflictTracer {
             user_mode,
             user_code: matches!(args.parsed.get("user"), Some(Value::Bool(true))),
             // QEMU parses on/off, yes/no, true/false as booleans.
-            holders: matches!(args.parsed.get("transfers"), Some(Value::Bool(true)))
+            holders: transfers
                 .then(|| (0..HOLDER_SHARDS).map(|_| Mutex::new(LineMap::default())).collect()),
             schedule: quantum.map(|q| {
                 let ends = !matches!(args.parsed.get("operation_ends"), Some(Value::Bool(false)));
@@ -733,6 +803,7 @@ impl Register for ConflictTracer {
                 };
                 Schedule::new(q, workers, MAX_VCPUS, ends)
             }),
+            stack_untraced: profile.is_none() && quantum.is_none() && !transfers,
             profile,
             stacks: Mutex::new(HashMap::new()),
         };
@@ -769,11 +840,12 @@ impl Tracer {
     /// What an instruction at `pc` with these bytes gets: an execute callback with this
     /// event, and whether its memory accesses are recorded.
     fn instrumentation(&self, pc: u64, bytes: &[u8]) -> (Option<u64>, bool) {
+        let traced = !(self.stack_untraced && stack_only(bytes, pc));
         if pc < KERNEL_HALF {
             if let Some(magic) = marker_magic(bytes) {
                 return (Some(u64::from(magic)), false);
             }
-            return (None, self.user_mode || self.user_code);
+            return (None, (self.user_mode || self.user_code) && traced);
         }
         let syscall = self.profile.as_ref().and_then(|entries| {
             entries.binary_search_by_key(&pc, |&(addr, _)| addr).ok().map(|at| entries[at].1)
@@ -791,7 +863,7 @@ impl Tracer {
         } else {
             None
         };
-        (event, true)
+        (event, traced)
     }
 }
 
@@ -997,7 +1069,53 @@ mod tests {
             schedule: None,
             profile: None,
             stacks: Mutex::new(HashMap::new()),
+            stack_untraced: false,
         }
+    }
+
+    #[test]
+    fn only_inline_accesses_through_the_stack_pointer_are_stack_only() {
+        let stack = [
+            &[0x53][..],                        // push rbx
+            &[0x5b],                            // pop rbx
+            &[0xe8, 0, 0, 0, 0],                // call rel32
+            &[0xc3],                            // ret
+            &[0x48, 0x8b, 0x44, 0x24, 0x08],    // mov rax, [rsp+8]
+            &[0x48, 0x89, 0x3c, 0x24],          // mov [rsp], rdi
+            &[0x48, 0x83, 0x44, 0x24, 0x08, 1], // add qword [rsp+8], 1
+        ];
+        for bytes in stack {
+            assert!(stack_only(bytes, 0xffff_ffff_8100_0000), "{bytes:x?}");
+        }
+        let other = [
+            &[0x48, 0x8b, 0x07][..],         // mov rax, [rdi]
+            &[0xff, 0x30],                   // push qword [rax]
+            &[0xff, 0x10],                   // call qword [rax]
+            &[0x65, 0x48, 0x8b, 0x04, 0x24], // mov rax, gs:[rsp]
+            &[0xf0, 0x83, 0x0c, 0x24, 0x00], // lock or dword [rsp], 0
+            &[0x48, 0x8b, 0x04, 0xcc],       // mov rax, [rsp+rcx*8]
+            &IRETQ,                          // its pops go through a helper
+            &[0x8e, 0x1c, 0x24],             // mov ds, [rsp]
+            &[0xff, 0x1c, 0x24],             // call far [rsp]
+            &[0x48, 0x8d, 0x44, 0x24, 0x08], // lea rax, [rsp+8]: no access
+            &[0x90],                         // nop
+        ];
+        for bytes in other {
+            assert!(!stack_only(bytes, 0xffff_ffff_8100_0000), "{bytes:x?}");
+        }
+        let mut system = tracer(false, false);
+        let push = [0x53];
+        assert_eq!(system.instrumentation(0xffff_ffff_8100_0300, &push), (None, true));
+        system.stack_untraced = true;
+        assert_eq!(system.instrumentation(0xffff_ffff_8100_0300, &push), (None, false));
+        assert_eq!(
+            system.instrumentation(0xffff_ffff_8100_0000, &push),
+            (Some(EXEC_IRQ_ENTRY), false)
+        );
+        let mut user = tracer(true, false);
+        user.stack_untraced = true;
+        assert_eq!(user.instrumentation(0x40_1000, &push), (None, false));
+        assert_eq!(user.instrumentation(0x40_1000, &[0x48, 0x8b, 0x07]), (None, true));
     }
 
     #[test]
