@@ -90,8 +90,11 @@ def test_a_heap_line_two_threads_write_is_named_by_the_block_that_held_it_longes
     assert run.returncode == 0, run.stderr[-3000:]
     names = [row["name"] for row in document["lines"] if row["transfers"] > 20]
     assert "user: heap: 64-byte block from shared_counters (profile_heap)" in names, names
+    # The counters' hot line is named by its block; a `[heap]` row may still gather the
+    # heap's first touches (a page fault's zeroing, then the program's write: one each).
+    hot = [row["name"] for row in document["lines"] if row["transfers"] > 20 * row["lines"]]
     assert not [
-        name for name in names if "scratch_buffer" in name or "[heap] of profile_heap" in name
+        name for name in hot if "scratch_buffer" in name or "[heap] of profile_heap" in name
     ]
 
 
