@@ -188,11 +188,11 @@ def page_table_frames(regions, symbols) -> set:
     frames = set()
     for region in regions:
         # Only a line whose lock bytes were written can hold a site that wrote them.
-        for line in region.lines_writing(PTL_BYTES):
-            frame = symbols.struct_page_frame(line.vaddr)
+        for paddr, vaddr in region.written_at(PTL_BYTES):
+            frame = symbols.struct_page_frame(vaddr)
             if frame is not None and any(
                 site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
-                for site in line.sites
+                for site in region.line(paddr).sites
             ):
                 frames.add(frame)
     return frames

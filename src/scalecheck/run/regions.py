@@ -145,7 +145,7 @@ class Region:
 
     def line(self, paddr: int) -> Line:
         entry = self._lines[paddr]
-        if type(entry) is tuple:
+        if entry.__class__ is tuple:
             (_, vaddr, rmask, wmask, nsites), start, *counts = entry
             sites = self._trace[start : start + nsites * _SITE.size]
             entry = self._lines[paddr] = Line(paddr, vaddr, rmask, wmask, None, sites, *counts)
@@ -153,7 +153,7 @@ class Region:
 
     def write_mask_of(self, paddr: int) -> int:
         entry = self._lines[paddr]
-        return entry[0][3] if type(entry) is tuple else entry.write_mask
+        return entry[0][3] if entry.__class__ is tuple else entry.write_mask
 
     @property
     def lines(self) -> dict:
@@ -170,16 +170,17 @@ class Region:
     def line_count(self) -> int:
         return len(self._lines)
 
-    def lines_writing(self, mask: int) -> list:
-        """The lines whose write mask has a bit of ``mask``."""
-        return [self.line(p) for p in self._lines if self.write_mask_of(p) & mask]
-
-    def _site_pcs(self, paddr: int) -> tuple:
-        entry = self._lines[paddr]
-        if type(entry) is tuple:
-            nsites, start = entry[0][4], entry[1]
-            return _pcs_of(nsites).unpack_from(self._trace, start)
-        return entry.site_pcs()
+    def written_at(self, mask: int) -> list:
+        """(paddr, vaddr) of the lines whose write mask has a bit of ``mask``. Looks at
+        every line, so it reads the fields in place and builds no Line."""
+        found = []
+        for paddr, entry in self._lines.items():
+            if entry.__class__ is tuple:
+                if entry[0][3] & mask:
+                    found.append((paddr, entry[0][1]))
+            elif entry.write_mask & mask:
+                found.append((paddr, entry.vaddr))
+        return found
 
     @property
     def context_switched(self) -> bool:
@@ -190,7 +191,11 @@ class Region:
         alone touched goes too), and how many (line, site) entries went."""
         kept_lines, gone = {}, 0
         for paddr, entry in self._lines.items():
-            if not dropped.any_of(self._site_pcs(paddr)):
+            if entry.__class__ is tuple:  # a raw line: its PCs read from the trace in place
+                pcs = _pcs_of(entry[0][4]).unpack_from(self._trace, entry[1])
+            else:
+                pcs = entry.site_pcs()
+            if not dropped.any_of(pcs):
                 kept_lines[paddr] = entry
                 continue
             line = self.line(paddr)
