@@ -187,14 +187,12 @@ def page_table_frames(regions, symbols) -> set:
     """Frame numbers of the page-table pages whose lock one of these regions took."""
     frames = set()
     for region in regions:
-        for line in region.lines.values():
-            # Only a line whose lock bytes were written can hold a site that wrote them.
-            if not line.write_mask & PTL_BYTES:
-                continue
-            frame = symbols.struct_page_frame(line.vaddr)
+        # Only a line whose lock bytes were written can hold a site that wrote them.
+        for paddr, vaddr in region.written_at(PTL_BYTES):
+            frame = symbols.struct_page_frame(vaddr)
             if frame is not None and any(
                 site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
-                for site in line.sites
+                for site in region.line(paddr).sites
             ):
                 frames.add(frame)
     return frames
@@ -444,7 +442,7 @@ def _record(test: Test, traced: _Traced, granularity: str, filters: Filters) -> 
                 "transient": sorted(show(e) for e in transient),
             },
             "accesses": {"a": first_a.accesses, "b": first_b.accesses},
-            "lines": {"a": len(first_a.lines), "b": len(first_b.lines)},
+            "lines": {"a": first_a.line_count, "b": first_b.line_count},
             "conflicts": conflicts,
             "false_sharing": false_sharing,
             "site_pairs": site_pairs(conflicts),

@@ -18,7 +18,7 @@ only, so it can follow a file that is still growing or was cut short by a crash.
 
 import functools
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 FILE_MAGIC = b"SCTRACE3"
@@ -119,15 +119,68 @@ class Line:
         return self.write_mask != 0
 
 
-@dataclass
 class Region:
-    vcpu: int
-    tag: int
-    flags: int
-    accesses: int
-    dropped_in_interrupts: int
-    interrupts: int
-    lines: dict = field(default_factory=dict)  # paddr -> Line
+    """One call's traced region. Lines read from a trace stay raw (their fields and where
+    their sites start in the trace) until one is looked at: a region has hundreds of lines
+    and a test's record looks at the few it shares with the other call, or whose lock
+    bytes were written, so building every ``Line`` was most of a record's host CPU."""
+
+    def __init__(
+        self,
+        vcpu: int,
+        tag: int,
+        flags: int,
+        accesses: int,
+        dropped_in_interrupts: int,
+        interrupts: int,
+        lines: dict | None = None,
+        trace: bytes = b"",
+    ):
+        self.vcpu, self.tag, self.flags = vcpu, tag, flags
+        self.accesses, self.dropped_in_interrupts = accesses, dropped_in_interrupts
+        self.interrupts = interrupts
+        # paddr -> Line, or (line fields, offset of its sites in ``trace``, *counts)
+        self._lines: dict = {} if lines is None else lines
+        self._trace = trace
+
+    def line(self, paddr: int) -> Line:
+        entry = self._lines[paddr]
+        if entry.__class__ is tuple:
+            (_, vaddr, rmask, wmask, nsites), start, *counts = entry
+            sites = self._trace[start : start + nsites * _SITE.size]
+            entry = self._lines[paddr] = Line(paddr, vaddr, rmask, wmask, None, sites, *counts)
+        return entry
+
+    def write_mask_of(self, paddr: int) -> int:
+        entry = self._lines[paddr]
+        return entry[0][3] if entry.__class__ is tuple else entry.write_mask
+
+    @property
+    def lines(self) -> dict:
+        """paddr -> Line, every line built."""
+        for paddr in self._lines:
+            self.line(paddr)
+        return self._lines
+
+    def paddrs(self):
+        """The addresses of the lines touched (a set-like view)."""
+        return self._lines.keys()
+
+    @property
+    def line_count(self) -> int:
+        return len(self._lines)
+
+    def written_at(self, mask: int) -> list:
+        """(paddr, vaddr) of the lines whose write mask has a bit of ``mask``. Looks at
+        every line, so it reads the fields in place and builds no Line."""
+        found = []
+        for paddr, entry in self._lines.items():
+            if entry.__class__ is tuple:
+                if entry[0][3] & mask:
+                    found.append((paddr, entry[0][1]))
+            elif entry.write_mask & mask:
+                found.append((paddr, entry.vaddr))
+        return found
 
     @property
     def context_switched(self) -> bool:
@@ -137,10 +190,15 @@ class Region:
         """This region with the code sites whose PC is in ``dropped`` left out (a line they
         alone touched goes too), and how many (line, site) entries went."""
         kept_lines, gone = {}, 0
-        for paddr, line in self.lines.items():
-            if not dropped.any_of(line.site_pcs()):
-                kept_lines[paddr] = line
+        for paddr, entry in self._lines.items():
+            if entry.__class__ is tuple:  # a raw line: its PCs read from the trace in place
+                pcs = _pcs_of(entry[0][4]).unpack_from(self._trace, entry[1])
+            else:
+                pcs = entry.site_pcs()
+            if not dropped.any_of(pcs):
+                kept_lines[paddr] = entry
                 continue
+            line = self.line(paddr)
             sites = [s for s in line.sites if s.pc not in dropped]
             gone += len(line.sites) - len(sites)
             if sites:
@@ -149,7 +207,7 @@ class Region:
                     read, write = read | s.read_mask, write | s.write_mask
                 # its transfers are not known per site: left uncounted
                 kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
-        return Region(
+        kept = Region(
             self.vcpu,
             self.tag,
             self.flags,
@@ -157,7 +215,9 @@ class Region:
             self.dropped_in_interrupts,
             self.interrupts,
             kept_lines,
-        ), gone
+            self._trace,
+        )
+        return kept, gone
 
 
 class PcSet:
@@ -190,28 +250,30 @@ def _parse_region(buf: bytes, pos: int):
     magic, vcpu, tag, flags, accesses, dropped, interrupts, nlines = _HEAD.unpack_from(buf, pos)
     if magic != REGION_MAGIC:
         raise TraceFormatError(f"bad region record at byte {pos}")
-    region = Region(vcpu, tag, flags, accesses, dropped, interrupts)
+    lines: dict = {}
     if flags & (FLAG_TRANSFERS | FLAG_PAIR_TRANSFERS):
-        end = _lines_with_counts(buf, pos + _HEAD.size, nlines, flags, region.lines)
+        end = _lines_with_counts(buf, pos + _HEAD.size, nlines, flags, lines)
     else:
-        end = _lines(buf, pos + _HEAD.size, nlines, region.lines)
-    return None if end is None else (region, end)
+        end = _lines(buf, pos + _HEAD.size, nlines, lines)
+    if end is None:
+        return None
+    return Region(vcpu, tag, flags, accesses, dropped, interrupts, lines, buf), end
 
 
 def _lines(buf: bytes, pos: int, nlines: int, lines: dict) -> int | None:
-    """Reads nlines lines without counts into ``lines``; the position after them, or None
-    if the record is not complete yet. (Most of a run's parsing: kept lean.)"""
+    """Reads nlines lines without counts into ``lines`` as raw entries (Region); the
+    position after them, or None if the record is not complete yet. (Most of a run's
+    parsing: kept lean.)"""
     unpack, line_size, site_size, size = _LINE.unpack_from, _LINE.size, _SITE.size, len(buf)
     for _ in range(nlines):
         if size - pos < line_size:
             return None
-        paddr, vaddr, rmask, wmask, nsites = unpack(buf, pos)
+        fields = unpack(buf, pos)
         pos += line_size
-        end = pos + nsites * site_size
-        if end > size:
+        lines[fields[0]] = (fields, pos)
+        pos += fields[4] * site_size
+        if pos > size:
             return None
-        lines[paddr] = Line(paddr, vaddr, rmask, wmask, None, buf[pos:end])
-        pos = end
     return pos
 
 
@@ -221,7 +283,7 @@ def _lines_with_counts(buf: bytes, pos: int, nlines: int, flags: int, lines: dic
     for _ in range(nlines):
         if len(buf) - pos < _LINE.size:
             return None
-        paddr, vaddr, rmask, wmask, nsites = _LINE.unpack_from(buf, pos)
+        fields = _LINE.unpack_from(buf, pos)
         pos += _LINE.size
         transfers = invalidations = None
         if flags & FLAG_TRANSFERS:
@@ -235,20 +297,10 @@ def _lines_with_counts(buf: bytes, pos: int, nlines: int, flags: int, lines: dic
                 return None
             (pair_transfers,) = _PAIR_COUNT.unpack_from(buf, pos)
             pos += _PAIR_COUNT.size
-        if len(buf) - pos < nsites * _SITE.size:
+        lines[fields[0]] = (fields, pos, transfers, invalidations, pair_transfers)
+        pos += fields[4] * _SITE.size
+        if pos > len(buf):
             return None
-        end = pos + nsites * _SITE.size
-        lines[paddr] = Line(
-            paddr,
-            vaddr,
-            rmask,
-            wmask,
-            site_bytes=buf[pos:end],
-            transfers=transfers,
-            invalidations=invalidations,
-            pair_transfers=pair_transfers,
-        )
-        pos = end
     return pos
 
 
@@ -288,7 +340,7 @@ class RegionReader:
 def shared_lines(a: Region, b: Region) -> list:
     """Lines both regions touched, at least one of them writing (pairs of Line)."""
     return [
-        (a.lines[paddr], b.lines[paddr])
-        for paddr in sorted(a.lines.keys() & b.lines.keys())
-        if a.lines[paddr].written or b.lines[paddr].written
+        (a.line(paddr), b.line(paddr))
+        for paddr in sorted(a.paddrs() & b.paddrs())
+        if a.write_mask_of(paddr) or b.write_mask_of(paddr)
     ]
