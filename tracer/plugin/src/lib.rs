@@ -840,12 +840,13 @@ impl Tracer {
     /// What an instruction at `pc` with these bytes gets: an execute callback with this
     /// event, and whether its memory accesses are recorded.
     fn instrumentation(&self, pc: u64, bytes: &[u8]) -> (Option<u64>, bool) {
-        let traced = !(self.stack_untraced && stack_only(bytes, pc));
+        // Decoding costs translation time: only for instructions whose accesses count.
+        let traced = || !(self.stack_untraced && stack_only(bytes, pc));
         if pc < KERNEL_HALF {
             if let Some(magic) = marker_magic(bytes) {
                 return (Some(u64::from(magic)), false);
             }
-            return (None, (self.user_mode || self.user_code) && traced);
+            return (None, (self.user_mode || self.user_code) && traced());
         }
         let syscall = self.profile.as_ref().and_then(|entries| {
             entries.binary_search_by_key(&pc, |&(addr, _)| addr).ok().map(|at| entries[at].1)
@@ -863,7 +864,7 @@ impl Tracer {
         } else {
             None
         };
-        (event, traced)
+        (event, traced())
     }
 }
 
