@@ -10,8 +10,10 @@ per N: one emulated worker's time per operation, N x window / operations, over t
 1-worker time per operation). Then the LDU modes' queue lines at each N (the one line of
 the global queue against the per-core queues' busiest and their sum), --quantum at half
 and twice the default at N = 4, and each series of the Numbers list counted twice at N = 8
-(--repeat-duration, default 10 s; the Linux target's with --system and 2 s: a boot each):
-are the first run's top five lines within 10 % in the second?
+(--repeat-duration, default 10 s; the Linux target's with --system and
+--repeat-system-duration, default 8 s: a boot each): are the first run's top five lines
+within 10 % in the second? Each count leaves out `scalecheck sharing`'s warm-up, so a
+line moved only at a run's start does not weigh on its figure.
 
 Then, for bench/sv6_scaling.py's series, the 2-vs-1 ratio the counts at N = 2 predict on
 this host's profile (`scalecheck predict B --mode M --machine host-2026-11-27 --cores 1,2
@@ -22,7 +24,8 @@ share, not the benchmark's) and the medians of the quiet sweeps of 2026-11-27.
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
                                    [--check B:M ...] [--only-check]
                                    [--repeat B:M ...] [--repeat-system B:M ...]
-                                   [--repeat-duration 10] [--only-repeat]
+                                   [--repeat-duration 10] [--repeat-system-duration 8]
+                                   [--only-repeat]
 """
 
 import argparse
@@ -200,7 +203,10 @@ def sensitivity(out: Path, duration: float, series: list[str]) -> None:
 
 def repeat(out: Path, duration: float, series: list[str], *extra: str) -> None:
     """Two counts at N = 8 of each series, compared (`agreement`)."""
-    print("\n| series at N = 8 (ops) | line | transfers counted | run 1 | run 2 | difference |")
+    print(
+        "\n| series at N = 8 (ops; workers lapsed) | line | transfers counted | run 1 | run 2 "
+        "| difference |"
+    )
     print("|---|---|---|---|---|---|")
     for name in series:
         runs = [
@@ -214,23 +220,46 @@ def repeat(out: Path, duration: float, series: list[str], *extra: str) -> None:
 def agreement(name: str, first: dict, second: dict) -> list[str]:
     """The first run's top five lines found by name in the second: their transfers per
     operation and how far apart, said as within 10 %, or within counting noise when the
-    counts are few (two standard deviations of the two rates, as Poisson counts), or apart."""
+    counts are few (two standard deviations of the two rates, as Poisson counts), or apart;
+    then, for an allocation site with several of them, all its lines together. Beside the
+    operations, the workers that once ran out of turn in each run (the host ordered part
+    of that run, not the schedule)."""
     ops = [first["operations"], second["operations"]]
+    label = (
+        f"{name} ({ops[0]} / {ops[1]}; {first['schedule_lapsed']} / {second['schedule_lapsed']})"
+    )
     other = {row["name"]: row for row in second["lines"]}
-    rows = []
-    for row in first["lines"][:5]:
-        counts = [row["transfers"], other.get(row["name"], {}).get("transfers", 0)]
-        rates = [n / o for n, o in zip(counts, ops, strict=True)]
-        change = abs(rates[1] - rates[0]) / rates[0] if rates[0] else 0.0
-        noise = 2 * sum(n / o**2 for n, o in zip(counts, ops, strict=True)) ** 0.5
-        verdict = (
-            "" if change <= 0.1 else " (noise)" if abs(rates[1] - rates[0]) <= noise else " (apart)"
-        )
-        rows.append(
-            f"| {name} ({ops[0]} / {ops[1]}) | {cell(row['name'])} | {counts[0]} / {counts[1]} | "
-            f"{rates[0]:.4f} | {rates[1]:.4f} | {change:.0%}{verdict} |"
-        )
-    return rows
+    compared = [
+        (cell(row["name"]), [row["transfers"], other.get(row["name"], {}).get("transfers", 0)])
+        for row in first["lines"][:5]
+    ]
+    for site in sites_of_several(first["lines"][:5]):
+        sums = [site_transfers(document, site) for document in (first, second)]
+        compared.append((f"all lines of {cell(site)}", sums))
+    return [f"| {label} | {line} | {difference(counts, ops)}" for line, counts in compared]
+
+
+def difference(counts: list[int], ops: list[int]) -> str:
+    """Two runs' counts of one line: the counts, their rates and how far apart."""
+    rates = [n / o for n, o in zip(counts, ops, strict=True)]
+    change = abs(rates[1] - rates[0]) / rates[0] if rates[0] else 0.0
+    noise = 2 * sum(n / o**2 for n, o in zip(counts, ops, strict=True)) ** 0.5
+    verdict = (
+        "" if change <= 0.1 else " (noise)" if abs(rates[1] - rates[0]) <= noise else " (apart)"
+    )
+    return f"{counts[0]} / {counts[1]} | {rates[0]:.4f} | {rates[1]:.4f} | {change:.0%}{verdict} |"
+
+
+def sites_of_several(lines: list[dict]) -> list[str]:
+    """The allocation sites (`site:alloc(size)`) of which several lines are among these:
+    which of a site's blocks' lines an operation touches can follow the order the workers
+    took a lock in (the rwlock's tree), while all of them together need not."""
+    sites = [row["name"].split("+")[0] for row in lines if ":alloc(" in row["name"]]
+    return sorted({site for site in sites if sites.count(site) > 1})
+
+
+def site_transfers(document: dict, site: str) -> int:
+    return sum(row["transfers"] for row in document["lines"] if row["name"].startswith(f"{site}+"))
 
 
 def main() -> int:
@@ -247,6 +276,13 @@ def main() -> int:
         default=10.0,
         help="seconds of each repeated count (short windows are dominated by their start)",
     )
+    parser.add_argument(
+        "--repeat-system-duration",
+        type=float,
+        default=8.0,
+        help="seconds of each repeated count on the Linux target (2 s windows held 20-60 "
+        "round trips of dgram-shared at N = 8)",
+    )
     parser.add_argument("--check", nargs="*", default=list(CHECKED))
     parser.add_argument("--only-check", action="store_true", help="the check at N = 2 only")
     parser.add_argument("--only-repeat", action="store_true", help="the two runs at N = 8 only")
@@ -257,13 +293,13 @@ def main() -> int:
         return 0
     if args.only_repeat:
         repeat(args.out, args.repeat_duration, args.repeat)
-        repeat(args.out, 2.0, args.repeat_system, "--system")
+        repeat(args.out, args.repeat_system_duration, args.repeat_system, "--system")
         return 0
     series_table(args.out, args.duration, args.series)
     queue_lines(args.out, [name for name in args.series if ":ldu-" in name])
     sensitivity(args.out, args.duration, args.sensitivity)
     repeat(args.out, args.repeat_duration, args.repeat)
-    repeat(args.out, 2.0, args.repeat_system, "--system")
+    repeat(args.out, args.repeat_system_duration, args.repeat_system, "--system")
     check_at_two(args.out, args.duration, args.check)
     return 0
 

@@ -260,3 +260,17 @@ def test_passing_a_line_between_two_workers_costs_a_transfer_per_operation(built
         run_program(built / "empty", "--workers", "2", "--mode", "pass-line", *SHORT)
     )
     assert 0 < passed["ops_per_sec"] < own["ops_per_sec"] / 4
+
+
+@pytest.mark.parametrize("kind", ["--threads", "--processes"])
+def test_the_traced_regions_hold_the_window_s_operations_not_the_warm_up_s(built, kind):
+    """After a warm-up each worker's region opens at its loop's first look at the stop
+    flag in the window: the operations counted in the regions (harness.region_ops, what
+    scalecheck sharing divides by) are the window's, give or take the one each worker was
+    in at the window's start and its stop, not the three times as many of the warm-up."""
+    args = ["--workers", "2", kind, "--warmup", "0.6", "--duration", "0.2"]
+    result = result_not_starved(built / "empty", *args)
+    window, regions = result["extra"]["ops"], result["harness"]["region_ops"]
+    # (a loaded host can hold the sampler between its reading and its flag: some slack)
+    assert 0 < regions <= 1.5 * window + 2, (regions, window)
+    assert regions >= 0.5 * window - 2, (regions, window)

@@ -77,7 +77,9 @@ def test_static_data_is_named_by_the_programs_symbols(tmp_path):
     entry: every 64 retirements it tries to advance the epoch, reading the even worker's
     epoch slot, which that worker writes at every operation. So the line is shared in
     any interleaving, and named by the program's static array (its load bias applied)."""
-    groups = shared(tmp_path, "sv6-statbench", "fstatx")["groups"]
+    # (1 s: on a loaded host one emulated thread can wait out a whole 0.2 s window, and
+    # the odd worker tries to advance once in 256 retirements at two slots)
+    groups = shared(tmp_path, "sv6-statbench", "fstatx", "1")["groups"]
     slots = [g for g in groups if g["data"].split(" | ")[0] == "slots"]
     assert any("ebr_enter:W" in g["worker0"] and "try_advance:R" in g["worker1"] for g in slots), (
         groups
@@ -163,7 +165,11 @@ def test_a_reader_that_leaves_early_loses_nothing(tmp_path):
     err = job.stderr.read()
     assert job.wait(timeout=900) == 141, err
     assert "Traceback" not in err
-    assert json.loads(out.read_text())["shared_lines"] > 0
+    # the whole document: both workers' regions, each with the lines it touched (what the
+    # two share depends on how the host ran them in 0.2 s, under load alone at times)
+    document = json.loads(out.read_text())
+    assert document["cpus"] == 2 and document["operations"] > 0, document
+    assert len(document["lines_touched"]) == 2 and min(document["lines_touched"]) > 0, document
 
 
 def test_unknown_benchmark_mode_or_runtime_is_refused_in_one_line():

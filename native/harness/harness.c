@@ -35,8 +35,16 @@
  * HC_STOP_GRACE_S says (an emulated run's operations can take seconds each). */
 #define STOP_GRACE_S 3.0
 
+/* Where a worker's traced region opened: its operations counted by then. */
+struct hc_region {
+    uint64_t start_ops;
+    int opened;
+};
+
 struct hc_shared {
     _Alignas(128) volatile int stop;
+    /* Written once, as stop is: read in every worker's operation during the warm-up. */
+    volatile int window_open;
     _Alignas(128) volatile int go;
     volatile int ready;
     volatile int finished;
@@ -51,6 +59,7 @@ struct hc_shared {
     char params[4096];          /* "K=V\0K=V\0\0" */
     int cpus[HC_MAX_WORKERS];
     struct hc_slot slots[HC_MAX_WORKERS];
+    struct hc_region regions[HC_MAX_WORKERS];
 };
 
 _Static_assert(offsetof(struct hc_shared, slots) % 128 == 0, "slots must start on a 128-byte block");
@@ -356,6 +365,31 @@ static void init_worker_state(struct hc_worker *w, int index)
     w->run = &run;
     w->slot = &shared->slots[index];
     w->stop = &shared->stop;
+    w->window_open = &shared->window_open;
+    w->region_pending = shared->warmup_s > 0 && !shared->regions[index].opened;
+}
+
+/* The loop is a region of scalecheck's tracer, tagged with the worker's index
+ * (bench/sharing.py runs the workers under qemu-x86_64 with its plugin); the markers are
+ * NOPs otherwise. Its operations are counted from here, for transfers per operation. */
+void hc_open_region(struct hc_worker *w)
+{
+    struct hc_region *region = &shared->regions[w->index];
+    region->start_ops = w->slot->ops;
+    region->opened = 1;
+    w->region_pending = false;
+    sc_emit_tag((uint32_t)w->index);
+    SC_MARK_START();
+}
+
+/* The operations the workers counted inside their regions (all but the warm-up's). */
+static uint64_t region_ops(void)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < run.workers; i++)
+        if (shared->regions[i].opened)
+            sum += shared->slots[i].ops - shared->regions[i].start_ops;
+    return sum;
 }
 
 static void run_worker(struct hc_worker *w)
@@ -366,13 +400,12 @@ static void run_worker(struct hc_worker *w)
     __atomic_add_fetch(&shared->ready, 1, __ATOMIC_ACQ_REL);
     while (!__atomic_load_n(&shared->go, __ATOMIC_ACQUIRE))
         sched_yield();
-    /* The loop is a region of scalecheck's tracer, tagged with the worker's index
-     * (bench/sharing.py runs the workers under qemu-x86_64 with its plugin); the
-     * markers are NOPs otherwise. */
-    sc_emit_tag((uint32_t)w->index);
-    SC_MARK_START();
+    /* Without a warm-up the region is the whole loop; with one, hc_running opens it. */
+    if (!w->region_pending)
+        hc_open_region(w);
     hc_benchmark.worker(w);
-    SC_MARK_END();
+    if (shared->regions[w->index].opened)
+        SC_MARK_END();
     if (hc_benchmark.worker_teardown)
         hc_benchmark.worker_teardown(w);
     __atomic_add_fetch(&shared->finished, 1, __ATOMIC_ACQ_REL);
@@ -539,6 +572,7 @@ static void measure(void)
     double start = now_s();
     uint64_t tsc_start = hc_rdtsc();
     uint64_t ops_start = total_ops();
+    __atomic_store_n(&shared->window_open, 1, __ATOMIC_RELAXED);
     for (int s = 0; s < nsums; s++)
         extra_start[s] = total_extra(s);
 
@@ -747,6 +781,7 @@ static void print_result(int stragglers, bool oversubscribed)
     buf_printf(&b, ", \"oversubscribed\": %s, \"workers_killed_at_stop\": %d, \"topology\": ",
                oversubscribed ? "true" : "false", stragglers);
     json_topology(&b);
+    buf_printf(&b, ", \"region_ops\": %llu", (unsigned long long)region_ops());
     buf_printf(&b, ", \"window_tsc\": [%llu, %llu]", (unsigned long long)window.tsc_start,
                (unsigned long long)(window.tsc_start + window.tsc_ticks));
     buf_printf(&b, ", \"load_bias\": %llu, \"shared_objects\": ", (unsigned long long)load_bias());

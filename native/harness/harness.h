@@ -74,6 +74,11 @@ struct hc_worker {
     void *data;             /* free for the benchmark (set in worker_setup) */
     struct hc_slot *slot;   /* this worker's counters */
     volatile const int *stop; /* set by the harness when the measured window ends */
+    /* With a warm-up, the tracer's region opens at the worker's first look at the stop
+     * flag after the measured window opened (hc_running), so that it holds the window's
+     * operations only: set until then. */
+    bool region_pending;
+    volatile const int *window_open; /* set by the harness when the measured window opens */
 };
 
 struct hc_run {
@@ -127,8 +132,16 @@ extern const struct hc_benchmark hc_benchmark;
 
 /* ---- in the worker loop ---- */
 
+/* Opens the worker's traced region (the harness's, called by hc_running). */
+void hc_open_region(struct hc_worker *w);
+
 static inline bool hc_running(const struct hc_worker *w)
 {
+    /* Every loop looks at the stop flag, whether or not it counts with hc_count (a worker
+     * may count only an extra sum). The const is the stable signature's: a worker's state
+     * is the harness's own, never a const object. */
+    if (__builtin_expect(w->region_pending, 0) && __atomic_load_n(w->window_open, __ATOMIC_RELAXED))
+        hc_open_region((struct hc_worker *)w);
     return !__atomic_load_n(w->stop, __ATOMIC_RELAXED);
 }
 

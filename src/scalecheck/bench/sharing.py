@@ -29,9 +29,11 @@ by their pair transfers: the accesses that would have been transfers had the uni
 pair, and were not transfers of the line. x86's L2 spatial prefetcher fetches a line's pair
 with it, so such neighbours slow each other though they share no line (`pair-split`: two
 workers writing the two lines of one pair).
-With --warmup 0 (the default) the regions are the counted window (but for the few
-operations between its end and the workers' stop), and the transfers are also given per
-operation.
+After a warm-up (--warmup: the workers run free of the turns and
+untraced), each worker's region opens when its loop first looks at the stop flag in the
+measured window and closes when it stops; the transfers are given per operation the workers counted in
+their regions (the harness's `region_ops`), so a line moved only at a run's start weighs
+nothing, whatever the window's length.
 
 Without --system only user space is traced: for a library benchmark (libsv6, LDU) that
 is the library and the harness; for a system call, only the call's user-space side. With
@@ -106,6 +108,10 @@ QUANTUM = 200
 # (native/harness: HC_STOP_GRACE_S): an emulated operation in turns can take seconds, and a
 # worker past the grace leaves no region to count.
 STOP_GRACE = {"HC_STOP_GRACE_S": "120"}
+# Seconds the workers run before their regions open: what a run does once at its start
+# (first touches, a queue's first moves: LDU's global queue line moved about 500 times at
+# each run's start at N = 8, then hardly) is left out of the counts per operation.
+WARMUP = 1.0
 
 
 def thread_command(
@@ -694,13 +700,19 @@ def unread(err: ValueError, result: dict) -> UserError:
     return UserError(str(err))
 
 
-def per_operation(count: int, ops, warmup: float) -> float | None:
-    """A count per operation counted, when the regions are the counted window (no
-    warm-up: the harness counts operations only after it, the regions hold it too)."""
-    return count / ops if warmup == 0 and isinstance(ops, int) and ops > 0 else None
+def per_operation(count: int, ops) -> float | None:
+    """A count per operation the workers counted inside their regions."""
+    return count / ops if isinstance(ops, int) and ops > 0 else None
 
 
-def totals(lines: list[dict], pairs: list[dict], ops, warmup: float) -> dict:
+def region_operations(result: dict):
+    """The operations the workers counted inside their traced regions (the harness's
+    `region_ops`: the window's and the few after it before each worker's stop, none of
+    the warm-up's)."""
+    return result.get("harness", {}).get("region_ops")
+
+
+def totals(lines: list[dict], pairs: list[dict], ops) -> dict:
     """Shared lines, transfers and invalidations of the lines' rows, pair transfers of the
     split pairs, each also per operation."""
     moved = sum(row["transfers"] for row in lines)
@@ -712,9 +724,9 @@ def totals(lines: list[dict], pairs: list[dict], ops, warmup: float) -> dict:
         "invalidations": invalidated,
         "split_pairs": sum(group["pairs"] for group in pairs),
         "pair_transfers": pair_moved,
-        "transfers_per_operation": per_operation(moved, ops, warmup),
-        "invalidations_per_operation": per_operation(invalidated, ops, warmup),
-        "pair_transfers_per_operation": per_operation(pair_moved, ops, warmup),
+        "transfers_per_operation": per_operation(moved, ops),
+        "invalidations_per_operation": per_operation(invalidated, ops),
+        "pair_transfers_per_operation": per_operation(pair_moved, ops),
     }
 
 
@@ -755,7 +767,7 @@ def print_groups(document: dict, top: int):
         f"{series}: {document['shared_lines']} lines shared with a write, of "
         "{} and {} the two workers touched; ".format(*document["lines_touched"])
         + counts_text(document)
-        + f" ({document['operations']} operations counted in the window)"
+        + f" ({document['operations']} operations counted in the regions)"
     )
     if system:
         for space, counts in document["spaces"].items():
@@ -803,13 +815,13 @@ def environment_setting(text: str) -> tuple[str, str]:
     return name, value
 
 
-def lines_per_operation(lines: list[dict], ops, warmup: float) -> list[dict]:
+def lines_per_operation(lines: list[dict], ops) -> list[dict]:
     """The rows with their transfers and invalidations per operation."""
     return [
         {
             **row,
-            "transfers_per_op": per_operation(row["transfers"], ops, warmup),
-            "invalidations_per_op": per_operation(row["invalidations"], ops, warmup),
+            "transfers_per_op": per_operation(row["transfers"], ops),
+            "invalidations_per_op": per_operation(row["invalidations"], ops),
         }
         for row in lines
     ]
@@ -899,9 +911,9 @@ def add_options(parser) -> None:
     parser.add_argument(
         "--warmup",
         type=float,
-        default=0.0,
-        help="seconds (default 0: the regions are the counted window, so transfers per "
-        "operation can be given)",
+        default=WARMUP,
+        help=f"seconds the workers run untraced before their regions open (default "
+        f"{WARMUP}; 0: the regions hold the run's start too)",
     )
     parser.add_argument(
         "--duration", type=float, default=0.5, help="measured seconds (default 0.5)"
@@ -966,13 +978,12 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         else:
             traced = trace_workers(args, entry.name, argv, program, scratch, workers)
     result, regions, groups, pairs, lines = traced
-    ops = result.get("extra", {}).get("ops")
+    ops = region_operations(result)
     spaces = {
         space: totals(
             [row for row in lines if row["name"].startswith(f"{space}: ")],
             [g for g in pairs if g["space"] == space],
             ops,
-            args.warmup,
         )
         for space in ("user", "kernel")
     }
@@ -992,9 +1003,9 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "schedule_lapsed": sum(1 for r in regions if r.flags & FLAG_SCHEDULE_LAPSED),
         "operations": ops,
         "warmup_s": args.warmup,
-        **totals(lines, pairs, ops, args.warmup),
+        **totals(lines, pairs, ops),
         "spaces": spaces,
-        "lines": lines_per_operation(lines, ops, args.warmup),
+        "lines": lines_per_operation(lines, ops),
         "groups": groups,
         "pair_groups": pairs,
     }
