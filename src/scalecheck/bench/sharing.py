@@ -29,9 +29,9 @@ by their pair transfers: the accesses that would have been transfers had the uni
 pair, and were not transfers of the line. x86's L2 spatial prefetcher fetches a line's pair
 with it, so such neighbours slow each other though they share no line (`pair-split`: two
 workers writing the two lines of one pair).
-After a warm-up (--warmup: the workers run free of the turns and
-untraced), each worker's region opens when its loop first looks at the stop flag in the
-measured window and closes when it stops; the transfers are given per operation the workers counted in
+After a warm-up (--warmup: the workers run free of the turns and untraced), each
+worker's region opens when its loop first looks at the stop flag in the measured window
+and closes when it stops; the transfers are given per operation the workers counted in
 their regions (the harness's `region_ops`), so a line moved only at a run's start weighs
 nothing, whatever the window's length.
 
