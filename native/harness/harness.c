@@ -48,6 +48,7 @@ struct hc_shared {
     _Alignas(128) volatile int go;
     volatile int ready;
     volatile int finished;
+    volatile int regions_opening; /* workers at the regions' start barrier */
     volatile int failed;
     char error[512];
     /* The run's configuration, so re-exec'd worker images can rebuild it. */
@@ -369,11 +370,26 @@ static void init_worker_state(struct hc_worker *w, int index)
     w->region_pending = shared->warmup_s > 0 && !shared->regions[index].opened;
 }
 
+/* After a warm-up the workers open their regions together, as the start barrier has them
+ * do without one: the tracer's turns wait for every worker's region, and a worker parked
+ * there for one that is still in its operation can hold up the emulator itself (its
+ * exclusive sections wait for every running vCPU) until the turns start without it. The
+ * stop flag ends the wait of a worker whose partner never comes back to its loop. */
+static void wait_for_regions(void)
+{
+    __atomic_add_fetch(&shared->regions_opening, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(&shared->regions_opening, __ATOMIC_ACQUIRE) < run.workers &&
+           !__atomic_load_n(&shared->stop, __ATOMIC_RELAXED))
+        sched_yield();
+}
+
 /* The loop is a region of scalecheck's tracer, tagged with the worker's index
  * (bench/sharing.py runs the workers under qemu-x86_64 with its plugin); the markers are
  * NOPs otherwise. Its operations are counted from here, for transfers per operation. */
 void hc_open_region(struct hc_worker *w)
 {
+    if (w->region_pending)
+        wait_for_regions();
     struct hc_region *region = &shared->regions[w->index];
     region->start_ops = w->slot->ops;
     region->opened = 1;
