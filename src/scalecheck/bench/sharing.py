@@ -109,8 +109,8 @@ QUANTUM = 200
 # worker past the grace leaves no region to count.
 STOP_GRACE = {"HC_STOP_GRACE_S": "120"}
 # Seconds the workers run before their regions open: what a run does once at its start
-# (first touches, a queue's first moves: LDU's global queue line moved about 500 times at
-# each run's start at N = 8, then hardly) is left out of the counts per operation.
+# (first touches, a slab's first pages, the 480-500 moves of LDU's global queue line at
+# each run's start at N = 8) is left out of the counts per operation.
 WARMUP = 1.0
 
 
