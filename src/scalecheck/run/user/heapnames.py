@@ -13,6 +13,7 @@ allocation site and the offset in the block.
 """
 
 import bisect
+import functools
 import re
 import struct
 from collections import deque
@@ -138,13 +139,31 @@ class DataNamer:
         ``statics`` when None); ``site_function``: the function an allocation site (a
         return address) lies in."""
         self.fields, self.memory = fields, memory
-        self.statics = sorted(statics)
-        self.static_starts = [s[0] for s in self.statics]
-        self.roots = self.statics if roots is None else roots
-        self.allocations = sorted(allocations)
-        self.alloc_starts = [a[0] for a in self.allocations]
+        # Sorted when a line is first named: a namer is made for every repeat of every
+        # test, and most tests have no line to name.
+        self._statics, self._allocations, self._roots = statics, allocations, roots
         self.site_function = site_function
         self._typed: dict[int, tuple[str, Layout]] | None = None
+
+    @functools.cached_property
+    def statics(self) -> list[tuple[int, int, str]]:
+        return sorted(self._statics)
+
+    @functools.cached_property
+    def roots(self) -> list[tuple[int, int, str]]:
+        return self.statics if self._roots is None else self._roots
+
+    @functools.cached_property
+    def static_starts(self) -> list[int]:
+        return [s[0] for s in self.statics]
+
+    @functools.cached_property
+    def allocations(self) -> list[tuple[int, int, int]]:
+        return sorted(self._allocations)
+
+    @functools.cached_property
+    def alloc_starts(self) -> list[int]:
+        return [a[0] for a in self.allocations]
 
     def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
         return [self._name(kind, vaddr, mask) for kind, vaddr, _, mask in lines]
