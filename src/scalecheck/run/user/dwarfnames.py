@@ -5,6 +5,7 @@ struct it returns a pointer to, the structs its local pointers point to. heapnam
 names a test's conflicting lines with them."""
 
 import os
+import pickle
 from pathlib import Path
 
 from elftools.common.exceptions import DWARFError, ELFError
@@ -34,7 +35,7 @@ class FieldNames:
         """``sources``: read only the compilation units of these files (those of a linked
         program, whose DWARF needs no relocation: pyelftools cannot relocate an object
         file's DWARF that holds a `__thread` variable); None: every unit."""
-        wanted = None if sources is None else {os.path.realpath(s) for s in sources}
+        wanted = _wanted(sources)
         self._types: dict[str, Layout] = {}
         self._returns: dict[str, Layout] = {}
         self._locals: dict[str, dict[str, Layout]] = {}  # function -> label -> struct
@@ -121,6 +122,35 @@ class FieldNames:
     def holds_pointers(self, variable: str) -> bool:
         layout = self._types.get(variable)
         return bool(layout and layout.pointers())
+
+
+def cached_field_names(
+    objects: list[Path], sources: list[Path] | None, cache: Path
+) -> "FieldNames":
+    """FieldNames(objects, sources), kept in ``cache`` until an object changes: reading the
+    DWARF was most of a library run's start (a second's CPU for libsv6). The key holds
+    this module's own text: what another version kept is read again."""
+    key = ([str(path) for path in objects], _wanted(sources), Path(__file__).read_bytes())
+    try:
+        if cache.stat().st_mtime >= max(path.stat().st_mtime for path in objects):
+            with open(cache, "rb") as f:
+                stored_key, names = pickle.load(f)
+            if stored_key == key:
+                return names
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError):
+        pass  # none kept yet, or unreadable: read again
+    names = FieldNames(objects, sources)
+    temporary = cache.with_name(cache.name + ".tmp")
+    try:
+        temporary.write_bytes(pickle.dumps((key, names)))
+        os.replace(temporary, cache)
+    except OSError:
+        temporary.unlink(missing_ok=True)  # kept next time, perhaps
+    return names
+
+
+def _wanted(sources: list[Path] | None) -> set[str] | None:
+    return None if sources is None else {os.path.realpath(s) for s in sources}
 
 
 class Layout:
