@@ -202,13 +202,14 @@ def _shared(region_a, region_b, symbols) -> list:
     """Every line both calls touched with a write, as a conflict record (any sharing)."""
     conflicts = []
     # Looked for only once a shared line is heap: it reads every line of both regions.
-    page_tables = None
+    page_tables: set | None = None
     for la, lb in shared_lines(region_a, region_b):
         kind, data_symbol = symbols.classify(la.vaddr)
-        if kind == "heap" and page_tables is None:
-            page_tables = page_table_frames((region_a, region_b), symbols)
-        if kind == "heap" and la.paddr >> 12 in page_tables:
-            kind = "pagetable"
+        if kind == "heap":
+            if page_tables is None:
+                page_tables = page_table_frames((region_a, region_b), symbols)
+            if la.paddr >> 12 in page_tables:
+                kind = "pagetable"
         sharing, pairs = _site_pairs(la, lb, symbols)
         conflicts.append(
             {
