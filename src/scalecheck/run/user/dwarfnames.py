@@ -165,6 +165,7 @@ class Layout:
         self.element: Layout | None = None
         self.pointee: Layout | None = None  # None for void *
         self._pointers: list | None = None
+        self._phases: set[int] | None = None
 
     def path(self, offset: int, whole_small: bool = False) -> str:
         """The path of the field at ``offset`` (``[1].pair.b``). ``whole_small``: a member
@@ -205,6 +206,12 @@ class Layout:
                     found += [(start + off, f".{name}{p}", to) for off, p, to in layout.pointers()]
             self._pointers = found
         return self._pointers
+
+    def pointer_phases(self) -> set[int]:
+        """The offsets of this type's pointers modulo 8 (``{0}`` unless packed)."""
+        if self._phases is None:
+            self._phases = {offset % 8 for offset, _, _ in self.pointers()}
+        return self._phases
 
 
 def _layout(die, layouts: dict) -> Layout:

@@ -54,6 +54,8 @@ def _arrays(paths: list[str]) -> list[str]:
     ]
 
 
+# Kept per (type, size): an array's pointers are listed once, not once per block.
+@functools.lru_cache(maxsize=4096)
 def _array_of(element: Layout, size: int) -> Layout:
     """The layout of an allocation of ``size`` bytes holding objects of type ``element``."""
     array = Layout()
@@ -83,6 +85,8 @@ def type_heap(
     while todo:
         address, label, layout = todo.popleft()
         data = _bytes_at(memory, address, layout.size)
+        if not _may_point_into(data, layout, sizes):
+            continue
         for offset, path, pointee in layout.pointers():
             if pointee is None or not pointee.size or offset + 8 > len(data):
                 continue
@@ -102,6 +106,18 @@ def type_heap(
                 typed[target] = (name, found)
                 todo.append((target, name, found))
     return typed
+
+
+def _may_point_into(data: bytes, layout: Layout, starts: dict) -> bool:
+    """Whether a word of ``data`` where ``layout`` holds pointers (at any of their offsets
+    modulo 8) is the start of a block: most objects' pointers lead to none, and reading
+    every word at once is much cheaper than each pointer on its own."""
+    for phase in layout.pointer_phases():
+        words = data[phase:]
+        words = memoryview(words[: len(words) // 8 * 8]).cast("Q")
+        if not starts.keys().isdisjoint(words):
+            return True
+    return False
 
 
 def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
