@@ -113,9 +113,10 @@ def _may_point_into(data: bytes, layout: Layout, starts: dict) -> bool:
     modulo 8) is the start of a block: most objects' pointers lead to none, and reading
     every word at once is much cheaper than each pointer on its own."""
     for phase in layout.pointer_phases():
-        words = data[phase:]
-        words = memoryview(words[: len(words) // 8 * 8]).cast("Q")
-        if not starts.keys().isdisjoint(words):
+        whole = (len(data) - phase) // 8 * 8
+        if whole > 0 and not starts.keys().isdisjoint(
+            memoryview(data[phase : phase + whole]).cast("Q")
+        ):
             return True
     return False
 
