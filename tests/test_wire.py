@@ -187,6 +187,16 @@ def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
     reports = [r for r in wire.read_reports(io.BytesIO(done.stdout)) if r is not None]
     kinds = [r.kind for r in reports]
     assert kinds[0] == "READY" and kinds[-1] == "DONE"
+    # Taken in pieces of any size, as a pipe gives them: the same reports, none cut in two.
+    stream = wire.ReportStream()
+    out = done.stdout
+    pieces = [stream.feed(out[k : k + 7]) for k in range(0, len(out), 7)]
+    assert [r for piece in pieces for r in piece if r is not None] == reports
+    # Output that ends inside a snapshot (the program died) ends before that report.
+    memory_at = out.index(b"\nMEM ") + 1
+    cut = [r for r in wire.read_reports(io.BytesIO(out[: memory_at + 30])) if r is not None]
+    assert cut == [r for r in reports if r.kind != "DONE"][: len(cut)]
+    assert cut and cut[-1].kind != "MEMORY"
     results = [r for r in reports if r.kind == "RESULTS"]
     assert [(r.index, r.rep) for r in results] == [(5, 0), (5, 1)]
     assert results[0].results() == ('{"ret":3,"nlink":1,"fds":[10,11]}', '{"errno":"ENOENT"}')

@@ -201,11 +201,15 @@ def page_table_frames(regions, symbols) -> set:
 def _shared(region_a, region_b, symbols) -> list:
     """Every line both calls touched with a write, as a conflict record (any sharing)."""
     conflicts = []
-    page_tables = page_table_frames((region_a, region_b), symbols)
+    # Looked for only once a shared line is heap: it reads every line of both regions.
+    page_tables: set | None = None
     for la, lb in shared_lines(region_a, region_b):
         kind, data_symbol = symbols.classify(la.vaddr)
-        if kind == "heap" and la.paddr >> 12 in page_tables:
-            kind = "pagetable"
+        if kind == "heap":
+            if page_tables is None:
+                page_tables = page_table_frames((region_a, region_b), symbols)
+            if la.paddr >> 12 in page_tables:
+                kind = "pagetable"
         sharing, pairs = _site_pairs(la, lb, symbols)
         conflicts.append(
             {
@@ -321,6 +325,7 @@ class _Traced:
     mismatch: str = ""
     left_path: str = ""
     results: dict = field(default_factory=dict)
+    judged: dict = field(default_factory=dict)  # results' texts -> (a, b, order, verdict)
 
 
 def finish(
@@ -356,21 +361,30 @@ def finish(
 def _check_results(traced: _Traced, progress: TestProgress, rep: int) -> str | None:
     """Checks a repeat's results against the model; an error's detail, or None."""
     test = progress.test
-    res_a, res_b = progress.repeats[rep].results()
-    try:
-        res_a, res_b = json.loads(res_a), json.loads(res_b)
-    except json.JSONDecodeError:
-        return f"repeat {rep}: unreadable result from the driver"
-    order, verdict = check_results(test, res_a, res_b)
-    got = f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}"
+    texts = progress.repeats[rep].results()
+    # Repeats mostly answer alike: each distinct pair of results is read and judged once.
+    if texts not in traced.judged:
+        try:
+            res_a, res_b = json.loads(texts[0]), json.loads(texts[1])
+        except json.JSONDecodeError:
+            return f"repeat {rep}: unreadable result from the driver"
+        traced.judged[texts] = (res_a, res_b, *check_results(test, res_a, res_b))
+    res_a, res_b, order, verdict = traced.judged[texts]
     if verdict == MISMATCH and not traced.mismatch:
         expected = json.dumps((test.raw.get("expect") or {}).get("ab"))
-        traced.mismatch = f"{got}, expected {expected}"
+        traced.mismatch = f"{_got(rep, res_a, res_b)}, expected {expected}"
     elif verdict == LEFT_PATH and not traced.left_path:
-        traced.left_path = f"{got}: a choice the model allows, off the path this test was made for"
+        traced.left_path = (
+            f"{_got(rep, res_a, res_b)}: a choice the model allows, off the path this test"
+            " was made for"
+        )
     if rep == 0:
         traced.results = {"a": res_a, "b": res_b, "expected_order": order}
     return None
+
+
+def _got(rep: int, res_a, res_b) -> str:
+    return f"repeat {rep}: got A={json.dumps(res_a)} B={json.dumps(res_b)}"
 
 
 def _trace_repeat(

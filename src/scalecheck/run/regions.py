@@ -35,6 +35,11 @@ _LINE = struct.Struct("<QQQQI")
 _SITE = struct.Struct("<QQQ")
 _COUNTS = struct.Struct("<II")
 _PAIR_COUNT = struct.Struct("<I")
+# Parts of a line's fields (_LINE), read in place.
+_PADDR_NSITES = struct.Struct("<Q24xI")
+_NSITES = struct.Struct("<32xI")
+_WRITE_MASK = struct.Struct("<24xQ")
+_VADDR_WRITE_MASK = struct.Struct("<8xQ8xQ")
 
 
 @functools.cache
@@ -120,10 +125,10 @@ class Line:
 
 
 class Region:
-    """One call's traced region. Lines read from a trace stay raw (their fields and where
-    their sites start in the trace) until one is looked at: a region has hundreds of lines
-    and a test's record looks at the few it shares with the other call, or whose lock
-    bytes were written, so building every ``Line`` was most of a record's host CPU."""
+    """One call's traced region. Lines read from a trace stay raw (where their record starts
+    in the trace) until one is looked at: a region has hundreds of lines and a test's record
+    looks at the few it shares with the other call, or whose lock bytes were written, so
+    building every ``Line`` was most of a record's host CPU."""
 
     def __init__(
         self,
@@ -139,21 +144,21 @@ class Region:
         self.vcpu, self.tag, self.flags = vcpu, tag, flags
         self.accesses, self.dropped_in_interrupts = accesses, dropped_in_interrupts
         self.interrupts = interrupts
-        # paddr -> Line, or (line fields, offset of its sites in ``trace``, *counts)
+        # paddr -> Line, or the offset of its raw record in ``trace`` (an int)
         self._lines: dict = {} if lines is None else lines
         self._trace = trace
 
     def line(self, paddr: int) -> Line:
         entry = self._lines[paddr]
-        if entry.__class__ is tuple:
-            (_, vaddr, rmask, wmask, nsites), start, *counts = entry
-            sites = self._trace[start : start + nsites * _SITE.size]
-            entry = self._lines[paddr] = Line(paddr, vaddr, rmask, wmask, None, sites, *counts)
+        if entry.__class__ is int:
+            entry = self._lines[paddr] = _raw_line(self._trace, entry, self.flags)
         return entry
 
     def write_mask_of(self, paddr: int) -> int:
         entry = self._lines[paddr]
-        return entry[0][3] if entry.__class__ is tuple else entry.write_mask
+        if entry.__class__ is int:
+            return _WRITE_MASK.unpack_from(self._trace, entry)[0]
+        return entry.write_mask
 
     @property
     def lines(self) -> dict:
@@ -175,9 +180,10 @@ class Region:
         every line, so it reads the fields in place and builds no Line."""
         found = []
         for paddr, entry in self._lines.items():
-            if entry.__class__ is tuple:
-                if entry[0][3] & mask:
-                    found.append((paddr, entry[0][1]))
+            if entry.__class__ is int:
+                vaddr, write_mask = _VADDR_WRITE_MASK.unpack_from(self._trace, entry)
+                if write_mask & mask:
+                    found.append((paddr, vaddr))
             elif entry.write_mask & mask:
                 found.append((paddr, entry.vaddr))
         return found
@@ -191,8 +197,10 @@ class Region:
         alone touched goes too), and how many (line, site) entries went."""
         kept_lines, gone = {}, 0
         for paddr, entry in self._lines.items():
-            if entry.__class__ is tuple:  # a raw line: its PCs read from the trace in place
-                pcs = _pcs_of(entry[0][4]).unpack_from(self._trace, entry[1])
+            if entry.__class__ is int:  # a raw line: its PCs read from the trace in place
+                (nsites,) = _NSITES.unpack_from(self._trace, entry)
+                sites_at = entry + _LINE.size + _counts_size(self.flags)
+                pcs = _pcs_of(nsites).unpack_from(self._trace, sites_at)
             else:
                 pcs = entry.site_pcs()
             if not dropped.any_of(pcs):
@@ -218,6 +226,30 @@ class Region:
             self._trace,
         )
         return kept, gone
+
+
+def _counts_size(flags: int) -> int:
+    """The bytes of counts between a line's fields and its sites."""
+    return (_COUNTS.size if flags & FLAG_TRANSFERS else 0) + (
+        _PAIR_COUNT.size if flags & FLAG_PAIR_TRANSFERS else 0
+    )
+
+
+def _raw_line(trace: bytes, at: int, flags: int) -> Line:
+    """The Line whose record starts at byte ``at`` of the trace."""
+    paddr, vaddr, read_mask, write_mask, nsites = _LINE.unpack_from(trace, at)
+    at += _LINE.size
+    transfers = invalidations = pair_transfers = None
+    if flags & FLAG_TRANSFERS:
+        transfers, invalidations = _COUNTS.unpack_from(trace, at)
+        at += _COUNTS.size
+    if flags & FLAG_PAIR_TRANSFERS:
+        (pair_transfers,) = _PAIR_COUNT.unpack_from(trace, at)
+        at += _PAIR_COUNT.size
+    sites = trace[at : at + nsites * _SITE.size]
+    return Line(
+        paddr, vaddr, read_mask, write_mask, None, sites, transfers, invalidations, pair_transfers
+    )
 
 
 class PcSet:
@@ -251,57 +283,25 @@ def _parse_region(buf: bytes, pos: int):
     if magic != REGION_MAGIC:
         raise TraceFormatError(f"bad region record at byte {pos}")
     lines: dict = {}
-    if flags & (FLAG_TRANSFERS | FLAG_PAIR_TRANSFERS):
-        end = _lines_with_counts(buf, pos + _HEAD.size, nlines, flags, lines)
-    else:
-        end = _lines(buf, pos + _HEAD.size, nlines, lines)
+    end = _lines(buf, pos + _HEAD.size, nlines, _LINE.size + _counts_size(flags), lines)
     if end is None:
         return None
     return Region(vcpu, tag, flags, accesses, dropped, interrupts, lines, buf), end
 
 
-def _lines(buf: bytes, pos: int, nlines: int, lines: dict) -> int | None:
-    """Reads nlines lines without counts into ``lines`` as raw entries (Region); the
-    position after them, or None if the record is not complete yet. (Most of a run's
-    parsing: kept lean.)"""
-    unpack, line_size, site_size, size = _LINE.unpack_from, _LINE.size, _SITE.size, len(buf)
-    for _ in range(nlines):
-        if size - pos < line_size:
-            return None
-        fields = unpack(buf, pos)
-        pos += line_size
-        lines[fields[0]] = (fields, pos)
-        pos += fields[4] * site_size
-        if pos > size:
-            return None
-    return pos
-
-
-def _lines_with_counts(buf: bytes, pos: int, nlines: int, flags: int, lines: dict) -> int | None:
-    """As _lines, for a region whose lines carry transfer counts (FLAG_TRANSFERS,
-    FLAG_PAIR_TRANSFERS)."""
-    for _ in range(nlines):
-        if len(buf) - pos < _LINE.size:
-            return None
-        fields = _LINE.unpack_from(buf, pos)
-        pos += _LINE.size
-        transfers = invalidations = None
-        if flags & FLAG_TRANSFERS:
-            if len(buf) - pos < _COUNTS.size:
-                return None
-            transfers, invalidations = _COUNTS.unpack_from(buf, pos)
-            pos += _COUNTS.size
-        pair_transfers = None
-        if flags & FLAG_PAIR_TRANSFERS:
-            if len(buf) - pos < _PAIR_COUNT.size:
-                return None
-            (pair_transfers,) = _PAIR_COUNT.unpack_from(buf, pos)
-            pos += _PAIR_COUNT.size
-        lines[fields[0]] = (fields, pos, transfers, invalidations, pair_transfers)
-        pos += fields[4] * _SITE.size
-        if pos > len(buf):
-            return None
-    return pos
+def _lines(buf: bytes, pos: int, nlines: int, head_size: int, lines: dict) -> int | None:
+    """Reads nlines lines, each ``head_size`` bytes before its sites, into ``lines`` as raw
+    entries (Region); the position after them, or None if the record is not complete
+    yet. (Most of a run's parsing: kept lean, a line's address and site count read only.)"""
+    unpack, site_size = _PADDR_NSITES.unpack_from, _SITE.size
+    try:
+        for _ in range(nlines):
+            paddr, nsites = unpack(buf, pos)
+            lines[paddr] = pos
+            pos += head_size + nsites * site_size
+    except struct.error:  # the line's fields are not all there yet
+        return None
+    return pos if pos <= len(buf) else None
 
 
 class RegionReader:

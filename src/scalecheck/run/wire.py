@@ -157,28 +157,59 @@ def read_reports(stream):
     """The reports of a harness's output (a binary stream), each A and MEM report with its
     raw part; None for another line. Ends at the end of the stream, or where it was cut
     inside a raw part (the program died)."""
-    for text in iter(stream.readline, b""):
-        report = parse_report(text.decode(errors="replace"))
-        if report is not None and report.kind in ("ALLOCATION", "MEMORY"):
-            report = _with_raw(report, stream)
-            if report is None:
-                return
-        yield report
+    reports = ReportStream()
+    for piece in iter(lambda: stream.read1(READ_SIZE), b""):
+        yield from reports.feed(piece)
 
 
-def _with_raw(report: Report, stream) -> Report | None:
-    """The report with its raw part read from the stream; None if the stream ends first."""
+# What is asked of a harness's output at a time: all there is, as a rule.
+READ_SIZE = 1 << 20
+
+
+class ReportStream:
+    """Reports from a harness's output as it arrives, in pieces of any size: each A and MEM
+    report with its raw part; None for another line. A report not yet whole waits for the
+    next piece."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+
+    def feed(self, piece: bytes) -> list:
+        self._pending += piece
+        reports, at = [], 0
+        while True:
+            parsed = self._report_at(at)
+            if parsed is None:
+                break
+            report, at = parsed
+            reports.append(report)
+        del self._pending[:at]
+        return reports
+
+    def _report_at(self, at: int) -> tuple | None:
+        """(report, where the next starts), or None when the one at ``at`` is not whole."""
+        pending = self._pending
+        end = pending.find(b"\n", at)
+        if end < 0:
+            return None
+        report = parse_report(pending[at : end + 1].decode(errors="replace"))
+        at = end + 1
+        if report is None or report.kind not in ("ALLOCATION", "MEMORY"):
+            return report, at
+        size = _raw_size(report, pending, at)
+        if size is None or len(pending) - at < size:
+            return None
+        raw = bytes(pending[at : at + size])
+        return Report(report.kind, report.index, report.rep, report.rest, raw), at + size
+
+
+def _raw_size(report: Report, pending: bytearray, at: int) -> int | None:
+    """The bytes of an A or MEM report's raw part that starts at ``at``; None while a MEM
+    report's table of ranges, which gives its size, is not whole."""
     count = int(report.rest)
     if report.kind == "ALLOCATION":
-        raw = _exactly(stream, _BLOCK.size * count)
-    else:
-        raw = _exactly(stream, _RANGE.size * count)
-        if raw is not None:
-            data = _exactly(stream, sum(size for _, size in _RANGE.iter_unpack(raw)))
-            raw = None if data is None else raw + data
-    return None if raw is None else dataclasses.replace(report, raw=raw)
-
-
-def _exactly(stream, size: int) -> bytes | None:
-    data = stream.read(size)
-    return data if len(data) == size else None
+        return _BLOCK.size * count
+    table = _RANGE.size * count
+    if len(pending) - at < table:
+        return None
+    return table + sum(size for _, size in _RANGE.iter_unpack(pending[at : at + table]))

@@ -11,6 +11,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from scalecheck.common.errors import UserError
+from scalecheck.run.user.program_symbols import program_data
 
 # struct sc_op (tracer/user/scalecheck_adapter.h): const char *name; int nargs; call *.
 _SC_OP = struct.Struct("<QixxxxQ")
@@ -21,12 +22,12 @@ def adapter_ops(program: Path) -> dict[str, int]:
     try:
         with open(program, "rb") as f:
             elf = ELFFile(f)
-            symtab = elf.get_section_by_name(".symtab")
-            found = symtab.get_symbol_by_name("SC_OPS") if symtab else None
+            # The program's symbols as read once per program (program_symbols.py).
+            found = [at for at, _, name in program_data(program) if name == "SC_OPS"]
             if not found:
                 raise UserError(f"{program}: the adapter defines no SC_OPS")
             ops: dict[str, int] = {}
-            at = found[0]["st_value"]
+            at = found[0]
             while True:
                 name_at, nargs, _ = _SC_OP.unpack(_read(elf, at, _SC_OP.size))
                 if not name_at:

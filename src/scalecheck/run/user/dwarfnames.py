@@ -5,6 +5,7 @@ struct it returns a pointer to, the structs its local pointers point to. heapnam
 names a test's conflicting lines with them."""
 
 import os
+import pickle
 from pathlib import Path
 
 from elftools.common.exceptions import DWARFError, ELFError
@@ -34,7 +35,7 @@ class FieldNames:
         """``sources``: read only the compilation units of these files (those of a linked
         program, whose DWARF needs no relocation: pyelftools cannot relocate an object
         file's DWARF that holds a `__thread` variable); None: every unit."""
-        wanted = None if sources is None else {os.path.realpath(s) for s in sources}
+        wanted = _wanted(sources)
         self._types: dict[str, Layout] = {}
         self._returns: dict[str, Layout] = {}
         self._locals: dict[str, dict[str, Layout]] = {}  # function -> label -> struct
@@ -123,6 +124,35 @@ class FieldNames:
         return bool(layout and layout.pointers())
 
 
+def cached_field_names(
+    objects: list[Path], sources: list[Path] | None, cache: Path
+) -> "FieldNames":
+    """FieldNames(objects, sources), kept in ``cache`` until an object changes: reading the
+    DWARF was most of a library run's start (a second's CPU for libsv6). The key holds
+    this module's own text: what another version kept is read again."""
+    key = ([str(path) for path in objects], _wanted(sources), Path(__file__).read_bytes())
+    try:
+        if cache.stat().st_mtime >= max(path.stat().st_mtime for path in objects):
+            with open(cache, "rb") as f:
+                stored_key, names = pickle.load(f)
+            if stored_key == key:
+                return names
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError):
+        pass  # none kept yet, or unreadable: read again
+    names = FieldNames(objects, sources)
+    temporary = cache.with_name(cache.name + ".tmp")
+    try:
+        temporary.write_bytes(pickle.dumps((key, names)))
+        os.replace(temporary, cache)
+    except OSError:
+        temporary.unlink(missing_ok=True)  # kept next time, perhaps
+    return names
+
+
+def _wanted(sources: list[Path] | None) -> set[str] | None:
+    return None if sources is None else {os.path.realpath(s) for s in sources}
+
+
 class Layout:
     """A type's members, array elements and pointed-to type as offsets, read once from its
     DIEs (by _layout, which keeps one per DIE: `struct node` points to itself)."""
@@ -135,6 +165,7 @@ class Layout:
         self.element: Layout | None = None
         self.pointee: Layout | None = None  # None for void *
         self._pointers: list | None = None
+        self._phases: set[int] | None = None
 
     def path(self, offset: int, whole_small: bool = False) -> str:
         """The path of the field at ``offset`` (``[1].pair.b``). ``whole_small``: a member
@@ -175,6 +206,12 @@ class Layout:
                     found += [(start + off, f".{name}{p}", to) for off, p, to in layout.pointers()]
             self._pointers = found
         return self._pointers
+
+    def pointer_phases(self) -> set[int]:
+        """The offsets of this type's pointers modulo 8 (``{0}`` unless packed)."""
+        if self._phases is None:
+            self._phases = {offset % 8 for offset, _, _ in self.pointers()}
+        return self._phases
 
 
 def _layout(die, layouts: dict) -> Layout:

@@ -13,6 +13,7 @@ allocation site and the offset in the block.
 """
 
 import bisect
+import functools
 import re
 import struct
 from collections import deque
@@ -53,6 +54,8 @@ def _arrays(paths: list[str]) -> list[str]:
     ]
 
 
+# Kept per (type, size): an array's pointers are listed once, not once per block.
+@functools.lru_cache(maxsize=4096)
 def _array_of(element: Layout, size: int) -> Layout:
     """The layout of an allocation of ``size`` bytes holding objects of type ``element``."""
     array = Layout()
@@ -82,6 +85,8 @@ def type_heap(
     while todo:
         address, label, layout = todo.popleft()
         data = _bytes_at(memory, address, layout.size)
+        if not _may_point_into(data, layout, sizes):
+            continue
         for offset, path, pointee in layout.pointers():
             if pointee is None or not pointee.size or offset + 8 > len(data):
                 continue
@@ -101,6 +106,19 @@ def type_heap(
                 typed[target] = (name, found)
                 todo.append((target, name, found))
     return typed
+
+
+def _may_point_into(data: bytes, layout: Layout, starts: dict) -> bool:
+    """Whether a word of ``data`` where ``layout`` holds pointers (at any of their offsets
+    modulo 8) is the start of a block: most objects' pointers lead to none, and reading
+    every word at once is much cheaper than each pointer on its own."""
+    for phase in layout.pointer_phases():
+        whole = (len(data) - phase) // 8 * 8
+        if whole > 0 and not starts.keys().isdisjoint(
+            memoryview(data[phase : phase + whole]).cast("Q")
+        ):
+            return True
+    return False
 
 
 def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
@@ -138,13 +156,31 @@ class DataNamer:
         ``statics`` when None); ``site_function``: the function an allocation site (a
         return address) lies in."""
         self.fields, self.memory = fields, memory
-        self.statics = sorted(statics)
-        self.static_starts = [s[0] for s in self.statics]
-        self.roots = self.statics if roots is None else roots
-        self.allocations = sorted(allocations)
-        self.alloc_starts = [a[0] for a in self.allocations]
+        # Sorted when a line is first named: a namer is made for every repeat of every
+        # test, and most tests have no line to name.
+        self._statics, self._allocations, self._roots = statics, allocations, roots
         self.site_function = site_function
         self._typed: dict[int, tuple[str, Layout]] | None = None
+
+    @functools.cached_property
+    def statics(self) -> list[tuple[int, int, str]]:
+        return sorted(self._statics)
+
+    @functools.cached_property
+    def roots(self) -> list[tuple[int, int, str]]:
+        return self.statics if self._roots is None else self._roots
+
+    @functools.cached_property
+    def static_starts(self) -> list[int]:
+        return [s[0] for s in self.statics]
+
+    @functools.cached_property
+    def allocations(self) -> list[tuple[int, int, int]]:
+        return sorted(self._allocations)
+
+    @functools.cached_property
+    def alloc_starts(self) -> list[int]:
+        return [a[0] for a in self.allocations]
 
     def name_lines(self, lines: list[tuple[str, int, int, int]]) -> list[str]:
         return [self._name(kind, vaddr, mask) for kind, vaddr, _, mask in lines]

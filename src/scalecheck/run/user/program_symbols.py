@@ -102,9 +102,10 @@ class ProgramSymbols:
         }
         # with -g: the field of a static variable at the line (buckets[1].head), and the
         # types of the adapter's variables
-        self.fields = dwarfnames.FieldNames(
+        self.fields = dwarfnames.cached_field_names(
             [program, *installed.debug_files],
             None if installed.archives or installed.shared else list(sources),
+            program.with_name(f"{program.name}.fields.pickle"),
         )
         self.library_code = installed.code | {
             name for path in library_objects for _, _, name in _symbols(path, "STT_FUNC")
@@ -251,6 +252,11 @@ def _allocator_ranges(functions: list, installed: Installed, wrappers: set[str])
 def program_functions(program: Path) -> list:
     """Sorted (address, size, name) of a program's functions."""
     return _symbols(program, "STT_FUNC")
+
+
+def program_data(program: Path) -> list:
+    """Sorted (address, size, name) of a program's data symbols."""
+    return _symbols(program, "STT_OBJECT")
 
 
 def _symbols(path: Path, kind: str) -> list:

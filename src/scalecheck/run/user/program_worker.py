@@ -6,6 +6,8 @@ test."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import queue
 import subprocess
@@ -28,6 +30,8 @@ QEMU_USER = "qemu-x86_64"
 TEXT_LEN = 40
 # Runs of the test program in a row that finish no test before the run gives up.
 MAX_FRUITLESS_RUNS = 3
+# The program's output pipe, in bytes (fs.pipe-max-size allows 1 MiB unprivileged).
+PIPE_SIZE = 1 << 20
 # glibc's memset and memcpy take `rep stosb` / `rep movsb` from 2 KiB on where the CPU has
 # ERMS, as qemu-x86_64's has; TCG runs those a byte per iteration, and the plugin is called
 # for each byte. Thresholds out of reach keep them on their vector loops: the same bytes,
@@ -144,6 +148,7 @@ class ProgramWorker:
             stderr=subprocess.PIPE,
             preexec_fn=die_with_parent,
         )
+        _widen_pipe(process.stdout)
         try:
             failure = self._follow(process, _Run(runnable, RegionReader(trace_path)))
         finally:
@@ -162,25 +167,27 @@ class ProgramWorker:
     def _follow(self, process: subprocess.Popen, run: _Run) -> tuple | None:
         """Takes the program's reports until it is done; returns (test progress, status,
         detail) for a test that crashed or timed out, else None."""
-        reports: queue.Queue = queue.Queue()
+        pieces: queue.Queue = queue.Queue()
         reader = threading.Thread(
-            target=_forward_reports, args=(process.stdout, reports), daemon=True
+            target=_forward_output, args=(process.stdout, pieces), daemon=True
         )
         reader.start()
+        reports = wire.ReportStream()
         last_progress = time.monotonic()
         timeout = self.settings.timeout
         while not self.stop.is_set():
             try:
-                report = reports.get(timeout=0.05)
+                piece = pieces.get(timeout=0.05)
             except queue.Empty:
-                if process.poll() is not None and not reader.is_alive() and reports.empty():
+                if process.poll() is not None and not reader.is_alive() and pieces.empty():
                     break
                 if run.current is not None and time.monotonic() - last_progress > timeout:
                     return run.current, "timeout", f"no result within {timeout:g} s; killed"
                 continue
             last_progress = time.monotonic()
-            if report is not None and self._take(report, run):
-                return None
+            for report in reports.feed(piece):
+                if report is not None and self._take(report, run):
+                    return None
         if run.current is not None and process.poll() is not None:
             return run.current, "crash", ""
         return None
@@ -267,10 +274,20 @@ class ProgramWorker:
             self._record(outcome.base_record(current.test, status, detail))
 
 
-def _forward_reports(stream, reports: queue.Queue):
-    """Hands the program's reports to the run loop one by one (a reader thread)."""
-    for report in wire.read_reports(stream):
-        reports.put(report)
+def _forward_output(stream, pieces: queue.Queue):
+    """Hands the program's output to the run loop as it comes (a reader thread): all that
+    is there at a time, so that the loop takes the GIL once for many reports, not once a
+    line."""
+    for piece in iter(lambda: stream.read1(wire.READ_SIZE), b""):
+        pieces.put(piece)
+
+
+def _widen_pipe(pipe) -> None:
+    """Lets the program write a megabyte of reports (a dozen tests' snapshots) before it
+    waits for this process, which takes them between the other workers' records; the
+    default 64 KiB is less than one test's."""
+    with contextlib.suppress(OSError):  # above the system's limit: the default stays
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
 
 
 def _read_and_close(pipe) -> str:
