@@ -25,6 +25,8 @@
  * results. Executors only touch it outside their marked regions. */
 struct control {
 	int ready, go[2], done[2], finish;
+	/* Each side's participant (thread id), moved to its CPU by the coordinator. */
+	pid_t participant[2];
 	/* The coarse clock after the last timestamp a call could find: the setup's (read by
 	 * the coordinator before the go), then the first call's (read after its region). */
 	struct timespec last_stamp;
@@ -85,13 +87,20 @@ int wait_at_least(int *word, int target, int limit_ms)
 	}
 }
 
-static void pin_to_cpu(int cpu)
+/* Each participant is moved to its CPU while it sleeps before its go, so the go's
+ * wake-up starts it there: a task that moves itself while running goes through the
+ * stopper thread of its CPU, one more hand-off, with a wake-up of the target CPU to get
+ * there and then another to start the call. Its pages are mapped before, on CPU 0 with
+ * the rest of the setup, and so are in CPU 0's LRU batch that run_repeat drains. */
+static void move_participants_to_their_cpus(void)
 {
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof set, &set) < 0)
-		fatal("sched_setaffinity");
+	for (int side = 0; side < 2; side++) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(1 + side, &set);
+		if (sched_setaffinity(ctl->participant[side], sizeof set, &set) < 0)
+			fatal("sched_setaffinity (a participant to its CPU)");
+	}
 }
 
 static int same_time(const struct timespec *a, const struct timespec *b)
@@ -135,7 +144,7 @@ static __attribute__((noinline)) void prefault_stack(void)
 static void *participant_main(void *arg)
 {
 	struct participant *p = arg;
-	pin_to_cpu(1 + p->side);
+	ctl->participant[p->side] = (pid_t)syscall(SYS_gettid);
 	char *pages = mmap(NULL, 3 * SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (pages == MAP_FAILED)
 		fatal("mmap participant pages");
@@ -155,6 +164,10 @@ static void *participant_main(void *arg)
 	if (p->side == first_side(p->t)) {
 		clock_gettime(CLOCK_REALTIME_COARSE, &ctl->last_stamp);
 		set_and_wake(&ctl->go[1 - p->side], 1);
+	} else {
+		/* The second call ends the repeat's calls: its process goes on to give its
+		 * state back without sleeping until the coordinator says so (run_repeat). */
+		set_and_wake(&ctl->finish, 1);
 	}
 	set_and_wake(&ctl->done[p->side], 1);
 	return NULL;
@@ -261,6 +274,7 @@ static int start_repeat(const struct test *t, int rep, const struct sc_wire_sett
 	/* Each process reports once, plus once per participant. */
 	if (wait_at_least(&ctl->ready, started + 2, s->timeout_ms) < 0 || ctl->ready >= 100)
 		return setup_failed(t, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
+	move_participants_to_their_cpus();
 	if (s->state_check && check_jobs(engaged, why, sizeof why) < 0)
 		return setup_failed(t, rep, why);
 	return 0;
@@ -288,9 +302,9 @@ void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
 	/* The unlinks (a directory's and an inode's times) and the test processes' setup (a
 	 * mapping's atime) are the setup's last timestamps. */
 	clock_gettime(CLOCK_REALTIME_COARSE, &ctl->last_stamp);
-	/* The setup ran on CPU 0 (the coordinator's only CPU, and the test processes' until
-	 * their participants pin themselves): a page it wrote may still sit in CPU 0's batch
-	 * instead of on the LRU. CPUs 1 and 2 each drain their own just before their call
+	/* The setup ran on CPU 0 (the coordinator's only CPU, and the test processes' and
+	 * their participants' until these move to their CPUs): a page it wrote may still sit
+	 * in CPU 0's batch instead of on the LRU. CPUs 1 and 2 each drain their own just before their call
 	 * (run_call); what waits in the other call's CPU's batch meanwhile is that side's
 	 * own pages and the previous repeat's (of removed files and exited processes), which
 	 * no call reaches. Draining only this CPU saves the drain of every CPU
@@ -308,7 +322,8 @@ void run_repeat(const struct test *t, int rep, const struct sc_wire_settings *s)
 	}
 	if (report)
 		sc_wire_results(t->index, rep, ctl->result[0], ctl->result[1]);
-	set_and_wake(&ctl->finish, 1);
+	/* The second call's participant has set ctl->finish: the processes are giving
+	 * their state back. */
 	end_jobs(t, engaged, s->timeout_ms);
 	close_shared_fds(t);
 }
