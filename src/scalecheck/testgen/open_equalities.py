@@ -60,11 +60,14 @@ class EqualityFinder:
         self.names, self.text = names, text  # allowed.ConstantNames, TermText
         self._below: dict[int, tuple] = {}  # node id -> the equality atoms under it
         self._kept: list = []  # the nodes whose ids key _below
+        # An equality atom's id -> its two terms, wrapped once per pair.
+        self._sides_of: dict[int, tuple] = {}
 
-    def sides(self, assertions, terms, observations, kinds) -> list[Side]:
-        """Both sides of every open equality of the path, ordered by their text (the
-        same path gives the same order in any process)."""
-        decided = {z3.Z3_get_ast_id(self.ref, _atom(a).as_ast()) for a in assertions}
+    def sides(self, assertions: list, terms, observations, kinds) -> list[Side]:
+        """Both sides of every open equality of the path (``assertions``: its constraints,
+        raw ASTs), ordered by their text (the same path gives the same order in any
+        process)."""
+        decided = {z3.Z3_get_ast_id(self.ref, self._atom(a)) for a in assertions}
         found: dict[str, z3.BoolRef] = {}
         for left, right in [*_argument_pairs(terms, observations, kinds), *self._atoms(assertions)]:
             oriented = self._oriented(left, right)
@@ -102,11 +105,20 @@ class EqualityFinder:
         calls = {name[0] for name in constants}
         return calls.pop() if len(calls) == 1 else None
 
-    def _atoms(self, assertions) -> list[tuple]:
+    def _atom(self, assertion):
+        """The raw atom of an assertion: the assertion, or what it negates."""
+        ref = self.ref
+        if z3.Z3_get_ast_kind(ref, assertion) == z3.Z3_APP_AST:
+            app = z3.Z3_to_app(ref, assertion)
+            if z3.Z3_get_decl_kind(ref, z3.Z3_get_app_decl(ref, app)) == z3.Z3_OP_NOT:
+                return z3.Z3_get_app_arg(ref, app, 0)
+        return assertion
+
+    def _atoms(self, assertions: list) -> list[tuple]:
         pairs = []
         for assertion in assertions:
-            for atom in self._under(assertion.as_ast()):
-                pairs.append((atom.arg(0), atom.arg(1)))
+            for atom in self._under(assertion):
+                pairs.append(self._sides_of[atom.get_id()])
         return pairs
 
     def _under(self, root) -> tuple:
@@ -134,6 +146,7 @@ class EqualityFinder:
             if _is_term_equality(ref, app, args):
                 expr = z3.BoolRef(node, self.context)
                 atoms[expr.get_id()] = expr
+                self._sides_of[expr.get_id()] = (expr.arg(0), expr.arg(1))
             below[key] = tuple(atoms.values())
             self._kept.append(z3.AstRef(node, self.context))
         return below[z3.Z3_get_ast_id(ref, root)]
@@ -144,10 +157,6 @@ def _is_term_equality(ref, app, args) -> bool:
     if z3.Z3_get_decl_kind(ref, decl) != z3.Z3_OP_EQ or len(args) != 2:
         return False
     return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, args[0])) != z3.Z3_BOOL_SORT
-
-
-def _atom(assertion: z3.BoolRef) -> z3.BoolRef:
-    return assertion.arg(0) if z3.is_not(assertion) else assertion
 
 
 def _mirrored(equality: z3.BoolRef) -> z3.BoolRef:
