@@ -23,6 +23,8 @@ from pathlib import Path
 
 import z3
 
+from scalecheck.testgen.z3_c_api import holds_in
+
 # Counts per pair and in all (testgen.json "open_equalities"): equalities found open,
 # varied both ways by the tests, excluded one way by the path (unsat), and left with a
 # side neither tested nor excluded (the solver answered unknown).
@@ -186,7 +188,7 @@ def _argument_pairs(terms, observations, kinds) -> list[tuple]:
 
 def covered(side: Side, models: list) -> bool:
     """Whether a test (by its model) already lies on ``side``."""
-    return any(z3.is_true(model.eval(side.literal, model_completion=True)) for model in models)
+    return any(holds_in(model, side.literal) for model in models)
 
 
 def tally(sides: list[Side], taken: set[str], excluded: set[str]) -> dict:

@@ -93,3 +93,11 @@ def python_value(value: z3.ExprRef) -> bool | int:
     if not digits:
         raise ValueError(f"not a constant: {value}")
     return int(digits)
+
+
+def holds_in(model: z3.ModelRef, formula: z3.BoolRef) -> bool:
+    """``z3.is_true(model.eval(formula, model_completion=True))``."""
+    ref, value = formula.ctx.ref().value, ctypes.c_void_p()
+    if not model_eval(ref, model.model.value, formula.as_ast().value, True, ctypes.byref(value)):
+        raise z3.Z3Exception("failed to evaluate a formula in the model")
+    return _get_bool_value(ref, value) == z3.Z3_L_TRUE
