@@ -128,13 +128,13 @@ class PathChoices:
         self._tied: list[int] = []
         self._legal_by_world: dict[tuple, list[dict] | None] = {}
         chosen = sorted({e["obs"] for e in entries if e["chosen"]})
-        # Only a choice a result shows as is (a constant) can be visible: without one, the
-        # path's terms need no walk.
         # The chosen terms that are constants, by name (read once per path: a test's
         # results off the path show them).
         self._chosen_names = {
             index: terms[index].decl().name() for index in chosen if z3.is_const(terms[index])
         }
+        # Only a choice a result shows as is (a constant) can be visible: without one, the
+        # path's terms need no walk.
         shown = {
             name: terms[index]
             for index, name in self._chosen_names.items()
