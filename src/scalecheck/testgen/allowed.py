@@ -30,6 +30,7 @@ import z3
 
 from scalecheck.engine import deadline
 from scalecheck.engine.rawz3 import assert_all, or_
+from scalecheck.testgen.z3_c_api import python_value
 
 # Legal assignments of a test's visible choices tried at most; more leave it as it was.
 CHOICE_CAP = 8
@@ -127,12 +128,17 @@ class PathChoices:
         self._tied: list[int] = []
         self._legal_by_world: dict[tuple, list[dict] | None] = {}
         chosen = sorted({e["obs"] for e in entries if e["chosen"]})
+        # The chosen terms that are constants, by name (read once per path: a test's
+        # results off the path show them).
+        self._chosen_names = {
+            index: terms[index].decl().name() for index in chosen if z3.is_const(terms[index])
+        }
         # Only a choice a result shows as is (a constant) can be visible: without one, the
         # path's terms need no walk.
         shown = {
-            terms[index].decl().name(): terms[index]
-            for index in chosen
-            if z3.is_const(terms[index]) and terms[index].decl().kind() == z3.Z3_OP_UNINTERPRETED
+            name: terms[index]
+            for index, name in self._chosen_names.items()
+            if terms[index].decl().kind() == z3.Z3_OP_UNINTERPRETED
         }
         if not shown:
             return
@@ -187,8 +193,9 @@ class PathChoices:
         assert_all(path, world)
         on_path, left, shown = [], [], []
         for assignment in legal:
+            chosen_values = {name: python_value(value) for name, value in assignment.items()}
             chosen_only = {
-                order: [_left_result(result, terms, assignment) for result in calls]
+                order: [_left_result(result, self._chosen_names, chosen_values) for result in calls]
                 for order, calls in results.items()
             }
             shown.append(chosen_only)
@@ -248,7 +255,7 @@ def _legal_assignments(solver: z3.Solver, visible: dict, world: list) -> list[di
     solver.pop()
     if len(found) > CHOICE_CAP:
         return None
-    return sorted(found, key=lambda a: [_python(value) for value in a.values()])
+    return sorted(found, key=lambda a: [python_value(value) for value in a.values()])
 
 
 def _decided_value(path: z3.Solver, terms: Terms, results) -> Callable:
@@ -279,7 +286,8 @@ def _decided_value(path: z3.Solver, terms: Terms, results) -> Callable:
             differ = {
                 obs
                 for obs in open_
-                if _python(other.eval(terms[obs], model_completion=True)) != _python(raw[obs])
+                if python_value(other.eval(terms[obs], model_completion=True))
+                != python_value(raw[obs])
             }
         if not differ:  # unknown: one check per remaining result, as alone
             undecided |= {obs for obs in open_ if not _fixed(path, terms[obs], raw[obs])}
@@ -289,7 +297,7 @@ def _decided_value(path: z3.Solver, terms: Terms, results) -> Callable:
 
     def value(entry: dict):
         obs = entry["obs"]
-        return "*" if obs in undecided else _python(raw[obs])
+        return "*" if obs in undecided else python_value(raw[obs])
 
     return value
 
@@ -302,15 +310,14 @@ def _fixed(path: z3.Solver, term: z3.ExprRef, raw: z3.ExprRef) -> bool:
     return fixed
 
 
-def _left_result(result, terms: Terms, assignment: dict):
-    """A call's result off the path: the chosen values it shows, in the shape this path
+def _left_result(result, chosen_names: dict[int, str], chosen_values: dict[str, int]):
+    """A call's result off the path: the chosen values it shows (``chosen_values``, by the
+    names of the chosen constants, ``chosen_names`` by term), in the shape this path
     gives them ("*" for the rest); a result that shows none is unknown ("*")."""
 
     def value(entry: dict):
-        term = terms[entry["obs"]]
-        if entry["chosen"] and z3.is_const(term) and term.decl().name() in assignment:
-            return _python(assignment[term.decl().name()])
-        return "*"
+        name = chosen_names.get(entry["obs"], "") if entry["chosen"] else ""
+        return chosen_values.get(name, "*")
 
     shown = fill_results(result, value)
     return shown if _shows_a_value(shown) else "*"
@@ -322,9 +329,3 @@ def _shows_a_value(result) -> bool:
     if isinstance(result, list):
         return any(_shows_a_value(item) for item in result)
     return isinstance(result, int) and not isinstance(result, bool)
-
-
-def _python(value: z3.ExprRef):
-    if z3.is_true(value) or z3.is_false(value):
-        return z3.is_true(value)
-    return value.as_long()

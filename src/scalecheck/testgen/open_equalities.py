@@ -23,6 +23,8 @@ from pathlib import Path
 
 import z3
 
+from scalecheck.testgen.z3_c_api import holds_in
+
 # Counts per pair and in all (testgen.json "open_equalities"): equalities found open,
 # varied both ways by the tests, excluded one way by the path (unsat), and left with a
 # side neither tested nor excluded (the solver answered unknown).
@@ -60,11 +62,14 @@ class EqualityFinder:
         self.names, self.text = names, text  # allowed.ConstantNames, TermText
         self._below: dict[int, tuple] = {}  # node id -> the equality atoms under it
         self._kept: list = []  # the nodes whose ids key _below
+        # An equality atom's id -> its two terms, wrapped once per pair.
+        self._sides_of: dict[int, tuple] = {}
 
-    def sides(self, assertions, terms, observations, kinds) -> list[Side]:
-        """Both sides of every open equality of the path, ordered by their text (the
-        same path gives the same order in any process)."""
-        decided = {z3.Z3_get_ast_id(self.ref, _atom(a).as_ast()) for a in assertions}
+    def sides(self, assertions: list, terms, observations, kinds) -> list[Side]:
+        """Both sides of every open equality of the path (``assertions``: its constraints,
+        raw ASTs), ordered by their text (the same path gives the same order in any
+        process)."""
+        decided = {z3.Z3_get_ast_id(self.ref, self._atom(a)) for a in assertions}
         found: dict[str, z3.BoolRef] = {}
         for left, right in [*_argument_pairs(terms, observations, kinds), *self._atoms(assertions)]:
             oriented = self._oriented(left, right)
@@ -102,11 +107,20 @@ class EqualityFinder:
         calls = {name[0] for name in constants}
         return calls.pop() if len(calls) == 1 else None
 
-    def _atoms(self, assertions) -> list[tuple]:
+    def _atom(self, assertion):
+        """The raw atom of an assertion: the assertion, or what it negates."""
+        ref = self.ref
+        if z3.Z3_get_ast_kind(ref, assertion) == z3.Z3_APP_AST:
+            app = z3.Z3_to_app(ref, assertion)
+            if z3.Z3_get_decl_kind(ref, z3.Z3_get_app_decl(ref, app)) == z3.Z3_OP_NOT:
+                return z3.Z3_get_app_arg(ref, app, 0)
+        return assertion
+
+    def _atoms(self, assertions: list) -> list[tuple]:
         pairs = []
         for assertion in assertions:
-            for atom in self._under(assertion.as_ast()):
-                pairs.append((atom.arg(0), atom.arg(1)))
+            for atom in self._under(assertion):
+                pairs.append(self._sides_of[atom.get_id()])
         return pairs
 
     def _under(self, root) -> tuple:
@@ -134,6 +148,7 @@ class EqualityFinder:
             if _is_term_equality(ref, app, args):
                 expr = z3.BoolRef(node, self.context)
                 atoms[expr.get_id()] = expr
+                self._sides_of[expr.get_id()] = (expr.arg(0), expr.arg(1))
             below[key] = tuple(atoms.values())
             self._kept.append(z3.AstRef(node, self.context))
         return below[z3.Z3_get_ast_id(ref, root)]
@@ -144,10 +159,6 @@ def _is_term_equality(ref, app, args) -> bool:
     if z3.Z3_get_decl_kind(ref, decl) != z3.Z3_OP_EQ or len(args) != 2:
         return False
     return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, args[0])) != z3.Z3_BOOL_SORT
-
-
-def _atom(assertion: z3.BoolRef) -> z3.BoolRef:
-    return assertion.arg(0) if z3.is_not(assertion) else assertion
 
 
 def _mirrored(equality: z3.BoolRef) -> z3.BoolRef:
@@ -177,7 +188,7 @@ def _argument_pairs(terms, observations, kinds) -> list[tuple]:
 
 def covered(side: Side, models: list) -> bool:
     """Whether a test (by its model) already lies on ``side``."""
-    return any(z3.is_true(model.eval(side.literal, model_completion=True)) for model in models)
+    return any(holds_in(model, side.literal) for model in models)
 
 
 def tally(sides: list[Side], taken: set[str], excluded: set[str]) -> dict:

@@ -4,6 +4,7 @@ them (testgen.py's module doc says what they are)."""
 
 from __future__ import annotations
 
+import ctypes
 from collections import defaultdict
 from itertools import combinations
 from typing import ClassVar
@@ -12,7 +13,14 @@ import z3
 from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
 
 from scalecheck.engine.commute import OBSERVED
-from scalecheck.engine.rawz3 import assert_all, not_, or_
+from scalecheck.engine.rawz3 import assert_all, not_
+from scalecheck.testgen.z3_c_api import (
+    bool_value,
+    clause,
+    model_eval,
+    numeral_string,
+    raw_assertions,
+)
 
 
 class ObservedTerms:
@@ -31,7 +39,8 @@ class ObservedTerms:
             z3.Z3_get_app_arg(ref, atom, i) for i in range(z3.Z3_get_app_num_args(ref, atom))
         ]
         self._wrapped: dict[int, z3.ExprRef] = {}
-        self._is_bool = [_is_bool(ref, term) for term in self.raw]  # else an integer
+        # (the term as a plain pointer, whether it is a Boolean: else an integer)
+        self._reads = [(term.value, _is_bool(ref, term)) for term in self.raw]
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -45,62 +54,39 @@ class ObservedTerms:
         """The terms' values in ``model`` (completed, so every term has one), as Python
         bools and ints, evaluated in order: completion fixes a value for a symbol the
         model leaves free, and later terms see that value."""
-        ref, raw_model = self.context.ref(), model.model
-        result = (z3.Ast * 1)()
+        ref, raw_model = self.context.ref().value, model.model.value
+        result = ctypes.c_void_p()
+        out = ctypes.byref(result)
         values: list[bool | int] = []
-        for term, is_bool in zip(self.raw, self._is_bool, strict=True):
-            if not _model_eval(ref, raw_model, term, True, result):
+        for term, is_bool in self._reads:
+            if not model_eval(ref, raw_model, term, True, out):
                 raise z3.Z3Exception("failed to evaluate an observed term in the model")
             # No reference of ours to the value: Z3 keeps a context's last result alive
             # until the next one, and these reads make none.
-            values.append(_bool_value(ref, result[0]) if is_bool else _int_value(ref, result[0]))
+            if is_bool:
+                values.append(bool_value(ref, result))
+                continue
+            digits = numeral_string(ref, result)
+            if not digits:  # not a constant: the model left the term unevaluated
+                raise ValueError("an observed integer term has no value in the model")
+            values.append(int(digits))
         return values
-
-
-# Z3's C functions themselves, for the hundreds of thousands of reads of values: its
-# Python wrappers ask for the context's error code after every call, one more C call
-# each; these reads check what the calls return instead.
-_model_eval = z3.z3core.Z3_model_eval.__defaults__[0].f
-_get_bool_value = z3.z3core.Z3_get_bool_value.__defaults__[0].f
-_get_numeral_string = z3.z3core.Z3_get_numeral_string.__defaults__[0].f
 
 
 def _observed_atom(solver: z3.Solver):
     """The raw ``observed(...)`` assertion of the path's SMT-LIB text."""
     ref = solver.ctx.ref()
-    assertions = z3.Z3_solver_get_assertions(ref, solver.solver)
-    z3.Z3_ast_vector_inc_ref(ref, assertions)
-    try:
-        for index in range(z3.Z3_ast_vector_size(ref, assertions)):
-            assertion = z3.Z3_ast_vector_get(ref, assertions, index)
-            if z3.Z3_get_ast_kind(ref, assertion) != z3.Z3_APP_AST:
-                continue
-            decl = z3.Z3_get_app_decl(ref, z3.Z3_to_app(ref, assertion))
-            if z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl)) == OBSERVED:
-                return z3.Z3_to_app(ref, assertion)
-    finally:
-        z3.Z3_ast_vector_dec_ref(ref, assertions)
+    for assertion in raw_assertions(solver):
+        if z3.Z3_get_ast_kind(ref, assertion) != z3.Z3_APP_AST:
+            continue
+        decl = z3.Z3_get_app_decl(ref, z3.Z3_to_app(ref, assertion))
+        if z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl)) == OBSERVED:
+            return z3.Z3_to_app(ref, assertion)
     raise ValueError(f"the path's constraints have no {OBSERVED}(...) atom")
 
 
 def _is_bool(ref, term) -> bool:
     return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, term)) == z3.Z3_BOOL_SORT
-
-
-def _bool_value(ref, value) -> bool:
-    answer = _get_bool_value(ref, value)
-    if answer == z3.Z3_L_UNDEF:
-        raise ValueError("an observed Boolean term has no value in the model")
-    return answer == z3.Z3_L_TRUE
-
-
-def _int_value(ref, value) -> int:
-    """An integer constant of the model (an error for anything else, e.g. a term the
-    model leaves unevaluated: Z3 gives no digits for it)."""
-    digits = _get_numeral_string(ref, value)
-    if not digits:
-        raise ValueError("an observed integer term has no value in the model")
-    return int(digits)
 
 
 class ValuePattern:
@@ -112,7 +98,9 @@ class ValuePattern:
         self.terms, self.features = terms, features
         # Printed once per path: every test of it names its pattern with them.
         self._names = [(text(terms[j]), text(terms[i])) for i, j, _ in features]
-        self._equal: list | None = None  # built by the first exclude(): value cap above 1
+        # Built by the first exclude() (value cap above 1), kept alive with their raw ASTs.
+        self._equal: list = []
+        self._equal_raw: list = []
 
     def _holds(self, values) -> list[bool]:
         return [
@@ -121,7 +109,7 @@ class ValuePattern:
         ]
 
     def exclude(self, values) -> z3.BoolRef:
-        if self._equal is None:
+        if not self._equal:
             terms = self.terms
             self._equal = [
                 terms[i] == terms[j]
@@ -129,14 +117,11 @@ class ValuePattern:
                 else z3.And(terms[present], terms[i] == terms[j])
                 for i, j, present in self.features
             ]
+            self._equal_raw = [equal.as_ast() for equal in self._equal]
         # The very terms of z3.Or and z3.Not, made through the C API: the Python API's
         # checks of every argument's sort cost more than the solver's checks themselves.
-        return or_(
-            [
-                equal if not holds else not_(equal)
-                for equal, holds in zip(self._equal, self._holds(values), strict=True)
-            ]
-        )
+        holds = self._holds(values)
+        return clause(self._equal[0].ctx, self._equal_raw, [not held for held in holds])
 
     def describe(self, values) -> list[str]:
         """The pattern of ``values``, readable: ``A.value == B.value``,

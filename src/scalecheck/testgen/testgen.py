@@ -53,6 +53,7 @@ from scalecheck.testgen.patterns import (
     value_features,
     value_variants,
 )
+from scalecheck.testgen.z3_c_api import raw_assertions
 
 DEFAULT_CAP = 8
 # testgen.json: the hash of the tests file it describes.
@@ -295,7 +296,7 @@ def _path_tests(model_cls, ops, path, cap: int, value_cap: int, pair: PairTools)
         outcome = "unrealizable_paths"
     if outcome in ("unrealizable_paths", "unknown_paths"):
         return tests, outcome, value_capped, open_equalities.empty_counts()
-    sides = pair.equalities.sides(solver.assertions(), terms, maker.observations, maker.kinds)
+    sides = pair.equalities.sides(raw_assertions(solver), terms, maker.observations, maker.kinds)
     counts, extra = _vary_open_equalities(solver, terms, sides, models)
     for values, covers in extra:
         tests.append({**maker.test(values), "covers": covers})

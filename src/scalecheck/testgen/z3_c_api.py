@@ -1,0 +1,103 @@
+"""Z3's C functions called directly for test generation's per-test work: reading values
+out of models, a path's assertions, and the clauses that exclude a pattern.
+
+Test generation makes several tests per isomorphism class, each one a model read term by
+term and a clause made literal by literal: through z3's Python classes, each of those
+calls converts its arguments in Python, checks the context's error code and wraps its
+result, which cost more than the solver's own work. (Kept out of engine/rawz3.py: the
+engine's sources are part of a model's fingerprint, and a change here must not make
+every analysis stale.)
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import z3
+
+# Z3's C functions themselves, for the clauses test generation makes by the thousand: its
+# Python wrappers ask for the context's error code after every call, one C call more each.
+_mk_not = z3.z3core.Z3_mk_not.__defaults__[0].f
+_mk_or = z3.z3core.Z3_mk_or.__defaults__[0].f
+_inc_ref = z3.z3core.Z3_inc_ref.__defaults__[0].f
+_dec_ref = z3.z3core.Z3_dec_ref.__defaults__[0].f
+
+
+def clause(ctx: z3.Context, atoms: list, signs: list[bool]) -> z3.BoolRef:
+    """``or_([atom if sign else not_(atom) ...])`` of raw Boolean ASTs, with no Python
+    object per literal: the very terms, made in the same order and each negation kept
+    alive until the disjunction holds it (Z3 numbers the terms it makes, reusing freed
+    numbers, and the numbers steer the solutions found after)."""
+    ref = ctx.ref()
+    literals = (z3.Ast * len(atoms))()
+    negations = []
+    for index, (atom, sign) in enumerate(zip(atoms, signs, strict=True)):
+        if sign:
+            literals[index] = atom
+            continue
+        negation = _mk_not(ref, atom)
+        _inc_ref(ref, negation)
+        negations.append(negation)
+        literals[index] = negation
+    made = z3.BoolRef(_mk_or(ref, len(atoms), literals), ctx)
+    for negation in negations:
+        _dec_ref(ref, negation)
+    return made
+
+
+def raw_assertions(solver: z3.Solver) -> list:
+    """The solver's assertions as raw ASTs (alive while the solver holds them): wrapping
+    each in a Python object, as ``solver.assertions()`` does, costs more than reading
+    them."""
+    ref = solver.ctx.ref()
+    vector = z3.Z3_solver_get_assertions(ref, solver.solver)
+    z3.Z3_ast_vector_inc_ref(ref, vector)
+    try:
+        return [
+            z3.Z3_ast_vector_get(ref, vector, i) for i in range(z3.Z3_ast_vector_size(ref, vector))
+        ]
+    finally:
+        z3.Z3_ast_vector_dec_ref(ref, vector)
+
+
+# Z3's C functions themselves, taking plain pointers, for the hundreds of thousands of
+# reads of values in test generation: z3's own prototypes convert every argument through
+# a Python method and ask for the context's error code after every call; these reads
+# check what the calls return instead.
+def _c_function(function, restype, *argtypes):
+    return ctypes.cast(function.__defaults__[0].f, ctypes.PYFUNCTYPE(restype, *argtypes))
+
+
+_POINTER = ctypes.c_void_p
+model_eval = _c_function(
+    z3.Z3_model_eval, ctypes.c_bool, _POINTER, _POINTER, _POINTER, ctypes.c_bool, _POINTER
+)
+numeral_string = _c_function(z3.Z3_get_numeral_string, ctypes.c_char_p, _POINTER, _POINTER)
+_get_bool_value = _c_function(z3.Z3_get_bool_value, ctypes.c_int, _POINTER, _POINTER)
+
+
+def bool_value(ref, value) -> bool:
+    """The truth of a Boolean constant (plain pointers: context, AST)."""
+    answer = _get_bool_value(ref, value)
+    if answer == z3.Z3_L_UNDEF:
+        raise ValueError("a Boolean term has no value in the model")
+    return answer == z3.Z3_L_TRUE
+
+
+def python_value(value: z3.ExprRef) -> bool | int:
+    """A Boolean or integer constant (a model's value) as a Python bool or int."""
+    ref, ast = value.ctx.ref().value, value.as_ast().value
+    if isinstance(value, z3.BoolRef):
+        return bool_value(ref, ast)
+    digits = numeral_string(ref, ast)
+    if not digits:
+        raise ValueError(f"not a constant: {value}")
+    return int(digits)
+
+
+def holds_in(model: z3.ModelRef, formula: z3.BoolRef) -> bool:
+    """``z3.is_true(model.eval(formula, model_completion=True))``."""
+    ref, value = formula.ctx.ref().value, ctypes.c_void_p()
+    if not model_eval(ref, model.model.value, formula.as_ast().value, True, ctypes.byref(value)):
+        raise z3.Z3Exception("failed to evaluate a formula in the model")
+    return _get_bool_value(ref, value) == z3.Z3_L_TRUE
