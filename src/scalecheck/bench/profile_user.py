@@ -25,12 +25,16 @@ from elftools.elf.elffile import ELFFile
 from scalecheck.run.user.shared_objects import object_symbols
 
 PAGE = 4096
+HEAP = "[heap]"
 # Names that say only what kind of memory a line is in, not what data (the share of
 # transfers beyond them is the profile's named share).
 UNSPECIFIC = ("[heap] of ", "anonymous memory of ", "unmapped memory of ")
 # Names that say no more than the memory's kind (datanames' page kinds, and the user
 # memory no page map covered).
-BARE_NAMES = ("page", "vmalloc", "unknown", "anon page", "page cache", "memory", "")
+MEMORY = "memory"  # user memory nothing names
+BARE_NAMES = ("page", "vmalloc", "unknown", "anon page", "page cache", MEMORY, "")
+# A name found by the address alone (no page map saw the frame there).
+BY_ADDRESS = " (by address)"
 
 
 @dataclass(frozen=True)
@@ -113,14 +117,17 @@ def user_data_name(maps: ProcessMaps, vaddr: int) -> str:
         return f"unmapped memory of {maps.comm}"
     mapping = maps.mappings[index]
     path = mapping.path
-    if not path and index and maps.mappings[index - 1].end == mapping.start:
-        path = maps.mappings[index - 1].path  # a file's .bss (or the loader's brk)
+    if path in ("", HEAP) and index and maps.mappings[index - 1].end == mapping.start:
+        # a file's .bss beyond its last page: anonymous memory (the loader's brk), or the
+        # heap's when the heap starts right after it (no address randomisation: the kernel
+        # merges the two, and /proc/PID/maps calls both [heap])
+        path = maps.mappings[index - 1].path
     if path.startswith("/"):
         bias = maps.load_bias(path)
         found = elf_data_name(path, vaddr - bias) if bias is not None else None
         if found:
             return found
-        if mapping.path:
+        if mapping.path == path:
             kind = "data segment" if elf_sections(path) else "(mapped file)"
             return f"{Path(path).name} {kind}"
     if mapping.path.startswith("["):
@@ -207,7 +214,7 @@ class UserPages:
             found = {user_data_name(maps, vaddr) for maps in holders}
             agreed = len(found) == 1 and len({maps.comm for maps in holders}) >= 2
             name = found.pop() if agreed else ""
-            self._by_address[vaddr] = f"{name} (by address)" if is_specific(name) else None
+            self._by_address[vaddr] = f"{name}{BY_ADDRESS}" if is_specific(name) else None
         return self._by_address[vaddr]
 
 
