@@ -124,7 +124,7 @@ def name_by_address(
         if not is_kernel(contended[paddr]) and (UNMAPPED in name or name == f"user: {MEMORY}")
     }
     holders: dict[int, list[tuple[int, str]]] = {}
-    for maps in {maps.pid: maps for maps in pages.distinct}.values():
+    for maps in pages.latest.values():
         path = directory / str(maps.pid)
         if not lines or not path.exists():
             continue

@@ -173,6 +173,9 @@ class UserPages:
     def __init__(self, *paths: Path):
         self.owners, blocks = read_page_map(*paths)
         self.distinct = list(dict.fromkeys(blocks))
+        # each process's last maps seen: those it wrote at exit (after any it wrote before
+        # an execve, whose program's were different), else the page map's last round
+        self.latest = {maps.pid: maps for maps in blocks}
         self._names: dict[tuple, str] = {}
         self._by_address: dict[int, str | None] = {}
 
