@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,7 +20,8 @@ from scalecheck.bench.profile_guest import kernel_name
 from scalecheck.bench.profile_heap import MAPPED, name_heap_lines
 from scalecheck.bench.profile_user import UserPages, is_specific, parse_maps, user_data_name
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, FORCED, SHIPPED, Rule, case_possible
-from scalecheck.bench.sharing import SITE_RECORD
+from scalecheck.bench.sharing import SITE_RECORD, ensure_recorder, read_allocations
+from scalecheck.binding import abi
 from scalecheck.common.sources import cache_dir
 from scalecheck.run.linux import vm
 from scalecheck.run.regions import Line, Region, Site
@@ -490,3 +492,45 @@ def test_the_page_allocator_s_nodes_and_the_hash_tables_are_named_by_their_point
     assert boot_object_name(objects, types, dentries + (8 << 12) - 64, 1) == "dentry_hashtable[]"
     assert boot_object_name(objects, types, dentries + (8 << 12), 1) is None  # past its end
     assert boot_object_name(objects, types, node - 64, 1) is None
+
+
+HANDLES_TERM_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void stop(int s) { (void)s; _exit(0); }
+int main(void)
+{
+	signal(SIGTERM, stop); /* its own, as make's: the recorder's is replaced */
+	volatile char *kept = malloc(4242);
+	kept[0] = 1;
+	puts("ready");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+"""
+
+
+def test_the_recorder_writes_its_records_on_its_signal_and_the_process_goes_on(tmp_path):
+    source, program = tmp_path / "handles_term.c", tmp_path / "handles_term"
+    source.write_text(HANDLES_TERM_C)
+    subprocess.run(["cc", "-O0", "-o", str(program), str(source)], check=True)
+    allocations = tmp_path / "allocations"
+    allocations.mkdir()
+    env = {"LD_PRELOAD": str(ensure_recorder()), "SCALECHECK_ALLOC_SITES": f"{allocations}/"}
+    process = subprocess.Popen([str(program)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "ready\n"
+        process.send_signal(abi.value("RECORDS_SIGNAL"))
+        records = allocations / str(process.pid)
+        for _ in range(100):
+            if (allocations / f"{process.pid}.pages").exists():
+                break
+            time.sleep(0.05)
+        assert 4242 in [size for _, size, _, _ in read_allocations(records)]
+        assert process.poll() is None  # it goes on
+    finally:
+        process.kill()
+        process.wait()

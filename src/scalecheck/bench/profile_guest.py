@@ -32,6 +32,7 @@ from scalecheck.bench.profile_heap import ALLOCATIONS, name_heap_lines
 from scalecheck.bench.profile_modules import KALLSYMS_FILE, ModuleSymbols
 from scalecheck.bench.profile_user import MEMORY, UserPages, is_specific
 from scalecheck.bench.sharing import ensure_recorder, kernel_names
+from scalecheck.binding import abi
 from scalecheck.common.errors import UserError
 from scalecheck.run.linux import guest_build, kernels, vm
 from scalecheck.run.linux.kernel_layout import Layout
@@ -65,6 +66,10 @@ PAGE_MAP_CALLS = ("preadv2", "pwritev2")
 # (what it started and left running): the recorder writes its records on a default
 # SIGTERM, a program that handles it may stop its children.
 TERM_GRACE = 2
+# Before that, the recorder's signal (it writes its records and goes on: a process that
+# handles SIGTERM itself, make, or is killed, is named too), and guest seconds to write.
+RECORDS_SIGNAL = abi.value("RECORDS_SIGNAL")
+RECORDS_GRACE = 1
 # Bare pages named by their writer, which keeps one kind of data in pages of its own:
 # a split virtqueue's ring (its descriptor table and available ring; allocated as pages,
 # an indirect descriptor table is a slab object), which the device reads.
@@ -205,7 +210,8 @@ pages=$!
 # a process group of its own, stopped as one at the bound
 {recorder} $B setsid {wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
 pid=$!
-( $B sleep {duration:g}; kill -TERM -$pid 2>/dev/null && echo killed > $O/timed-out
+( $B sleep {duration:g}; kill -{RECORDS_SIGNAL} -$pid 2>/dev/null && $B sleep {RECORDS_GRACE}
+  kill -TERM -$pid 2>/dev/null && echo killed > $O/timed-out
   $B sleep {TERM_GRACE}; kill -9 -$pid 2>/dev/null ) &
 watch=$!
 wait $pid
@@ -214,6 +220,8 @@ status=$?
 $B cut -d' ' -f1 /proc/uptime > $O/ended
 kill -9 $watch $pages 2>/dev/null
 # the shell's own kill: kill(-1) spares its caller
+kill -{RECORDS_SIGNAL} -1
+$B sleep {RECORDS_GRACE}
 kill -TERM -1
 $B sleep {TERM_GRACE}
 kill -9 -1
