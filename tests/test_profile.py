@@ -388,14 +388,20 @@ def test_a_line_no_process_seen_held_is_named_by_the_one_block_recorded_at_its_a
     }
 
 
-def test_a_process_s_latest_maps_are_those_it_wrote_at_exit_after_its_execve(tmp_path):
+def test_a_process_s_latest_maps_are_those_it_wrote_last_and_cut_lines_are_left_out(tmp_path):
     heap = "555555559000-55555557a000 rw-p 00000000 00:00 0 [heap]"
     (tmp_path / "pages.txt").write_text(f"P 9 sink\n{heap}\nG 2b 555555559000\n")
     (tmp_path / "9.execve.pages").write_text(f"P 9 recipe.sh\n{heap}\nG 2c 555555559000\n")
-    (tmp_path / "9.pages").write_text(f"P 9 sink\n{heap}\nG 2b 555555559000\n")
+    # written twice (on the recorder's signal, then at its end), the first cut short
+    (tmp_path / "9.pages").write_text(
+        f"P 9 sink\n{heap}\n5555555-55\nG 2b 555555559000\nG 2d 5555P 9 sink\n{heap}\n"
+        "G 2e 55555555a000\n"
+    )
     pages = UserPages(tmp_path / "pages.txt", *sorted(tmp_path.glob("*.pages")))
     assert pages.latest[9].comm == "sink"  # not the shell's child before it ran the sink
     assert pages.distinct[-1].comm == "recipe.sh"  # (the same maps seen twice count once)
+    assert sorted(pages.owners) == [0x2B, 0x2C, 0x2E]  # the cut lines left out
+    assert pages.latest[9].mappings == parse_maps("sink", [heap]).mappings
 
 
 class FakeKernelSymbols:

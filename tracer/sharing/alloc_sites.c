@@ -252,12 +252,21 @@ static void records_asked(int signal_number)
 }
 
 /* Only where the signal would kill at once (SIGTERM), or be ignored (the records'
- * signal): a handler the program sets replaces this one. */
+ * signal): a handler the program sets replaces this one. Either waits while the other
+ * writes (SIGTERM soon after the records' signal: one writing into the other's lines). */
+static void handle_if_default(int signal_number, void (*handler)(int))
+{
+	struct sigaction current, mine_too = {.sa_handler = handler};
+	if (sigaction(signal_number, NULL, &current) != 0 || current.sa_handler != SIG_DFL)
+		return;
+	sigemptyset(&mine_too.sa_mask);
+	sigaddset(&mine_too.sa_mask, SIGTERM);
+	sigaddset(&mine_too.sa_mask, SC_RECORDS_SIGNAL);
+	sigaction(signal_number, &mine_too, NULL);
+}
+
 __attribute__((constructor)) static void catch_terminate(void)
 {
-	struct sigaction current;
-	if (sigaction(SIGTERM, NULL, &current) == 0 && current.sa_handler == SIG_DFL)
-		signal(SIGTERM, terminated);
-	if (sigaction(SC_RECORDS_SIGNAL, NULL, &current) == 0 && current.sa_handler == SIG_DFL)
-		signal(SC_RECORDS_SIGNAL, records_asked);
+	handle_if_default(SIGTERM, terminated);
+	handle_if_default(SC_RECORDS_SIGNAL, records_asked);
 }

@@ -15,6 +15,7 @@ no ELF.
 
 import bisect
 import functools
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,10 @@ from elftools.elf.elffile import ELFFile
 from scalecheck.run.user.shared_objects import object_symbols
 
 PAGE = 4096
+# The lines of a page map's file (tracer/common/page_owners.c): "P pid comm", the process's
+# maps lines, then "G frame address" for each of its pages (hexadecimal).
+MAPS_LINE = re.compile(r"([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ \d+(.*)$")
+GRANTED = re.compile(r"G ([0-9a-f]+) ([0-9a-f]+)$")
 HEAP = "[heap]"
 # Names that say only what kind of memory a line is in, not what data (the share of
 # transfers beyond them is the profile's named share).
@@ -68,12 +73,14 @@ class ProcessMaps:
 
 
 def parse_maps(comm: str, lines: list[str], pid: int = 0) -> ProcessMaps:
+    """A process's /proc/PID/maps lines (one cut short, a writer killed mid-line, is left
+    out)."""
     mappings = []
     for line in lines:
-        fields = line.split(maxsplit=5)
-        start, end = (int(x, 16) for x in fields[0].split("-"))
-        path = fields[5].strip() if len(fields) > 5 else ""
-        mappings.append(Mapping(start, end, int(fields[2], 16), path))
+        found = MAPS_LINE.match(line)
+        if found:
+            start, end, offset, path = found.groups()
+            mappings.append(Mapping(int(start, 16), int(end, 16), int(offset, 16), path.strip()))
     return ProcessMaps(comm, tuple(sorted(mappings, key=lambda m: m.start)), pid)
 
 
@@ -156,8 +163,10 @@ def read_page_map(*paths: Path) -> tuple[dict[int, Counter], list[ProcessMaps]]:
                 if maps is None:
                     maps = parse_maps(comm, lines, pid)
                     blocks.append(maps)
-                frame, vaddr = (int(x, 16) for x in line.split()[1:3])
-                seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
+                granted = GRANTED.match(line)  # (none: a line cut short)
+                if granted:
+                    frame, vaddr = (int(x, 16) for x in granted.groups())
+                    seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
             elif line:
                 lines.append(line)
     return seen, blocks
