@@ -427,13 +427,15 @@ class FakeKernelSymbols:
         ({1: 1, 3: 1}, "kernel: page (written by __tlb_remove_page_size, clear_page_rep)"),
         ({1: 1, 2: 1, 4: 1}, "kernel: page (written by clear_page_rep, memcpy, ...)"),
         ({1: 1, 4: 0}, "kernel: page (written by clear_page_rep)"),  # read by other code
+        ({1: 1, 5: 0}, "kernel: page table (written by clear_page_rep)"),  # read by a walker
+        ({1: 1, 4: 0, 5: 0}, "kernel: page (written by clear_page_rep)"),
         ({1: 1, 0: 0}, "kernel: page (written by clear_page_rep)"),  # beyond the PC limit
     ],
 )
 def test_a_bare_page_is_named_by_its_writers_only_when_they_say_what_it_held(sites, name):
     symbols = FakeKernelSymbols(
         {1: "clear_page_rep", 1 << 20: "clear_page_rep", 2: "native_set_pte"}
-        | {3: "__tlb_remove_page_size", 4: "memcpy"}
+        | {3: "__tlb_remove_page_size", 4: "memcpy", 5: "unmap_page_range"}
     )
     touches = [
         (

@@ -99,6 +99,14 @@ PAGE_TABLE_WRITERS = frozenset(
         "pmdp_set_access_flags",
     }
 )
+# Functions that read page-table entries through the direct map, and nothing else there:
+# the walkers (a table's empty entries are read, never written, by them).
+PAGE_TABLE_READERS = PAGE_TABLE_WRITERS | {
+    "walk_pgd_range",
+    "pagemap_pmd_range",
+    "free_pgd_range",
+    "__handle_mm_fault",
+}
 # Bare pages whose every writer writes one kind of data (no zeroing: allocated unzeroed):
 # mmu_gather's batch of pages to free after a TLB flush (a page of its own).
 PAGE_ONLY_WRITERS = {"__tlb_remove_page_size": "mmu_gather batch (pages freed after a TLB flush)"}
@@ -499,9 +507,10 @@ def kernel_name(data: str, touches: list, symbols, modules: ModuleSymbols) -> st
 def page_kind(writers: list[str], accessors: set[str]) -> str | None:
     """What a bare page's line held, by the code that touched it: a virtio ring
     (PAGE_WRITERS: any of its writers); a page table (every writer a page table's, or the
-    zeroing of its allocation); a page of PAGE_ONLY_WRITERS (every writer that one); a
-    page the allocator zeroed and nothing else touched (every access the zeroing: the line
-    moved between CPUs as a freed frame was handed out again, holding no one's data)."""
+    zeroing of its allocation; or zeroed, then only read by page-table walkers); a page
+    of PAGE_ONLY_WRITERS (every writer that one); a page the allocator zeroed and nothing
+    else touched (every access the zeroing: the line moved between CPUs as a freed frame
+    was handed out again, holding no one's data)."""
     for writer in writers:
         kind = PAGE_WRITERS.get(writer.split(" [")[0])  # a module's function: "f [module]"
         if kind:
@@ -509,6 +518,9 @@ def page_kind(writers: list[str], accessors: set[str]) -> str | None:
     written = set(writers)
     if written & PAGE_TABLE_WRITERS and written <= PAGE_TABLE_WRITERS | ZEROING:
         return PAGE_TABLE
+    walked = accessors & PAGE_TABLE_READERS
+    if written <= ZEROING and walked and accessors <= PAGE_TABLE_READERS | ZEROING:
+        return PAGE_TABLE  # zeroed as allocated, then only walked: entries never filled
     if len(written) == 1 and writers[0] in PAGE_ONLY_WRITERS:
         return PAGE_ONLY_WRITERS[writers[0]]
     if accessors and accessors <= ZEROING:
