@@ -256,7 +256,9 @@ static void records_asked(int signal_number)
  * writes (SIGTERM soon after the records' signal: one writing into the other's lines). */
 static void handle_if_default(int signal_number, void (*handler)(int))
 {
-	struct sigaction current, mine_too = {.sa_handler = handler};
+	/* SA_RESTART, as signal() sets: a call the signal interrupts goes on (a compiler
+	 * driver's wait would fail, and the build with it) */
+	struct sigaction current, mine_too = {.sa_handler = handler, .sa_flags = SA_RESTART};
 	if (sigaction(signal_number, NULL, &current) != 0 || current.sa_handler != SIG_DFL)
 		return;
 	sigemptyset(&mine_too.sa_mask);
