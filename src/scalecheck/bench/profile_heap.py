@@ -124,9 +124,9 @@ def name_by_address(
         if not is_kernel(contended[paddr]) and (UNMAPPED in name or name == f"user: {MEMORY}")
     }
     holders: dict[int, list[tuple[int, str]]] = {}
-    for maps in pages.latest.values():
+    for maps in pages.latest.values() if lines else ():
         path = directory / str(maps.pid)
-        if not lines or not path.exists():
+        if not path.exists():
             continue
         if maps.pid not in blocks:
             blocks[maps.pid] = held_blocks(read_allocations(path))
