@@ -7,19 +7,24 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from scalecheck.bench import profile_lines
+from scalecheck.bench.profile_boot import boot_object_name, boot_objects
+from scalecheck.bench.profile_guest import kernel_name
 from scalecheck.bench.profile_heap import MAPPED, name_heap_lines
 from scalecheck.bench.profile_user import UserPages, is_specific, parse_maps, user_data_name
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, FORCED, SHIPPED, Rule, case_possible
-from scalecheck.bench.sharing import SITE_RECORD
+from scalecheck.bench.sharing import SITE_RECORD, ensure_recorder, read_allocations
+from scalecheck.binding import abi
 from scalecheck.common.sources import cache_dir
 from scalecheck.run.linux import vm
-from scalecheck.run.regions import Line, Region
+from scalecheck.run.regions import Line, Region, Site
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = [sys.executable, "-m", "scalecheck.cli", "profile"]
@@ -257,6 +262,24 @@ def test_user_memory_is_named_by_the_mapped_file_s_symbols_else_by_its_region(gl
     assert not is_specific("kernel: page of [heap] of ab") and is_specific("kernel: page table")
 
 
+def test_a_bss_the_kernel_merged_with_the_heap_is_named_by_its_symbols(globals_program):
+    # no address randomisation: the heap starts right after the .bss, one mapping [heap]
+    base = 0x555555554000
+    file_end = base + ((globals_program.stat().st_size + 0xFFF) & ~0xFFF)
+    heap_end = file_end + 0x21000
+    maps = parse_maps(
+        "globals",
+        [
+            f"{base:x}-{file_end:x} rw-p 00000000 00:00 1 {globals_program}",
+            f"{file_end:x}-{heap_end:x} rw-p 00000000 00:00 0 [heap]",
+        ],
+    )
+    counters = base + symbol_address(globals_program, "counters")
+    assert counters >= file_end  # beyond the file's pages: in the [heap] mapping
+    assert user_data_name(maps, counters + 8) == "globals: counters"
+    assert user_data_name(maps, heap_end - 64) == "[heap] of globals"  # beyond the .bss
+
+
 def test_a_frame_is_named_by_the_process_that_mapped_it_most_often(tmp_path, globals_program):
     limits = 0x555555554000 + symbol_address(globals_program, "limits")
     page = limits & ~0xFFF
@@ -317,3 +340,208 @@ def test_heap_lines_are_named_by_their_blocks_and_a_process_without_records_is_n
     }
     share = profile_lines.named_share(profile_lines.line_rows(contended, names, [], None))
     assert (share["named_transfers"], share["transfers"]) == (30, 40)
+
+
+def user_touches(lines: dict) -> dict:
+    """Contended user lines (paddr -> vaddr), each written on both CPUs by user code."""
+    return {
+        paddr: [
+            (cpu, profile_lines.CONTEXT_USER, Line(paddr, vaddr, 1, 1, [], b"", 5, 0, 0))
+            for cpu in (0, 1)
+        ]
+        for paddr, vaddr in lines.items()
+    }
+
+
+def test_a_line_no_process_seen_held_is_named_by_the_one_block_recorded_at_its_address(
+    tmp_path,
+):
+    heap = "555555559000-55555557a000 rw-p 00000000 00:00 0 [heap]"
+    lib = "7ffff7000000-7ffff7100000 rw-p 00000000 00:00 0"
+    # the source's heap frame 2a, given (the heap trimmed) to the sink's mmap'd block
+    (tmp_path / "pages.txt").write_text(
+        f"P 7 source\n{heap}\nG 2a 555555559000\nP 9 sink\n{heap}\nG 2b 555555559000\n"
+        f"P 11 shell\n{lib}\nG 2c 7ffff7000000\n"
+    )
+    allocations = tmp_path / "allocations"
+    allocations.mkdir()
+    blocks = {9: [(0x7FFFF35F3010, 131088, 0x1234, 1)], 7: [(0x7FFFF3000010, 4096, 0x5678, 1)]}
+    blocks[11] = [(0x7FFFF3000010, 4096, 0x9ABC, 1)]  # the same address as the source's block
+    for pid, records in blocks.items():
+        (allocations / str(pid)).write_bytes(b"".join(SITE_RECORD.pack(*r) for r in records))
+    lines = {0x2A040: 0x7FFFF35F3040, 0x3A040: 0x7FFFF35F3080, 0x3C040: 0x7FFFF3000040}
+    lines[0x3B000] = 0x7FFFF7000040  # the shell had memory there (no block): not the sink's
+    blocks[9].append((0x7FFFF7000000, 64, 0x4321, 2))
+    (allocations / "9").write_bytes(b"".join(SITE_RECORD.pack(*r) for r in blocks[9]))
+    contended = user_touches(lines)
+    pages = UserPages(tmp_path / "pages.txt")
+    names = {
+        paddr: f"user: {pages.name(paddr, vaddr) or 'memory'}" for paddr, vaddr in lines.items()
+    }
+    assert names[0x2A040] == "user: unmapped memory of source"  # its one owner, before
+    name_heap_lines(names, contended, pages, allocations)
+    assert names == {
+        0x2A040: "user: heap: 131088-byte block from 0x1234 (by address)",
+        0x3A040: "user: heap: 131088-byte block from 0x1234 (by address)",  # frame never seen
+        0x3C040: "user: memory",  # two processes' blocks were there
+        0x3B000: "user: memory",
+    }
+
+
+def test_a_process_s_latest_maps_are_those_it_wrote_last_and_cut_lines_are_left_out(tmp_path):
+    heap = "555555559000-55555557a000 rw-p 00000000 00:00 0 [heap]"
+    (tmp_path / "pages.txt").write_text(f"P 9 sink\n{heap}\nG 2b 555555559000\n")
+    (tmp_path / "9.execve.pages").write_text(f"P 9 recipe.sh\n{heap}\nG 2c 555555559000\n")
+    # written twice (on the recorder's signal, then at its end), the first cut short
+    (tmp_path / "9.pages").write_text(
+        f"P 9 sink\n{heap}\n5555555-55\nG 2b 555555559000\nG 2d 5555P 9 sink\n{heap}\n"
+        "G 2e 55555555a000\n"
+    )
+    pages = UserPages(tmp_path / "pages.txt", *sorted(tmp_path.glob("*.pages")))
+    assert pages.latest[9].comm == "sink"  # not the shell's child before it ran the sink
+    assert pages.distinct[-1].comm == "recipe.sh"  # (the same maps seen twice count once)
+    assert sorted(pages.owners) == [0x2B, 0x2C, 0x2E]  # the cut lines left out
+    assert pages.latest[9].mappings == parse_maps("sink", [heap]).mappings
+
+
+class FakeKernelSymbols:
+    """A fake for the unit test of kernel_name: one function per PC."""
+
+    def __init__(self, functions: dict[int, str]):
+        self.functions = functions
+
+    def function(self, pc: int) -> str:
+        return self.functions[pc]
+
+
+@pytest.mark.parametrize(
+    ("sites", "name"),
+    [
+        ({1: 1, 1 << 20: 0}, "kernel: page being zeroed on allocation (written by clear_page_rep)"),
+        ({1: 1, 2: 1}, "kernel: page table (written by clear_page_rep, native_set_pte)"),
+        (
+            {3: 1},
+            "kernel: mmu_gather batch (pages freed after a TLB flush) (written by "
+            "__tlb_remove_page_size)",
+        ),
+        ({1: 1, 3: 1}, "kernel: page (written by __tlb_remove_page_size, clear_page_rep)"),
+        ({1: 1, 2: 1, 4: 1}, "kernel: page (written by clear_page_rep, memcpy, ...)"),
+        ({1: 1, 4: 0}, "kernel: page (written by clear_page_rep)"),  # read by other code
+        ({1: 1, 5: 0}, "kernel: page table (written by clear_page_rep)"),  # read by a walker
+        ({1: 1, 4: 0, 5: 0}, "kernel: page (written by clear_page_rep)"),
+        ({1: 1, 0: 0}, "kernel: page (written by clear_page_rep)"),  # beyond the PC limit
+    ],
+)
+def test_a_bare_page_is_named_by_its_writers_only_when_they_say_what_it_held(sites, name):
+    symbols = FakeKernelSymbols(
+        {1: "clear_page_rep", 1 << 20: "clear_page_rep", 2: "native_set_pte"}
+        | {3: "__tlb_remove_page_size", 4: "memcpy", 5: "unmap_page_range"}
+    )
+    touches = [
+        (
+            cpu,
+            profile_lines.CONTEXT_KERNEL,
+            Line(
+                0x2A000,
+                0xFFFF88800002A000,
+                1,
+                1,
+                [Site(pc, 1, written) for pc, written in sites.items()],
+            ),
+        )
+        for cpu in (0, 1)
+    ]
+    assert kernel_name("page", touches, symbols, None) == name
+    assert is_specific(name) == (not name.startswith("kernel: page ("))
+
+
+class FakeBootMemory:
+    """A fake for the unit test of boot_objects: the guest's words by address."""
+
+    def __init__(self, words: dict[int, int]):
+        self.words = words
+
+    def u64(self, address: int) -> int | None:
+        return self.words.get(address)
+
+    def u32(self, address: int) -> int | None:
+        return self.words.get(address)
+
+
+class FakeBootTypes:
+    """A fake for the unit test of boot_objects: one struct, pglist_data, of 4096 bytes."""
+
+    def struct(self, name: str) -> int | None:
+        return 7 if name == "pglist_data" else None
+
+    def size(self, type_id: int) -> int:
+        return 4096
+
+    def name_bytes(self, type_id: int, label: str, ranges: list) -> str:
+        return f"{label} bytes {ranges}"
+
+
+def test_the_page_allocator_s_nodes_and_the_hash_tables_are_named_by_their_pointers():
+    symbols = SimpleNamespace(
+        address_of={"node_data": 0x100, "dentry_hashtable": 0x200, "d_hash_shift": 0x208}
+        | {"inode_hashtable": 0x300, "i_hash_mask": 0x308}
+    )
+    node, dentries, inodes = 0xFFFF888001000000, 0xFFFF888002000000, 0xFFFF888003000000
+    memory = FakeBootMemory({0x100: node, 0x108: 0, 0x200: dentries, 0x208: 32 - 12})
+    memory.words |= {0x300: inodes, 0x308: 1023}
+    objects = boot_objects(memory, symbols, FakeBootTypes())
+    assert [(o.label, o.end - o.start) for o in objects] == [
+        ("pglist_data", 4096),
+        ("dentry_hashtable[]", 8 << 12),
+        ("inode_hashtable[]", 8 * 1024),
+    ]
+    types = FakeBootTypes()
+    assert boot_object_name(objects, types, node + 64, 0xFF) == "pglist_data bytes [(64, 72)]"
+    assert boot_object_name(objects, types, dentries + (8 << 12) - 64, 1) == "dentry_hashtable[]"
+    assert boot_object_name(objects, types, dentries + (8 << 12), 1) is None  # past its end
+    assert boot_object_name(objects, types, node - 64, 1) is None
+
+
+HANDLES_TERM_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void stop(int s) { (void)s; _exit(0); }
+int main(void)
+{
+	signal(SIGTERM, stop); /* its own, as make's: the recorder's is replaced */
+	volatile char *kept = malloc(4242);
+	kept[0] = 1;
+	puts("ready");
+	fflush(stdout);
+	char byte;
+	return read(0, &byte, 1) < 0; /* a call the recorder's signal must not fail */
+}
+"""
+
+
+def test_the_recorder_writes_its_records_on_its_signal_and_the_process_goes_on(tmp_path):
+    source, program = tmp_path / "handles_term.c", tmp_path / "handles_term"
+    source.write_text(HANDLES_TERM_C)
+    subprocess.run(["cc", "-O0", "-o", str(program), str(source)], check=True)
+    allocations = tmp_path / "allocations"
+    allocations.mkdir()
+    env = {"LD_PRELOAD": str(ensure_recorder()), "SCALECHECK_ALLOC_SITES": f"{allocations}/"}
+    process = subprocess.Popen(
+        [str(program)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout.readline() == "ready\n"
+        process.send_signal(abi.value("RECORDS_SIGNAL"))
+        records = allocations / str(process.pid)
+        for _ in range(100):
+            if (allocations / f"{process.pid}.pages").exists():
+                break
+            time.sleep(0.05)
+        assert 4242 in [size for _, size, _, _ in read_allocations(records)]
+        time.sleep(0.2)
+        assert process.poll() is None  # it goes on, its read restarted
+    finally:
+        process.kill()
+        process.wait()

@@ -51,4 +51,11 @@
  * the program made itself (tracer/sharing/alloc_sites.c), not a block of malloc's. */
 #define SC_SITE_MAPPED 0x8000000000000000
 
+/* The signal on which the allocation-site recorder writes its records and pages and goes
+ * on (tracer/sharing/alloc_sites.c): `scalecheck profile` sends it before it stops what
+ * runs, so that a process that handles SIGTERM itself (make) or is killed is known too.
+ * SIGWINCH (Linux's number): ignored by default, so a process without the recorder (the
+ * guest's busybox) goes on as it was. */
+#define SC_RECORDS_SIGNAL 28
+
 #endif

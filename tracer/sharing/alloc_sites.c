@@ -13,7 +13,7 @@
  * TSC) of every block it gets, and (address, 0, 0, TSC) of every block it gives back, in
  * memory of its own, so the workers share no line through it; it appends them to the
  * file SCALECHECK_ALLOC_SITES names when it exits (the process's last thread at exit, or
- * the thread a default SIGTERM hits). A name ending in '/' is a directory (`scalecheck
+ * the thread a default SIGTERM or SC_RECORDS_SIGNAL hits). A name ending in '/' is a directory (`scalecheck
  * profile`: a program and its children share the variable, and each has a heap of its
  * own) where each process appends to a file of its own, named by its pid, and writes
  * PID.pages when it exits (PID.execve.pages when it calls execve): which frames its writable memory had then
@@ -238,10 +238,37 @@ static void terminated(int signal_number)
 	raise(signal_number);
 }
 
-/* Only where SIGTERM would kill at once: a handler the program sets replaces this one. */
+/* Asked for the records (SC_RECORDS_SIGNAL) before the process is stopped: the thread
+ * that takes it writes them and the pages, and the process goes on; what it records
+ * later is appended at its end, if it has one. */
+static void records_asked(int signal_number)
+{
+	(void)signal_number;
+	int saved = errno;
+	if (mine)
+		write_out(mine);
+	write_pages("");
+	errno = saved;
+}
+
+/* Only where the signal would kill at once (SIGTERM), or be ignored (the records'
+ * signal): a handler the program sets replaces this one. Either waits while the other
+ * writes (SIGTERM soon after the records' signal: one writing into the other's lines). */
+static void handle_if_default(int signal_number, void (*handler)(int))
+{
+	/* SA_RESTART, as signal() sets: a call the signal interrupts goes on (a compiler
+	 * driver's wait would fail, and the build with it) */
+	struct sigaction current, mine_too = {.sa_handler = handler, .sa_flags = SA_RESTART};
+	if (sigaction(signal_number, NULL, &current) != 0 || current.sa_handler != SIG_DFL)
+		return;
+	sigemptyset(&mine_too.sa_mask);
+	sigaddset(&mine_too.sa_mask, SIGTERM);
+	sigaddset(&mine_too.sa_mask, SC_RECORDS_SIGNAL);
+	sigaction(signal_number, &mine_too, NULL);
+}
+
 __attribute__((constructor)) static void catch_terminate(void)
 {
-	struct sigaction current;
-	if (sigaction(SIGTERM, NULL, &current) == 0 && current.sa_handler == SIG_DFL)
-		signal(SIGTERM, terminated);
+	handle_if_default(SIGTERM, terminated);
+	handle_if_default(SC_RECORDS_SIGNAL, records_asked);
 }

@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalecheck.bench import profile_lines, wholestack
+from scalecheck.bench.profile_boot import boot_object_name, boot_objects
 from scalecheck.bench.profile_frames import PAGE_TABLE, FrameHistory
 from scalecheck.bench.profile_heap import ALLOCATIONS, name_heap_lines
 from scalecheck.bench.profile_modules import KALLSYMS_FILE, ModuleSymbols
-from scalecheck.bench.profile_user import UserPages, is_specific
+from scalecheck.bench.profile_user import MEMORY, UserPages, is_specific
 from scalecheck.bench.sharing import ensure_recorder, kernel_names
+from scalecheck.binding import abi
 from scalecheck.common.errors import UserError
 from scalecheck.run.linux import guest_build, kernels, vm
 from scalecheck.run.linux.kernel_layout import Layout
@@ -64,6 +66,10 @@ PAGE_MAP_CALLS = ("preadv2", "pwritev2")
 # (what it started and left running): the recorder writes its records on a default
 # SIGTERM, a program that handles it may stop its children.
 TERM_GRACE = 2
+# Before that, the recorder's signal (it writes its records and goes on: a process that
+# handles SIGTERM itself, make, or is killed, is named too), and guest seconds to write.
+RECORDS_SIGNAL = abi.value("RECORDS_SIGNAL")
+RECORDS_GRACE = 1
 # Bare pages named by their writer, which keeps one kind of data in pages of its own:
 # a split virtqueue's ring (its descriptor table and available ring; allocated as pages,
 # an indirect descriptor table is a slab object), which the device reads.
@@ -71,6 +77,39 @@ PAGE_WRITERS = {
     "virtqueue_add_split": "virtio split ring (descriptors, available ring)",
     "virtqueue_add_packed": "virtio packed ring",
 }
+# The page allocator's zeroing of a page it hands out (__GFP_ZERO, an anonymous fault).
+ZEROING = frozenset({"clear_page_rep", "clear_page_erms", "clear_page_orig"})
+# Functions that write no direct-mapped memory but page-table entries (the ones a bare
+# page's lines name: an entry's setters, the zapping, copying and protecting loops that
+# inline them, a new top level's kernel half); a page table is allocated zeroed.
+PAGE_TABLE_WRITERS = frozenset(
+    {
+        "native_set_pte",
+        "native_set_pmd",
+        "native_set_pud",
+        "native_set_p4d",
+        "native_set_pgd",
+        "pgd_alloc",
+        "unmap_page_range",
+        "copy_page_range",
+        "change_protection",
+        "move_page_tables",
+        "__ptep_modify_prot_start",
+        "ptep_set_access_flags",
+        "pmdp_set_access_flags",
+    }
+)
+# Functions that read page-table entries through the direct map, and nothing else there:
+# the walkers (a table's empty entries are read, never written, by them).
+PAGE_TABLE_READERS = PAGE_TABLE_WRITERS | {
+    "walk_pgd_range",
+    "pagemap_pmd_range",
+    "free_pgd_range",
+    "__handle_mm_fault",
+}
+# Bare pages whose every writer writes one kind of data (no zeroing: allocated unzeroed):
+# mmu_gather's batch of pages to free after a TLB flush (a page of its own).
+PAGE_ONLY_WRITERS = {"__tlb_remove_page_size": "mmu_gather batch (pages freed after a TLB flush)"}
 
 
 @dataclass
@@ -179,7 +218,8 @@ pages=$!
 # a process group of its own, stopped as one at the bound
 {recorder} $B setsid {wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
 pid=$!
-( $B sleep {duration:g}; kill -TERM -$pid 2>/dev/null && echo killed > $O/timed-out
+( $B sleep {duration:g}; kill -{RECORDS_SIGNAL} -$pid 2>/dev/null && $B sleep {RECORDS_GRACE}
+  kill -TERM -$pid 2>/dev/null && echo killed > $O/timed-out
   $B sleep {TERM_GRACE}; kill -9 -$pid 2>/dev/null ) &
 watch=$!
 wait $pid
@@ -188,6 +228,8 @@ status=$?
 $B cut -d' ' -f1 /proc/uptime > $O/ended
 kill -9 $watch $pages 2>/dev/null
 # the shell's own kill: kill(-1) spares its caller
+kill -{RECORDS_SIGNAL} -1
+$B sleep {RECORDS_GRACE}
 kill -TERM -1
 $B sleep {TERM_GRACE}
 kill -9 -1
@@ -386,6 +428,7 @@ def line_names(profiled: Profiled, kernel, session: vm.GuestSession, cpus: int, 
             kernel.symbols,
             namer,
         )
+        boot = boot_objects(namer.kernel, kernel.symbols, kernel.types) if namer.kernel else []
     finally:
         namer.close()
     names = {}
@@ -395,13 +438,18 @@ def line_names(profiled: Profiled, kernel, session: vm.GuestSession, cpus: int, 
             user = pages.name(paddr, vaddr)
             if not user or not is_specific(user):
                 user = pages.name_by_address(vaddr) or user
-            names[paddr] = f"user: {user or 'memory'}"
+            names[paddr] = f"user: {user or MEMORY}"
             continue
         user = pages.name(paddr)
+        at_boot = found[paddr] == "page" and boot_object_name(
+            boot, kernel.types, vaddr, profile_lines.line_masks(touches)
+        )
         if user and found[paddr] in BARE_KINDS:
             names[paddr] = f"kernel: page of {user}"
         elif found[paddr] == "unknown" and modules.variable(vaddr):
             names[paddr] = f"kernel: {modules.variable(vaddr)}"
+        elif at_boot:
+            names[paddr] = f"kernel: {at_boot}"
         else:
             names[paddr] = kernel_name(found[paddr], touches, kernel.symbols, modules)
     return names
@@ -438,22 +486,43 @@ def rename_bare(profiled: Profiled, kernel, history: FrameHistory) -> None:
 
 def kernel_name(data: str, touches: list, symbols, modules: ModuleSymbols) -> str:
     """A kernel line's name; memory that names no type (a page that is no slab's, vmalloc)
-    is named by a writer of PAGE_WRITERS, else adds the functions that wrote it."""
+    is named by its writers when they say what it held (page_kind), else adds them."""
     if data not in BARE_KINDS:
         return f"kernel: {data}"
-    writers = sorted(
-        {
-            modules.function(site.pc) or symbols.function(site.pc)
-            if site.pc >= KERNEL_IMAGE[1]  # a module's code
-            else symbols.function(site.pc)
-            for _, _, line in touches
-            for site in line.sites
-            if site.pc and site.write_mask
-        }
-    )
+
+    def function(pc: int) -> str:
+        if pc >= KERNEL_IMAGE[1]:  # a module's code
+            return modules.function(pc) or symbols.function(pc)
+        return symbols.function(pc)
+
+    sites = [site for _, _, line in touches for site in line.sites]
+    writers = sorted({function(site.pc) for site in sites if site.pc and site.write_mask})
+    # a site of pc 0 stands for those beyond the plugin's limit: unknown code
+    accessors = {function(site.pc) if site.pc else "" for site in sites}
+    kind = page_kind(writers, accessors) if data == "page" else None
+    shown = ", ".join(writers[:2]) + (", ..." if len(writers) > 2 else "")
+    return f"kernel: {kind or data} (written by {shown or 'unknown code'})"
+
+
+def page_kind(writers: list[str], accessors: set[str]) -> str | None:
+    """What a bare page's line held, by the code that touched it: a virtio ring
+    (PAGE_WRITERS: any of its writers); a page table (every writer a page table's, or the
+    zeroing of its allocation; or zeroed, then only read by page-table walkers); a page
+    of PAGE_ONLY_WRITERS (every writer that one); a page the allocator zeroed and nothing
+    else touched (every access the zeroing: the line moved between CPUs as a freed frame
+    was handed out again, holding no one's data)."""
     for writer in writers:
         kind = PAGE_WRITERS.get(writer.split(" [")[0])  # a module's function: "f [module]"
-        if kind and data == "page":
-            return f"kernel: {kind} (written by {writer})"
-    shown = ", ".join(writers[:2]) + (", ..." if len(writers) > 2 else "")
-    return f"kernel: {data} (written by {shown or 'unknown code'})"
+        if kind:
+            return kind
+    written = set(writers)
+    if written & PAGE_TABLE_WRITERS and written <= PAGE_TABLE_WRITERS | ZEROING:
+        return PAGE_TABLE
+    walked = accessors & PAGE_TABLE_READERS
+    if written <= ZEROING and walked and accessors <= PAGE_TABLE_READERS | ZEROING:
+        return PAGE_TABLE  # zeroed as allocated, then only walked: entries never filled
+    if len(written) == 1 and writers[0] in PAGE_ONLY_WRITERS:
+        return PAGE_ONLY_WRITERS[writers[0]]
+    if accessors and accessors <= ZEROING:
+        return "page being zeroed on allocation"
+    return None

@@ -20,7 +20,7 @@ import bisect
 from pathlib import Path
 
 from scalecheck.bench.profile_lines import is_kernel, representative
-from scalecheck.bench.profile_user import ProcessMaps, UserPages
+from scalecheck.bench.profile_user import BY_ADDRESS, MEMORY, ProcessMaps, UserPages
 from scalecheck.bench.sharing import read_allocations
 from scalecheck.binding import abi
 from scalecheck.run.user.shared_objects import object_symbols
@@ -85,7 +85,8 @@ def block_name(maps: ProcessMaps, size: int, site: int) -> str:
 
 def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: Path) -> None:
     """Renames the contended lines (paddr -> name) of a process's heap, anonymous memory or
-    memory its maps seen did not hold by their blocks."""
+    memory its maps seen did not hold by their blocks; then the user lines no process seen
+    held by the one process whose records hold a block there (name_by_address)."""
     by_process: dict[ProcessMaps, dict[int, int]] = {}
     for paddr, name in names.items():
         touches = contended[paddr]
@@ -105,3 +106,36 @@ def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: P
                     names[paddr] = names[paddr].replace(f"{kind}{maps.comm}", found[line])
             elif not path.exists() and HEAP in names[paddr]:
                 names[paddr] += NO_RECORD
+    name_by_address(names, contended, pages, directory, blocks)
+
+
+def name_by_address(
+    names: dict, contended: dict, pages: UserPages, directory: Path, blocks: dict
+) -> None:
+    """Names a user line that no process seen held at the address it was touched at
+    (`unmapped memory of P`: the frame was P's, then another's between two rounds of the
+    page map, e.g. a heap trimmed and its page given to another process's mmap'd block;
+    `memory`: a frame the page map never saw) by the block there, marked `(by address)`,
+    when exactly one process's records hold a block at that address and no other process
+    seen had memory there (address randomisation is off: processes share addresses)."""
+    lines = {
+        paddr: representative(contended[paddr]).vaddr & -LINE_BYTES
+        for paddr, name in names.items()
+        if not is_kernel(contended[paddr]) and (UNMAPPED in name or name == f"user: {MEMORY}")
+    }
+    holders: dict[int, list[tuple[int, str]]] = {}
+    for maps in pages.latest.values() if lines else ():
+        path = directory / str(maps.pid)
+        if not path.exists():
+            continue
+        if maps.pid not in blocks:
+            blocks[maps.pid] = held_blocks(read_allocations(path))
+        for line, name in block_names(maps, list(lines.values()), blocks[maps.pid]).items():
+            holders.setdefault(line, []).append((maps.pid, name))
+    for paddr, line in lines.items():
+        found = holders.get(line, [])
+        if len(found) != 1:
+            continue
+        mapped = {maps.pid for maps in pages.distinct if maps.holding(line) is not None}
+        if mapped <= {found[0][0]}:
+            names[paddr] = f"user: {found[0][1]}{BY_ADDRESS}"

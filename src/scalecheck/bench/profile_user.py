@@ -15,6 +15,7 @@ no ELF.
 
 import bisect
 import functools
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +26,20 @@ from elftools.elf.elffile import ELFFile
 from scalecheck.run.user.shared_objects import object_symbols
 
 PAGE = 4096
+# The lines of a page map's file (tracer/common/page_owners.c): "P pid comm", the process's
+# maps lines, then "G frame address" for each of its pages (hexadecimal).
+MAPS_LINE = re.compile(r"([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ \d+(.*)$")
+GRANTED = re.compile(r"G ([0-9a-f]+) ([0-9a-f]+)$")
+HEAP = "[heap]"
 # Names that say only what kind of memory a line is in, not what data (the share of
 # transfers beyond them is the profile's named share).
 UNSPECIFIC = ("[heap] of ", "anonymous memory of ", "unmapped memory of ")
 # Names that say no more than the memory's kind (datanames' page kinds, and the user
 # memory no page map covered).
-BARE_NAMES = ("page", "vmalloc", "unknown", "anon page", "page cache", "memory", "")
+MEMORY = "memory"  # user memory nothing names
+BARE_NAMES = ("page", "vmalloc", "unknown", "anon page", "page cache", MEMORY, "")
+# A name found by the address alone (no page map saw the frame there).
+BY_ADDRESS = " (by address)"
 
 
 @dataclass(frozen=True)
@@ -64,12 +73,14 @@ class ProcessMaps:
 
 
 def parse_maps(comm: str, lines: list[str], pid: int = 0) -> ProcessMaps:
+    """A process's /proc/PID/maps lines (one cut short, a writer killed mid-line, is left
+    out)."""
     mappings = []
     for line in lines:
-        fields = line.split(maxsplit=5)
-        start, end = (int(x, 16) for x in fields[0].split("-"))
-        path = fields[5].strip() if len(fields) > 5 else ""
-        mappings.append(Mapping(start, end, int(fields[2], 16), path))
+        found = MAPS_LINE.match(line)
+        if found:
+            start, end, offset, path = found.groups()
+            mappings.append(Mapping(int(start, 16), int(end, 16), int(offset, 16), path.strip()))
     return ProcessMaps(comm, tuple(sorted(mappings, key=lambda m: m.start)), pid)
 
 
@@ -113,14 +124,17 @@ def user_data_name(maps: ProcessMaps, vaddr: int) -> str:
         return f"unmapped memory of {maps.comm}"
     mapping = maps.mappings[index]
     path = mapping.path
-    if not path and index and maps.mappings[index - 1].end == mapping.start:
-        path = maps.mappings[index - 1].path  # a file's .bss (or the loader's brk)
+    if path in ("", HEAP) and index and maps.mappings[index - 1].end == mapping.start:
+        # a file's .bss beyond its last page: anonymous memory (the loader's brk), or the
+        # heap's when the heap starts right after it (no address randomisation: the kernel
+        # merges the two, and /proc/PID/maps calls both [heap])
+        path = maps.mappings[index - 1].path
     if path.startswith("/"):
         bias = maps.load_bias(path)
         found = elf_data_name(path, vaddr - bias) if bias is not None else None
         if found:
             return found
-        if mapping.path:
+        if mapping.path == path:
             kind = "data segment" if elf_sections(path) else "(mapped file)"
             return f"{Path(path).name} {kind}"
     if mapping.path.startswith("["):
@@ -149,8 +163,10 @@ def read_page_map(*paths: Path) -> tuple[dict[int, Counter], list[ProcessMaps]]:
                 if maps is None:
                     maps = parse_maps(comm, lines, pid)
                     blocks.append(maps)
-                frame, vaddr = (int(x, 16) for x in line.split()[1:3])
-                seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
+                granted = GRANTED.match(line)  # (none: a line cut short)
+                if granted:
+                    frame, vaddr = (int(x, 16) for x in granted.groups())
+                    seen.setdefault(frame, Counter())[(maps, vaddr)] += 1
             elif line:
                 lines.append(line)
     return seen, blocks
@@ -166,6 +182,9 @@ class UserPages:
     def __init__(self, *paths: Path):
         self.owners, blocks = read_page_map(*paths)
         self.distinct = list(dict.fromkeys(blocks))
+        # each process's last maps seen: those it wrote at exit (after any it wrote before
+        # an execve, whose program's were different), else the page map's last round
+        self.latest = {maps.pid: maps for maps in blocks}
         self._names: dict[tuple, str] = {}
         self._by_address: dict[int, str | None] = {}
 
@@ -207,7 +226,7 @@ class UserPages:
             found = {user_data_name(maps, vaddr) for maps in holders}
             agreed = len(found) == 1 and len({maps.comm for maps in holders}) >= 2
             name = found.pop() if agreed else ""
-            self._by_address[vaddr] = f"{name} (by address)" if is_specific(name) else None
+            self._by_address[vaddr] = f"{name}{BY_ADDRESS}" if is_specific(name) else None
         return self._by_address[vaddr]
 
 
