@@ -83,7 +83,8 @@ def test_threads_opening_files_fight_over_their_fd_table_and_the_rule_says_o_any
     # user memory named by the process and what it had mapped there (the guest's page map)
     assert rows_named(document, "of profile_opens"), [r["name"] for r in document["lines"]]
     named = document["named"]
-    assert 0 < named["named_transfers"] <= named["transfers"] == document["transfers"]
+    assert 0 < named["named_transfers"] <= named["transfers"]
+    assert named["transfers"] + named["recorder_transfers"] == document["transfers"]
 
 
 @needs_guest
@@ -340,6 +341,21 @@ def test_heap_lines_are_named_by_their_blocks_and_a_process_without_records_is_n
     }
     share = profile_lines.named_share(profile_lines.line_rows(contended, names, [], None))
     assert (share["named_transfers"], share["transfers"]) == (30, 40)
+
+
+def test_the_recorder_s_own_buffers_are_counted_apart_from_the_program_s_named_share():
+    rows = [
+        {
+            "name": "user: mapping: 4096-byte anonymous mmap from my_buffer (alloc_sites.so)",
+            "transfers": 50,
+            "lines": 2,
+        },
+        {"name": "kernel: files_struct.fdt", "transfers": 30, "lines": 1},
+        {"name": "kernel: page (written by clear_page_erms)", "transfers": 20, "lines": 1},
+    ]
+    share = profile_lines.named_share(rows)
+    assert (share["named_transfers"], share["transfers"], share["lines"]) == (30, 50, 2)
+    assert (share["recorder_transfers"], share["recorder_lines"]) == (50, 2)
 
 
 def user_touches(lines: dict) -> dict:

@@ -13,6 +13,7 @@ from itertools import combinations
 
 from scalecheck.bench.profile_user import is_specific
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, Rule
+from scalecheck.bench.sharing import RECORDER_FILE
 from scalecheck.run.linux.kernel_symbols import USER_END
 
 # The plugin's profile contexts (tracer/plugin/src/lib.rs, CONTEXT_*).
@@ -165,15 +166,28 @@ def removable_share(rows: list[dict]) -> dict:
     }
 
 
+def is_recorders_own(name: str) -> bool:
+    """A line of the allocation-site recorder's own buffers (a mapping per thread, named by
+    its site in the recorder): the tool's cost, moved when a thread moves, not the program's
+    data."""
+    return name.endswith(f"({RECORDER_FILE})")
+
+
 def named_share(rows: list[dict]) -> dict:
-    """Of all transfers, those in lines named beyond the kind of memory (profile_user.
-    is_specific: not a bare page, heap or anonymous memory)."""
-    named = [row for row in rows if is_specific(row["name"])]
+    """Of the program's transfers, those in lines named beyond the kind of memory
+    (profile_user.is_specific: not a bare page, heap or anonymous memory). The recorder's
+    own buffers are counted apart (`recorder_*`), in neither: naming them says nothing of
+    the program, and their weight is the tool's (how often the guest moved a thread)."""
+    recorder = [row for row in rows if is_recorders_own(row["name"])]
+    program = [row for row in rows if not is_recorders_own(row["name"])]
+    named = [row for row in program if is_specific(row["name"])]
     return {
-        "transfers": sum(row["transfers"] for row in rows),
+        "transfers": sum(row["transfers"] for row in program),
         "named_transfers": sum(row["transfers"] for row in named),
-        "lines": sum(row["lines"] for row in rows),
+        "lines": sum(row["lines"] for row in program),
         "named_lines": sum(row["lines"] for row in named),
+        "recorder_transfers": sum(row["transfers"] for row in recorder),
+        "recorder_lines": sum(row["lines"] for row in recorder),
     }
 
 

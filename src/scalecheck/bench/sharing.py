@@ -515,12 +515,17 @@ def schedule_options(args, workers: int) -> str:
     return f"quantum={args.quantum},workers={workers}{ends}"
 
 
+# The allocation-site recorder's shared object (tracer/sharing/Makefile): a line named by a
+# site in it is the recorder's own buffer.
+RECORDER_FILE = "alloc_sites.so"
+
+
 def ensure_recorder() -> Path:
     """The allocation-site recorder preloaded into the traced benchmark (in the guest
     only: qemu-x86_64's -E), rebuilt if stale."""
     directory = sources.root() / "tracer" / "sharing"
     run_step(["make", "-s", "-C", str(directory)], "allocation-site recorder")
-    return directory / "build" / "alloc_sites.so"
+    return directory / "build" / RECORDER_FILE
 
 
 def trace_workers(args, name: str, argv: list, program: Path, scratch: str, workers: int) -> tuple:
