@@ -15,11 +15,10 @@ from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivale
 from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.rawz3 import assert_all, not_
 from scalecheck.testgen.z3_c_api import (
-    bool_value,
     clause,
     model_eval,
-    numeral_string,
     raw_assertions,
+    raw_value,
 )
 
 
@@ -63,13 +62,7 @@ class ObservedTerms:
                 raise z3.Z3Exception("failed to evaluate an observed term in the model")
             # No reference of ours to the value: Z3 keeps a context's last result alive
             # until the next one, and these reads make none.
-            if is_bool:
-                values.append(bool_value(ref, result))
-                continue
-            digits = numeral_string(ref, result)
-            if not digits:  # not a constant: the model left the term unevaluated
-                raise ValueError("an observed integer term has no value in the model")
-            values.append(int(digits))
+            values.append(raw_value(ref, result, is_bool))
         return values
 
 

@@ -84,15 +84,20 @@ def bool_value(ref, value) -> bool:
     return answer == z3.Z3_L_TRUE
 
 
+def raw_value(ref, value, is_bool: bool) -> bool | int:
+    """A Boolean or integer constant (plain pointers: context, AST) as a Python bool or
+    int; ValueError for a term that is no constant (one a model left unevaluated)."""
+    if is_bool:
+        return bool_value(ref, value)
+    digits = numeral_string(ref, value)
+    if not digits:
+        raise ValueError("an integer term has no value in the model")
+    return int(digits)
+
+
 def python_value(value: z3.ExprRef) -> bool | int:
     """A Boolean or integer constant (a model's value) as a Python bool or int."""
-    ref, ast = value.ctx.ref().value, value.as_ast().value
-    if isinstance(value, z3.BoolRef):
-        return bool_value(ref, ast)
-    digits = numeral_string(ref, ast)
-    if not digits:
-        raise ValueError(f"not a constant: {value}")
-    return int(digits)
+    return raw_value(value.ctx.ref().value, value.as_ast().value, isinstance(value, z3.BoolRef))
 
 
 def holds_in(model: z3.ModelRef, formula: z3.BoolRef) -> bool:
