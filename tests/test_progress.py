@@ -112,3 +112,26 @@ def test_json_stdout_holds_only_the_json(tmp_path):
     generated = _cli("testgen", tmp_path, "--jobs", "1", "--json")
     assert generated.returncode == 0, generated.stderr
     assert json.loads(generated.stdout)["totals"]["tests"] > 0
+
+
+def test_a_finished_stage_says_how_far_off_its_estimate_was():
+    clock, text = _Clock(), io.StringIO()
+    with _progress(clock, text) as progress:
+        task = progress.add_task("", total=20)
+        clock.now = 10.0
+        progress.update(task, advance=1)  # 1 of 20 in 10 s: 190 s said left
+        clock.now = 10.0 + 247.0
+        progress.update(task, advance=19)
+    assert "testgen: the estimate said 190 s left, the rest took 247 s (+30 %)" in text.getvalue()
+
+
+def test_a_stage_stopped_before_its_end_checks_no_estimate():
+    clock, text = _Clock(), io.StringIO()
+    with _progress(clock, text) as progress:
+        task = progress.add_task("", total=20)
+        clock.now = 10.0
+        progress.update(task, advance=1)
+        clock.now = 30.0
+        progress.update(task, advance=1)
+    assert "about 190 s left" in text.getvalue()
+    assert "the estimate said" not in text.getvalue()

@@ -1,7 +1,8 @@
 """The progress bar every long stage shows: label, bar, done/total, current item, elapsed,
 and the time left at the rate so far; and, once the first items are done, one line that
 says how long the rest will take (the bar's own figure is gone when the stage ends, and
-absent from a log that keeps no terminal)."""
+absent from a log that keeps no terminal); at the stage's end, one more that says how far
+off that estimate was."""
 
 import math
 
@@ -27,11 +28,24 @@ def estimate_line(
     """``analyze: about 40 s left (300 pairs, 12 done in 1.6 s)``: the rest at the rate of
     the ``done`` items so far (``total``: all the items to do; ``share``: the share of the
     work they were, when items differ in size, else done / total)."""
-    share = done / total if share is None else share
-    left = seconds * (1 - share) / share
+    left = seconds_left(seconds, done / total, share)
     return (
         f"{label}: about {_duration(left)} left ({total} {unit}, {done} done in "
         f"{seconds:.1f} s; an estimate at the rate so far)"
+    )
+
+
+def seconds_left(seconds: float, done_share: float, work_share: float | None) -> float:
+    share = done_share if work_share is None else work_share
+    return seconds * (1 - share) / share
+
+
+def estimate_check_line(label: str, said_left: float, took: float) -> str:
+    """``analyze: the estimate said 40 s left, the rest took 52 s (+30 %)``."""
+    error = (took - said_left) / said_left * 100 if said_left > 0 else 0.0
+    return (
+        f"{label}: the estimate said {_duration(said_left)} left, the rest took "
+        f"{_duration(took)} ({error:+.0f} %)"
     )
 
 
@@ -44,7 +58,8 @@ def _duration(seconds: float) -> str:
 class EstimatingProgress(Progress):
     """A rich Progress that prints estimate_line once per task, above the bar (so on the
     bar's console: stderr), when ESTIMATE_AFTER_SHARE of the task's items left at its
-    start are done and some are still left. Items already done when the task was added
+    start are done and some are still left; and at the end, for a task that finished, how
+    far off it was (estimate_check_line). Items already done when the task was added
     (a resumed stage) count in neither the rate nor the items to do. Items of unequal
     cost (testgen's pairs, largest first) can give their sizes: ``add_task(...,
     work=TOTAL)`` then ``update(..., work=SIZE)`` per item; the rate is then of work."""
@@ -53,7 +68,7 @@ class EstimatingProgress(Progress):
         super().__init__(*columns, **options)
         self.label, self.unit = label, unit
         self._starts: dict[TaskID, tuple[float, float]] = {}  # task -> (completed, time)
-        self._said: set[TaskID] = set()
+        self._said: dict[TaskID, tuple[float, float]] = {}  # task -> (said at, seconds left)
         self._work: dict[TaskID, list[float]] = {}  # task -> [work to do, work done]
 
     def add_task(self, description: str, *args, work: float | None = None, **options) -> TaskID:
@@ -74,15 +89,24 @@ class EstimatingProgress(Progress):
         to_do = (task.total or 0) - started_done
         done = task.completed - started_done
         if done >= max(1, math.ceil(to_do * ESTIMATE_AFTER_SHARE)) and done < to_do:
-            self._said.add(task_id)
             share = None
             if task_id in self._work:
                 work_to_do, work_done = self._work[task_id]
                 share = min(max(work_done / work_to_do, 1e-9), 1.0)
-            line = estimate_line(
-                self.label, self.unit, int(to_do), int(done), self.get_time() - started_at, share
-            )
+            now = self.get_time()
+            seconds = now - started_at
+            self._said[task_id] = (now, seconds_left(seconds, done / to_do, share))
+            line = estimate_line(self.label, self.unit, int(to_do), int(done), seconds, share)
             self.console.print(line, soft_wrap=True, highlight=False)
+
+    def stop(self) -> None:
+        super().stop()
+        for task_id, (said_at, said_left) in self._said.items():
+            task = self._tasks[task_id]
+            if not self.disable and task.total and task.completed >= task.total:
+                took = self.get_time() - said_at
+                line = estimate_check_line(self.label, said_left, took)
+                self.console.print(line, soft_wrap=True, highlight=False)
 
     def advance(self, task_id: TaskID, advance: float = 1) -> None:
         self.update(task_id, advance=advance)
