@@ -1030,6 +1030,8 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "schedule_lapsed": sum(1 for r in regions if r.flags & FLAG_SCHEDULE_LAPSED),
         "operations": ops,
         "warmup_s": args.warmup,
+        # the harness's own figures of the measured window (a benchmark's extra sums)
+        "extra": result.get("extra", {}),
         **totals(lines, pairs, ops),
         "spaces": spaces,
         "lines": lines_per_operation(lines, ops),
