@@ -28,7 +28,8 @@
 //! an atomic read-modify-write's (a lock-prefixed instruction or an `xchg` with memory, told
 //! at translation time) transfers and invalidations; the rest are plain stores'. An atomic
 //! takes the line for writing at its read (a locked instruction's load asks for ownership),
-//! so it moves the line at most once: one transfer or one invalidation, not both.
+//! so it moves the line at most once: one transfer or one invalidation, not both, whether
+//! QEMU reports it as one access or as a read and a write.
 //!
 //! Accesses to the stack through the stack pointer (pushes, pops, near calls and returns,
 //! moves and arithmetic on `[rsp+d]`) are not instrumented unless `profile=on`,
@@ -1071,7 +1072,9 @@ unsafe extern "C" fn on_memory(
     }
 }
 
-/// `on_memory` for an atomic read-modify-write's accesses (its read, then its write).
+/// `on_memory` for an atomic read-modify-write's accesses: one, read and written, from
+/// qemu-x86_64's atomic helpers (reported as a store); a read, then a write, where TCG
+/// translates the instruction inline (one vCPU thread for all).
 unsafe extern "C" fn on_atomic_memory(
     vcpu: VCPUIndex,
     info: sys::qemu_plugin_meminfo_t,
