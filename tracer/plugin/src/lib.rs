@@ -51,8 +51,8 @@
 //! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
 //! `transfers=on`, `user=on`, `quantum=Q` (the vCPUs with a region open take turns of Q
 //! instructions, or of one operation of a benchmark's loop when shorter, unless
-//! `operation_ends=off`; with `workers=N` the turns start once N vCPUs opened a region:
-//! schedule.rs).
+//! `operation_ends=off`; with `workers=N` the turns start once N vCPUs opened a region;
+//! `jitter=on`: turns of Q/2 to 3Q/2: schedule.rs).
 //!
 //! With `profile=on` (scalecheck profile: a whole program, unmodified), one marker run by
 //! any vCPU opens the window on every vCPU and another closes it; in between every access
@@ -866,7 +866,9 @@ impl Register for ConflictTracer {
                     Some(Value::Integer(n)) if *n > 0 => *n as u32,
                     _ => 0,
                 };
-                Schedule::new(q, workers, MAX_VCPUS, ends)
+                let turns = schedule::Turns::new(q, workers);
+                let jitter = matches!(args.parsed.get("jitter"), Some(Value::Bool(true)));
+                Schedule::new(if jitter { turns.jittered() } else { turns }, MAX_VCPUS, ends)
             }),
             stack_untraced: profile.is_none() && quantum.is_none() && !transfers,
             profile,
