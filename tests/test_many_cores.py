@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.bench import predict
+from scalecheck.bench import sharing as sharing_script
 from scalecheck.bench.sharing import UNNAMED, allocation_names, held_in_window, line_table
 from scalecheck.common.errors import UserError
 from scalecheck.run.regions import Line, Region, Site
@@ -113,6 +114,15 @@ def test_each_kind_of_move_costs_its_weight(tmp_path):
     profile.write_text(fields + "[move_weights]\ncas = 2.0\n")
     with pytest.raises(UserError, match="cas"):
         predict.load_machine(str(profile))
+
+
+def test_the_turns_options_reach_the_plugin():
+    args = sharing_script.counting_args([8], None)
+    assert sharing_script.schedule_options(args, 8) == "quantum=200,workers=8"
+    args.turn_jitter, args.turn_ends = True, "quantum"
+    assert sharing_script.schedule_options(args, 8) == (
+        "quantum=200,workers=8,operation_ends=off,jitter=on"
+    )
 
 
 def counts_file(tmp_path: Path) -> Path:

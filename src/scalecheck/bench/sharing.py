@@ -513,7 +513,8 @@ def schedule_options(args, workers: int) -> str:
     if not args.quantum:
         return "quantum=0"
     ends = "" if args.turn_ends == "operation" else ",operation_ends=off"
-    return f"quantum={args.quantum},workers={workers}{ends}"
+    jitter = ",jitter=on" if args.turn_jitter else ""
+    return f"quantum={args.quantum},workers={workers}{ends}{jitter}"
 
 
 # The allocation-site recorder's shared object (tracer/sharing/Makefile): a line named by a
@@ -921,6 +922,13 @@ def add_schedule_options(parser) -> None:
         "a short lock's waiters need; a line written once per operation moves about L / Q "
         "times per operation of L instructions)",
     )
+    parser.add_argument(
+        "--turn-jitter",
+        action="store_true",
+        help="turns of Q/2 to 3Q/2 instructions (a fixed pseudo-random sequence), not Q: "
+        "the workers' phases drift as cores' do, instead of keeping the interleaving the "
+        "turns began with",
+    )
 
 
 def add_options(parser) -> None:
@@ -1022,6 +1030,7 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "cpus": workers,
         "quantum": args.quantum,
         "turn_ends": args.turn_ends,
+        "turn_jitter": args.turn_jitter,
         "system": args.system,
         "workers_as": "processes" if args.processes else "threads",
         "lines_touched": [len(r.lines) for r in regions],
