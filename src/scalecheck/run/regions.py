@@ -288,9 +288,10 @@ def _raw_line(trace: bytes, at: int, flags: int) -> Line:
         at += _PAIR_COUNT.size
     kinds = None
     if flags & FLAG_ACCESS_KINDS:
-        loads, atomics, atomics_invalidating = _KIND_COUNTS.unpack_from(trace, at)
-        kinds = MoveKinds.of(transfers, invalidations, loads, atomics, atomics_invalidating)
+        counted = _KIND_COUNTS.unpack_from(trace, at)
         at += _KIND_COUNTS.size
+        if transfers is not None and invalidations is not None:  # the plugin sets both flags
+            kinds = MoveKinds.of(transfers, invalidations, *counted)
     sites = trace[at : at + nsites * _SITE.size]
     return Line(
         paddr,
