@@ -179,6 +179,13 @@ def test_benchmark_specific_figures(built):
     assert docomp["extra"]["execs_per_compile"] >= 2  # the driver and at least cc1
     mail = result_not_starved(built / "mailbench", "--workers", "2", *SHORT)
     assert mail["extra"]["delivered_whole_run"] > 0
+    # Every round trip's request is served once, by its client or another worker (the
+    # window's edges cut at most one round trip per worker at each end).
+    for mode, others in (("dgram", False), ("dgram-shared", True)):
+        sock = result_not_starved(built / "sockbench", "--workers", "2", "--mode", mode, *SHORT)
+        served = sock["extra"]["served_own"] + sock["extra"]["served_other"]
+        assert abs(served - sock["extra"]["ops"]) <= 4, sock["extra"]
+        assert others or sock["extra"]["served_other"] == 0, sock["extra"]
 
 
 def test_api_counts_extra_sums_and_report_fields(api_benchmark):

@@ -154,6 +154,38 @@ def test_writes_to_a_line_the_other_worker_only_reads_are_invalidations(tmp_path
     assert f"{document['invalidations']} invalidations" in run.stdout
 
 
+def test_each_move_is_counted_under_the_kind_of_access_that_made_it(tmp_path):
+    """empty's loops at 2 CPUs in the turns: publish-line (worker 0 stores, worker 1 only
+    loads) moves its line by loads' transfers and plain stores' invalidations;
+    shared-line (both store) by stores' transfers; atomic-line (both increment with lock
+    add) by atomics alone, one move per increment, where a load and a store would have
+    been a transfer and an invalidation."""
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "loops.toml").write_text(
+        '[[benchmark]]\nname = "loops"\nbuild = "make -s -C native/benchmarks bin/empty"\n'
+        'command = "native/benchmarks/bin/empty --threads --workers {cores} --warmup {warmup}'
+        ' --duration {duration} --mode {mode}"\n'
+        'modes = ["publish-line", "shared-line", "atomic-line"]\n'
+    )
+    kinds = {}
+    for mode in ("publish-line", "shared-line", "atomic-line"):
+        out = tmp_path / f"{mode}.json"
+        run = sharing(
+            "loops", "--mode", mode, "--catalog", str(catalog), "--cpus", "2",
+            "--duration", "0.5", "--warmup", "0.2", "--json", str(out),
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        document = json.loads(out.read_text())
+        [line] = document["lines"]  # the mapped word; the harness's own lines are not shared
+        assert sum(line["moves_by_kind"].values()) == line["transfers"] + line["invalidations"]
+        kinds[mode] = {kind: n for kind, n in line["moves_by_kind"].items() if n}
+        assert line["transfers"] >= 10, (mode, line)
+    assert set(kinds["publish-line"]) == {"load", "store_invalidation"}, kinds
+    assert set(kinds["shared-line"]) == {"store"}, kinds
+    assert set(kinds["atomic-line"]) == {"atomic"}, kinds
+
+
 def test_a_reader_that_leaves_early_loses_nothing(tmp_path):
     """`scalecheck sharing ... --json F | head`: F is written before the table, and the script
     exits 141 without a traceback once stdout's reader is gone."""

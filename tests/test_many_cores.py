@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalecheck.bench import predict
+from scalecheck.bench import sharing as sharing_script
 from scalecheck.bench.sharing import UNNAMED, allocation_names, held_in_window, line_table
 from scalecheck.common.errors import UserError
 from scalecheck.run.regions import Line, Region, Site
@@ -31,7 +32,7 @@ modes = ["own-line", "shared-line"]
 
 MACHINE = predict.Machine(
     name="test", source="made up", cores_per_socket=4, sockets=2, local_ns=1.0,
-    same_socket_ns=50.0, cross_socket_ns=200.0,
+    same_socket_ns=50.0, cross_socket_ns=200.0, move_weights=predict.move_weights({}),
 )  # fmt: skip
 
 
@@ -82,6 +83,46 @@ def test_the_shipped_machine_and_a_bad_profile():
     assert e7.same_socket_ns < e7.cross_socket_ns
     with pytest.raises(UserError, match="no such profile"):
         predict.load_machine("no-such-machine")
+
+
+def test_each_kind_of_move_costs_its_weight(tmp_path):
+    """Hand-made counts of one line at N = 2 and 4: a load's transfer, a plain store's
+    invalidation and atomics' transfers, each kind times its profile's weight; a row
+    counted without the kinds is its transfers + invalidations at weight 1."""
+    weights = predict.move_weights({"store_invalidation": 0.5, "atomic": 2.0})
+    assert weights == {
+        "load": 1.0, "store": 1.0, "store_invalidation": 0.5, "atomic": 2.0,
+        "atomic_invalidation": 1.0,
+    }  # fmt: skip
+    kinds = {"load": 1.0, "store": 0.0, "store_invalidation": 1.0, "atomic": 2.0}
+    rows = [
+        {"name": "word", "transfers_per_op": 3.0, "invalidations_per_op": 1.0,
+         "moves_by_kind_per_op": {**kinds, "atomic_invalidation": 0.0}},
+        {"name": "old", "transfers_per_op": 3.0, "invalidations_per_op": 1.0},
+    ]  # fmt: skip
+    documents = [{"cpus": n, "lines": rows} for n in (2, 4)]
+    series = predict.line_series(documents, weights)
+    assert series == {"word": {2: 5.5, 4: 5.5}, "old": {2: 4.0, 4: 4.0}}
+    # Its demand at 2 cores: 5.5 weighted moves of 50 ns.
+    [_, two] = predict.predict_points({"word": series["word"]}, MACHINE, 100.0, [1, 2])
+    assert two["top_line_ns_per_op"] == pytest.approx(5.5 * 50.0)
+    profile = tmp_path / "weighted.toml"
+    fields = 'name = "w"\nsource = "s"\ncores_per_socket = 2\nsockets = 1\nlocal_ns = 1.0\n'
+    fields += "same_socket_ns = 50.0\ncross_socket_ns = 50.0\n"
+    profile.write_text(fields + "[move_weights]\natomic = 2.0\n")
+    assert predict.load_machine(str(profile)).move_weights["atomic"] == 2.0
+    profile.write_text(fields + "[move_weights]\ncas = 2.0\n")
+    with pytest.raises(UserError, match="cas"):
+        predict.load_machine(str(profile))
+
+
+def test_the_turns_options_reach_the_plugin():
+    args = sharing_script.counting_args([8], None)
+    assert sharing_script.schedule_options(args, 8) == "quantum=200,workers=8"
+    args.turn_jitter, args.turn_ends = True, "quantum"
+    assert sharing_script.schedule_options(args, 8) == (
+        "quantum=200,workers=8,operation_ends=off,jitter=on"
+    )
 
 
 def counts_file(tmp_path: Path) -> Path:

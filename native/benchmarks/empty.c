@@ -4,13 +4,17 @@
  * contrast that shows what the per-worker counter slots avoid.  Mode "pass-line" passes
  * that line from worker to worker in turn: each counted operation moves it once from the
  * last worker's cache to the next one's, so at 2 workers the time per operation is what
- * one transfer of a line between their CPUs costs (catalog entry line-transfer).  Mode
+ * one transfer of a line between their CPUs costs (catalog entry line-transfer; the
+ * tracer counts a load's transfer and a store's invalidation per pass).  Mode
  * "publish-line" has worker 0 store to that line at every operation while the others
  * only load it: the writer holds the line beside the readers, so its stores move no data
  * but invalidate their copies (the tracer's invalidations, bench/sharing.py).  Mode
  * "split-pair" has the even workers store to the first line of a 128-byte-aligned pair and
  * the odd ones to the second: no line is shared, but x86's L2 spatial prefetcher fetches a
- * line's pair with it (the tracer's pair transfers; catalog entry pair-split).
+ * line's pair with it (the tracer's pair transfers; catalog entry pair-split).  Mode
+ * "atomic-line" has every worker increment the shared word atomically (a lock-prefixed
+ * add) at every operation: the line moves by atomic read-modify-writes only (the tracer's
+ * kinds).
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -67,6 +71,14 @@ static void split_pair(struct hc_worker *w)
     }
 }
 
+static void atomic_line(struct hc_worker *w)
+{
+    while (hc_running(w)) {
+        __atomic_fetch_add(shared_word, 1, __ATOMIC_RELAXED);
+        hc_count(w);
+    }
+}
+
 static void publish_line(struct hc_worker *w)
 {
     while (hc_running(w)) {
@@ -78,10 +90,10 @@ static void publish_line(struct hc_worker *w)
     }
 }
 
-static const char *const modes[] = {"own-line",     "shared-line", "pass-line",
-                                    "publish-line", "split-pair",  NULL};
-static void (*const loops[])(struct hc_worker *) = {own_line, shared_line, pass_line,
-                                                     publish_line, split_pair};
+static const char *const modes[] = {"own-line",   "shared-line", "pass-line", "publish-line",
+                                    "split-pair", "atomic-line", NULL};
+static void (*const loops[])(struct hc_worker *) = {own_line,     shared_line, pass_line,
+                                                     publish_line, split_pair,  atomic_line};
 
 static void worker(struct hc_worker *w)
 {

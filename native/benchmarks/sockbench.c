@@ -51,15 +51,23 @@ static void process_setup(struct hc_run *run)
     run->data = s;
 }
 
+/* The extra sums: requests a server answered, its own client's and another worker's (with
+ * dgram-shared, where each datagram's buffer was written and read, so which lines move). */
+enum { SERVED_OWN, SERVED_OTHER };
+static const char *const served[] = {"served_own", "served_other", NULL};
+
 /* As a server: answers one waiting request, if there is one. */
-static void serve_one(struct sock_run *s, int index)
+static void serve_one(struct hc_worker *w, struct sock_run *s)
 {
     unsigned char client;
-    ssize_t n = recv(s->request[index][0], &client, 1, 0);
+    ssize_t n = recv(s->request[w->index][0], &client, 1, 0);
     if (n < 0 && errno != EAGAIN)
         hc_fail("recv request: %s", strerror(errno));
-    if (n == 1 && send(s->reply[client][1], &client, 1, 0) != 1)
+    if (n != 1)
+        return;
+    if (send(s->reply[client][1], &client, 1, 0) != 1)
         hc_fail("send reply: %s", strerror(errno));
+    hc_add_extra(w, client == w->index ? SERVED_OWN : SERVED_OTHER, 1);
 }
 
 /* As a client: one request, then serving requests until its reply is in (a worker that
@@ -71,7 +79,7 @@ static int round_trip(struct hc_worker *w, struct sock_run *s)
     if (send(s->request[w->index][1], &me, 1, 0) != 1)
         hc_fail("send request: %s", strerror(errno));
     for (;;) {
-        serve_one(s, w->index);
+        serve_one(w, s);
         ssize_t n = recv(s->reply[w->index][0], &answer, 1, 0);
         if (n == 1)
             return 1;
@@ -96,4 +104,5 @@ const struct hc_benchmark hc_benchmark = {
     .kind = HC_THREADS_ONLY,
     .process_setup = process_setup,
     .worker = worker,
+    .extra_sums = served,
 };

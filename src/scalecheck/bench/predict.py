@@ -5,14 +5,16 @@ and a machine's line-transfer costs.
 The model (docs/many-cores.md): each operation spends its time at one worker alone (the
 1-worker time per operation, measured natively here or given) plus, for each named line,
 its transfers and invalidations per operation at that core count times what one costs on
-the machine. A line serves one transfer at a time, so each line is a queue: mean-value
-analysis of the closed network (N workers, each line a queueing centre, the rest a delay)
-gives the throughput. A line that every worker writes at every operation saturates at one
-transfer per write, and a ticket lock whose waiters each read its release again moves
-about N - 1 times per handoff (its counts at N say so): the collapse of "Non-scalable
-locks are dangerous" (Boyd-Wickizer et al., OLS 2012) comes out of the counts, not out of
-a curve fitted to the curve it predicts. Counts beyond the largest N counted are
-extrapolated: linearly in N from the last two counts when they grow, else held.
+the machine: a load's transfer, a plain store's transfer or invalidation and an atomic's
+each cost the profile's transfer cost times the profile's weight for that kind. A line
+serves one transfer at a time, so each line is a queue: mean-value analysis of the closed
+network (N workers, each line a queueing centre, the rest a delay) gives the throughput. A
+line that every worker writes at every operation saturates at one transfer per write, and a
+ticket lock whose waiters each read its release again moves about N - 1 times per handoff
+(its counts at N say so): the collapse of "Non-scalable locks are dangerous" (Boyd-Wickizer
+et al., OLS 2012) comes out of the counts, not out of a curve fitted to the curve it
+predicts. Counts beyond the largest N counted are extrapolated: linearly in N from the last
+two counts when they grow, else held.
 
 usage: scalecheck predict BENCHMARK [--mode M] --machine e7-8870|FILE --cores 1,2,4,...,80
                           [--counts FILE | --count-cpus 2,4,8] [--base-ns NS]
@@ -34,6 +36,7 @@ from scalecheck.bench.catalog import load_catalog
 from scalecheck.common import argtypes, sources
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
+from scalecheck.run.regions import MOVE_KINDS
 
 MACHINES_DIR = Path(__file__).resolve().parent / "machines"
 
@@ -47,6 +50,9 @@ class Machine:
     local_ns: float
     same_socket_ns: float
     cross_socket_ns: float
+    # What a move of each kind (MOVE_KINDS) costs, times the transfer cost: the profile's
+    # [move_weights], 1 for each kind it does not give.
+    move_weights: dict
 
     @property
     def cores(self) -> int:
@@ -82,18 +88,37 @@ def load_machine(name: str) -> Machine:
             local_ns=float(fields["local_ns"]),
             same_socket_ns=float(fields["same_socket_ns"]),
             cross_socket_ns=float(fields["cross_socket_ns"]),
+            move_weights=move_weights(fields.get("move_weights", {})),
         )
     except (tomllib.TOMLDecodeError, KeyError, ValueError, TypeError) as err:
         raise UserError(f"machine profile {path}: {err!r}") from None
 
 
-def line_series(documents: list[dict]) -> dict[str, dict[int, float]]:
-    """Per named line, its transfers + invalidations per operation at each N counted (0
-    where a run did not see it)."""
+def move_weights(given: dict) -> dict[str, float]:
+    """Each kind's weight: the profile's, else 1; ValueError for a kind not counted."""
+    unknown = set(given) - set(MOVE_KINDS)
+    if unknown:
+        raise ValueError(f"[move_weights] {sorted(unknown)}: the kinds are {list(MOVE_KINDS)}")
+    return {kind: float(given.get(kind, 1.0)) for kind in MOVE_KINDS}
+
+
+def weighted_moves(row: dict, weights: dict[str, float]) -> float:
+    """A line's moves per operation, each kind times its weight; a row counted without
+    the kinds (a trace of an older plugin, the two-worker groups of --system) has its
+    transfers + invalidations at weight 1."""
+    by_kind = row.get("moves_by_kind_per_op")
+    if by_kind is None:
+        return (row["transfers_per_op"] or 0) + (row["invalidations_per_op"] or 0)
+    return sum(weights[kind] * (by_kind[kind] or 0) for kind in MOVE_KINDS)
+
+
+def line_series(documents: list[dict], weights: dict[str, float]) -> dict[str, dict[int, float]]:
+    """Per named line, its weighted moves per operation at each N counted (0 where a run
+    did not see it)."""
     series: dict[str, dict[int, float]] = {}
     for document in documents:
         for row in document["lines"]:
-            moved = (row["transfers_per_op"] or 0) + (row["invalidations_per_op"] or 0)
+            moved = weighted_moves(row, weights)
             series.setdefault(row["name"], {})[document["cpus"]] = moved
     counted = [document["cpus"] for document in documents]
     return {name: {n: by_n.get(n, 0.0) for n in counted} for name, by_n in series.items()}
@@ -304,7 +329,9 @@ def run(args) -> int:
         "quantum": documents[0].get("quantum"),
         "base_ns": base_ns,
         "base_from": base_from,
-        "points": predict_points(line_series(documents), machine, base_ns, args.cores),
+        "points": predict_points(
+            line_series(documents, machine.move_weights), machine, base_ns, args.cores
+        ),
     }
     if args.json:
         args.json.write_text(json.dumps(document, indent=1))

@@ -86,6 +86,7 @@ from scalecheck.run.regions import (
     FLAG_PAIR_TRANSFERS,
     FLAG_SCHEDULE_LAPSED,
     FLAG_TRANSFERS,
+    MOVE_KINDS,
     Region,
     RegionReader,
     shared_lines,
@@ -512,7 +513,8 @@ def schedule_options(args, workers: int) -> str:
     if not args.quantum:
         return "quantum=0"
     ends = "" if args.turn_ends == "operation" else ",operation_ends=off"
-    return f"quantum={args.quantum},workers={workers}{ends}"
+    jitter = ",jitter=on" if args.turn_jitter else ""
+    return f"quantum={args.quantum},workers={workers}{ends}{jitter}"
 
 
 # The allocation-site recorder's shared object (tracer/sharing/Makefile): a line named by a
@@ -566,8 +568,8 @@ def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
     """The lines two or more workers touched, one of them writing, grouped by their name:
     the data that holds them (``data_of(line)``, of the lowest address a worker touched it
     at), and for a line of no named data (UNNAMED) the code of any worker that wrote them
-    (``function_of(pc)``) too; the transfers and invalidations of all workers, most
-    transfers first."""
+    (``function_of(pc)``) too; the transfers and invalidations of all workers (and by the
+    kind of access that made them), most transfers first."""
     by_paddr: dict[int, list] = {}
     for region in regions:
         for paddr, line in region.lines.items():
@@ -588,6 +590,7 @@ def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
             1,
             sum(line.transfers for line in touched),
             sum(line.invalidations for line in touched),
+            [line.kinds for line in touched],
         )
         for touched in by_paddr.values()
         if len(touched) >= 2 and any(line.written for line in touched)
@@ -595,14 +598,30 @@ def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
 
 
 def ranked_lines(counts) -> list[dict]:
-    """Rows of `lines` from (name, lines, transfers, invalidations), summed by name, most
-    transfers first."""
+    """Rows of `lines` from (name, lines, transfers, invalidations, the lines' MoveKinds),
+    summed by name, most transfers first; a row's `moves_by_kind` is None when a line's
+    kinds were not counted."""
     table: dict[str, dict] = {}
-    for name, lines, moved, invalidated in counts:
-        row = table.setdefault(name, {"name": name, "lines": 0, "transfers": 0, "invalidations": 0})
+    for name, lines, moved, invalidated, kinds in counts:
+        row = table.setdefault(
+            name,
+            {
+                "name": name,
+                "lines": 0,
+                "transfers": 0,
+                "invalidations": 0,
+                "moves_by_kind": dict.fromkeys(MOVE_KINDS, 0),
+            },
+        )
         row["lines"] += lines
         row["transfers"] += moved
         row["invalidations"] += invalidated
+        by_kind = row["moves_by_kind"]
+        if by_kind is None or None in kinds:
+            row["moves_by_kind"] = None
+            continue
+        for kind in MOVE_KINDS:
+            by_kind[kind] += sum(getattr(counted, kind) for counted in kinds)
     return sorted(table.values(), key=lambda r: (-r["transfers"], -r["invalidations"], r["name"]))
 
 
@@ -687,6 +706,7 @@ def group_lines(groups: list[dict]) -> list[dict]:
             group["lines"],
             sum(group["transfers"]),
             sum(group["invalidations"]),
+            [None],  # the two-worker groups do not keep the kinds
         )
         for group in groups
     )
@@ -827,6 +847,9 @@ def lines_per_operation(lines: list[dict], ops) -> list[dict]:
             **row,
             "transfers_per_op": per_operation(row["transfers"], ops),
             "invalidations_per_op": per_operation(row["invalidations"], ops),
+            "moves_by_kind_per_op": None
+            if row["moves_by_kind"] is None
+            else {kind: per_operation(n, ops) for kind, n in row["moves_by_kind"].items()},
         }
         for row in lines
     ]
@@ -898,6 +921,13 @@ def add_schedule_options(parser) -> None:
         "first (default), or Q instructions only (operations shorter than Q overlap, as "
         "a short lock's waiters need; a line written once per operation moves about L / Q "
         "times per operation of L instructions)",
+    )
+    parser.add_argument(
+        "--turn-jitter",
+        action="store_true",
+        help="turns of Q/2 to 3Q/2 instructions (a fixed pseudo-random sequence), not Q: "
+        "the workers' phases drift as cores' do, instead of keeping the interleaving the "
+        "turns began with",
     )
 
 
@@ -1000,6 +1030,7 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "cpus": workers,
         "quantum": args.quantum,
         "turn_ends": args.turn_ends,
+        "turn_jitter": args.turn_jitter,
         "system": args.system,
         "workers_as": "processes" if args.processes else "threads",
         "lines_touched": [len(r.lines) for r in regions],
@@ -1008,6 +1039,8 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "schedule_lapsed": sum(1 for r in regions if r.flags & FLAG_SCHEDULE_LAPSED),
         "operations": ops,
         "warmup_s": args.warmup,
+        # the harness's own figures of the measured window (a benchmark's extra sums)
+        "extra": result.get("extra", {}),
         **totals(lines, pairs, ops),
         "spaces": spaces,
         "lines": lines_per_operation(lines, ops),

@@ -8,6 +8,8 @@ record per traced region::
         (u64 paddr_line, u64 vaddr_line, u64 read_mask, u64 write_mask, u32 nsites,
          [u32 transfers, u32 invalidations, when flags has FLAG_TRANSFERS],
          [u32 pair_transfers, when flags has FLAG_PAIR_TRANSFERS],
+         [u32 load_transfers, u32 atomic_transfers, u32 atomic_invalidations, when flags
+          has FLAG_ACCESS_KINDS],
          nsites x (u64 pc, u64 read_mask, u64 write_mask))
 
 A site with PC 0 stands for the PCs beyond the plugin's per-line limit.
@@ -18,7 +20,7 @@ only, so it can follow a file that is still growing or was cut short by a crash.
 
 import functools
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 FILE_MAGIC = b"SCTRACE3"
@@ -29,12 +31,14 @@ FLAG_PCS_TRUNCATED = 4
 FLAG_TRANSFERS = 8  # the plugin ran with transfers=on: lines carry both counts
 FLAG_PAIR_TRANSFERS = 16  # ... and, from a plugin that counts them, their pair transfers
 FLAG_SCHEDULE_LAPSED = 32  # quantum=Q: the vCPU once ran without its turn
+FLAG_ACCESS_KINDS = 64  # transfers=on: lines carry their moves by the kind of access
 
 _HEAD = struct.Struct("<IIII QQ II")
 _LINE = struct.Struct("<QQQQI")
 _SITE = struct.Struct("<QQQ")
 _COUNTS = struct.Struct("<II")
 _PAIR_COUNT = struct.Struct("<I")
+_KIND_COUNTS = struct.Struct("<III")
 # Parts of a line's fields (_LINE), read in place.
 _PADDR_NSITES = struct.Struct("<Q24xI")
 _NSITES = struct.Struct("<32xI")
@@ -46,6 +50,35 @@ _VADDR_WRITE_MASK = struct.Struct("<8xQ8xQ")
 def _pcs_of(nsites: int) -> struct.Struct:
     """Reads only the PCs of nsites sites."""
     return struct.Struct("<" + "Q16x" * nsites)
+
+
+@dataclass(frozen=True)
+class MoveKinds:
+    """A line's moves by the kind of access that made them (the plugin's FLAG_ACCESS_KINDS):
+    what a move costs a core depends on it. A load that misses waits for the line; a plain
+    store's transfer or invalidation waits in the store buffer; an atomic read-modify-write
+    (lock-prefixed, or an exchange with memory) waits for the line and drains the stores,
+    and moves it once (the plugin counts its read as taking the line for writing)."""
+
+    load: int = 0
+    store: int = 0
+    store_invalidation: int = 0
+    atomic: int = 0
+    atomic_invalidation: int = 0
+
+    @classmethod
+    def of(
+        cls, transfers: int, invalidations: int, loads: int, atomics: int, atomics_inv: int
+    ) -> "MoveKinds":
+        """From the plugin's counts: the loads' and atomics' parts of the totals, the
+        rest the plain stores'."""
+        return cls(
+            loads, transfers - loads - atomics, invalidations - atomics_inv, atomics, atomics_inv
+        )
+
+
+# The kinds' names, as `scalecheck sharing`'s JSON gives them (`moves_by_kind`).
+MOVE_KINDS = tuple(field.name for field in fields(MoveKinds))
 
 
 @dataclass
@@ -70,6 +103,7 @@ class Line:
         "_site_bytes",
         "_sites",
         "invalidations",
+        "kinds",
         "paddr",
         "pair_transfers",
         "read_mask",
@@ -89,6 +123,7 @@ class Line:
         transfers: int | None = None,
         invalidations: int | None = None,
         pair_transfers: int | None = None,
+        kinds: MoveKinds | None = None,
     ):
         self.paddr, self.vaddr, self.read_mask, self.write_mask = (
             paddr,
@@ -107,6 +142,9 @@ class Line:
         # been the line's 128-byte pair (what x86's spatial prefetcher moves), and were not
         # transfers of the line (None: not counted).
         self.pair_transfers = pair_transfers
+        # Its transfers and invalidations by the kind of access that made them (None: not
+        # counted).
+        self.kinds = kinds
 
     @property
     def sites(self) -> list:
@@ -230,8 +268,10 @@ class Region:
 
 def _counts_size(flags: int) -> int:
     """The bytes of counts between a line's fields and its sites."""
-    return (_COUNTS.size if flags & FLAG_TRANSFERS else 0) + (
-        _PAIR_COUNT.size if flags & FLAG_PAIR_TRANSFERS else 0
+    return (
+        (_COUNTS.size if flags & FLAG_TRANSFERS else 0)
+        + (_PAIR_COUNT.size if flags & FLAG_PAIR_TRANSFERS else 0)
+        + (_KIND_COUNTS.size if flags & FLAG_ACCESS_KINDS else 0)
     )
 
 
@@ -246,9 +286,24 @@ def _raw_line(trace: bytes, at: int, flags: int) -> Line:
     if flags & FLAG_PAIR_TRANSFERS:
         (pair_transfers,) = _PAIR_COUNT.unpack_from(trace, at)
         at += _PAIR_COUNT.size
+    kinds = None
+    if flags & FLAG_ACCESS_KINDS:
+        counted = _KIND_COUNTS.unpack_from(trace, at)
+        at += _KIND_COUNTS.size
+        if transfers is not None and invalidations is not None:  # the plugin sets both flags
+            kinds = MoveKinds.of(transfers, invalidations, *counted)
     sites = trace[at : at + nsites * _SITE.size]
     return Line(
-        paddr, vaddr, read_mask, write_mask, None, sites, transfers, invalidations, pair_transfers
+        paddr,
+        vaddr,
+        read_mask,
+        write_mask,
+        None,
+        sites,
+        transfers,
+        invalidations,
+        pair_transfers,
+        kinds,
     )
 
 

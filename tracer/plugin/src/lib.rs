@@ -23,7 +23,13 @@
 //! pair transfers: the accesses that would have been transfers had the coherence unit been
 //! the line's 128-byte-aligned pair but were not transfers of the line itself (x86's L2
 //! spatial prefetcher fetches a line's pair with it, so two vCPUs writing the two lines of
-//! one pair slow each other though they share no line).
+//! one pair slow each other though they share no line). Each line also counts its moves by
+//! the kind of access that made them, whose cost to a core differs: a load's transfers, and
+//! an atomic read-modify-write's (a lock-prefixed instruction or an `xchg` with memory, told
+//! at translation time) transfers and invalidations; the rest are plain stores'. An atomic
+//! takes the line for writing at its read (a locked instruction's load asks for ownership),
+//! so it moves the line at most once: one transfer or one invalidation, not both, whether
+//! QEMU reports it as one access or as a read and a write.
 //!
 //! Accesses to the stack through the stack pointer (pushes, pops, near calls and returns,
 //! moves and arithmetic on `[rsp+d]`) are not instrumented unless `profile=on`,
@@ -45,8 +51,8 @@
 //! the accesses of any further PCs are folded into one entry with PC 0), `mode=user`,
 //! `transfers=on`, `user=on`, `quantum=Q` (the vCPUs with a region open take turns of Q
 //! instructions, or of one operation of a benchmark's loop when shorter, unless
-//! `operation_ends=off`; with `workers=N` the turns start once N vCPUs opened a region:
-//! schedule.rs).
+//! `operation_ends=off`; with `workers=N` the turns start once N vCPUs opened a region;
+//! `jitter=on`: turns of Q/2 to 3Q/2: schedule.rs).
 //!
 //! With `profile=on` (scalecheck profile: a whole program, unmodified), one marker run by
 //! any vCPU opens the window on every vCPU and another closes it; in between every access
@@ -115,6 +121,9 @@ const FLAG_TRANSFERS: u32 = 8;
 const FLAG_PAIR_TRANSFERS: u32 = 16;
 /// With `quantum=Q`: this vCPU once ran without its turn (the schedule's order lapsed).
 const FLAG_SCHEDULE_LAPSED: u32 = 32;
+/// Each line record carries its moves by access kind after the pair transfers
+/// (`transfers=on`): loads' transfers, atomics' transfers, atomics' invalidations.
+const FLAG_ACCESS_KINDS: u32 = 64;
 /// The pairs' holders are kept in this many maps, each under its own lock, so that vCPUs
 /// touching different lines seldom wait for each other.
 const HOLDER_SHARDS: usize = 64;
@@ -168,6 +177,51 @@ struct LineInfo {
     transfers: u32,
     invalidations: u32,
     pair_transfers: u32,
+    /// Of `transfers`: loads' (atomics' reads aside).
+    load_transfers: u32,
+    /// Of `transfers` and `invalidations`: atomic read-modify-writes'.
+    atomic_transfers: u32,
+    atomic_invalidations: u32,
+}
+
+/// The kind of access a memory callback reports.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kind {
+    Load,
+    Store,
+    /// Either access of an atomic read-modify-write.
+    Atomic,
+}
+
+impl Kind {
+    /// Whether the access takes the line for writing: a store, and an atomic's read too.
+    fn owns(self) -> bool {
+        self != Kind::Load
+    }
+}
+
+impl LineInfo {
+    /// Counts one access's cost to this line under its kind.
+    fn count(&mut self, cost: Coherence, kind: Kind) {
+        let (total, of_kind) = match (cost, kind) {
+            (Coherence::Local, _) => return,
+            (Coherence::Transfer, Kind::Load) => {
+                (&mut self.transfers, Some(&mut self.load_transfers))
+            }
+            (Coherence::Transfer, Kind::Atomic) => {
+                (&mut self.transfers, Some(&mut self.atomic_transfers))
+            }
+            (Coherence::Transfer, Kind::Store) => (&mut self.transfers, None),
+            (Coherence::Invalidation, Kind::Atomic) => {
+                (&mut self.invalidations, Some(&mut self.atomic_invalidations))
+            }
+            (Coherence::Invalidation, _) => (&mut self.invalidations, None),
+        };
+        *total = total.saturating_add(1);
+        if let Some(of_kind) = of_kind {
+            *of_kind = of_kind.saturating_add(1);
+        }
+    }
 }
 
 /// Which vCPUs' caches hold a line, as a coherent cache with room for every line sees it.
@@ -405,9 +459,7 @@ impl Tracer {
             }
             MARK_START => {
                 let mut region = Region { tag: vcpu.building_tag, ..Region::default() };
-                if self.holders.is_some() {
-                    region.flags |= FLAG_TRANSFERS | FLAG_PAIR_TRANSFERS;
-                }
+                region.flags |= self.region_flags();
                 if vcpu.region.is_some() {
                     region.flags |= FLAG_RESTARTED;
                 }
@@ -440,7 +492,7 @@ impl Tracer {
 
     fn region_flags(&self) -> u32 {
         if self.holders.is_some() {
-            FLAG_TRANSFERS | FLAG_PAIR_TRANSFERS
+            FLAG_TRANSFERS | FLAG_PAIR_TRANSFERS | FLAG_ACCESS_KINDS
         } else {
             0
         }
@@ -551,7 +603,7 @@ impl Tracer {
     /// One access inside a region (`on_memory` checked the flag): kept out of line, so that
     /// the far more frequent accesses outside regions cost only the flag's check.
     #[inline(never)]
-    fn on_access(&self, index: VCPUIndex, pc: u64, info: &MemoryInfo, vaddr: u64) {
+    fn on_access(&self, index: VCPUIndex, pc: u64, info: &MemoryInfo, vaddr: u64, atomic: bool) {
         let paddr = if self.user_mode {
             vaddr
         } else {
@@ -585,19 +637,18 @@ impl Tracer {
                 // Taken under this vCPU's lock, never the other way round.
                 let pair = line & !(PAIR - 1);
                 let shard = &shards[(pair / PAIR) as usize % HOLDER_SHARDS];
+                let kind = match (atomic, store) {
+                    (true, _) => Kind::Atomic,
+                    (false, true) => Kind::Store,
+                    (false, false) => Kind::Load,
+                };
                 let (cost, pair_only) =
-                    shard.lock().unwrap().entry(pair).or_default().access(line, index, store);
+                    shard.lock().unwrap().entry(pair).or_default().access(line, index, kind.owns());
                 let entry = region.lines.get_mut(&line).expect("line just recorded");
                 if pair_only {
                     entry.pair_transfers = entry.pair_transfers.saturating_add(1);
                 }
-                match cost {
-                    Coherence::Transfer => entry.transfers = entry.transfers.saturating_add(1),
-                    Coherence::Invalidation => {
-                        entry.invalidations = entry.invalidations.saturating_add(1)
-                    }
-                    Coherence::Local => {}
-                }
+                entry.count(cost, kind);
             }
         }
     }
@@ -624,6 +675,11 @@ impl Tracer {
             }
             if region.flags & FLAG_PAIR_TRANSFERS != 0 {
                 buf.extend_from_slice(&info.pair_transfers.to_le_bytes());
+            }
+            if region.flags & FLAG_ACCESS_KINDS != 0 {
+                for v in [info.load_transfers, info.atomic_transfers, info.atomic_invalidations] {
+                    buf.extend_from_slice(&v.to_le_bytes());
+                }
             }
             for site in &info.sites {
                 for v in [site.pc, site.read_mask, site.write_mask] {
@@ -735,6 +791,15 @@ fn stack_only(bytes: &[u8], pc: u64) -> bool {
         })
 }
 
+/// Whether the x86-64 instruction in `bytes` is an atomic read-modify-write: lock-prefixed,
+/// or an exchange with memory (locked without the prefix).
+fn is_atomic(bytes: &[u8], pc: u64) -> bool {
+    let insn = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode();
+    insn.has_lock_prefix()
+        || (insn.mnemonic() == Mnemonic::Xchg
+            && (0..insn.op_count()).any(|op| insn.op_kind(op) == iced_x86::OpKind::Memory))
+}
+
 fn marker_magic(bytes: &[u8]) -> Option<u32> {
     if bytes.len() == 7 && bytes[..3] == NOPL_DISP32 {
         let magic = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]);
@@ -801,7 +866,9 @@ impl Register for ConflictTracer {
                     Some(Value::Integer(n)) if *n > 0 => *n as u32,
                     _ => 0,
                 };
-                Schedule::new(q, workers, MAX_VCPUS, ends)
+                let turns = schedule::Turns::new(q, workers);
+                let jitter = matches!(args.parsed.get("jitter"), Some(Value::Bool(true)));
+                Schedule::new(if jitter { turns.jittered() } else { turns }, MAX_VCPUS, ends)
             }),
             stack_untraced: profile.is_none() && quantum.is_none() && !transfers,
             profile,
@@ -900,9 +967,11 @@ unsafe extern "C" fn on_translate(_id: sys::qemu_plugin_id_t, tb: *mut sys::qemu
             );
         }
         if memory {
+            // Decoded only when lines' moves are counted (translation time).
+            let atomic = t.holders.is_some() && is_atomic(bytes, pc);
             sys::qemu_plugin_register_vcpu_mem_cb(
                 insn,
-                Some(on_memory),
+                Some(if atomic { on_atomic_memory } else { on_memory }),
                 sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
                 sys::qemu_plugin_mem_rw::QEMU_PLUGIN_MEM_RW,
                 pc as *mut c_void,
@@ -1001,7 +1070,22 @@ unsafe extern "C" fn on_memory(
 ) {
     let t = tracer();
     if t.is_active(vcpu) {
-        t.on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr);
+        t.on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr, false);
+    }
+}
+
+/// `on_memory` for an atomic read-modify-write's accesses: one, read and written, from
+/// qemu-x86_64's atomic helpers (reported as a store); a read, then a write, where TCG
+/// translates the instruction inline (one vCPU thread for all).
+unsafe extern "C" fn on_atomic_memory(
+    vcpu: VCPUIndex,
+    info: sys::qemu_plugin_meminfo_t,
+    vaddr: u64,
+    pc: *mut c_void,
+) {
+    let t = tracer();
+    if t.is_active(vcpu) {
+        t.on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr, true);
     }
 }
 
@@ -1170,6 +1254,63 @@ mod tests {
         for _ in 0..2 {
             assert_eq!(a.access(0x1000, 0, true), (Coherence::Local, false));
             assert_eq!(b.access(0x1080, 1, true), (Coherence::Local, false));
+        }
+    }
+
+    /// One access of `kind` by `vcpu` to the line at 0x1000, counted into `line`.
+    fn touch(pair: &mut PairHolders, line: &mut LineInfo, vcpu: u32, kind: Kind) {
+        line.count(pair.access(0x1000, vcpu, kind.owns()).0, kind);
+    }
+
+    #[test]
+    fn each_move_is_counted_under_the_kind_of_access_that_made_it() {
+        // vCPU 0 stores, vCPU 1 only loads: the loads' transfers, the stores' invalidations.
+        let (mut pair, mut published) = (PairHolders::default(), LineInfo::default());
+        for _ in 0..3 {
+            touch(&mut pair, &mut published, 0, Kind::Store);
+            touch(&mut pair, &mut published, 1, Kind::Load);
+        }
+        assert_eq!((published.transfers, published.load_transfers), (3, 3));
+        assert_eq!((published.invalidations, published.atomic_invalidations), (2, 0));
+        // Both store in turn: the stores' transfers.
+        let (mut pair, mut stored) = (PairHolders::default(), LineInfo::default());
+        for vcpu in [0, 1, 0, 1] {
+            touch(&mut pair, &mut stored, vcpu, Kind::Store);
+        }
+        assert_eq!((stored.transfers, stored.load_transfers, stored.invalidations), (3, 0, 0));
+        // Both increment atomically in turn (a read, then a write, each reported): the
+        // read takes the line for writing, so each increment moves it once.
+        let (mut pair, mut incremented) = (PairHolders::default(), LineInfo::default());
+        for vcpu in [0, 0, 1, 1, 0, 0] {
+            touch(&mut pair, &mut incremented, vcpu, Kind::Atomic);
+        }
+        assert_eq!((incremented.transfers, incremented.atomic_transfers), (2, 2));
+        assert_eq!(incremented.invalidations, 0);
+        // An atomic on a line it holds beside a reader: one invalidation, the atomic's.
+        touch(&mut pair, &mut incremented, 1, Kind::Load);
+        touch(&mut pair, &mut incremented, 0, Kind::Atomic);
+        assert_eq!((incremented.invalidations, incremented.atomic_invalidations), (1, 1));
+    }
+
+    #[test]
+    fn locked_instructions_and_exchanges_with_memory_are_atomic() {
+        let atomic = [
+            &[0xf0, 0x48, 0x0f, 0xc1, 0x07][..], // lock xadd [rdi], rax
+            &[0xf0, 0x83, 0x07, 0x01],           // lock add dword [rdi], 1
+            &[0xf0, 0x0f, 0xb1, 0x17],           // lock cmpxchg [rdi], edx
+            &[0x48, 0x87, 0x07],                 // xchg [rdi], rax
+        ];
+        for bytes in atomic {
+            assert!(is_atomic(bytes, 0x40_1000), "{bytes:x?}");
+        }
+        let plain = [
+            &[0x83, 0x07, 0x01][..], // add dword [rdi], 1
+            &[0x48, 0x89, 0x07],     // mov [rdi], rax
+            &[0x48, 0x87, 0xc3],     // xchg rbx, rax
+            &[0x0f, 0xb1, 0x17],     // cmpxchg [rdi], edx (no lock)
+        ];
+        for bytes in plain {
+            assert!(!is_atomic(bytes, 0x40_1000), "{bytes:x?}");
         }
     }
 

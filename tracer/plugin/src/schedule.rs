@@ -21,6 +21,13 @@
 //! turns again (up to `LAPSE`), so a woken waiter rejoins at the waker's instruction, not
 //! wherever the others got to while the host took to run it.
 //!
+//! With `jitter=on` each turn's length is drawn uniformly from Q/2 to 3Q/2 (a fixed
+//! pseudo-random sequence, so a run's order still depends on instruction counts only).
+//! Turns of exactly Q keep the vCPUs' relative phases as they were when the turns began:
+//! a loop of system calls whose instruction counts repeat can settle into one of several
+//! interleavings and stay there for a whole run, where cores running together drift
+//! between them.
+//!
 //! With `workers=N` the turns start only once N vCPUs have joined: a worker whose loop
 //! starts first waits for the others (up to `START_LAPSE`, then a lapse), so that no
 //! window begins with a lone worker for as long as the host takes to start the rest (a
@@ -49,8 +56,11 @@ pub struct Turns {
     members: u64,
     /// The vCPU whose turn it is.
     holder: Option<u32>,
-    /// Instructions the holder ran in its turn so far.
+    /// Instructions the holder ran in its turn so far, and the turn's length.
     used: u64,
+    length: u64,
+    /// With `jitter=on`: the state of the turn lengths' pseudo-random sequence.
+    jitter: Option<u64>,
     /// The members the turns wait for before the first one starts (0: none).
     expected: u32,
     started: bool,
@@ -63,7 +73,28 @@ pub struct Turns {
 impl Turns {
     /// Turns of `quantum` instructions, starting once `expected` vCPUs have joined.
     pub fn new(quantum: u64, expected: u32) -> Self {
-        Turns { quantum, expected, ..Turns::default() }
+        Turns { quantum, length: quantum, expected, ..Turns::default() }
+    }
+
+    /// The same turns, each of a length drawn from Q/2 to 3Q/2.
+    pub fn jittered(self) -> Self {
+        Turns { jitter: Some(0x9e37_79b9_7f4a_7c15), ..self }
+    }
+
+    /// `holder`'s turn (if any) starts: none of its instructions counted yet.
+    fn begin(&mut self, holder: Option<u32>) {
+        self.holder = holder;
+        self.used = 0;
+        self.length = match self.jitter.as_mut() {
+            Some(state) => {
+                // xorshift64: any fixed sequence spread over the range does
+                *state ^= *state << 13;
+                *state ^= *state >> 7;
+                *state ^= *state << 17;
+                self.quantum / 2 + *state % (self.quantum + 1)
+            }
+            None => self.quantum,
+        };
     }
 
     pub fn is_started(&self) -> bool {
@@ -74,8 +105,7 @@ impl Turns {
     pub fn start(&mut self) {
         self.started = true;
         if self.holder.is_none() && self.members != 0 {
-            self.holder = Some(self.members.trailing_zeros());
-            self.used = 0;
+            self.begin(Some(self.members.trailing_zeros()));
         }
     }
 
@@ -89,8 +119,7 @@ impl Turns {
         if !self.started && self.members.count_ones() >= self.expected {
             self.start();
         } else if self.started && self.holder.is_none() {
-            self.holder = Some(vcpu);
-            self.used = 0;
+            self.begin(Some(vcpu));
         }
     }
 
@@ -109,7 +138,7 @@ impl Turns {
             return;
         }
         self.used += count;
-        if self.used >= self.quantum {
+        if self.used >= self.length {
             self.pass(vcpu);
         }
     }
@@ -137,8 +166,7 @@ impl Turns {
     fn pass(&mut self, vcpu: u32) {
         let after = (vcpu + 1) % 64;
         let rotated = self.members.rotate_right(after);
-        self.holder = (rotated != 0).then(|| (after + rotated.trailing_zeros()) % 64);
-        self.used = 0;
+        self.begin((rotated != 0).then(|| (after + rotated.trailing_zeros()) % 64));
     }
 }
 
@@ -166,9 +194,9 @@ const FUTEX_WAKES: [u32; 7] = [1, 3, 4, 5, 7, 10, 12];
 pub const FUTEX_COMMAND: u64 = 0x7f;
 
 impl Schedule {
-    pub fn new(quantum: u64, expected: u32, vcpus: usize, operation_ends: bool) -> Self {
+    pub fn new(turns: Turns, vcpus: usize, operation_ends: bool) -> Self {
         Schedule {
-            turns: Mutex::new(Turns::new(quantum, expected)),
+            turns: Mutex::new(turns),
             operation_ends,
             holder: AtomicU32::new(NOBODY),
             wake: (0..vcpus).map(|_| Condvar::new()).collect(),
@@ -316,6 +344,27 @@ mod tests {
     use std::collections::HashMap;
 
     #[test]
+    fn jittered_turns_last_from_half_to_one_and_a_half_quanta_about_one_on_average() {
+        let mut turns = Turns::new(200, 0).jittered();
+        turns.join(0);
+        turns.join(1);
+        let mut lengths = Vec::new();
+        for _ in 0..1000 {
+            let holder = turns.holder().unwrap();
+            let mut ran = 0;
+            while turns.holder() == Some(holder) {
+                turns.ran(holder, 1);
+                ran += 1;
+            }
+            lengths.push(ran);
+        }
+        assert!(lengths.iter().all(|&n| (100..=300).contains(&n)), "{lengths:?}");
+        let mean = lengths.iter().sum::<u64>() as f64 / lengths.len() as f64;
+        assert!((190.0..210.0).contains(&mean), "{mean}");
+        assert!(lengths.windows(2).any(|pair| pair[0] != pair[1]));
+    }
+
+    #[test]
     fn turns_go_round_the_members_in_index_order() {
         let mut turns = Turns::new(10, 0);
         turns.join(2);
@@ -357,7 +406,7 @@ mod tests {
 
     #[test]
     fn a_waker_holds_its_turn_until_the_waiter_it_woke_is_back() {
-        let schedule = std::sync::Arc::new(Schedule::new(1000, 0, 4, true));
+        let schedule = std::sync::Arc::new(Schedule::new(Turns::new(1000, 0), 4, true));
         schedule.join(0);
         schedule.futex_call(1, 0); // vCPU 1 waits on a futex (it holds no turn)
         let waiter = std::sync::Arc::clone(&schedule);
