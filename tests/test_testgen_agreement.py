@@ -39,3 +39,11 @@ def test_pair_counts_that_differ_are_listed_with_both_values():
         ["set-get", "capped_paths", 2, 3],
         ["set-get", "open_equalities.both_ways", 4, 3],
     ]
+
+
+def test_pairs_with_a_capped_path_or_class_are_told_apart():
+    summary = _summary(0, 4)
+    summary["pairs"].append({**summary["pairs"][0], "pair": ["get", "get"], "capped_paths": 1})
+    summary["pairs"].append({**summary["pairs"][0], "pair": ["set", "set"]})
+    summary["pairs"][-1]["value_capped_classes"] = 2
+    assert testgen_agreement.capped_pairs(summary) == {("get", "get"), ("set", "set")}
