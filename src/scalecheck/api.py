@@ -37,6 +37,7 @@ from scalecheck.run.outcome import conflict_set
 from scalecheck.run.outcome import show as show_conflict_element
 from scalecheck.run.run_cli import run_tests
 from scalecheck.run.user.library import load_library
+from scalecheck.testgen.testgen import COUNTS as TESTGEN_COUNTS
 from scalecheck.testgen.testgen import generate_tests, pair_tests
 
 # `scalecheck sharing`'s default quantum (instructions per emulated CPU's turn).
@@ -47,6 +48,7 @@ __all__ = [
     "GRANULARITIES",
     "LABEL_FIELDS",
     "SHARING_QUANTUM",
+    "TESTGEN_COUNTS",
     "Browser",
     "UserError",
     "add_catalog_option",

@@ -61,6 +61,16 @@ TESTS_HASH = "tests_sha256"
 # Value-equality patterns tried per isomorphism class (see patterns.value_features): five
 # cover every pattern of three values (two arguments and the value they would replace).
 DEFAULT_VALUE_CAP = 5
+# testgen.json: each pair's counts and their totals (beside open_equalities).
+COUNTS = (
+    "tests",
+    "commutative_paths",
+    "capped_paths",
+    "unknown_paths",
+    "failed_paths",
+    "unrealizable_paths",
+    "value_capped_classes",
+)
 
 
 @rundir_lock.holding("out")
@@ -153,18 +163,7 @@ def _check_analysis(out: Path, meta: dict, model_cls, pairs: list) -> None:
 
 def _totals(rows: list[dict]) -> dict:
     """The pairs' counts added up."""
-    totals = {
-        key: sum(row[key] for row in rows)
-        for key in (
-            "tests",
-            "commutative_paths",
-            "capped_paths",
-            "unknown_paths",
-            "failed_paths",
-            "unrealizable_paths",
-            "value_capped_classes",
-        )
-    }
+    totals = {key: sum(row[key] for row in rows) for key in COUNTS}
     totals["open_equalities"] = {
         key: sum(row["open_equalities"][key] for row in rows) for key in open_equalities.COUNTS
     }
@@ -223,13 +222,7 @@ def _pair_tests(job: tuple) -> tuple:
     analysis = read_json(pair_file(Path(out), a, b))
     tests: list[dict] = []
     counts: dict[str, Any] = {
-        "tests": 0,
-        "commutative_paths": 0,
-        "capped_paths": 0,
-        "unknown_paths": 0,
-        "failed_paths": 0,
-        "unrealizable_paths": 0,
-        "value_capped_classes": 0,
+        **dict.fromkeys(COUNTS, 0),
         "open_equalities": open_equalities.empty_counts(),
         "failures": [],
     }
