@@ -488,22 +488,43 @@ static int time_of(const struct alloc *a)
 	return -1;
 }
 
-/* When addr was last released in the test, or -1. */
-static int last_release(uintptr_t addr)
+/* The first of order[0..n) (sorted by address) at addr or above. */
+static int first_at_or_above(const struct allocation_at *order, int n, uintptr_t addr)
 {
-	int last = -1;
-	for (int slot = 0; slot < 3; slot++)
-		for (int i = 0; i < sc_alloc_logs[slot]->n; i++)
-			if (sc_alloc_logs[slot]->entries[i].is_free && sc_alloc_logs[slot]->entries[i].addr == addr)
-				last = slot * MAX_ALLOCS + i;
-	return last;
+	int low = 0, high = n;
+	while (low < high) {
+		int mid = low + (high - low) / 2;
+		if (order[mid].a->addr < addr)
+			low = mid + 1;
+		else
+			high = mid;
+	}
+	return low;
 }
 
-/* Of one address's allocations, order[first..end), the last non-empty one no release
- * follows (the memory the snapshot holds), or NULL. */
-static const struct alloc *live_allocation(const struct allocation_at *order, int first, int end)
+/* released[k]: when order[k]'s address was last released in the test, or -1 (set at the
+ * first allocation of each address). One pass over the logs, each release found by
+ * binary search: a scan of every log for each address made some 4 % of the plugin's
+ * calls in a libsv6 run. */
+static void releases_by_address(const struct allocation_at *order, int n, int *released)
 {
-	int released = last_release(order[first].a->addr);
+	for (int k = 0; k < n; k++)
+		released[k] = -1;
+	for (int slot = 0; slot < 3; slot++)
+		for (int i = 0; i < sc_alloc_logs[slot]->n; i++) {
+			const struct alloc *entry = &sc_alloc_logs[slot]->entries[i];
+			if (!entry->is_free)
+				continue;
+			int k = first_at_or_above(order, n, entry->addr);
+			if (k < n && order[k].a->addr == entry->addr)
+				released[k] = slot * MAX_ALLOCS + i; /* the logs in the order of the test */
+		}
+}
+
+/* Of one address's allocations, order[first..end), released after its last release (or
+ * -1), the last non-empty one no release follows (the memory the snapshot holds), or NULL. */
+static const struct alloc *live_allocation(const struct allocation_at *order, int first, int end, int released)
+{
 	for (int k = end - 1; k >= first && time_of(order[k].a) > released; k--)
 		if (order[k].a->size)
 			return order[k].a;
@@ -516,7 +537,10 @@ static const struct alloc *live_allocation(const struct allocation_at *order, in
 static void report_heap(long index, int rep, int snapshot)
 {
 	struct allocation_at order[3 * MAX_ALLOCS];
+	int released[3 * MAX_ALLOCS];
 	int n = allocations_by_address(order), nblocks = 0, nranges = 0;
+	if (snapshot)
+		releases_by_address(order, n, released);
 	for (int i = 0; snapshot && i < snapshot_ranges.n; i++)
 		heap_report.ranges[nranges++] =
 			(struct sc_wire_range){snapshot_ranges.addr[i], snapshot_size(snapshot_ranges.size[i])};
@@ -526,7 +550,7 @@ static void report_heap(long index, int rep, int snapshot)
 		/* A block handed out again later in the test (malloc's reuse of a freed chunk,
 		 * a library's kept block) is reported by its last allocation only: the object
 		 * the later accesses and the snapshot see, not whatever the block held before. */
-		const struct alloc *last = order[end - 1].a, *live = snapshot ? live_allocation(order, first, end) : NULL;
+		const struct alloc *last = order[end - 1].a, *live = snapshot ? live_allocation(order, first, end, released[first]) : NULL;
 		heap_report.blocks[nblocks++] = (struct sc_wire_block){last->addr, last->size, last->site};
 		if (live)
 			heap_report.ranges[nranges++] = (struct sc_wire_range){live->addr, snapshot_size(live->size)};
