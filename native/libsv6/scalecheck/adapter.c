@@ -312,15 +312,51 @@ static int fail(struct builder *b, const char *what, const char *where, long ret
 	return -1;
 }
 
-static void inode_name(int inode, char *name, size_t len)
+/* The setup's paths and names are joined by hand, not by snprintf: the setup runs twice
+ * a test under the plugin, which is called at each of its memory accesses (outside the
+ * calls too), and an snprintf makes some three hundred of them. */
+
+/* first "." second into out (len bytes), cut short as snprintf would. */
+static void join(char *out, size_t len, const char *first, const char *second)
 {
-	snprintf(name, len, "sc.inode.%d", inode);
+	size_t n = strlen(first), m = strlen(second);
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, first, n);
+	if (n + 1 < len)
+		out[n++] = '.';
+	if (n + m >= len)
+		m = len - 1 - n;
+	memcpy(out + n, second, m);
+	out[n + m] = 0;
 }
 
-static long value_at(struct builder *b, const char *fmt, const char *key, const char *field, long fallback)
+/* A non-negative number's decimal digits into out (len bytes), cut short as snprintf would. */
+static void decimal(char *out, size_t len, long value)
+{
+	char digits[24];
+	size_t n = 0;
+	do
+		digits[n++] = (char)('0' + value % 10);
+	while ((value /= 10) && n < sizeof digits);
+	size_t k = 0;
+	for (; k < n && k + 1 < len; k++)
+		out[k] = digits[n - 1 - k];
+	out[k] = 0;
+}
+
+static void inode_name(int inode, char *name, size_t len)
+{
+	char number[24];
+	decimal(number, sizeof number, inode);
+	join(name, len, "sc.inode", number);
+}
+
+/* The integer at path "base.field" of the setup, or fallback. */
+static long value_at(struct builder *b, const char *base, const char *field, long fallback)
 {
 	char path[96];
-	snprintf(path, sizeof path, fmt, key, field);
+	join(path, sizeof path, base, field);
 	return sc_state_get(b->setup, path, fallback);
 }
 
@@ -331,7 +367,7 @@ static int fill_units(struct builder *b, int fd, const char *path, int positiona
 	char key[KEY_LEN];
 	for (int i = 0; sc_state_key(b->setup, path, i, key, sizeof key); i++) {
 		char at[96];
-		snprintf(at, sizeof at, "%s.%s", path, key);
+		join(at, sizeof at, path, key);
 		memset(unit, (int)sc_state_get(b->setup, at, 0), UNIT);
 		ssize_t ret = positional ? sv6_pwrite(b->proc, fd, unit, UNIT, (off_t)i * UNIT)
 					 : sv6_write(b->proc, fd, unit, UNIT);
@@ -345,13 +381,14 @@ static int fill_units(struct builder *b, int fd, const char *path, int positiona
  * mappings can open it even when no name of the test's is left. */
 static int build_inodes(struct builder *b)
 {
-	char key[KEY_LEN], name[KEY_LEN], path[96];
+	char key[KEY_LEN], name[KEY_LEN], path[96], inode_path[64];
 	for (; sc_state_key(b->setup, "inodes", b->ninodes, key, sizeof key); b->ninodes++) {
 		inode_name(b->ninodes, name, sizeof name);
 		int fd = sv6_open(b->proc, name, O_CREAT | O_EXCL);
 		if (fd < 0)
 			return fail(b, "creating", name, fd);
-		snprintf(path, sizeof path, "inodes.%s.data", key);
+		join(inode_path, sizeof inode_path, "inodes", key);
+		join(path, sizeof path, inode_path, "data");
 		int filled = fill_units(b, fd, path, 1);
 		sv6_close(b->proc, fd);
 		if (filled < 0)
@@ -359,7 +396,7 @@ static int build_inodes(struct builder *b)
 	}
 	int names[MAX_OBJECTS] = {0};
 	for (int i = 0; sc_state_key(b->setup, "files", i, key, sizeof key); i++) {
-		long inode = value_at(b, "files.%s%s", key, "", -1);
+		long inode = value_at(b, "files", key, -1);
 		if (inode < 0 || inode >= b->ninodes || inode >= MAX_OBJECTS)
 			return fail(b, "file", key, inode);
 		inode_name((int)inode, name, sizeof name);
@@ -371,8 +408,9 @@ static int build_inodes(struct builder *b)
 	/* Links beyond the test's names get hidden names no test uses, as on Linux
 	 * (docs/format-tests.md). */
 	for (int i = 0; i < b->ninodes && i < MAX_OBJECTS; i++) {
-		snprintf(key, sizeof key, "%d", i);
-		long nlink = value_at(b, "inodes.%s.%s", key, "nlink", names[i]);
+		decimal(key, sizeof key, i);
+		join(inode_path, sizeof inode_path, "inodes", key);
+		long nlink = value_at(b, inode_path, "nlink", names[i]);
 		if (nlink < names[i])
 			return fail(b, "inode has fewer links than names, inode", key, nlink);
 		inode_name(i, name, sizeof name);
@@ -389,14 +427,15 @@ static int build_inodes(struct builder *b)
 
 static int build_pipes(struct builder *b)
 {
-	char key[KEY_LEN], path[96];
+	char key[KEY_LEN], path[96], pipe_path[64];
 	for (; sc_state_key(b->setup, "pipes", b->npipes, key, sizeof key); b->npipes++) {
 		if (b->npipes == MAX_OBJECTS)
 			return fail(b, "too many", "pipes", b->npipes);
 		int ret = sv6_pipe(b->proc, b->pipe_ends[b->npipes]);
 		if (ret < 0)
 			return fail(b, "creating", "pipe", ret);
-		snprintf(path, sizeof path, "pipes.%s.data", key);
+		join(pipe_path, sizeof pipe_path, "pipes", key);
+		join(path, sizeof path, pipe_path, "data");
 		if (fill_units(b, b->pipe_ends[b->npipes][1], path, 0) < 0)
 			return -1;
 	}
@@ -423,11 +462,13 @@ static int open_inode(struct builder *b, long inode, long off)
 static int each_entry(struct builder *b, int pid, const char *kind, struct sv6_proc *proc,
 		      int (*build)(struct builder *, struct sv6_proc *, const char *at, const char *key))
 {
-	char key[KEY_LEN], base[32];
-	snprintf(base, sizeof base, "procs.%d.%s", pid, kind);
+	char key[KEY_LEN], proc_path[16], number[24], base[32];
+	decimal(number, sizeof number, pid);
+	join(proc_path, sizeof proc_path, "procs", number);
+	join(base, sizeof base, proc_path, kind);
 	for (int i = 0; sc_state_key(b->setup, base, i, key, sizeof key); i++) {
 		char at[64];
-		snprintf(at, sizeof at, "%s.%s", base, key);
+		join(at, sizeof at, base, key);
 		int ret = build(b, proc, at, key);
 		if (ret < 0)
 			return ret;
@@ -439,16 +480,16 @@ static int each_entry(struct builder *b, int pid, const char *kind, struct sv6_p
 static int build_fd(struct builder *b, struct sv6_proc *proc, const char *at, const char *key)
 {
 	int fd = (int)strtol(key, NULL, 10), ret;
-	long pipe = value_at(b, "%s.%s", at, "pipe", -1);
+	long pipe = value_at(b, at, "pipe", -1);
 	if (pipe >= 0) {
 		char end_path[80];
-		snprintf(end_path, sizeof end_path, "%s.end", at);
+		join(end_path, sizeof end_path, at, "end");
 		const char *end = sc_state_text(b->setup, end_path);
 		if (pipe >= b->npipes || !end)
 			return fail(b, "bad pipe fd", at, pipe);
 		ret = sv6_fd_install(proc, fd, b->proc, b->pipe_ends[pipe][strcmp(end, "r") != 0]);
 	} else {
-		int file = open_inode(b, value_at(b, "%s.%s", at, "file", -1), value_at(b, "%s.%s", at, "off", 0));
+		int file = open_inode(b, value_at(b, at, "file", -1), value_at(b, at, "off", 0));
 		if (file < 0)
 			return fail(b, "opening the file of", at, file);
 		ret = sv6_fd_install(proc, fd, b->proc, file);
@@ -463,20 +504,20 @@ static int build_fd(struct builder *b, struct sv6_proc *proc, const char *at, co
 static int build_map(struct builder *b, struct sv6_proc *proc, const char *at, const char *key)
 {
 	uint64_t va = strtoull(key, NULL, 10);
-	int writable = (int)value_at(b, "%s.%s", at, "writable", 0);
+	int writable = (int)value_at(b, at, "writable", 0);
 	int64_t ret;
-	if (value_at(b, "%s.%s", at, "anon", 0)) {
+	if (value_at(b, at, "anon", 0)) {
 		/* Mapped writable to write its byte, then given the setup's protection. */
 		ret = sv6_mmap(proc, va, UNIT, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		unsigned char unit[UNIT];
-		memset(unit, (int)value_at(b, "%s.%s", at, "data", 0), UNIT);
+		memset(unit, (int)value_at(b, at, "data", 0), UNIT);
 		if (ret >= 0 && unit[0])
 			ret = sv6_memwrite(proc, va, unit, UNIT);
 		if (ret >= 0 && !writable)
 			ret = sv6_mprotect(proc, va, UNIT, PROT_READ);
 	} else {
-		long off = value_at(b, "%s.%s", at, "off", 0);
-		int file = open_inode(b, value_at(b, "%s.%s", at, "file", -1), 0);
+		long off = value_at(b, at, "off", 0);
+		int file = open_inode(b, value_at(b, at, "file", -1), 0);
 		if (file < 0)
 			return fail(b, "opening the file of", at, file);
 		ret = sv6_fd_install(proc, SCRATCH_FD, b->proc, file);
@@ -497,17 +538,18 @@ static int build_map(struct builder *b, struct sv6_proc *proc, const char *at, c
  * processes there would have: where a message waits is the implementation's choice. */
 static int build_sockets(struct builder *b)
 {
-	char key[KEY_LEN], path[96];
+	char key[KEY_LEN], path[96], socket_path[64];
 	for (int i = 0; sc_state_key(b->setup, "sockets", i, key, sizeof key); i++) {
-		int unordered = (int)value_at(b, "sockets.%s.%s", key, "unordered", 0);
+		join(socket_path, sizeof socket_path, "sockets", key);
+		int unordered = (int)value_at(b, socket_path, "unordered", 0);
 		int fd = sv6_socket(b->proc, unordered, 0);
 		if (fd < 0 || sv6_socket_capacity(b->proc, fd, SOCKET_CAPACITY) < 0)
 			return fail(b, "creating", "a socket", fd);
-		snprintf(path, sizeof path, "sockets.%s.data", key);
+		join(path, sizeof path, socket_path, "data");
 		char m_key[KEY_LEN];
 		for (int m = 0; sc_state_key(b->setup, path, m, m_key, sizeof m_key); m++) {
 			char at[128];
-			snprintf(at, sizeof at, "%s.%s", path, m_key);
+			join(at, sizeof at, path, m_key);
 			unsigned char byte = (unsigned char)sc_state_get(b->setup, at, 0);
 			sv6_core_set(unordered ? 1 + (unsigned)m % 2 : 0);
 			ssize_t sent = sv6_send(b->proc, fd, &byte, 1);
