@@ -298,8 +298,8 @@ class Region:
         start, end = self._span
         bounds = np.array(spans, dtype=np.uint64).ravel()
         found = []
-        # Every field starts 4 bytes apart from a multiple of 8 or on one (a line's head
-        # is 36 bytes, its sites 24): two views cover every 64-bit field.
+        # Every field starts on a multiple of 4 from the region's first line (a line's head
+        # is 36 bytes, its counts 0 to 24, its sites 24): two views cover every 64-bit field.
         for first in (start, start + 4):
             count = (end - first) // 8
             values = np.frombuffer(self._trace, dtype="<u8", count=count, offset=first)
