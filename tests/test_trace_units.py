@@ -383,6 +383,41 @@ def test_cpu_time_accounting_is_dropped_as_tick_work():
     assert any(c["kind"] == "heap" for c in outcome._shared(a, b, syms))
 
 
+def test_regions_read_from_a_trace_are_filtered_as_regions_built_line_by_line(tmp_path):
+    """A region read from a trace finds its tick-work lines and its lock writes over the
+    raw records at once; the result is the line-by-line one."""
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    ACCOUNTING = 0xFFFFFFFF81300020
+    assert syms.code_spans(outcome.TICK_WORK) == ((0xFFFFFFFF81300000, 0xFFFFFFFF81400000),)
+    lines = [
+        (0x1000, [(ACCOUNTING, 0xF, 0)]),  # the tick's work alone: goes
+        (0x2040, [(ACCOUNTING, 0xF0, 0), (ALLOC_FD, 0, 0xF << 40)]),  # loses one site
+        (0x3000, [(ALLOC_FD, ACCOUNTING, 0)]),  # a mask that looks like its PC: kept whole
+        (0x4000, [(FD_INSTALL, 0, 0x1)]),
+    ]
+    path = tmp_path / "trace.bin"
+    path.write_bytes(regions.FILE_MAGIC + _region_bytes(1, 0, lines))
+    (read,) = regions.RegionReader(path).read_new()
+    built = regions.Region(
+        1, 0, 0, 10, 0, 0, {p: _line(0xFFFF888000000000 + p, *s) for p, s in lines}
+    )
+
+    def lines_of(region):
+        return {
+            p: (ln.vaddr, ln.read_mask, ln.write_mask, ln.sites) for p, ln in region.lines.items()
+        }
+
+    (kept_read, gone_read), (kept_built, gone_built) = (
+        outcome.without_tick_work(read, syms),
+        outcome.without_tick_work(built, syms),
+    )
+    assert gone_read == gone_built == 2
+    assert list(kept_read.lines) == [0x2040, 0x3000, 0x4000]
+    assert lines_of(kept_read) == lines_of(kept_built)
+    locked = [(0x2040, 0xFFFF888000002040)]
+    assert read.written_at(outcome.PTL_BYTES) == built.written_at(outcome.PTL_BYTES) == locked
+
+
 def test_page_table_pages_are_told_by_their_split_lock():
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     SPIN_LOCK, VMEMMAP = 0xFFFFFFFF81400010, 0xFFFFEA0000000000

@@ -91,6 +91,12 @@ def _site_name(pc: int, symbols) -> str:
     return symbols.pc_name(pc) if pc else "(more sites)"
 
 
+@functools.cache
+def _site_function(pc: int, symbols) -> str:
+    """The function of a site, by which conflicts are grouped (decided once per PC)."""
+    return function_of(_site_name(pc, symbols))
+
+
 def conflict_bytes(la, lb) -> int:
     """The bytes of a shared line that make the conflict (bit i = byte i): those one call
     wrote and the other touched (true sharing); without such bytes (false sharing), the
@@ -106,17 +112,18 @@ def _site_pairs(la, lb, symbols) -> tuple:
     writing: the pairs of their functions, each with the bytes it made conflict. Otherwise
     ("false", pairs of the sites that share the line only, at least one writing, each with
     the bytes they wrote): false sharing."""
-    named_a = [(function_of(_site_name(s.pc, symbols)), s) for s in la.sites]
-    named_b = [(function_of(_site_name(s.pc, symbols)), s) for s in lb.sites]
+    # (function, bytes written, bytes touched) of each site
+    named_a = [(_site_function(s.pc, symbols), s.write_mask, s.touched) for s in la.sites]
+    named_b = [(_site_function(s.pc, symbols), s.write_mask, s.touched) for s in lb.sites]
     true_pairs: dict[tuple, int] = {}
     false_pairs: dict[tuple, int] = {}
-    for fa, sa in named_a:
-        for fb, sb in named_b:
-            overlap = sa.write_mask & sb.touched | sb.write_mask & sa.touched
+    for fa, written_a, touched_a in named_a:
+        for fb, written_b, touched_b in named_b:
+            overlap = written_a & touched_b | written_b & touched_a
             if overlap:
                 true_pairs[fa, fb] = true_pairs.get((fa, fb), 0) | overlap
-            elif sa.write_mask or sb.write_mask:
-                written = sa.write_mask | sb.write_mask
+            elif written_a or written_b:
+                written = written_a | written_b
                 false_pairs[fa, fb] = false_pairs.get((fa, fb), 0) | written
     if true_pairs:
         return "true", sorted(true_pairs.items())
@@ -158,6 +165,15 @@ def _code_of(symbols, is_wanted) -> PcSet:
 
 
 @functools.cache
+def _tick_code(symbols) -> PcSet:
+    """The PCs of CPU-time accounting, with the spans of its functions: a region's lines
+    are then looked at only where a value falls in them."""
+    return PcSet(
+        lambda pc: pc != 0 and symbols.function(pc) in TICK_WORK, symbols.code_spans(TICK_WORK)
+    )
+
+
+@functools.cache
 def _defines_any(symbols, functions: frozenset) -> bool:
     return symbols.defines_any(functions)
 
@@ -167,7 +183,7 @@ def without_tick_work(region, symbols) -> tuple:
     (a program with none of its functions keeps every region whole, unlooked at)."""
     if not _defines_any(symbols, TICK_WORK):
         return region, 0
-    return region.without_sites(_code_of(symbols, TICK_WORK.__contains__))
+    return region.without_sites(_tick_code(symbols))
 
 
 # Page-table pages are ordinary frames reached through the direct map, so their address
@@ -198,18 +214,29 @@ def page_table_frames(regions, symbols) -> set:
     return frames
 
 
-def _shared(region_a, region_b, symbols) -> list:
-    """Every line both calls touched with a write, as a conflict record (any sharing)."""
+class _PageTables:
+    """The page-table frames of two regions (page_table_frames), looked for only once a
+    shared line is heap: it reads every line of both regions."""
+
+    def __init__(self, regions, symbols):
+        self._regions, self._symbols = regions, symbols
+        self._frames: set | None = None
+
+    def __contains__(self, frame: int) -> bool:
+        if self._frames is None:
+            self._frames = page_table_frames(self._regions, self._symbols)
+        return frame in self._frames
+
+
+def _shared(region_a, region_b, symbols, page_tables: _PageTables | None = None) -> list:
+    """Every line both calls touched with a write, as a conflict record (any sharing).
+    ``page_tables``: the frames to call page tables, if not those of these regions."""
     conflicts = []
-    # Looked for only once a shared line is heap: it reads every line of both regions.
-    page_tables: set | None = None
+    page_tables = page_tables or _PageTables((region_a, region_b), symbols)
     for la, lb in shared_lines(region_a, region_b):
         kind, data_symbol = symbols.classify(la.vaddr)
-        if kind == "heap":
-            if page_tables is None:
-                page_tables = page_table_frames((region_a, region_b), symbols)
-            if la.paddr >> 12 in page_tables:
-                kind = "pagetable"
+        if kind == "heap" and la.paddr >> 12 in page_tables:
+            kind = "pagetable"
         sharing, pairs = _site_pairs(la, lb, symbols)
         conflicts.append(
             {
@@ -403,9 +430,12 @@ def _trace_repeat(
     traced.noise_switch |= ra.context_switched or rb.context_switched
     traced.interrupts += ra.interrupts + rb.interrupts
     traced.dropped += ra.dropped_in_interrupts + rb.dropped_in_interrupts
-    without_tick = _shared(kept_a, kept_b, symbols)
+    # A page-table frame is known by a spin-lock function's write, which the tick filter
+    # never drops: the whole regions give the frames of both comparisons, found once.
+    page_tables = _PageTables((ra, rb), symbols)
+    without_tick = _shared(kept_a, kept_b, symbols, page_tables)
     # With the tick's work kept: computed only when the filter dropped something.
-    with_tick = _shared(ra, rb, symbols) if tick_a + tick_b else without_tick
+    with_tick = _shared(ra, rb, symbols, page_tables) if tick_a + tick_b else without_tick
     traced.tick_signatures.append((conflict_set(without_tick), conflict_set(with_tick)))
     counted: list = []
     uncounted: list = []

@@ -23,6 +23,8 @@ import struct
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+import numpy as np
+
 FILE_MAGIC = b"SCTRACE3"
 REGION_MAGIC = 0x4E474552
 FLAG_CTXSWITCH = 1
@@ -178,6 +180,7 @@ class Region:
         interrupts: int,
         lines: dict | None = None,
         trace: bytes = b"",
+        span: tuple[int, int] | None = None,
     ):
         self.vcpu, self.tag, self.flags = vcpu, tag, flags
         self.accesses, self.dropped_in_interrupts = accesses, dropped_in_interrupts
@@ -185,6 +188,10 @@ class Region:
         # paddr -> Line, or the offset of its raw record in ``trace`` (an int)
         self._lines: dict = {} if lines is None else lines
         self._trace = trace
+        # Where the region's lines lie in ``trace`` (read from a trace: every line raw),
+        # with each line's start and address in order; None for a region made otherwise.
+        self._span = span
+        self._starts = list(self._lines.values()) if span else None
 
     def line(self, paddr: int) -> Line:
         entry = self._lines[paddr]
@@ -215,7 +222,10 @@ class Region:
 
     def written_at(self, mask: int) -> list:
         """(paddr, vaddr) of the lines whose write mask has a bit of ``mask``. Looks at
-        every line, so it reads the fields in place and builds no Line."""
+        every line, so it reads the fields in place and builds no Line (all at once for a
+        region read from a trace)."""
+        if self._span is not None:
+            return self._raw_written_at(mask)
         found = []
         for paddr, entry in self._lines.items():
             if entry.__class__ is int:
@@ -226,6 +236,14 @@ class Region:
                 found.append((paddr, entry.vaddr))
         return found
 
+    def _raw_written_at(self, mask: int) -> list:
+        starts = np.array(self._starts, dtype=np.int64)
+        vaddrs, write_masks = (_u64_at(self._trace, starts + field) for field in (8, 24))
+        hit = np.flatnonzero(write_masks & np.uint64(mask))
+        paddrs = list(self._lines)
+        found = zip(hit.tolist(), vaddrs[hit].tolist(), strict=True)
+        return [(paddrs[i], vaddr) for i, vaddr in found]
+
     @property
     def context_switched(self) -> bool:
         return bool(self.flags & FLAG_CTXSWITCH)
@@ -234,7 +252,11 @@ class Region:
         """This region with the code sites whose PC is in ``dropped`` left out (a line they
         alone touched goes too), and how many (line, site) entries went."""
         kept_lines, gone = {}, 0
+        candidates = self._lines_holding(dropped.spans)
         for paddr, entry in self._lines.items():
+            if candidates is not None and paddr not in candidates:
+                kept_lines[paddr] = entry
+                continue
             if entry.__class__ is int:  # a raw line: its PCs read from the trace in place
                 (nsites,) = _NSITES.unpack_from(self._trace, entry)
                 sites_at = entry + _LINE.size + _counts_size(self.flags)
@@ -264,6 +286,37 @@ class Region:
             self._trace,
         )
         return kept, gone
+
+    def _lines_holding(self, spans) -> set | None:
+        """The addresses of the lines whose record holds a 64-bit value inside one of
+        ``spans`` (sorted, disjoint [start, end) pairs) at any field position: a superset
+        of the lines with a site whose PC is in them, found over the raw trace at once
+        (a line's other fields rarely fall there; such a line is only looked at in
+        full). None when not known: every line is to be looked at."""
+        if spans is None or self._span is None:
+            return None
+        start, end = self._span
+        bounds = np.array(spans, dtype=np.uint64).ravel()
+        found = []
+        # Every field starts on a multiple of 4 from the region's first line (a line's head
+        # is 36 bytes, its counts 0 to 24, its sites 24): two views cover every 64-bit field.
+        for first in (start, start + 4):
+            count = (end - first) // 8
+            values = np.frombuffer(self._trace, dtype="<u8", count=count, offset=first)
+            inside = np.searchsorted(bounds, values, side="right") & 1
+            found.append(first + 8 * np.flatnonzero(inside))
+        at = np.concatenate(found)
+        if not at.size:
+            return set()
+        which = np.searchsorted(np.array(self._starts), at, side="right") - 1
+        paddrs = list(self._lines)
+        return {paddrs[i] for i in np.unique(which).tolist()}
+
+
+def _u64_at(trace: bytes, offsets) -> np.ndarray:
+    """The little-endian 64-bit values at these byte offsets of ``trace``."""
+    raw = np.frombuffer(trace, dtype=np.uint8)[offsets[:, None] + np.arange(8)]
+    return raw.view("<u8").ravel()
 
 
 def _counts_size(flags: int) -> int:
@@ -309,11 +362,15 @@ def _raw_line(trace: bytes, at: int, flags: int) -> Line:
 
 class PcSet:
     """The code addresses for which ``member(pc)`` holds, decided once per address: a
-    trace holds few distinct PCs and very many sites."""
+    trace holds few distinct PCs and very many sites. ``spans``, when given: sorted,
+    disjoint [start, end) address pairs holding every member (Region.without_sites looks
+    only at the lines with a value there)."""
 
-    def __init__(self, member):
+    def __init__(self, member, spans: tuple | None = None):
         self._member = member
-        self._in, self._out = set(), set()
+        self._in: set[int] = set()
+        self._out: set[int] = set()
+        self.spans = spans
 
     def __contains__(self, pc: int) -> bool:
         if pc not in self._in and pc not in self._out:
@@ -324,6 +381,17 @@ class PcSet:
         if self._out.issuperset(pcs):
             return False
         return any(pc in self for pc in pcs)
+
+
+def disjoint_spans(spans) -> tuple:
+    """[start, end) pairs sorted, overlapping and touching ones merged (PcSet's spans)."""
+    merged: list = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        elif start < end:
+            merged.append([start, end])
+    return tuple((start, end) for start, end in merged)
 
 
 class TraceFormatError(Exception):
@@ -341,7 +409,8 @@ def _parse_region(buf: bytes, pos: int):
     end = _lines(buf, pos + _HEAD.size, nlines, _LINE.size + _counts_size(flags), lines)
     if end is None:
         return None
-    return Region(vcpu, tag, flags, accesses, dropped, interrupts, lines, buf), end
+    span = (pos + _HEAD.size, end)
+    return Region(vcpu, tag, flags, accesses, dropped, interrupts, lines, buf, span), end
 
 
 def _lines(buf: bytes, pos: int, nlines: int, head_size: int, lines: dict) -> int | None:

@@ -16,6 +16,7 @@ from elftools.elf.elffile import ELFFile
 
 from scalecheck.common.errors import UserError
 from scalecheck.run.outcome import function_of
+from scalecheck.run.regions import disjoint_spans
 
 # x86-64 kernel memory layout with 4-level paging and no KASLR (Documentation/x86/x86_64/mm.rst).
 USER_END = 0x0000_8000_0000_0000
@@ -25,6 +26,8 @@ VMEMMAP = (0xFFFF_EA00_0000_0000, 0xFFFF_EB00_0000_0000)
 STRUCT_PAGE_SIZE = 64
 KERNEL_IMAGE = (0xFFFF_FFFF_8000_0000, 0xFFFF_FFFF_A000_0000)
 TEXT_TYPES = set("tTwW")
+# An address further than this above its nearest symbol is not named after it.
+NEAREST_SYMBOL_LIMIT = 1 << 20
 DATA_TYPES = set("dDbBrRvV")
 
 
@@ -74,6 +77,11 @@ class KernelSymbols:
     def function(self, pc: int) -> str:
         """The bare function name (for grouping conflicts by code site)."""
         return function_of(self.pc_name(pc))
+
+    def code_spans(self, names) -> tuple:
+        """Sorted, disjoint [start, end) pairs holding every PC that ``function`` names as
+        one of ``names``: from each such symbol to the next symbol above it."""
+        return disjoint_spans(self._text.spans(names))
 
     def defines_any(self, names) -> bool:
         """Whether any of these names is a symbol of the kernel's."""
@@ -177,9 +185,21 @@ class _SortedNames:
             return None
         offset = addr - self._addrs[i]
         # Beyond 1 MiB from the nearest symbol the name would be a guess.
-        if offset > 1 << 20:
+        if offset > NEAREST_SYMBOL_LIMIT:
             return None
         return self._names[i], offset
+
+    def spans(self, names) -> list:
+        """[start, end) of the addresses ``locate`` gives each symbol in ``names``."""
+        found = []
+        for i, name in enumerate(self._names):
+            if name in names:
+                start = self._addrs[i]
+                end = start + NEAREST_SYMBOL_LIMIT + 1
+                if i + 1 < len(self._addrs):
+                    end = min(end, self._addrs[i + 1])
+                found.append((start, end))
+        return found
 
     def describe(self, addr: int) -> str | None:
         found = self.locate(addr)

@@ -13,6 +13,7 @@ from elftools.elf.elffile import ELFFile
 
 from scalecheck.common.errors import UserError
 from scalecheck.run.outcome import function_of
+from scalecheck.run.regions import disjoint_spans
 from scalecheck.run.user import dwarfnames, heapnames
 from scalecheck.run.user.shared_objects import object_symbols
 
@@ -192,6 +193,13 @@ class ProgramSymbols:
 
     def function(self, pc: int) -> str:
         return function_of(self.pc_name(pc))
+
+    def code_spans(self, names) -> tuple:
+        """Sorted, disjoint [start, end) pairs holding every PC that ``function`` names as
+        one of ``names``."""
+        return disjoint_spans(
+            (start, start + max(size, 1)) for start, size, name in self._functions if name in names
+        )
 
     def defines_any(self, names) -> bool:
         """Whether a function of the program (or of its loaded shared objects) has any of
