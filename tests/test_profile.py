@@ -17,8 +17,14 @@ import pytest
 from scalecheck.bench import profile_lines
 from scalecheck.bench.profile_boot import boot_object_name, boot_objects
 from scalecheck.bench.profile_guest import kernel_name
-from scalecheck.bench.profile_heap import MAPPED, name_heap_lines
-from scalecheck.bench.profile_user import UserPages, is_specific, parse_maps, user_data_name
+from scalecheck.bench.profile_heap import MAPPED, mark_harness, name_heap_lines, read_harness
+from scalecheck.bench.profile_user import (
+    HARNESS,
+    UserPages,
+    is_specific,
+    parse_maps,
+    user_data_name,
+)
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, FORCED, SHIPPED, Rule, case_possible
 from scalecheck.bench.sharing import SITE_RECORD, ensure_recorder, read_allocations
 from scalecheck.binding import abi
@@ -84,7 +90,8 @@ def test_threads_opening_files_fight_over_their_fd_table_and_the_rule_says_o_any
     assert rows_named(document, "of profile_opens"), [r["name"] for r in document["lines"]]
     named = document["named"]
     assert 0 < named["named_transfers"] <= named["transfers"]
-    assert named["transfers"] + named["recorder_transfers"] == document["transfers"]
+    parts = named["transfers"] + named["recorder_transfers"] + named["harness_transfers"]
+    assert parts == document["transfers"]
 
 
 @needs_guest
@@ -420,6 +427,58 @@ def test_a_process_s_latest_maps_are_those_it_wrote_last_and_cut_lines_are_left_
     assert pages.latest[9].mappings == parse_maps("sink", [heap]).mappings
 
 
+def test_the_guest_harness_s_memory_is_counted_apart_from_the_program_s(tmp_path):
+    busybox, heap = "/usr/bin/busybox", "555555559000-55555557a000 rw-p 00000000 00:00 0 [heap]"
+    text = f"00400000-00500000 r-xp 00000000 00:13 7 {busybox}"
+    # pid 5: the run script's shell (harness); 8: the program; 9: the program's own busybox
+    (tmp_path / "pages.txt").write_text(
+        f"P 5 busybox\n{text}\n{heap}\nG 2a 555555559000\n"
+        f"P 8 lighttpd\n{heap}\nG 2b 555555559000\n"
+        f"P 9 busybox\n{text}\nG 2e 400000\n"
+    )
+    pages = UserPages(tmp_path / "pages.txt")
+    (tmp_path / "harness").write_text("5 6\n7\n")
+    harness = read_harness(tmp_path / "harness")
+    assert harness == {5, 6, 7} and read_harness(tmp_path / "none") == set()
+
+    def line(paddr, vaddr, pcs):
+        sites = [Site(pc, 1, 1) for pc in pcs]
+        return [
+            (cpu, profile_lines.CONTEXT_USER, Line(paddr, vaddr, 1, 1, sites, b"", 5, 0, 0))
+            for cpu in (0, 1)
+        ]
+
+    contended = {
+        0x2A040: line(0x2A040, 0x555555559040, [0x401000]),  # the shell's heap
+        0x2B040: line(0x2B040, 0x555555559040, [0x401000]),  # the program's heap
+        0x2C040: line(0x2C040, 0x7FFF0000, [0x450000]),  # no owner seen; busybox code
+        0x2D040: line(0x2D040, 0x7FFF0040, [0x450000, 0x7FFFF7FC0000]),  # and other code
+        0x2A080: line(0x2A080, 0xFFFF88800002A080, [0xFFFFFFFF81000000]),  # the kernel
+    }
+    names = {
+        0x2A040: "user: [heap] of busybox",
+        0x2B040: "user: [heap] of lighttpd",
+        0x2C040: "user: memory",
+        0x2D040: "user: memory",
+        0x2A080: "kernel: page of [heap] of busybox",
+    }
+    mark_harness(names, contended, pages, {5})  # (pid 9, not the harness's, maps busybox)
+    assert names[0x2C040] == "user: memory"
+    mark_harness(names, contended, pages, harness)
+    assert names == {
+        0x2A040: f"user: [heap] of busybox{HARNESS}",
+        0x2B040: "user: [heap] of lighttpd",
+        0x2C040: "user: memory",  # pid 9, the program's, maps busybox's code there too
+        0x2D040: "user: memory",
+        0x2A080: f"kernel: page of [heap] of busybox{HARNESS}",
+    }
+    mark_harness(names, contended, pages, harness | {9})
+    assert names[0x2C040] == f"user: memory{HARNESS}" and names[0x2D040] == "user: memory"
+    share = profile_lines.named_share(profile_lines.line_rows(contended, names, [], None))
+    assert (share["harness_transfers"], share["harness_lines"]) == (30, 3)
+    assert (share["named_transfers"], share["transfers"]) == (0, 20)
+
+
 class FakeKernelSymbols:
     """A fake for the unit test of kernel_name: one function per PC."""
 
@@ -440,7 +499,16 @@ class FakeKernelSymbols:
             "kernel: mmu_gather batch (pages freed after a TLB flush) (written by "
             "__tlb_remove_page_size)",
         ),
-        ({1: 1, 3: 1}, "kernel: page (written by __tlb_remove_page_size, clear_page_rep)"),
+        (  # two lives of the frame, each named: a batch, and zeroed on allocation
+            {1: 1, 3: 1, 6: 0},
+            "kernel: mmu_gather batch (pages freed after a TLB flush), or page being zeroed on "
+            "allocation (written by __tlb_remove_page_size, clear_page_rep)",
+        ),
+        ({1: 1, 3: 1, 4: 0}, "kernel: page (written by __tlb_remove_page_size, clear_page_rep)"),
+        (
+            {1: 1, 2: 1, 3: 1},
+            "kernel: page (written by __tlb_remove_page_size, clear_page_rep, ...)",
+        ),
         ({1: 1, 2: 1, 4: 1}, "kernel: page (written by clear_page_rep, memcpy, ...)"),
         ({1: 1, 4: 0}, "kernel: page (written by clear_page_rep)"),  # read by other code
         ({1: 1, 5: 0}, "kernel: page table (written by clear_page_rep)"),  # read by a walker
@@ -452,6 +520,7 @@ def test_a_bare_page_is_named_by_its_writers_only_when_they_say_what_it_held(sit
     symbols = FakeKernelSymbols(
         {1: "clear_page_rep", 1 << 20: "clear_page_rep", 2: "native_set_pte"}
         | {3: "__tlb_remove_page_size", 4: "memcpy", 5: "unmap_page_range"}
+        | {6: "free_pages_and_swap_cache"}
     )
     touches = [
         (

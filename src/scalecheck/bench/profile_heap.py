@@ -20,9 +20,10 @@ import bisect
 from pathlib import Path
 
 from scalecheck.bench.profile_lines import is_kernel, representative
-from scalecheck.bench.profile_user import BY_ADDRESS, MEMORY, ProcessMaps, UserPages
+from scalecheck.bench.profile_user import BY_ADDRESS, HARNESS, MEMORY, ProcessMaps, UserPages
 from scalecheck.bench.sharing import read_allocations
 from scalecheck.binding import abi
+from scalecheck.run.linux.kernel_symbols import USER_END
 from scalecheck.run.user.shared_objects import object_symbols
 
 # The directory (in the run's) the recorder writes a file per process to.
@@ -139,3 +140,46 @@ def name_by_address(
         mapped = {maps.pid for maps in pages.distinct if maps.holding(line) is not None}
         if mapped <= {found[0][0]}:
             names[paddr] = f"user: {found[0][1]}{BY_ADDRESS}"
+
+
+def read_harness(path: Path) -> set[int]:
+    """The pids the run script wrote of the guest's own processes (none: a run without)."""
+    try:
+        return {int(word) for word in path.read_text().split() if word.isdigit()}
+    except OSError:
+        return set()
+
+
+def mark_harness(names: dict, contended: dict, pages: UserPages, harness: set[int]) -> None:
+    """Marks (HARNESS) the lines of the guest's own processes' memory: a user line named by
+    a harness process's maps, a kernel line on a page of one (`kernel: page of ...`), and a
+    user line no process seen held whose every user-code access ran the harness's code
+    (only harness processes mapped a file there: the guest's busybox is static, at fixed
+    addresses)."""
+    for paddr, name in names.items():
+        touches = contended[paddr]
+        kernel = is_kernel(touches)
+        if name.endswith((BY_ADDRESS, HARNESS)) or (
+            kernel and not name.startswith("kernel: page of ")
+        ):
+            continue
+        owner = pages.owner(paddr, None if kernel else representative(touches).vaddr)
+        if (owner and owner[0].pid in harness) or (
+            name == f"user: {MEMORY}" and ran_only_harness_code(touches, pages, harness)
+        ):
+            names[paddr] = name + HARNESS
+
+
+def ran_only_harness_code(touches: list, pages: UserPages, harness: set[int]) -> bool:
+    """Whether the user code that touched the line is, at each of its addresses, a file
+    mapped by harness processes only (and by at least one)."""
+    pcs = {site.pc for _, _, line in touches if line.vaddr < USER_END for site in line.sites}
+    if not pcs or 0 in pcs:  # 0: accesses beyond the plugin's limit, code unknown
+        return False
+    for pc in pcs:
+        holders = [(maps, maps.holding(pc)) for maps in pages.distinct]
+        files = {maps.mappings[index].path for maps, index in holders if index is not None}
+        pids = {maps.pid for maps, index in holders if index is not None}
+        if len(files) != 1 or not files.pop().startswith("/") or not pids <= harness:
+            return False
+    return True
