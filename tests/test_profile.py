@@ -430,16 +430,18 @@ def test_a_process_s_latest_maps_are_those_it_wrote_last_and_cut_lines_are_left_
 def test_the_guest_harness_s_memory_is_counted_apart_from_the_program_s(tmp_path):
     busybox, heap = "/usr/bin/busybox", "555555559000-55555557a000 rw-p 00000000 00:00 0 [heap]"
     text = f"00400000-00500000 r-xp 00000000 00:13 7 {busybox}"
-    # pid 5: the run script's shell (harness); 8: the program; 9: the program's own busybox
+    # pid 5: the run script's shell (harness; 1: init, its own busybox); 8: the program; 9:
+    # the program's own busybox
+    init = text.replace("/usr/bin/busybox", "/bin/busybox")
     (tmp_path / "pages.txt").write_text(
-        f"P 5 busybox\n{text}\n{heap}\nG 2a 555555559000\n"
+        f"P 1 init\n{init}\nG 2f 400000\nP 5 busybox\n{text}\n{heap}\nG 2a 555555559000\n"
         f"P 8 lighttpd\n{heap}\nG 2b 555555559000\n"
         f"P 9 busybox\n{text}\nG 2e 400000\n"
     )
     pages = UserPages(tmp_path / "pages.txt")
-    (tmp_path / "harness").write_text("5 6\n7\n")
+    (tmp_path / "harness").write_text("1 5 6\n7\n")
     harness = read_harness(tmp_path / "harness")
-    assert harness == {5, 6, 7} and read_harness(tmp_path / "none") == set()
+    assert harness == {1, 5, 6, 7} and read_harness(tmp_path / "none") == set()
 
     def line(paddr, vaddr, pcs):
         sites = [Site(pc, 1, 1) for pc in pcs]
@@ -462,7 +464,7 @@ def test_the_guest_harness_s_memory_is_counted_apart_from_the_program_s(tmp_path
         0x2D040: "user: memory",
         0x2A080: "kernel: page of [heap] of busybox",
     }
-    mark_harness(names, contended, pages, {5})  # (pid 9, not the harness's, maps busybox)
+    mark_harness(names, contended, pages, {1, 5})  # (pid 9, the program's, maps busybox)
     assert names[0x2C040] == "user: memory"
     mark_harness(names, contended, pages, harness)
     assert names == {

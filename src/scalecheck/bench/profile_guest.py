@@ -67,9 +67,9 @@ PAGES_FILE = "pages.txt"
 # The page map's only reads and writes (profile_pages.c), left out of the profile: its
 # reads of /proc/PID/pagemap touch the struct pages of the program's memory.
 PAGE_MAP_CALLS = ("preadv2", "pwritev2")
-# The pids of the guest's own processes that live while the program runs (the run script's
-# shell, the page map, the watcher that stops the program at the bound, its sleep): their
-# memory is the tool's, counted apart from the program's (profile_user.mark_harness).
+# The pids of the guest's own processes that live while the program runs (init, the run
+# script's shell, the page map, the watcher that stops the program at the bound, its sleep):
+# their memory is the tool's, counted apart from the program's (profile_heap.mark_harness).
 HARNESS_FILE = "harness"
 # Guest seconds a program has between SIGTERM and SIGKILL, at the bound and at the end
 # (what it started and left running): the recorder writes its records on a default
@@ -237,7 +237,7 @@ pid=$!
   kill -TERM -$pid 2>/dev/null && echo killed > $O/timed-out
   $B sleep {TERM_GRACE}; kill -9 -$pid 2>/dev/null ) &
 watch=$!
-echo $$ $pages $watch >> $O/{HARNESS_FILE}
+echo 1 $$ $pages $watch >> $O/{HARNESS_FILE}
 wait $pid
 status=$?
 {mark} off

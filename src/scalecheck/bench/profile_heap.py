@@ -172,14 +172,15 @@ def mark_harness(names: dict, contended: dict, pages: UserPages, harness: set[in
 
 def ran_only_harness_code(touches: list, pages: UserPages, harness: set[int]) -> bool:
     """Whether the user code that touched the line is, at each of its addresses, a file
-    mapped by harness processes only (and by at least one)."""
+    (any: the guest's init runs its own busybox) mapped by harness processes only, and by
+    at least one."""
     pcs = {site.pc for _, _, line in touches if line.vaddr < USER_END for site in line.sites}
     if not pcs or 0 in pcs:  # 0: accesses beyond the plugin's limit, code unknown
         return False
     for pc in pcs:
         holders = [(maps, maps.holding(pc)) for maps in pages.distinct]
-        files = {maps.mappings[index].path for maps, index in holders if index is not None}
+        files = [maps.mappings[index].path for maps, index in holders if index is not None]
         pids = {maps.pid for maps, index in holders if index is not None}
-        if len(files) != 1 or not files.pop().startswith("/") or not pids <= harness:
+        if not files or not all(path.startswith("/") for path in files) or not pids <= harness:
             return False
     return True
