@@ -350,6 +350,43 @@ def test_heap_lines_are_named_by_their_blocks_and_a_process_without_records_is_n
     assert (share["named_transfers"], share["transfers"]) == (30, 40)
 
 
+def test_anonymous_memory_only_the_dynamic_loader_s_code_touched_is_named_as_its_data(
+    tmp_path,
+):
+    loader = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+    (tmp_path / "pages.txt").write_text(
+        f"P 7 grep\n7ffff7fc1000-7ffff7fc4000 rw-p 00000000 00:00 0\n"
+        f"7ffff7fc9000-7ffff7ff0000 r-xp 00001000 00:13 5 {loader}\n"
+        "7ffff7ff8000-7ffff7ff9000 r-xp 00000000 00:13 6 /usr/lib/libc.so.6\n"
+        "G 2a 7ffff7fc1000\n"
+    )
+    pages = UserPages(tmp_path / "pages.txt")
+    in_loader, in_libc = 0x7FFFF7FD0000, 0x7FFFF7FF8100
+    code = {0x2A000: [in_loader], 0x2A040: [in_loader, in_libc], 0x2A080: [in_loader, 0]}
+    contended = {
+        paddr: [
+            (
+                cpu,
+                profile_lines.CONTEXT_USER,
+                Line(paddr, 0x7FFFF7FC1000 + paddr % 4096, 1, 1, [Site(pc, 1, 1) for pc in pcs]),
+            )
+            for cpu in (0, 1)
+        ]
+        for paddr, pcs in code.items()
+    }
+    names = {paddr: f"user: {pages.name(paddr, 0x7FFFF7FC1000 + paddr % 4096)}" for paddr in code}
+    assert set(names.values()) == {"user: anonymous memory of grep"}
+    allocations = tmp_path / "allocations"
+    allocations.mkdir()
+    name_heap_lines(names, contended, pages, allocations)
+    assert names == {
+        0x2A000: "user: ld-linux-x86-64.so.2's own data of grep (only its code touched it)",
+        0x2A040: "user: anonymous memory of grep",  # libc's code touched it too
+        0x2A080: "user: anonymous memory of grep",  # and code beyond the plugin's limit
+    }
+    assert is_specific(names[0x2A000])
+
+
 def test_the_recorder_s_own_buffers_are_counted_apart_from_the_program_s_named_share():
     rows = [
         {

@@ -33,6 +33,9 @@ HEAP, ANONYMOUS, UNMAPPED = "[heap] of ", "anonymous memory of ", "unmapped memo
 NO_RECORD = " (no record)"
 # The recorder's mark on the site of an anonymous mapping the program made itself.
 MAPPED = abi.value("SITE_MAPPED")
+# The dynamic loader: the anonymous memory it maps for itself before any preloaded library
+# runs (link maps, symbol lookup's data), touched by its code alone.
+LOADER = "ld-linux-x86-64.so.2"
 
 
 def held_blocks(records: list) -> list[tuple[int, int, int, int]]:
@@ -108,6 +111,29 @@ def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: P
             elif not path.exists() and HEAP in names[paddr]:
                 names[paddr] += NO_RECORD
     name_by_address(names, contended, pages, directory, blocks)
+    name_loader_memory(names, contended, pages)
+
+
+def name_loader_memory(names: dict, contended: dict, pages: UserPages) -> None:
+    """Names a line of P's anonymous memory that no block named and only the dynamic
+    loader's code touched (each user access's code, through P's maps: LOADER's; none
+    unknown) as the loader's own data: it maps it for itself, before the recorder runs."""
+    for paddr, name in names.items():
+        touches = contended[paddr]
+        if is_kernel(touches) or not name.startswith(f"user: {ANONYMOUS}"):
+            continue
+        owner = pages.owner(paddr, representative(touches).vaddr)
+        pcs = {site.pc for _, _, line in touches if line.vaddr < USER_END for site in line.sites}
+        if owner and pcs and all(code_file(owner[0], pc) == LOADER for pc in pcs):
+            names[paddr] = (
+                f"user: {LOADER}'s own data of {owner[0].comm} (only its code touched it)"
+            )
+
+
+def code_file(maps: ProcessMaps, pc: int) -> str:
+    """The name of the file mapped at pc ("": none, or pc 0: code beyond the plugin's limit)."""
+    index = maps.holding(pc) if pc else None
+    return Path(maps.mappings[index].path).name if index is not None else ""
 
 
 def name_by_address(
