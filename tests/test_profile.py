@@ -396,10 +396,13 @@ def test_the_recorder_s_own_buffers_are_counted_apart_from_the_program_s_named_s
         },
         {"name": "kernel: files_struct.fdt", "transfers": 30, "lines": 1},
         {"name": "kernel: page (written by clear_page_erms)", "transfers": 20, "lines": 1},
+        {"name": "user: alloc_sites.so: page_owners_buffer", "transfers": 7, "lines": 3},
+        {"name": "kernel: page of alloc_sites.so .bss", "transfers": 1, "lines": 1},
+        {"name": "user: libc.so.6: main_arena", "transfers": 4, "lines": 1},
     ]
     share = profile_lines.named_share(rows)
-    assert (share["named_transfers"], share["transfers"], share["lines"]) == (30, 50, 2)
-    assert (share["recorder_transfers"], share["recorder_lines"]) == (50, 2)
+    assert (share["named_transfers"], share["transfers"], share["lines"]) == (34, 54, 3)
+    assert (share["recorder_transfers"], share["recorder_lines"]) == (58, 6)
 
 
 def user_touches(lines: dict) -> dict:

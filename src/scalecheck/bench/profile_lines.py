@@ -167,10 +167,12 @@ def removable_share(rows: list[dict]) -> dict:
 
 
 def is_recorders_own(name: str) -> bool:
-    """A line of the allocation-site recorder's own buffers (a mapping per thread, named by
-    its site in the recorder): the tool's cost, moved when a thread moves, not the program's
-    data."""
-    return name.endswith(f"({RECORDER_FILE})")
+    """A line of the allocation-site recorder's own memory: its buffers (a mapping per
+    thread, named by its site in the recorder) and its static data (`alloc_sites.so:
+    page_owners_buffer`, the stream it writes its pages with): the tool's cost, moved when
+    a thread moves, not the program's data."""
+    data = name.removeprefix("kernel: ").removeprefix("user: ").removeprefix("page of ")
+    return name.endswith(f"({RECORDER_FILE})") or data.startswith(RECORDER_FILE)
 
 
 def named_share(rows: list[dict]) -> dict:
