@@ -228,6 +228,7 @@ $B cut -d' ' -f1 /proc/uptime > $O/started
 $B mkdir -m 1777 /run/{ALLOCATIONS}
 {helpers / "profile_pages"} /run/{PAGES_FILE} {PAGES_INTERVAL_MS} &
 pages=$!
+echo 1 $$ $pages > $O/{HARNESS_FILE}
 {mark} on
 # a process group of its own, stopped as one at the bound
 {recorder} $B setsid {wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
@@ -237,7 +238,7 @@ pid=$!
   kill -TERM -$pid 2>/dev/null && echo killed > $O/timed-out
   $B sleep {TERM_GRACE}; kill -9 -$pid 2>/dev/null ) &
 watch=$!
-echo 1 $$ $pages $watch >> $O/{HARNESS_FILE}
+echo $watch >> $O/{HARNESS_FILE}
 wait $pid
 status=$?
 {mark} off
