@@ -425,15 +425,19 @@ def test_a_line_no_process_seen_held_is_named_by_the_one_block_recorded_at_its_a
     (tmp_path / "pages.txt").write_text(
         f"P 7 source\n{heap}\nG 2a 555555559000\nP 9 sink\n{heap}\nG 2b 555555559000\n"
         f"P 11 shell\n{lib}\nG 2c 7ffff7000000\n"
+        f"P 13 copier\n{heap}\nG 2e 555555559000\nP 15 copier\n{heap}\nG 2f 555555559000\n"
     )
     allocations = tmp_path / "allocations"
     allocations.mkdir()
     blocks = {9: [(0x7FFFF35F3010, 131088, 0x1234, 1)], 7: [(0x7FFFF3000010, 4096, 0x5678, 1)]}
     blocks[11] = [(0x7FFFF3000010, 4096, 0x9ABC, 1)]  # the same address as the source's block
+    # two runs of one program (pids 13 and 15, gone by the last round): one block, one site
+    blocks[13] = blocks[15] = [(0x7FFFF2000000, 8 << 20, 0x4444, 1)]
     for pid, records in blocks.items():
         (allocations / str(pid)).write_bytes(b"".join(SITE_RECORD.pack(*r) for r in records))
     lines = {0x2A040: 0x7FFFF35F3040, 0x3A040: 0x7FFFF35F3080, 0x3C040: 0x7FFFF3000040}
     lines[0x3B000] = 0x7FFFF7000040  # the shell had memory there (no block): not the sink's
+    lines[0x3D040] = 0x7FFFF2100040
     blocks[9].append((0x7FFFF7000000, 64, 0x4321, 2))
     (allocations / "9").write_bytes(b"".join(SITE_RECORD.pack(*r) for r in blocks[9]))
     contended = user_touches(lines)
@@ -448,6 +452,7 @@ def test_a_line_no_process_seen_held_is_named_by_the_one_block_recorded_at_its_a
         0x3A040: "user: heap: 131088-byte block from 0x1234 (by address)",  # frame never seen
         0x3C040: "user: memory",  # two processes' blocks were there
         0x3B000: "user: memory",
+        0x3D040: "user: heap: 8388608-byte block from 0x4444 (by address)",  # the same one
     }
 
 

@@ -143,8 +143,10 @@ def name_by_address(
     (`unmapped memory of P`: the frame was P's, then another's between two rounds of the
     page map, e.g. a heap trimmed and its page given to another process's mmap'd block;
     `memory`: a frame the page map never saw) by the block there, marked `(by address)`,
-    when exactly one process's records hold a block at that address and no other process
-    seen had memory there (address randomisation is off: processes share addresses)."""
+    when the processes whose records hold a block at that address all name the same one
+    (one process, or runs of one program: its blocks from one site, of one size) and no
+    other process seen had memory there (address randomisation is off: processes share
+    addresses)."""
     lines = {
         paddr: representative(contended[paddr]).vaddr & -LINE_BYTES
         for paddr, name in names.items()
@@ -161,10 +163,10 @@ def name_by_address(
             holders.setdefault(line, []).append((maps.pid, name))
     for paddr, line in lines.items():
         found = holders.get(line, [])
-        if len(found) != 1:
+        if len({name for _, name in found}) != 1:
             continue
         mapped = {maps.pid for maps in pages.distinct if maps.holding(line) is not None}
-        if mapped <= {found[0][0]}:
+        if mapped <= {pid for pid, _ in found}:
             names[paddr] = f"user: {found[0][1]}{BY_ADDRESS}"
 
 
