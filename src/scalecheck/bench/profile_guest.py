@@ -529,9 +529,8 @@ def page_kind(writers: list[str], accessors: set[str]) -> str | None:
     zeroing of its allocation; or zeroed, then only read by page-table walkers); a page
     of PAGE_ONLY_WRITERS (every writer that one; or that one and the zeroing of another
     life of the frame, every access theirs or the page's readers'); a page the allocator
-    zeroed and nothing
-    else touched (every access the zeroing: the line moved between CPUs as a freed frame
-    was handed out again, holding no one's data)."""
+    zeroed and nothing else touched (every access the zeroing: the line moved between CPUs
+    as a freed frame was handed out again, holding no one's data)."""
     for writer in writers:
         kind = PAGE_WRITERS.get(writer.split(" [")[0])  # a module's function: "f [module]"
         if kind:

@@ -13,7 +13,9 @@ The plugin does not time its touches, so a line several blocks held in turn is n
 the one that held it longest: a block given back at once (a scratch buffer) does not name
 the line a long-lived one then held. A process killed without running its exit handlers
 (SIGKILL, or a SIGTERM it handles and then dies of) wrote nothing: its heap lines stay
-`[heap] of P (no record)`.
+`[heap] of P (no record)`. Anonymous memory only the dynamic loader's code touched is its
+own data (mapped before the recorder runs). The guest's own processes' lines (the run
+script's `harness` file) are marked as the harness's, counted apart from the program's.
 """
 
 import bisect

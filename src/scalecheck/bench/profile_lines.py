@@ -182,7 +182,9 @@ def named_share(rows: list[dict]) -> dict:
     `harness_*`), in neither: naming them says nothing of the program, and their weight
     is the tool's (how often the guest moved a thread; the run script, the page map)."""
     recorder = [row for row in rows if is_recorders_own(row["name"])]
-    harness = [row for row in rows if row["name"].endswith(HARNESS)]
+    harness = [
+        row for row in rows if row["name"].endswith(HARNESS) and not is_recorders_own(row["name"])
+    ]
     program = [
         row
         for row in rows
