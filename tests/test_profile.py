@@ -17,8 +17,14 @@ import pytest
 from scalecheck.bench import profile_lines
 from scalecheck.bench.profile_boot import boot_object_name, boot_objects
 from scalecheck.bench.profile_guest import kernel_name
-from scalecheck.bench.profile_heap import MAPPED, name_heap_lines
-from scalecheck.bench.profile_user import UserPages, is_specific, parse_maps, user_data_name
+from scalecheck.bench.profile_heap import MAPPED, mark_harness, name_heap_lines, read_harness
+from scalecheck.bench.profile_user import (
+    HARNESS,
+    UserPages,
+    is_specific,
+    parse_maps,
+    user_data_name,
+)
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, FORCED, SHIPPED, Rule, case_possible
 from scalecheck.bench.sharing import SITE_RECORD, ensure_recorder, read_allocations
 from scalecheck.binding import abi
@@ -84,7 +90,8 @@ def test_threads_opening_files_fight_over_their_fd_table_and_the_rule_says_o_any
     assert rows_named(document, "of profile_opens"), [r["name"] for r in document["lines"]]
     named = document["named"]
     assert 0 < named["named_transfers"] <= named["transfers"]
-    assert named["transfers"] + named["recorder_transfers"] == document["transfers"]
+    parts = named["transfers"] + named["recorder_transfers"] + named["harness_transfers"]
+    assert parts == document["transfers"]
 
 
 @needs_guest
@@ -343,6 +350,43 @@ def test_heap_lines_are_named_by_their_blocks_and_a_process_without_records_is_n
     assert (share["named_transfers"], share["transfers"]) == (30, 40)
 
 
+def test_anonymous_memory_only_the_dynamic_loader_s_code_touched_is_named_as_its_data(
+    tmp_path,
+):
+    loader = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+    (tmp_path / "pages.txt").write_text(
+        f"P 7 grep\n7ffff7fc1000-7ffff7fc4000 rw-p 00000000 00:00 0\n"
+        f"7ffff7fc9000-7ffff7ff0000 r-xp 00001000 00:13 5 {loader}\n"
+        "7ffff7ff8000-7ffff7ff9000 r-xp 00000000 00:13 6 /usr/lib/libc.so.6\n"
+        "G 2a 7ffff7fc1000\n"
+    )
+    pages = UserPages(tmp_path / "pages.txt")
+    in_loader, in_libc = 0x7FFFF7FD0000, 0x7FFFF7FF8100
+    code = {0x2A000: [in_loader], 0x2A040: [in_loader, in_libc], 0x2A080: [in_loader, 0]}
+    contended = {
+        paddr: [
+            (
+                cpu,
+                profile_lines.CONTEXT_USER,
+                Line(paddr, 0x7FFFF7FC1000 + paddr % 4096, 1, 1, [Site(pc, 1, 1) for pc in pcs]),
+            )
+            for cpu in (0, 1)
+        ]
+        for paddr, pcs in code.items()
+    }
+    names = {paddr: f"user: {pages.name(paddr, 0x7FFFF7FC1000 + paddr % 4096)}" for paddr in code}
+    assert set(names.values()) == {"user: anonymous memory of grep"}
+    allocations = tmp_path / "allocations"
+    allocations.mkdir()
+    name_heap_lines(names, contended, pages, allocations)
+    assert names == {
+        0x2A000: "user: ld-linux-x86-64.so.2's own data of grep (only its code touched it)",
+        0x2A040: "user: anonymous memory of grep",  # libc's code touched it too
+        0x2A080: "user: anonymous memory of grep",  # and code beyond the plugin's limit
+    }
+    assert is_specific(names[0x2A000])
+
+
 def test_the_recorder_s_own_buffers_are_counted_apart_from_the_program_s_named_share():
     rows = [
         {
@@ -352,10 +396,13 @@ def test_the_recorder_s_own_buffers_are_counted_apart_from_the_program_s_named_s
         },
         {"name": "kernel: files_struct.fdt", "transfers": 30, "lines": 1},
         {"name": "kernel: page (written by clear_page_erms)", "transfers": 20, "lines": 1},
+        {"name": "user: alloc_sites.so: page_owners_buffer", "transfers": 7, "lines": 3},
+        {"name": "kernel: page of alloc_sites.so .bss", "transfers": 1, "lines": 1},
+        {"name": "user: libc.so.6: main_arena", "transfers": 4, "lines": 1},
     ]
     share = profile_lines.named_share(rows)
-    assert (share["named_transfers"], share["transfers"], share["lines"]) == (30, 50, 2)
-    assert (share["recorder_transfers"], share["recorder_lines"]) == (50, 2)
+    assert (share["named_transfers"], share["transfers"], share["lines"]) == (34, 54, 3)
+    assert (share["recorder_transfers"], share["recorder_lines"]) == (58, 6)
 
 
 def user_touches(lines: dict) -> dict:
@@ -378,15 +425,19 @@ def test_a_line_no_process_seen_held_is_named_by_the_one_block_recorded_at_its_a
     (tmp_path / "pages.txt").write_text(
         f"P 7 source\n{heap}\nG 2a 555555559000\nP 9 sink\n{heap}\nG 2b 555555559000\n"
         f"P 11 shell\n{lib}\nG 2c 7ffff7000000\n"
+        f"P 13 copier\n{heap}\nG 2e 555555559000\nP 15 copier\n{heap}\nG 2f 555555559000\n"
     )
     allocations = tmp_path / "allocations"
     allocations.mkdir()
     blocks = {9: [(0x7FFFF35F3010, 131088, 0x1234, 1)], 7: [(0x7FFFF3000010, 4096, 0x5678, 1)]}
     blocks[11] = [(0x7FFFF3000010, 4096, 0x9ABC, 1)]  # the same address as the source's block
+    # two runs of one program (pids 13 and 15, gone by the last round): one block, one site
+    blocks[13] = blocks[15] = [(0x7FFFF2000000, 8 << 20, 0x4444, 1)]
     for pid, records in blocks.items():
         (allocations / str(pid)).write_bytes(b"".join(SITE_RECORD.pack(*r) for r in records))
     lines = {0x2A040: 0x7FFFF35F3040, 0x3A040: 0x7FFFF35F3080, 0x3C040: 0x7FFFF3000040}
     lines[0x3B000] = 0x7FFFF7000040  # the shell had memory there (no block): not the sink's
+    lines[0x3D040] = 0x7FFFF2100040
     blocks[9].append((0x7FFFF7000000, 64, 0x4321, 2))
     (allocations / "9").write_bytes(b"".join(SITE_RECORD.pack(*r) for r in blocks[9]))
     contended = user_touches(lines)
@@ -401,6 +452,7 @@ def test_a_line_no_process_seen_held_is_named_by_the_one_block_recorded_at_its_a
         0x3A040: "user: heap: 131088-byte block from 0x1234 (by address)",  # frame never seen
         0x3C040: "user: memory",  # two processes' blocks were there
         0x3B000: "user: memory",
+        0x3D040: "user: heap: 8388608-byte block from 0x4444 (by address)",  # the same one
     }
 
 
@@ -418,6 +470,60 @@ def test_a_process_s_latest_maps_are_those_it_wrote_last_and_cut_lines_are_left_
     assert pages.distinct[-1].comm == "recipe.sh"  # (the same maps seen twice count once)
     assert sorted(pages.owners) == [0x2B, 0x2C, 0x2E]  # the cut lines left out
     assert pages.latest[9].mappings == parse_maps("sink", [heap]).mappings
+
+
+def test_the_guest_harness_s_memory_is_counted_apart_from_the_program_s(tmp_path):
+    busybox, heap = "/usr/bin/busybox", "555555559000-55555557a000 rw-p 00000000 00:00 0 [heap]"
+    text = f"00400000-00500000 r-xp 00000000 00:13 7 {busybox}"
+    # pid 5: the run script's shell (harness; 1: init, its own busybox); 8: the program; 9:
+    # the program's own busybox
+    init = text.replace("/usr/bin/busybox", "/bin/busybox")
+    (tmp_path / "pages.txt").write_text(
+        f"P 1 init\n{init}\nG 2f 400000\nP 5 busybox\n{text}\n{heap}\nG 2a 555555559000\n"
+        f"P 8 lighttpd\n{heap}\nG 2b 555555559000\n"
+        f"P 9 busybox\n{text}\nG 2e 400000\n"
+    )
+    pages = UserPages(tmp_path / "pages.txt")
+    (tmp_path / "harness").write_text("1 5 6\n7\n")
+    harness = read_harness(tmp_path / "harness")
+    assert harness == {1, 5, 6, 7} and read_harness(tmp_path / "none") == set()
+
+    def line(paddr, vaddr, pcs):
+        sites = [Site(pc, 1, 1) for pc in pcs]
+        return [
+            (cpu, profile_lines.CONTEXT_USER, Line(paddr, vaddr, 1, 1, sites, b"", 5, 0, 0))
+            for cpu in (0, 1)
+        ]
+
+    contended = {
+        0x2A040: line(0x2A040, 0x555555559040, [0x401000]),  # the shell's heap
+        0x2B040: line(0x2B040, 0x555555559040, [0x401000]),  # the program's heap
+        0x2C040: line(0x2C040, 0x7FFF0000, [0x450000]),  # no owner seen; busybox code
+        0x2D040: line(0x2D040, 0x7FFF0040, [0x450000, 0x7FFFF7FC0000]),  # and other code
+        0x2A080: line(0x2A080, 0xFFFF88800002A080, [0xFFFFFFFF81000000]),  # the kernel
+    }
+    names = {
+        0x2A040: "user: [heap] of busybox",
+        0x2B040: "user: [heap] of lighttpd",
+        0x2C040: "user: memory",
+        0x2D040: "user: memory",
+        0x2A080: "kernel: page of [heap] of busybox",
+    }
+    mark_harness(names, contended, pages, {1, 5})  # (pid 9, the program's, maps busybox)
+    assert names[0x2C040] == "user: memory"
+    mark_harness(names, contended, pages, harness)
+    assert names == {
+        0x2A040: f"user: [heap] of busybox{HARNESS}",
+        0x2B040: "user: [heap] of lighttpd",
+        0x2C040: "user: memory",  # pid 9, the program's, maps busybox's code there too
+        0x2D040: "user: memory",
+        0x2A080: f"kernel: page of [heap] of busybox{HARNESS}",
+    }
+    mark_harness(names, contended, pages, harness | {9})
+    assert names[0x2C040] == f"user: memory{HARNESS}" and names[0x2D040] == "user: memory"
+    share = profile_lines.named_share(profile_lines.line_rows(contended, names, [], None))
+    assert (share["harness_transfers"], share["harness_lines"]) == (30, 3)
+    assert (share["named_transfers"], share["transfers"]) == (0, 20)
 
 
 class FakeKernelSymbols:
@@ -440,7 +546,16 @@ class FakeKernelSymbols:
             "kernel: mmu_gather batch (pages freed after a TLB flush) (written by "
             "__tlb_remove_page_size)",
         ),
-        ({1: 1, 3: 1}, "kernel: page (written by __tlb_remove_page_size, clear_page_rep)"),
+        (  # two lives of the frame, each named: a batch, and zeroed on allocation
+            {1: 1, 3: 1, 6: 0},
+            "kernel: mmu_gather batch (pages freed after a TLB flush), or page being zeroed on "
+            "allocation (written by __tlb_remove_page_size, clear_page_rep)",
+        ),
+        ({1: 1, 3: 1, 4: 0}, "kernel: page (written by __tlb_remove_page_size, clear_page_rep)"),
+        (
+            {1: 1, 2: 1, 3: 1},
+            "kernel: page (written by __tlb_remove_page_size, clear_page_rep, ...)",
+        ),
         ({1: 1, 2: 1, 4: 1}, "kernel: page (written by clear_page_rep, memcpy, ...)"),
         ({1: 1, 4: 0}, "kernel: page (written by clear_page_rep)"),  # read by other code
         ({1: 1, 5: 0}, "kernel: page table (written by clear_page_rep)"),  # read by a walker
@@ -452,6 +567,7 @@ def test_a_bare_page_is_named_by_its_writers_only_when_they_say_what_it_held(sit
     symbols = FakeKernelSymbols(
         {1: "clear_page_rep", 1 << 20: "clear_page_rep", 2: "native_set_pte"}
         | {3: "__tlb_remove_page_size", 4: "memcpy", 5: "unmap_page_range"}
+        | {6: "free_pages_and_swap_cache"}
     )
     touches = [
         (

@@ -37,6 +37,11 @@ static int close_here(void *cookie)
 	return close((int)(intptr_t)cookie);
 }
 
+/* The stream's buffer: static, not malloc's, so that its lines are named as this code's
+ * data (the recorder writes with its records off: a buffer from the heap would be an
+ * unnamed part of the program's heap). One stream is open at a time. */
+static char page_owners_buffer[1 << 16];
+
 FILE *sc_page_owners_open(const char *path, int truncate)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : O_APPEND), 0644);
@@ -45,6 +50,8 @@ FILE *sc_page_owners_open(const char *path, int truncate)
 
 	if (fd >= 0 && !out)
 		close(fd);
+	if (out)
+		setvbuf(out, page_owners_buffer, _IOFBF, sizeof page_owners_buffer);
 	return out;
 }
 

@@ -193,7 +193,8 @@ def print_report(document: dict, top: int) -> None:
     print(
         f"named beyond the kind of memory: {share(named['named_transfers'], named['transfers'])}"
         f" of the program's transfers ({named['named_lines']} of {named['lines']} lines; "
-        f"the recorder's own buffers, left out: {named['recorder_transfers']})"
+        f"left out, the recorder's own buffers: {named['recorder_transfers']}, the guest "
+        f"harness's memory: {named['harness_transfers']})"
         + (
             f"; {completed['count']} {completed['unit']} completed, "
             f"{document['transfers_per_completed']:.1f} transfers each"

@@ -28,7 +28,12 @@ from pathlib import Path
 from scalecheck.bench import profile_lines, wholestack
 from scalecheck.bench.profile_boot import boot_object_name, boot_objects
 from scalecheck.bench.profile_frames import PAGE_TABLE, FrameHistory
-from scalecheck.bench.profile_heap import ALLOCATIONS, name_heap_lines
+from scalecheck.bench.profile_heap import (
+    ALLOCATIONS,
+    mark_harness,
+    name_heap_lines,
+    read_harness,
+)
 from scalecheck.bench.profile_modules import KALLSYMS_FILE, ModuleSymbols
 from scalecheck.bench.profile_user import MEMORY, UserPages, is_specific
 from scalecheck.bench.sharing import ensure_recorder, kernel_names
@@ -62,6 +67,10 @@ PAGES_FILE = "pages.txt"
 # The page map's only reads and writes (profile_pages.c), left out of the profile: its
 # reads of /proc/PID/pagemap touch the struct pages of the program's memory.
 PAGE_MAP_CALLS = ("preadv2", "pwritev2")
+# The pids of the guest's own processes that live while the program runs (init, the run
+# script's shell, the page map, the watcher that stops the program at the bound, its sleep):
+# their memory is the tool's, counted apart from the program's (profile_heap.mark_harness).
+HARNESS_FILE = "harness"
 # Guest seconds a program has between SIGTERM and SIGKILL, at the bound and at the end
 # (what it started and left running): the recorder writes its records on a default
 # SIGTERM, a program that handles it may stop its children.
@@ -110,6 +119,11 @@ PAGE_TABLE_READERS = PAGE_TABLE_WRITERS | {
 # Bare pages whose every writer writes one kind of data (no zeroing: allocated unzeroed):
 # mmu_gather's batch of pages to free after a TLB flush (a page of its own).
 PAGE_ONLY_WRITERS = {"__tlb_remove_page_size": "mmu_gather batch (pages freed after a TLB flush)"}
+# The code that reads such a page, and nothing else: the batch's pages are freed from it.
+PAGE_ONLY_READERS = {
+    "__tlb_remove_page_size": frozenset({"free_pages_and_swap_cache", "release_pages"})
+}
+ZEROED_PAGE = "page being zeroed on allocation"
 
 
 @dataclass
@@ -214,14 +228,17 @@ $B cut -d' ' -f1 /proc/uptime > $O/started
 $B mkdir -m 1777 /run/{ALLOCATIONS}
 {helpers / "profile_pages"} /run/{PAGES_FILE} {PAGES_INTERVAL_MS} &
 pages=$!
+echo 1 $$ $pages > $O/{HARNESS_FILE}
 {mark} on
 # a process group of its own, stopped as one at the bound
 {recorder} $B setsid {wholestack.shell_words(argv)} >$O/stdout 2>$O/stderr </dev/null &
 pid=$!
-( $B sleep {duration:g}; kill -{RECORDS_SIGNAL} -$pid 2>/dev/null && $B sleep {RECORDS_GRACE}
+( $B sleep {duration:g} & echo $! >> $O/{HARNESS_FILE}; wait $!
+  kill -{RECORDS_SIGNAL} -$pid 2>/dev/null && $B sleep {RECORDS_GRACE}
   kill -TERM -$pid 2>/dev/null && echo killed > $O/timed-out
   $B sleep {TERM_GRACE}; kill -9 -$pid 2>/dev/null ) &
 watch=$!
+echo $watch >> $O/{HARNESS_FILE}
 wait $pid
 status=$?
 {mark} off
@@ -385,6 +402,8 @@ def profile(args, argv: list[str], rundir: Path) -> Profiled:
         name_heap_lines(profiled.names, profiled.contended, pages, rundir / ALLOCATIONS)
         if history:
             rename_bare(profiled, kernel, history)
+        harness = read_harness(rundir / HARNESS_FILE)
+        mark_harness(profiled.names, profiled.contended, pages, harness)
         profiled.pairs = profile_lines.pair_lines(profiled.contended, syscalls)
         print(
             f"profile: {len(regions)} regions, {profiled.accesses} accesses, "
@@ -508,9 +527,10 @@ def page_kind(writers: list[str], accessors: set[str]) -> str | None:
     """What a bare page's line held, by the code that touched it: a virtio ring
     (PAGE_WRITERS: any of its writers); a page table (every writer a page table's, or the
     zeroing of its allocation; or zeroed, then only read by page-table walkers); a page
-    of PAGE_ONLY_WRITERS (every writer that one); a page the allocator zeroed and nothing
-    else touched (every access the zeroing: the line moved between CPUs as a freed frame
-    was handed out again, holding no one's data)."""
+    of PAGE_ONLY_WRITERS (every writer that one; or that one and the zeroing of another
+    life of the frame, every access theirs or the page's readers'); a page the allocator
+    zeroed and nothing else touched (every access the zeroing: the line moved between CPUs
+    as a freed frame was handed out again, holding no one's data)."""
     for writer in writers:
         kind = PAGE_WRITERS.get(writer.split(" [")[0])  # a module's function: "f [module]"
         if kind:
@@ -523,6 +543,11 @@ def page_kind(writers: list[str], accessors: set[str]) -> str | None:
         return PAGE_TABLE  # zeroed as allocated, then only walked: entries never filled
     if len(written) == 1 and writers[0] in PAGE_ONLY_WRITERS:
         return PAGE_ONLY_WRITERS[writers[0]]
+    own = written - ZEROING
+    only = next(iter(own)) if len(own) == 1 else ""
+    if only in PAGE_ONLY_WRITERS and accessors <= ZEROING | own | PAGE_ONLY_READERS[only]:
+        # the frame's two lives, each named: every transfer was of the one or the other
+        return f"{PAGE_ONLY_WRITERS[only]}, or {ZEROED_PAGE}"
     if accessors and accessors <= ZEROING:
-        return "page being zeroed on allocation"
+        return ZEROED_PAGE
     return None

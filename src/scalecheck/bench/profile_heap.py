@@ -13,16 +13,19 @@ The plugin does not time its touches, so a line several blocks held in turn is n
 the one that held it longest: a block given back at once (a scratch buffer) does not name
 the line a long-lived one then held. A process killed without running its exit handlers
 (SIGKILL, or a SIGTERM it handles and then dies of) wrote nothing: its heap lines stay
-`[heap] of P (no record)`.
+`[heap] of P (no record)`. Anonymous memory only the dynamic loader's code touched is its
+own data (mapped before the recorder runs). The guest's own processes' lines (the run
+script's `harness` file) are marked as the harness's, counted apart from the program's.
 """
 
 import bisect
 from pathlib import Path
 
 from scalecheck.bench.profile_lines import is_kernel, representative
-from scalecheck.bench.profile_user import BY_ADDRESS, MEMORY, ProcessMaps, UserPages
+from scalecheck.bench.profile_user import BY_ADDRESS, HARNESS, MEMORY, ProcessMaps, UserPages
 from scalecheck.bench.sharing import read_allocations
 from scalecheck.binding import abi
+from scalecheck.run.linux.kernel_symbols import USER_END
 from scalecheck.run.user.shared_objects import object_symbols
 
 # The directory (in the run's) the recorder writes a file per process to.
@@ -32,6 +35,9 @@ HEAP, ANONYMOUS, UNMAPPED = "[heap] of ", "anonymous memory of ", "unmapped memo
 NO_RECORD = " (no record)"
 # The recorder's mark on the site of an anonymous mapping the program made itself.
 MAPPED = abi.value("SITE_MAPPED")
+# The dynamic loader: the anonymous memory it maps for itself before any preloaded library
+# runs (link maps, symbol lookup's data), touched by its code alone.
+LOADER = "ld-linux-x86-64.so.2"
 
 
 def held_blocks(records: list) -> list[tuple[int, int, int, int]]:
@@ -107,6 +113,29 @@ def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: P
             elif not path.exists() and HEAP in names[paddr]:
                 names[paddr] += NO_RECORD
     name_by_address(names, contended, pages, directory, blocks)
+    name_loader_memory(names, contended, pages)
+
+
+def name_loader_memory(names: dict, contended: dict, pages: UserPages) -> None:
+    """Names a line of P's anonymous memory that no block named and only the dynamic
+    loader's code touched (each user access's code, through P's maps: LOADER's; none
+    unknown) as the loader's own data: it maps it for itself, before the recorder runs."""
+    for paddr, name in names.items():
+        touches = contended[paddr]
+        if is_kernel(touches) or not name.startswith(f"user: {ANONYMOUS}"):
+            continue
+        owner = pages.owner(paddr, representative(touches).vaddr)
+        pcs = {site.pc for _, _, line in touches if line.vaddr < USER_END for site in line.sites}
+        if owner and pcs and all(code_file(owner[0], pc) == LOADER for pc in pcs):
+            names[paddr] = (
+                f"user: {LOADER}'s own data of {owner[0].comm} (only its code touched it)"
+            )
+
+
+def code_file(maps: ProcessMaps, pc: int) -> str:
+    """The name of the file mapped at pc ("": none, or pc 0: code beyond the plugin's limit)."""
+    index = maps.holding(pc) if pc else None
+    return Path(maps.mappings[index].path).name if index is not None else ""
 
 
 def name_by_address(
@@ -116,8 +145,10 @@ def name_by_address(
     (`unmapped memory of P`: the frame was P's, then another's between two rounds of the
     page map, e.g. a heap trimmed and its page given to another process's mmap'd block;
     `memory`: a frame the page map never saw) by the block there, marked `(by address)`,
-    when exactly one process's records hold a block at that address and no other process
-    seen had memory there (address randomisation is off: processes share addresses)."""
+    when the processes whose records hold a block at that address all name the same one
+    (one process, or runs of one program: its blocks from one site, of one size) and no
+    other process seen had memory there (address randomisation is off: processes share
+    addresses)."""
     lines = {
         paddr: representative(contended[paddr]).vaddr & -LINE_BYTES
         for paddr, name in names.items()
@@ -134,8 +165,52 @@ def name_by_address(
             holders.setdefault(line, []).append((maps.pid, name))
     for paddr, line in lines.items():
         found = holders.get(line, [])
-        if len(found) != 1:
+        if len({name for _, name in found}) != 1:
             continue
         mapped = {maps.pid for maps in pages.distinct if maps.holding(line) is not None}
-        if mapped <= {found[0][0]}:
+        if mapped <= {pid for pid, _ in found}:
             names[paddr] = f"user: {found[0][1]}{BY_ADDRESS}"
+
+
+def read_harness(path: Path) -> set[int]:
+    """The pids the run script wrote of the guest's own processes (none: a run without)."""
+    try:
+        return {int(word) for word in path.read_text().split() if word.isdigit()}
+    except OSError:
+        return set()
+
+
+def mark_harness(names: dict, contended: dict, pages: UserPages, harness: set[int]) -> None:
+    """Marks (HARNESS) the lines of the guest's own processes' memory: a user line named by
+    a harness process's maps, a kernel line on a page of one (`kernel: page of ...`), and a
+    user line no process seen held whose every user-code access ran the harness's code
+    (only harness processes mapped a file there: the guest's busybox is static, at fixed
+    addresses)."""
+    for paddr, name in names.items():
+        touches = contended[paddr]
+        kernel = is_kernel(touches)
+        if name.endswith((BY_ADDRESS, HARNESS)) or (
+            kernel and not name.startswith("kernel: page of ")
+        ):
+            continue
+        owner = pages.owner(paddr, None if kernel else representative(touches).vaddr)
+        if (owner and owner[0].pid in harness) or (
+            name == f"user: {MEMORY}" and ran_only_harness_code(touches, pages, harness)
+        ):
+            names[paddr] = name + HARNESS
+
+
+def ran_only_harness_code(touches: list, pages: UserPages, harness: set[int]) -> bool:
+    """Whether the user code that touched the line is, at each of its addresses, a file
+    (any: the guest's init runs its own busybox) mapped by harness processes only, and by
+    at least one."""
+    pcs = {site.pc for _, _, line in touches if line.vaddr < USER_END for site in line.sites}
+    if not pcs or 0 in pcs:  # 0: accesses beyond the plugin's limit, code unknown
+        return False
+    for pc in pcs:
+        holders = [(maps, maps.holding(pc)) for maps in pages.distinct]
+        files = [maps.mappings[index].path for maps, index in holders if index is not None]
+        pids = {maps.pid for maps, index in holders if index is not None}
+        if not files or not all(path.startswith("/") for path in files) or not pids <= harness:
+            return False
+    return True

@@ -11,7 +11,7 @@ touched it and one of them wrote it; their pair is weighed by the transfers both
 from collections import Counter
 from itertools import combinations
 
-from scalecheck.bench.profile_user import is_specific
+from scalecheck.bench.profile_user import HARNESS, is_specific
 from scalecheck.bench.rule_verdicts import COMMUTATIVE, Rule
 from scalecheck.bench.sharing import RECORDER_FILE
 from scalecheck.run.linux.kernel_symbols import USER_END
@@ -167,19 +167,29 @@ def removable_share(rows: list[dict]) -> dict:
 
 
 def is_recorders_own(name: str) -> bool:
-    """A line of the allocation-site recorder's own buffers (a mapping per thread, named by
-    its site in the recorder): the tool's cost, moved when a thread moves, not the program's
-    data."""
-    return name.endswith(f"({RECORDER_FILE})")
+    """A line of the allocation-site recorder's own memory: its buffers (a mapping per
+    thread, named by its site in the recorder) and its static data (`alloc_sites.so:
+    page_owners_buffer`, the stream it writes its pages with): the tool's cost, moved when
+    a thread moves, not the program's data."""
+    data = name.removeprefix("kernel: ").removeprefix("user: ").removeprefix("page of ")
+    return name.endswith(f"({RECORDER_FILE})") or data.startswith(RECORDER_FILE)
 
 
 def named_share(rows: list[dict]) -> dict:
     """Of the program's transfers, those in lines named beyond the kind of memory
     (profile_user.is_specific: not a bare page, heap or anonymous memory). The recorder's
-    own buffers are counted apart (`recorder_*`), in neither: naming them says nothing of
-    the program, and their weight is the tool's (how often the guest moved a thread)."""
+    own buffers and the guest harness's memory are counted apart (`recorder_*`,
+    `harness_*`), in neither: naming them says nothing of the program, and their weight
+    is the tool's (how often the guest moved a thread; the run script, the page map)."""
     recorder = [row for row in rows if is_recorders_own(row["name"])]
-    program = [row for row in rows if not is_recorders_own(row["name"])]
+    harness = [
+        row for row in rows if row["name"].endswith(HARNESS) and not is_recorders_own(row["name"])
+    ]
+    program = [
+        row
+        for row in rows
+        if not is_recorders_own(row["name"]) and not row["name"].endswith(HARNESS)
+    ]
     named = [row for row in program if is_specific(row["name"])]
     return {
         "transfers": sum(row["transfers"] for row in program),
@@ -188,6 +198,8 @@ def named_share(rows: list[dict]) -> dict:
         "named_lines": sum(row["lines"] for row in named),
         "recorder_transfers": sum(row["transfers"] for row in recorder),
         "recorder_lines": sum(row["lines"] for row in recorder),
+        "harness_transfers": sum(row["transfers"] for row in harness),
+        "harness_lines": sum(row["lines"] for row in harness),
     }
 
 

@@ -40,6 +40,9 @@ MEMORY = "memory"  # user memory nothing names
 BARE_NAMES = ("page", "vmalloc", "unknown", "anon page", "page cache", MEMORY, "")
 # A name found by the address alone (no page map saw the frame there).
 BY_ADDRESS = " (by address)"
+# A line of the guest's own processes (the run script, the page map, the watcher): the
+# tool's, counted apart from the program's share (profile_heap.mark_harness).
+HARNESS = " (the guest's harness)"
 
 
 @dataclass(frozen=True)
