@@ -22,6 +22,8 @@ def test_the_servers_module_freezes_what_was_imported_before_it():
         "import gc, scalecheck.analyze.analyze, scalecheck.common.forkserver_heap; "
         "print(gc.get_freeze_count())"
     )
-    frozen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    frozen = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert int(frozen.stdout) > 10_000  # the analysis's modules: z3, rich, the engine
     assert gc.get_freeze_count() == 0  # importing it here would have frozen the test's heap

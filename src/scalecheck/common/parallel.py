@@ -14,7 +14,8 @@ from scalecheck.common.errors import check_stop
 
 def map_unordered(function, work: list, jobs: int | None, fresh_process: bool = False):
     """Yield ``function(item)`` for every item, in completion order, on up to ``jobs`` processes
-    (None: one per host core, as every command's ``--jobs`` default). After each result (which the caller saves first) a stop request ends the loop.
+    (None: one per host core, as every command's ``--jobs`` default). After each result
+    (which the caller saves first) a stop request ends the loop.
     ``fresh_process``: every item in a process of its own that starts from the same
     state whatever this process or earlier items did, even with one job."""
     if not work:
