@@ -4,7 +4,17 @@ the Python functions' way."""
 
 import z3
 
-from scalecheck.engine.rawz3 import and_, assert_all, implies, ite, not_, or_
+from scalecheck.engine.rawz3 import (
+    and_,
+    assert_all,
+    holds_in,
+    implies,
+    is_false,
+    is_true,
+    ite,
+    not_,
+    or_,
+)
 
 x, y = z3.Ints("x y")
 p, q = z3.Bools("p q")
@@ -38,3 +48,22 @@ def test_assert_all_asserts_every_constraint():
     assert_all(solver, [x > 1, x < 3, True])
     assert [str(a) for a in solver.assertions()] == ["x > 1", "x < 3", "True"]
     assert solver.check() == z3.sat and solver.model()[x].as_long() == 2
+
+
+def test_truth_values_are_the_python_apis():
+    for term in (z3.BoolVal(True), z3.BoolVal(False), p, x > y, z3.Not(p), x, z3.IntVal(1)):
+        assert is_true(term) == z3.is_true(term)
+        assert is_false(term) == z3.is_false(term)
+    assert not is_true(True) and not is_false(False)  # Python values, as z3's: not terms
+
+
+def test_holds_in_is_the_python_apis_evaluation():
+    solver = z3.Solver()
+    solver.add(x > y, p)
+    assert solver.check() == z3.sat
+    model = solver.model()
+    for formula in (x > y, x < y, p, q, z3.Not(q), z3.And(p, x == y)):
+        assert holds_in(model, formula) == z3.is_true(model.eval(formula, model_completion=True))
+    # Without completion a constant the model leaves free is its own value: not true.
+    assert not holds_in(model, q, completion=False)
+    assert holds_in(model, p, completion=False)

@@ -334,6 +334,32 @@ def test_a_looping_operation_is_a_model_error_within_the_limit(tmp_path):
     assert done.stderr.count("model error: ") == 2 and "spin" in done.stderr
 
 
+def test_the_model_limit_counts_cpu_not_the_clock(tmp_path):
+    """Model code that waits (as on a loaded machine, where it waits for a core) uses no
+    CPU: 1.2 s of waiting per path against a 0.5 s limit is no model error."""
+    model = write_model(
+        tmp_path,
+        "nap",
+        "\n    @operation()\n    def nap(self):\n        __import__('time').sleep(0.3)\n"
+        "        return ok()\n",
+    )
+    done = cli(
+        "analyze",
+        "--model",
+        model,
+        "--out",
+        tmp_path / "out",
+        "--model-timeout",
+        "0.5",
+        "--jobs",
+        "1",
+        "--json",
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["totals"]["error_paths"] == 0
+
+
 def test_an_unsupported_argument_type_is_refused_at_load(tmp_path):
     model = write_model(
         tmp_path,

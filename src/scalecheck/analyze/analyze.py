@@ -35,7 +35,7 @@ from scalecheck.formats.analysisfile import (
 )
 from scalecheck.interfaces.loading import load_model, model_fingerprint
 
-# Seconds model code may run on one path (solver queries aside): the shipped models' paths
+# CPU seconds model code may use on one path (solver queries aside): the shipped models' paths
 # take milliseconds.
 DEFAULT_MODEL_TIMEOUT = 5.0
 # Model errors whose reasons are printed; the rest are counted (all are in summary.json).
@@ -78,8 +78,8 @@ def register(subparsers):
         type=argtypes.seconds,
         default=DEFAULT_MODEL_TIMEOUT,
         metavar="SECONDS",
-        help="model code may run this long per path, solver queries aside; a path that runs "
-        f"longer is a model error (default: {DEFAULT_MODEL_TIMEOUT:g})",
+        help="CPU seconds model code may use per path, solver queries aside; a path that "
+        f"uses more is a model error (default: {DEFAULT_MODEL_TIMEOUT:g})",
     )
     add_bound_options(parser)
     parser.add_argument(

@@ -45,7 +45,7 @@ def _map_fresh(function, work: list, workers: int):
     state depends on what it did before (Z3 numbers the terms it makes in order, and a
     term's number decides where Z3 puts it among others)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([function.__module__])
+    context.set_forkserver_preload([function.__module__, "scalecheck.common.forkserver_heap"])
     _start_forkserver()
     pending = list(reversed(work))
     running: dict = {}  # the end a worker sends its result through -> the worker
@@ -109,8 +109,9 @@ def _fresh_worker(function, item, sender):
     allocations reach its threshold: it frees Z3 terms, whose numbers Z3 gives to the
     next terms made, and other threads (the Z3 deadline watchdog) allocate as the clock
     goes, so the threshold would fall at other points on each run. What the forkserver
-    made is frozen after that first collection (the same objects on every run): the
-    work's collections then walk only the objects the item made."""
+    made is frozen (by the server itself: forkserver_heap; here again, with what the
+    start of this process made), the same objects on every run: the work's collections
+    then walk only the objects the item made."""
     _worker_signals()
     gc.collect()
     gc.freeze()

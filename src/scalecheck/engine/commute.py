@@ -363,7 +363,7 @@ def readable_condition(condition: z3.BoolRef) -> str:
     try:
         with deadline.limit(goal.ctx, SIMPLIFY_TIMEOUT_MS):
             parts = list(_SIMPLIFY(goal)[0])
-        simplified = parts[0] if len(parts) == 1 else z3.And(parts)
+        simplified = parts[0] if len(parts) == 1 else and_(parts)
     except z3.Z3Exception:  # out of time: the unsimplified condition is still exact
         simplified = condition
     return show(simplified)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import z3
 
 from scalecheck.engine import deadline
-from scalecheck.engine.rawz3 import and_, or_
+from scalecheck.engine.rawz3 import and_, holds_in, or_
 from scalecheck.engine.sexpr import expand_lets, numbered_lets, parse_sexpr, show
 
 SOLVER_TIMEOUT_MS = 5_000  # one query; a pair's construction has its own budget
@@ -342,7 +342,7 @@ def _cover(
     cubes: list[Cube] = []
     while space.clock.check(uncovered) == z3.sat:
         model = uncovered.model()
-        index = next(i for i, s in enumerate(selectors) if z3.is_true(model.eval(s)))
+        index = next(i for i, s in enumerate(selectors) if holds_in(model, s, completion=False))
         for atoms in (vocabulary, vocabulary + group[index].assumptions):
             literals = [_literal(atom, model) for atom in atoms]
             if clear.unsat_with(literals):
@@ -365,7 +365,7 @@ def _atom(literal):
 
 
 def _literal(atom, model):
-    return atom if z3.is_true(model.eval(atom, model_completion=True)) else z3.Not(atom)
+    return atom if holds_in(model, atom) else z3.Not(atom)
 
 
 def _expand(clear: _Tracked, literals: list, spelled_out: set) -> list:
@@ -463,7 +463,7 @@ class _Labeller:
         seed = next(
             region
             for selector, region in zip(self.selectors, self.wanted, strict=True)
-            if z3.is_true(model.eval(selector, model_completion=True))
+            if holds_in(model, selector)
         )
         implied = {}
         for slot in self.slots:

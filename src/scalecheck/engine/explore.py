@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import z3
 
 from scalecheck.engine import deadline, timelimit
-from scalecheck.engine.rawz3 import and_, assert_all, not_
+from scalecheck.engine.rawz3 import and_, assert_all, holds_in, is_false, is_true, not_
 
 # Values of an allocatable uninterpreted type that exist in the initial state lie below
 # this bound; values the implementation allocates during a call lie at or above it, so
@@ -139,9 +139,9 @@ class Path:
 
     # -- branching --
     def decide(self, cond: z3.BoolRef) -> bool:
-        if z3.is_true(cond):
+        if is_true(cond):
             return True
-        if z3.is_false(cond):
+        if is_false(cond):
             return False
         cached = self._decided.get(cond.get_id())
         if cached is not None:
@@ -186,7 +186,7 @@ class Path:
         self._kept_alive += [cond, negation]
 
     def _satisfied_by_model(self, cond) -> bool:
-        return self._model is not None and z3.is_true(self._model.eval(cond, model_completion=True))
+        return self._model is not None and holds_in(self._model, cond)
 
     def _keep_model_if(self, constraint):
         """Keep the path's known model while it satisfies what was just added."""
@@ -221,7 +221,7 @@ class Path:
 
     # -- facts that hold on every path --
     def assume(self, constraint: z3.BoolRef):
-        if z3.is_true(constraint):
+        if is_true(constraint):
             return
         self.assumptions.append(constraint)
         assert_all(self.solver, [constraint])

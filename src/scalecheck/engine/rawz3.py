@@ -69,6 +69,35 @@ def ite(condition, then, otherwise) -> z3.ExprRef:
     return _to_expr_ref(ast, ctx)
 
 
+def is_true(formula) -> bool:
+    """``z3.is_true(formula)``: one C call, where z3's wraps the term's declaration and
+    its kind in Python objects first (the exploration asks at every branch)."""
+    return _bool_value(formula) == z3.Z3_L_TRUE
+
+
+def is_false(formula) -> bool:
+    """``z3.is_false(formula)``."""
+    return _bool_value(formula) == z3.Z3_L_FALSE
+
+
+def _bool_value(formula) -> int:
+    if not isinstance(formula, z3.ExprRef):  # z3's is_true of a Python value is False
+        return z3.Z3_L_UNDEF
+    return z3.Z3_get_bool_value(formula.ctx.ref(), formula.as_ast())
+
+
+def holds_in(model: z3.ModelRef, formula: z3.BoolRef, completion: bool = True) -> bool:
+    """``z3.is_true(model.eval(formula, model_completion=completion))``, without a Python
+    object for the value. The value is ``true``, ``false`` (terms Z3 never frees) or,
+    without completion, ``formula`` itself: no term is made or freed at another moment
+    than z3's own eval would, so term numbering stays as it was."""
+    ref = model.ctx.ref()
+    value = (z3.Ast * 1)()
+    if not z3.Z3_model_eval(ref, model.model, formula.as_ast(), completion, value):
+        raise z3.Z3Exception("failed to evaluate expression in the model")
+    return z3.Z3_get_bool_value(ref, value[0]) == z3.Z3_L_TRUE
+
+
 def assert_all(solver: z3.Solver, constraints) -> None:
     """``solver.add(*constraints)`` for Boolean expressions."""
     ref, raw = solver.ctx.ref(), solver.solver

@@ -13,7 +13,7 @@ import z3
 
 from scalecheck.engine import explore
 from scalecheck.engine.explore import FRESH_BASE, join_name
-from scalecheck.engine.rawz3 import ite, not_
+from scalecheck.engine.rawz3 import is_false, ite, not_
 
 # Keys above a bounded key domain that allocations (lowest_free_key, any_free_key) may
 # take when the domain is full: two calls allocate at most 4 (two pipes, two fds each).
@@ -382,7 +382,7 @@ class MapValue:
         for key in self._allocatable_keys():
             above = key not in self._domain_keys()  # absent initially, like _is_free's
             present, leaves = self.lookup(key, base=self._absent() if above else None)
-            if z3.is_false(present):
+            if is_false(present):
                 continue
             value = self.type.value.build(iter(leaves))
             self.log.append((z3.IntVal(key), z3.And(present, z3.Not(condition(value))), leaves))
