@@ -418,6 +418,19 @@ def test_regions_read_from_a_trace_are_filtered_as_regions_built_line_by_line(tm
     assert read.written_at(outcome.PTL_BYTES) == built.written_at(outcome.PTL_BYTES) == locked
 
 
+def test_a_region_without_lines_at_the_trace_s_end_is_filtered(tmp_path):
+    """Its lines' span is empty and ends where the trace does: nothing to scan there."""
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    path = tmp_path / "trace.bin"
+    lines = [(0x4000, [(FD_INSTALL, 0, 0x1)])]
+    path.write_bytes(regions.FILE_MAGIC + _region_bytes(1, 0, lines) + _region_bytes(2, 0, []))
+    first, empty = regions.RegionReader(path).read_new()
+    kept, gone = outcome.without_tick_work(empty, syms)
+    assert (kept.line_count, gone) == (0, 0)
+    assert empty.written_at(outcome.PTL_BYTES) == []
+    assert list(outcome.without_tick_work(first, syms)[0].lines) == [0x4000]
+
+
 def test_page_table_pages_are_told_by_their_split_lock():
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
     SPIN_LOCK, VMEMMAP = 0xFFFFFFFF81400010, 0xFFFFEA0000000000

@@ -302,10 +302,12 @@ class Region:
         # is 36 bytes, its counts 0 to 24, its sites 24): two views cover every 64-bit field.
         for first in (start, start + 4):
             count = (end - first) // 8
+            if count <= 0:  # no line (a region without lines may end the trace)
+                continue
             values = np.frombuffer(self._trace, dtype="<u8", count=count, offset=first)
             inside = np.searchsorted(bounds, values, side="right") & 1
             found.append(first + 8 * np.flatnonzero(inside))
-        at = np.concatenate(found)
+        at = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         if not at.size:
             return set()
         which = np.searchsorted(np.array(self._starts), at, side="right") - 1
