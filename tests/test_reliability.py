@@ -308,25 +308,19 @@ def write_model(directory: Path, name: str, operations: str, init: str = "self.x
     return path
 
 
+def analyze_within(model, out, limit: str):
+    """`scalecheck analyze --json` of ``model`` with a model time limit, one process."""
+    options = ["--model-timeout", limit, "--jobs", "1", "--json"]
+    return cli("analyze", "--model", model, "--out", out, *options, timeout=120)
+
+
 def test_a_looping_operation_is_a_model_error_within_the_limit(tmp_path):
     model = write_model(
         tmp_path,
         "loop",
         "\n    @operation()\n    def spin(self):\n        while True:\n            pass\n",
     )
-    done = cli(
-        "analyze",
-        "--model",
-        model,
-        "--out",
-        tmp_path / "out",
-        "--model-timeout",
-        "0.5",
-        "--jobs",
-        "1",
-        "--json",
-        timeout=120,
-    )
+    done = analyze_within(model, tmp_path / "out", limit="0.5")
     assert done.returncode == 1, done.stderr
     summary = json.loads(done.stdout)
     assert summary["totals"]["error_paths"] == 2  # spin || spin, spin || inc
@@ -343,19 +337,7 @@ def test_the_model_limit_counts_cpu_not_the_clock(tmp_path):
         "\n    @operation()\n    def nap(self):\n        __import__('time').sleep(0.3)\n"
         "        return ok()\n",
     )
-    done = cli(
-        "analyze",
-        "--model",
-        model,
-        "--out",
-        tmp_path / "out",
-        "--model-timeout",
-        "0.5",
-        "--jobs",
-        "1",
-        "--json",
-        timeout=120,
-    )
+    done = analyze_within(model, tmp_path / "out", limit="0.5")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["totals"]["error_paths"] == 0
 

@@ -1068,24 +1068,33 @@ unsafe extern "C" fn on_memory(
     vaddr: u64,
     pc: *mut c_void,
 ) {
-    let t = tracer();
-    if t.is_active(vcpu) {
-        t.on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr, false);
-    }
+    on_traced_memory(vcpu, info, vaddr, pc, false);
 }
 
 /// `on_memory` for an atomic read-modify-write's accesses: one, read and written, from
 /// qemu-x86_64's atomic helpers (reported as a store); a read, then a write, where TCG
-/// translates the instruction inline (one vCPU thread for all).
+/// translates the instruction inline (one vCPU thread for all). A callback of its own, so
+/// that the kind is fixed at translation time and costs nothing per access.
 unsafe extern "C" fn on_atomic_memory(
     vcpu: VCPUIndex,
     info: sys::qemu_plugin_meminfo_t,
     vaddr: u64,
     pc: *mut c_void,
 ) {
+    on_traced_memory(vcpu, info, vaddr, pc, true);
+}
+
+#[inline(always)]
+fn on_traced_memory(
+    vcpu: VCPUIndex,
+    info: sys::qemu_plugin_meminfo_t,
+    vaddr: u64,
+    pc: *mut c_void,
+    atomic: bool,
+) {
     let t = tracer();
     if t.is_active(vcpu) {
-        t.on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr, true);
+        t.on_access(vcpu, pc as u64, &MemoryInfo::from(info), vaddr, atomic);
     }
 }
 
