@@ -418,6 +418,21 @@ def test_regions_read_from_a_trace_are_filtered_as_regions_built_line_by_line(tm
     assert read.written_at(outcome.PTL_BYTES) == built.written_at(outcome.PTL_BYTES) == locked
 
 
+def test_a_region_read_from_a_trace_builds_its_lines_once(tmp_path, monkeypatch):
+    """Callers look lines up in ``region.lines`` inside loops over its lines: each look-up
+    building every line again made a large region's pass quadratic."""
+    lines = [(0x1000 + 0x40 * i, [(FD_INSTALL, 0, 0x1)]) for i in range(50)]
+    path = tmp_path / "trace.bin"
+    path.write_bytes(regions.FILE_MAGIC + _region_bytes(1, 0, lines))
+    (region,) = regions.RegionReader(path).read_new()
+    looked_at = []
+    line = regions.Region.line
+    monkeypatch.setattr(regions.Region, "line", lambda r, p: looked_at.append(p) or line(r, p))
+    for paddr in region.lines:
+        assert region.lines[paddr].paddr == paddr
+    assert len(looked_at) == 50
+
+
 def test_a_region_without_lines_at_the_trace_s_end_is_filtered(tmp_path):
     """Its lines' span is empty and ends where the trace does: nothing to scan there."""
     syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})

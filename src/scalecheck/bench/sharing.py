@@ -346,8 +346,9 @@ def split_pairs(a: Region, b: Region) -> list:
     """The 128-byte-aligned pairs whose lines the two regions split, one line each (at least
     one of them writing), where either counted pair transfers: (a's line, b's line)."""
     found = []
-    for paddr in sorted(a.lines):
-        mine, theirs = a.lines[paddr], b.lines.get(paddr ^ LINE_BYTES)
+    a_lines, b_lines = a.lines, b.lines
+    for paddr in sorted(a_lines):
+        mine, theirs = a_lines[paddr], b_lines.get(paddr ^ LINE_BYTES)
         if theirs is None or not (mine.written or theirs.written):
             continue
         if mine.pair_transfers or theirs.pair_transfers:

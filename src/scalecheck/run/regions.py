@@ -192,6 +192,9 @@ class Region:
         # with each line's start and address in order; None for a region made otherwise.
         self._span = span
         self._starts = list(self._lines.values()) if span else None
+        self._all_built = span is None and all(
+            entry.__class__ is not int for entry in self._lines.values()
+        )
 
     def line(self, paddr: int) -> Line:
         entry = self._lines[paddr]
@@ -207,9 +210,11 @@ class Region:
 
     @property
     def lines(self) -> dict:
-        """paddr -> Line, every line built."""
-        for paddr in self._lines:
-            self.line(paddr)
+        """paddr -> Line, every line built (once: callers look lines up in it in loops)."""
+        if not self._all_built:
+            for paddr in self._lines:
+                self.line(paddr)
+            self._all_built = True
         return self._lines
 
     def paddrs(self):
