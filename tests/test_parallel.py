@@ -1,6 +1,8 @@
 """map_unordered's process count: without --jobs, one process per host core."""
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -32,3 +34,33 @@ def test_without_jobs_items_run_at_once_one_process_per_core(fresh_process):
 def test_one_job_runs_one_item_at_a_time(fresh_process):
     intervals = list(map_unordered(_interval, [0, 1], 1, fresh_process=fresh_process))
     assert not _overlap(intervals)
+
+
+# A parent that starts one worker on a long nap, says so, and waits for it.
+_LONG_NAP_PARENT = """
+import sys, time
+from scalecheck.common.parallel import map_unordered
+if __name__ == "__main__":
+    print("started", flush=True)
+    jobs, kind = int(sys.argv[1]), sys.argv[2]
+    list(map_unordered(time.sleep, [60, 60], jobs, fresh_process=kind == "fresh"))
+"""
+
+
+@pytest.mark.parametrize("jobs,kind", [(1, "fresh"), (2, "pool")])
+def test_a_killed_parent_leaves_no_worker_running(jobs, kind):
+    """The workers hold the parent's stderr: it closes once they have all gone. Without
+    dying with the parent they nap on (and then print a BrokenPipeError there)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _LONG_NAP_PARENT, str(jobs), kind],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout.readline() == "started\n"
+    time.sleep(3)  # the workers are napping
+    parent.kill()
+    started = time.monotonic()
+    _, err = parent.communicate(timeout=50)
+    assert time.monotonic() - started < 10, err
+    assert "Error" not in err

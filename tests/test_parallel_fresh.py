@@ -10,7 +10,7 @@ from scalecheck.common.parallel import map_unordered
 
 def _inherited_heap(_item):
     """In the fresh process: whether the server imported the module that froze its heap."""
-    return "scalecheck.common.forkserver_heap" in sys.modules
+    return "scalecheck.common.forkserver_preload" in sys.modules
 
 
 def test_a_fresh_process_inherits_the_servers_frozen_heap():
@@ -19,7 +19,7 @@ def test_a_fresh_process_inherits_the_servers_frozen_heap():
 
 def test_the_servers_module_freezes_what_was_imported_before_it():
     code = (
-        "import gc, scalecheck.analyze.analyze, scalecheck.common.forkserver_heap; "
+        "import gc, scalecheck.analyze.analyze, scalecheck.common.forkserver_preload; "
         "print(gc.get_freeze_count())"
     )
     frozen = subprocess.run(

@@ -1,6 +1,7 @@
 """Per-pair work spread over processes (Z3 holds the GIL, so threads would not help)."""
 
 import contextlib
+import ctypes
 import gc
 import multiprocessing
 import multiprocessing.connection
@@ -45,7 +46,7 @@ def _map_fresh(function, work: list, workers: int):
     state depends on what it did before (Z3 numbers the terms it makes in order, and a
     term's number decides where Z3 puts it among others)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([function.__module__, "scalecheck.common.forkserver_heap"])
+    context.set_forkserver_preload([function.__module__, "scalecheck.common.forkserver_preload"])
     _start_forkserver()
     pending = list(reversed(work))
     running: dict = {}  # the end a worker sends its result through -> the worker
@@ -109,7 +110,7 @@ def _fresh_worker(function, item, sender):
     allocations reach its threshold: it frees Z3 terms, whose numbers Z3 gives to the
     next terms made, and other threads (the Z3 deadline watchdog) allocate as the clock
     goes, so the threshold would fall at other points on each run. What the forkserver
-    made is frozen (by the server itself: forkserver_heap; here again, with what the
+    made is frozen (by the server itself: forkserver_preload; here again, with what the
     start of this process made), the same objects on every run: the work's collections
     then walk only the objects the item made."""
     _worker_signals()
@@ -127,6 +128,22 @@ def _fresh_worker(function, item, sender):
 def _worker_signals():
     """Workers leave Ctrl-C to the parent, which stops the pool; the SIGTERM the pool
     ends them with just ends them (the CLI's handler, inherited through fork, would
-    print a traceback from each idle worker)."""
+    print a traceback from each idle worker). A worker the parent never learnt of (a
+    stop request between the fork and the parent's record of it) or left behind (the
+    parent killed) dies with its parent: it would otherwise go on with its item and then
+    print a BrokenPipeError on the command's stderr, after the command's last line."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent()
+
+
+# prctl's option that sends a signal to a child when its parent thread dies.
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Runs in a child process (a worker; a VM's or a test program's QEMU, before it
+    starts): SIGKILL when the thread that started it dies, so a runner stopped or killed
+    outright (Ctrl-C, kill -9, a lost cluster worker) leaves nothing running behind."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -22,8 +22,6 @@ A target is the Linux kernel in VMs (run/linux/) or a C library in user space
     took.
 """
 
-import ctypes
-import signal
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -126,16 +124,3 @@ def run_workers(workers: list, stop: threading.Event) -> None:
     errors = [w.error for w in workers if w.error]
     if errors:
         raise errors[0]
-
-
-# prctl's option that sends a signal to a child when its parent thread dies.
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Runs in the child before QEMU starts (a VM, or qemu-x86_64 running a test
-    program): QEMU gets SIGKILL when the thread that started it dies, so a runner killed
-    outright (a lost cluster worker, kill -9) leaves no QEMU behind. A VM's own session
-    still keeps a terminal's Ctrl-C away from it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -19,7 +19,7 @@ from scalecheck.common.errors import UserError
 from scalecheck.run.linux import initramfs
 from scalecheck.run.linux.kernelmem import GuestMemory, qemu_ram
 from scalecheck.run.regions import RegionReader
-from scalecheck.run.target import die_with_parent
+from scalecheck.common.parallel import die_with_parent
 
 QEMU = "qemu-system-x86_64"
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from scalecheck.common.errors import UserError
 from scalecheck.run import outcome, wire
 from scalecheck.run.regions import RegionReader
-from scalecheck.run.target import TraceSettings, die_with_parent, save_crash_log
+from scalecheck.common.parallel import die_with_parent
+from scalecheck.run.target import TraceSettings, save_crash_log
 from scalecheck.run.testcase import UnsupportedTest
 from scalecheck.run.user.program_symbols import ProgramSymbols
 from scalecheck.run.user.shared_objects import read_link_map
