@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from rich.console import Console
 
 from scalecheck.common.progress import EstimatingProgress, estimate_line, stage_progress

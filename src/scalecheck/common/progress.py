@@ -70,7 +70,7 @@ class EstimatingProgress(Progress):
         super().__init__(*columns, **options)
         self.label, self.unit = label, unit
         self._starts: dict[TaskID, tuple[float, float]] = {}  # task -> (completed, time)
-        self._firsts: dict[TaskID, tuple[float, float, float]] = {}  # (completed, work, time)
+        self._firsts: dict[TaskID, tuple[float, float, float]] = {}  # completed, work, time
         self._said: dict[TaskID, tuple[float, float]] = {}  # task -> (said at, seconds left)
         self._work: dict[TaskID, list[float]] = {}  # task -> [work to do, work done]
 
@@ -92,7 +92,11 @@ class EstimatingProgress(Progress):
         to_do = (task.total or 0) - started_done
         done = task.completed - started_done
         if done > 0 and task_id not in self._firsts:
-            self._firsts[task_id] = (task.completed, self._work_share(task_id), self.get_time())
+            self._firsts[task_id] = (
+                task.completed,
+                self._work_share(task_id) or 0.0,
+                self.get_time(),
+            )
             return
         wanted = max(math.ceil(to_do * ESTIMATE_AFTER_SHARE), (os.cpu_count() or 1) + 1)
         if done >= wanted and done < to_do:

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from scalecheck.common.errors import UserError
+from scalecheck.common.parallel import die_with_parent
 from scalecheck.run.linux import initramfs
 from scalecheck.run.linux.kernelmem import GuestMemory, qemu_ram
 from scalecheck.run.regions import RegionReader
-from scalecheck.common.parallel import die_with_parent
 
 QEMU = "qemu-system-x86_64"
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalecheck.common.errors import UserError
+from scalecheck.common.parallel import die_with_parent
 from scalecheck.run import outcome, wire
 from scalecheck.run.regions import RegionReader
-from scalecheck.common.parallel import die_with_parent
 from scalecheck.run.target import TraceSettings, save_crash_log
 from scalecheck.run.testcase import UnsupportedTest
 from scalecheck.run.user.program_symbols import ProgramSymbols
