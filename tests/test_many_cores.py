@@ -12,9 +12,17 @@ import pytest
 
 from scalecheck.bench import predict
 from scalecheck.bench import sharing as sharing_script
-from scalecheck.bench.sharing import UNNAMED, allocation_names, held_in_window, line_table
+from scalecheck.bench.sharing import (
+    UNNAMED,
+    ProgramNames,
+    block_name,
+    heap_blocks,
+    held_in_window,
+    line_table,
+)
 from scalecheck.common.errors import UserError
 from scalecheck.run.regions import Line, Region, Site
+from scalecheck.run.user.dwarfnames import FieldNames
 
 PREDICT = [sys.executable, "-m", "scalecheck.cli", "predict"]
 SHARING = [sys.executable, "-m", "scalecheck.cli", "sharing"]
@@ -229,7 +237,7 @@ def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
         region.lines[0x3000] = line(0x3000, False, 0)  # read by all: not shared with a write
         region.lines[0x4000 + 0x40 * v] = line(0x4000 + 0x40 * v, True, 0)  # private
     names = {0x1000: "counter"}
-    rows = line_table(workers, lambda ln: names.get(ln.paddr, UNNAMED), {0x10: "bump"}.get)
+    rows = line_table(workers, lambda ln, _: names.get(ln.paddr, UNNAMED), {0x10: "bump"}.get)
     # a named line by its data alone; a line of no named data by its writers too
     assert [(r["name"], r["lines"], r["transfers"], r["invalidations"]) for r in rows] == [
         ("counter", 1, 15, 0),
@@ -238,14 +246,12 @@ def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
 
 
 def test_a_heap_line_is_named_by_the_smallest_block_that_held_it():
-    """allocation_names on hand-made records: a 4 KiB chunk reserved first, then two
-    objects in it; a line no block held has no name."""
+    """heap_blocks on hand-made records: a 4 KiB chunk reserved first, then two objects in
+    it; a line no block held has no name."""
     records = [(0x10000, 4096, 0xA), (0x10040, 128, 0xB), (0x10100, 64, 0xC)]
     lines = [0x10000, 0x10040, 0x10080, 0x10100, 0x20000]
-    names = allocation_names(
-        records, lines, {0xA: "reserve", 0xB: "new_queue", 0xC: "new_node"}.get
-    )
-    assert names == {
+    held = heap_blocks(records, lines, {0xA: "reserve", 0xB: "new_queue", 0xC: "new_node"}.get)
+    assert {line: block_name(block) for line, block in held.items()} == {
         0x10000: "reserve:alloc(4096)+0x0",
         0x10040: "new_queue:alloc(128)+0x0",
         0x10080: "new_queue:alloc(128)+0x40",
@@ -293,3 +299,32 @@ def test_ldu_queues_are_one_line_global_and_one_per_worker_per_core(tmp_path):
     assert len(queues(percore)) >= 3, percore["lines"][:10]
     assert all(name.startswith("ldu_queues:alloc(320)+") for name in queues(percore))
     assert {row["name"] for row in global_["lines"][:3]} <= {row["name"] for row in again["lines"]}
+
+
+SET_TYPES = """
+#include <pthread.h>
+#include <stdlib.h>
+struct node { long key; struct node *left, *right; char rest[40]; };
+struct set { void *ops; pthread_rwlock_t lock; struct node *root; };
+struct state { long head, tail; struct node ring[]; };
+struct set *make_set(void) { struct set *s = malloc(sizeof *s); return s; }
+void *make_state(int n) { struct state *s = malloc(sizeof *s + n * sizeof(struct node)); return s; }
+"""
+
+
+def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
+    """ProgramNames.fields_of on a real -g object: the words of a reader-writer lock the
+    workers touched, and which element of a flexible array member (a block of any size
+    past its struct) with which of its fields."""
+    source, obj = tmp_path / "set.c", tmp_path / "set.o"
+    source.write_text(SET_TYPES)
+    subprocess.run(["cc", "-g", "-c", "-o", str(obj), str(source)], check=True)
+    names = ProgramNames(None, 0, None, FieldNames([obj]))  # fields_of needs no symbols
+    lock = names.fields_of((72, "make_set", "alloc", 0, 0), 1 << 8 | 1 << 20)  # lock+0, +12
+    assert lock == " (struct set.lock.__data.{__readers,__writers_futex})"
+    # 3 nodes after the 16-byte header; the block's second line holds ring[0]'s end and
+    # ring[1]'s start (bytes 16 to 31 of the line: its key and left)
+    ring = names.fields_of((16 + 3 * 64, "make_state", "alloc", 0x40, 0x40), 0xFFFF << 16)
+    assert ring == " (struct state.ring[1].{key,left})"
+    assert names.fields_of((72, "make_set", "mmap", 0, 0), 1) == ""  # a mapping: no type
+    assert names.fields_of((72, "unknown", "alloc", 0, 0), 1) == ""

@@ -68,6 +68,8 @@ import struct
 import subprocess
 import sys
 import tempfile
+from functools import reduce
+from operator import or_
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -81,6 +83,7 @@ from scalecheck.common import argtypes, sources
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
 from scalecheck.run.linux.kernel_symbols import USER_END
+from scalecheck.run.naming import mask_bytes
 from scalecheck.run.outcome import conflict_bytes
 from scalecheck.run.regions import (
     FLAG_PAIR_TRANSFERS,
@@ -92,6 +95,8 @@ from scalecheck.run.regions import (
     shared_lines,
 )
 from scalecheck.run.tracer_build import ensure_plugin, run_step
+from scalecheck.run.user.dwarfnames import FieldNames, cached_field_names
+from scalecheck.run.user.heapnames import name_bytes
 from scalecheck.run.user.program_symbols import ProgramSymbols
 from scalecheck.run.user.program_worker import QEMU_USER
 
@@ -215,31 +220,53 @@ class SharedObjects:
 class ProgramNames:
     """Names the program's lines and code: its static data and functions (load bias
     applied), else the shared object that holds them, else the heap block that held the
-    line (``heap``: line address -> allocation name, `allocation_names`)."""
+    line (``heap``: line address -> block, `heap_blocks`), with the fields of the bytes
+    the workers touched when the program's DWARF (``fields``) gives the block's type."""
 
     def __init__(
         self,
         symbols: ProgramSymbols,
         bias: int,
         objects: SharedObjects,
-        heap: dict[int, str] | None = None,
+        fields: FieldNames | None = None,
     ):
-        self.symbols, self.bias, self.objects = symbols, bias, objects
-        self.heap = heap or {}
+        self.symbols, self.bias, self.objects, self.fields = symbols, bias, objects, fields
+        self.heap: dict[int, tuple] = {}
 
     def function(self, pc: int) -> str:
         name = self.symbols.function(pc - self.bias)
         # not the program's code: the C library's (malloc, strcmp) or the loader's
         return self.objects.function(pc) if name.startswith(("0x", "-0x")) else name
 
-    def data(self, vaddr: int) -> str:
+    def data(self, vaddr: int, touched: int = 0) -> str:
+        """The name of the line at ``vaddr``; ``touched``: the bytes of it the workers
+        touched (bit i = byte i), named as fields of a heap block of known type."""
         kind, name = self.symbols.classify(vaddr - self.bias)
         if kind == "static":
             return name
         holder = self.objects.holder(vaddr)
         if holder:
             return f"{holder} data"
-        return self.heap.get(vaddr & -LINE_BYTES, UNNAMED)
+        block = self.heap.get(vaddr & -LINE_BYTES)
+        return UNNAMED if block is None else block_name(block) + self.fields_of(block, touched)
+
+    def fields_of(self, block: tuple, touched: int) -> str:
+        """`` (struct T.field...)``: the fields of a block's type that the touched bytes
+        cover (which word of a lock, which object of an array: ``struct
+        worker_state.ring[10].{key,tree_left}``), when its allocating function's DWARF
+        says which struct the block is; "" otherwise."""
+        size, function, kind, _, start = block
+        layout = self.fields.allocated(function, size) if self.fields and kind == "alloc" else None
+        offsets = [start + byte for byte in mask_bytes(touched) if start + byte >= 0]
+        if layout is None or not offsets:
+            return ""
+        return f" ({name_bytes(layout, layout.label, offsets, whole_small=False)})"
+
+
+def program_fields(program: Path) -> FieldNames:
+    """The types the program's DWARF gives (all its units; none without -g), kept beside
+    it: which struct a heap block is, by the function that allocated it."""
+    return cached_field_names([program], None, program.with_name(f"{program.name}.types.pickle"))
 
 
 # A line of no static data, no object's image and no recorded allocation (a thread's
@@ -272,12 +299,11 @@ def held_in_window(records: list, window: list[int]) -> list[tuple[int, int, int
     return held + list(live.values())
 
 
-def allocation_names(allocations: list, lines: list[int], function_of) -> dict[int, str]:
-    """Each line address's name by the smallest of the blocks that held part of it (the
-    most specific object, not the chunk an arena was reserved in), as the user target
-    names heap data: ``site:alloc(size)+offset`` (``function_of(site)``, the line's
-    offset in the block; ``mmap`` for an anonymous mapping the benchmark made itself).
-    The same in every run of one build, wherever blocks landed."""
+def heap_blocks(allocations: list, lines: list[int], function_of) -> dict[int, tuple]:
+    """Each line address's smallest block that held part of it (the most specific object,
+    not the chunk an arena was reserved in): (size, ``function_of(site)``, ``alloc`` or
+    ``mmap`` for an anonymous mapping the benchmark made itself, the line's offset in the
+    block, the line's start less the block's)."""
     starts = sorted(set(lines))
     held: dict[int, tuple] = {}
     mapped = abi.value("SITE_MAPPED")
@@ -285,12 +311,16 @@ def allocation_names(allocations: list, lines: list[int], function_of) -> dict[i
         first = bisect.bisect_right(starts, addr - LINE_BYTES)
         for line in starts[first : bisect.bisect_left(starts, addr + max(size, 1))]:
             kind = "mmap" if site & mapped else "alloc"
-            block = (size, function_of(site & ~mapped), kind, max(line - addr, 0))
+            block = (size, function_of(site & ~mapped), kind, max(line - addr, 0), line - addr)
             held[line] = min(held.get(line, block), block)
-    return {
-        line: f"{function}:{kind}({size})+{offset:#x}"
-        for line, (size, function, kind, offset) in held.items()
-    }
+    return held
+
+
+def block_name(block: tuple) -> str:
+    """A heap line's name as the user target names heap data: ``site:alloc(size)+offset``.
+    The same in every run of one build, wherever blocks landed."""
+    size, function, kind, offset, _ = block
+    return f"{function}:{kind}({size})+{offset:#x}"
 
 
 def line_code(line, function_of) -> tuple:
@@ -556,28 +586,32 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
         regions = pick_workers(RegionReader(trace).read_new(), workers)
     except ValueError as err:
         raise unread(err, result) from None
-    names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
+    names = ProgramNames(
+        ProgramSymbols(program, []), *harness_names(result, program), program_fields(program)
+    )
     touched = [line.vaddr for region in regions for line in region.lines.values()]
     held = held_in_window(read_allocations(sites), result["harness"]["window_tsc"])
-    names.heap = allocation_names(held, touched, names.function)
+    names.heap = heap_blocks(held, touched, names.function)
     groups, pairs = user_groups(regions, names) if workers == 2 else ([], [])
-    lines = line_table(regions, lambda line: names.data(line.vaddr), names.function)
+    lines = line_table(regions, lambda line, mask: names.data(line.vaddr, mask), names.function)
     return result, regions, groups, pairs, lines
 
 
 def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
     """The lines two or more workers touched, one of them writing, grouped by their name:
-    the data that holds them (``data_of(line)``, of the lowest address a worker touched it
-    at), and for a line of no named data (UNNAMED) the code of any worker that wrote them
-    (``function_of(pc)``) too; the transfers and invalidations of all workers (and by the
-    kind of access that made them), most transfers first."""
+    the data that holds them (``data_of(line, touched)``, of the lowest address a worker
+    touched it at, and the bytes any worker touched), and for a line of no named data
+    (UNNAMED) the code of any worker that wrote them (``function_of(pc)``) too; the
+    transfers and invalidations of all workers (and by the kind of access that made
+    them), most transfers first."""
     by_paddr: dict[int, list] = {}
     for region in regions:
         for paddr, line in region.lines.items():
             by_paddr.setdefault(paddr, []).append(line)
 
     def name(touched: list) -> str:
-        data = data_of(min(touched, key=lambda line: line.vaddr))
+        touched_bytes = (line.read_mask | line.write_mask for line in touched)
+        data = data_of(min(touched, key=lambda line: line.vaddr), reduce(or_, touched_bytes))
         if not data.endswith(UNNAMED):  # with --system, after the space's "user: "
             return data
         code = {site for line in touched for site in line_code(line, function_of)}
@@ -688,9 +722,9 @@ def stack_lines(regions: list[Region], names: ProgramNames, kernel, namer) -> li
         namer,
     )
 
-    def data_of(line) -> str:
+    def data_of(line, mask: int) -> str:
         if line.vaddr < USER_END:
-            return f"user: {names.data(line.vaddr)}"
+            return f"user: {names.data(line.vaddr, mask)}"
         return f"kernel: {kernel_data[line.paddr]}"
 
     def function_of(pc: int) -> str:
