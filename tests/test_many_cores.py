@@ -237,7 +237,7 @@ def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
         region.lines[0x3000] = line(0x3000, False, 0)  # read by all: not shared with a write
         region.lines[0x4000 + 0x40 * v] = line(0x4000 + 0x40 * v, True, 0)  # private
     names = {0x1000: "counter"}
-    rows = line_table(workers, lambda ln, _: names.get(ln.paddr, UNNAMED), {0x10: "bump"}.get)
+    rows = line_table(workers, lambda ln: names.get(ln.paddr, UNNAMED), {0x10: "bump"}.get)
     # a named line by its data alone; a line of no named data by its writers too
     assert [(r["name"], r["lines"], r["transfers"], r["invalidations"]) for r in rows] == [
         ("counter", 1, 15, 0),
@@ -323,11 +323,48 @@ def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
     source.write_text(SET_TYPES)
     subprocess.run(["cc", "-g", "-c", "-o", str(obj), str(source)], check=True)
     names = ProgramNames(None, 0, None, FieldNames([obj]))  # fields_of needs no symbols
-    lock = names.fields_of((72, "make_set", "alloc", 0, 0), 1 << 8 | 1 << 20)  # lock+0, +12
+    # (size, function, kind, the line's offset in the block, its start less the block's):
+    # a struct set at 0x1000; 3 nodes after a 16-byte header at 0x2000, whose second line
+    # holds ring[0]'s end and ring[1]'s start (bytes 16 to 31 of the line: key and left)
+    names.heap = {
+        0x1000: (72, "make_set", "alloc", 0, 0),
+        0x2040: (16 + 3 * 64, "make_state", "alloc", 0x40, 0x40),
+        0x3000: (72, "make_set", "mmap", 0, 0),
+        0x4000: (72, "unknown", "alloc", 0, 0),
+    }
+    lock = names.fields_of(0x1000, 1 << 8 | 1 << 20)  # the lock's bytes 0 and 12
     assert lock == " (struct set.lock.__data.{__readers,__writers_futex})"
-    # 3 nodes after the 16-byte header; the block's second line holds ring[0]'s end and
-    # ring[1]'s start (bytes 16 to 31 of the line: its key and left)
-    ring = names.fields_of((16 + 3 * 64, "make_state", "alloc", 0x40, 0x40), 0xFFFF << 16)
-    assert ring == " (struct state.ring[1].{key,left})"
-    assert names.fields_of((72, "make_set", "mmap", 0, 0), 1) == ""  # a mapping: no type
-    assert names.fields_of((72, "unknown", "alloc", 0, 0), 1) == ""
+    assert names.fields_of(0x2040, 0xFFFF << 16) == " (struct state.ring[1].{key,left})"
+    assert names.fields_of(0x3000, 1) == ""  # a mapping: no type
+    assert names.fields_of(0x4000, 1) == ""  # no DWARF says what the function made
+    assert names.fields_of(0x5000, 1) == ""  # no block
+
+
+def test_each_worker_s_line_of_one_name_stays_in_one_row_with_all_fields_touched():
+    """line_table with fields: two workers' blocks, each line shared by both, one line's
+    bytes 0-7 touched, the other's bytes 8-15; the row's fields are both lines' bytes
+    (named per line they would be two rows, apart from one run to the next)."""
+
+    def line(paddr: int, mask: int) -> Line:
+        return Line(
+            paddr, paddr, 0, mask, sites=[Site(0x10, 0, mask)], transfers=1, invalidations=0
+        )
+
+    workers = [
+        Region(vcpu=v, tag=v, flags=24, accesses=0, dropped_in_interrupts=0, interrupts=0)
+        for v in range(2)
+    ]
+    for region in workers:
+        region.lines[0x1000] = line(0x1000, 0xFF)
+        region.lines[0x2000] = line(0x2000, 0xFF00)
+    named: list[int] = []
+
+    def fields_of(ln, touched: int) -> str:
+        named.append(touched)
+        return f" (bytes {touched:#x})"
+
+    rows = line_table(workers, lambda ln: "site:alloc(64)+0x0", {0x10: "f"}.get, fields_of)
+    assert [(r["name"], r["lines"], r["transfers"]) for r in rows] == [
+        ("site:alloc(64)+0x0 (bytes 0xffff)", 2, 4)
+    ]
+    assert named == [0xFFFF]

@@ -68,8 +68,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-from functools import reduce
-from operator import or_
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -238,9 +236,7 @@ class ProgramNames:
         # not the program's code: the C library's (malloc, strcmp) or the loader's
         return self.objects.function(pc) if name.startswith(("0x", "-0x")) else name
 
-    def data(self, vaddr: int, touched: int = 0) -> str:
-        """The name of the line at ``vaddr``; ``touched``: the bytes of it the workers
-        touched (bit i = byte i), named as fields of a heap block of known type."""
+    def data(self, vaddr: int) -> str:
         kind, name = self.symbols.classify(vaddr - self.bias)
         if kind == "static":
             return name
@@ -248,15 +244,18 @@ class ProgramNames:
         if holder:
             return f"{holder} data"
         block = self.heap.get(vaddr & -LINE_BYTES)
-        return UNNAMED if block is None else block_name(block) + self.fields_of(block, touched)
+        return UNNAMED if block is None else block_name(block)
 
-    def fields_of(self, block: tuple, touched: int) -> str:
-        """`` (struct T.field...)``: the fields of a block's type that the touched bytes
-        cover (which word of a lock, which object of an array: ``struct
-        worker_state.ring[10].{key,tree_left}``), when its allocating function's DWARF
-        says which struct the block is; "" otherwise."""
-        size, function, kind, _, start = block
-        layout = self.fields.allocated(function, size) if self.fields and kind == "alloc" else None
+    def fields_of(self, vaddr: int, touched: int) -> str:
+        """`` (struct T.field...)``: the fields that the touched bytes (bit i = byte i) of
+        the heap line at ``vaddr`` cover (which word of a lock, which object of an array:
+        ``struct worker_state.ring[10].{key,tree_left}``), when its allocating function's
+        DWARF says which struct the block is; "" otherwise."""
+        block = self.heap.get(vaddr & -LINE_BYTES)
+        if block is None or self.fields is None or block[2] != "alloc":
+            return ""
+        size, function, _, _, start = block
+        layout = self.fields.allocated(function, size)
         offsets = [start + byte for byte in mask_bytes(touched) if start + byte >= 0]
         if layout is None or not offsets:
             return ""
@@ -593,25 +592,30 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
     held = held_in_window(read_allocations(sites), result["harness"]["window_tsc"])
     names.heap = heap_blocks(held, touched, names.function)
     groups, pairs = user_groups(regions, names) if workers == 2 else ([], [])
-    lines = line_table(regions, lambda line, mask: names.data(line.vaddr, mask), names.function)
+    lines = line_table(
+        regions,
+        lambda line: names.data(line.vaddr),
+        names.function,
+        lambda line, touched: names.fields_of(line.vaddr, touched),
+    )
     return result, regions, groups, pairs, lines
 
 
-def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
+def line_table(regions: list[Region], data_of, function_of, fields_of=None) -> list[dict]:
     """The lines two or more workers touched, one of them writing, grouped by their name:
-    the data that holds them (``data_of(line, touched)``, of the lowest address a worker
-    touched it at, and the bytes any worker touched), and for a line of no named data
-    (UNNAMED) the code of any worker that wrote them (``function_of(pc)``) too; the
-    transfers and invalidations of all workers (and by the kind of access that made
-    them), most transfers first."""
+    the data that holds them (``data_of(line)``, of the lowest address a worker touched it
+    at), and for a line of no named data (UNNAMED) the code of any worker that wrote them
+    (``function_of(pc)``) too; the transfers and invalidations of all workers (and by the
+    kind of access that made them), most transfers first. ``fields_of(line, touched)``
+    names the fields a name's lines hold after it, from the bytes any worker touched in
+    any of them: the lines at one offset of each worker's block stay one row."""
     by_paddr: dict[int, list] = {}
     for region in regions:
         for paddr, line in region.lines.items():
             by_paddr.setdefault(paddr, []).append(line)
 
     def name(touched: list) -> str:
-        touched_bytes = (line.read_mask | line.write_mask for line in touched)
-        data = data_of(min(touched, key=lambda line: line.vaddr), reduce(or_, touched_bytes))
+        data = data_of(min(touched, key=lambda line: line.vaddr))
         if not data.endswith(UNNAMED):  # with --system, after the space's "user: "
             return data
         code = {site for line in touched for site in line_code(line, function_of)}
@@ -619,17 +623,35 @@ def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
         shown = ", ".join(writers[:3]) + (", ..." if len(writers) > 3 else "")
         return f"{data} (written by {shown})"
 
+    shared = [
+        (name(touched), touched)
+        for touched in by_paddr.values()
+        if len(touched) >= 2 and any(line.written for line in touched)
+    ]
+    if fields_of is not None:
+        shared = with_fields(shared, fields_of)
     return ranked_lines(
         (
-            name(touched),
+            data,
             1,
             sum(line.transfers for line in touched),
             sum(line.invalidations for line in touched),
             [line.kinds for line in touched],
         )
-        for touched in by_paddr.values()
-        if len(touched) >= 2 and any(line.written for line in touched)
+        for data, touched in shared
     )
+
+
+def with_fields(shared: list[tuple[str, list]], fields_of) -> list[tuple[str, list]]:
+    """(name, lines) with each name followed by ``fields_of`` the bytes touched in any of
+    its lines (the union, so that a name's lines, each worker's, stay under one name)."""
+    touched_bytes: dict[str, int] = {}
+    for data, touched in shared:
+        for line in touched:
+            touched_bytes[data] = touched_bytes.get(data, 0) | line.read_mask | line.write_mask
+    one_of = {data: min(touched, key=lambda line: line.vaddr) for data, touched in shared}
+    suffix = {data: fields_of(one_of[data], mask) for data, mask in touched_bytes.items()}
+    return [(data + suffix[data], touched) for data, touched in shared]
 
 
 def ranked_lines(counts) -> list[dict]:
@@ -722,9 +744,9 @@ def stack_lines(regions: list[Region], names: ProgramNames, kernel, namer) -> li
         namer,
     )
 
-    def data_of(line, mask: int) -> str:
+    def data_of(line) -> str:
         if line.vaddr < USER_END:
-            return f"user: {names.data(line.vaddr, mask)}"
+            return f"user: {names.data(line.vaddr)}"
         return f"kernel: {kernel_data[line.paddr]}"
 
     def function_of(pc: int) -> str:
