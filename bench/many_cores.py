@@ -10,7 +10,7 @@ per N: one emulated worker's time per operation, N x window / operations, over t
 1-worker time per operation). Then the LDU modes' queue lines at each N (the one line of
 the global queue against the per-core queues' busiest and their sum), --quantum at half
 and twice the default at N = 4, and each series of the Numbers list counted twice at N = 8
-(--repeat-duration, default 10 s; the Linux target's with --system, --turn-jitter and
+(--repeat-duration, default 10 s; the Linux target's with --system and
 --repeat-system-duration, default 8 s: a boot each): are the first run's top five lines
 within 10 % in the second? Each count leaves out `scalecheck sharing`'s warm-up, so a
 line moved only at a run's start does not weigh on its figure.
@@ -55,9 +55,10 @@ SERIES = [
 # them), one that every worker writes or one per worker.
 QUEUES = "ldu_queues:"
 # The issue's Numbers list: each counted twice at N = 8 (top five lines within 10 %?); the
-# Linux target's with --system ("B:" for a benchmark without modes) and jittered turns:
-# in turns of exactly Q, dgram-shared's servers keep whichever phases the turns began with,
-# and so the share of requests each takes from another worker's client (its regimes).
+# Linux target's with --system ("B:" for a benchmark without modes). In jittered turns
+# (sharing's default; in turns of exactly Q dgram-shared's servers keep whichever phases
+# the turns began with, and so the share of requests each takes from another worker's
+# client: its regimes).
 REPEATED = [
     "sv6-openbench:lowest",
     "sv6-openbench:anyfd",
@@ -69,7 +70,7 @@ REPEATED = [
     "ldu-u90:rwlock",
 ]
 REPEATED_SYSTEM = ["openbench:", "sockbench:dgram-shared"]
-SYSTEM = ("--system", "--turn-jitter")
+SYSTEM = ("--system",)
 SCALECHECK = [sys.executable, "-m", "scalecheck.cli"]
 
 

@@ -126,11 +126,9 @@ def test_each_kind_of_move_costs_its_weight(tmp_path):
 
 def test_the_turns_options_reach_the_plugin():
     args = sharing_script.counting_args([8], None)
-    assert sharing_script.schedule_options(args, 8) == "quantum=200,workers=8"
-    args.turn_jitter, args.turn_ends = True, "quantum"
-    assert sharing_script.schedule_options(args, 8) == (
-        "quantum=200,workers=8,operation_ends=off,jitter=on"
-    )
+    assert sharing_script.schedule_options(args, 8) == "quantum=200,workers=8,jitter=on"
+    args.turn_jitter, args.turn_ends = False, "quantum"
+    assert sharing_script.schedule_options(args, 8) == "quantum=200,workers=8,operation_ends=off"
 
 
 def counts_file(tmp_path: Path) -> Path:

@@ -108,6 +108,12 @@ MAX_CPUS = 63
 # written at every operation of L < QUANTUM instructions moves about L / QUANTUM times
 # per operation (the sensitivity measured there).
 QUANTUM = 200
+# Turns of Q/2 to 3Q/2 instructions (the plugin's jitter=on), not exactly Q: in turns of
+# exactly Q the workers keep the phases the turns began with, and a FIFO's consumers keep
+# their places in it (dgram-shared's servers took 3 % to 79 % of their requests from
+# another worker's client, one share per run; jittered, 40 % to 58 %); the two repeat alike
+# elsewhere (bench/results/many-cores.md, 2026-12-07).
+TURN_JITTER = True
 # The harness's grace for workers to end their operation after the stop
 # (native/harness: HC_STOP_GRACE_S): an emulated operation in turns can take seconds, and a
 # worker past the grace leaves no region to count.
@@ -981,10 +987,11 @@ def add_schedule_options(parser) -> None:
     )
     parser.add_argument(
         "--turn-jitter",
-        action="store_true",
-        help="turns of Q/2 to 3Q/2 instructions (a fixed pseudo-random sequence), not Q: "
-        "the workers' phases drift as cores' do, instead of keeping the interleaving the "
-        "turns began with",
+        action=argparse.BooleanOptionalAction,
+        default=TURN_JITTER,
+        help="turns of Q/2 to 3Q/2 instructions (a fixed pseudo-random sequence; the "
+        "default), so the workers' phases drift as cores' do; --no-turn-jitter: exactly Q, "
+        "keeping the interleaving the turns began with",
     )
 
 
