@@ -10,7 +10,7 @@ per N: one emulated worker's time per operation, N x window / operations, over t
 1-worker time per operation). Then the LDU modes' queue lines at each N (the one line of
 the global queue against the per-core queues' busiest and their sum), --quantum at half
 and twice the default at N = 4, and each series of the Numbers list counted twice at N = 8
-(--repeat-duration, default 10 s; the Linux target's with --system, --turn-jitter and
+(--repeat-duration, default 10 s; the Linux target's with --system and
 --repeat-system-duration, default 8 s: a boot each): are the first run's top five lines
 within 10 % in the second? Each count leaves out `scalecheck sharing`'s warm-up, so a
 line moved only at a run's start does not weigh on its figure.
@@ -55,9 +55,10 @@ SERIES = [
 # them), one that every worker writes or one per worker.
 QUEUES = "ldu_queues:"
 # The issue's Numbers list: each counted twice at N = 8 (top five lines within 10 %?); the
-# Linux target's with --system ("B:" for a benchmark without modes) and jittered turns:
-# in turns of exactly Q, dgram-shared's servers keep whichever phases the turns began with,
-# and so the share of requests each takes from another worker's client (its regimes).
+# Linux target's with --system ("B:" for a benchmark without modes). In jittered turns
+# (sharing's default; in turns of exactly Q dgram-shared's servers keep whichever phases
+# the turns began with, and so the share of requests each takes from another worker's
+# client: its regimes).
 REPEATED = [
     "sv6-openbench:lowest",
     "sv6-openbench:anyfd",
@@ -69,7 +70,7 @@ REPEATED = [
     "ldu-u90:rwlock",
 ]
 REPEATED_SYSTEM = ["openbench:", "sockbench:dgram-shared"]
-SYSTEM = ("--system", "--turn-jitter")
+SYSTEM = ("--system",)
 SCALECHECK = [sys.executable, "-m", "scalecheck.cli"]
 
 
@@ -150,12 +151,12 @@ CHECKED = {
 HOST = "host-2026-11-27"
 
 
-def predicted_ratio(out: Path, name: str, counts: Path) -> tuple[float, float]:
-    """The 2-vs-1 ratio `scalecheck predict` gives from the counts on this host's profile
-    (the 1-worker time measured natively now), and that 1-worker time in ns."""
+def predicted_ratio(out: Path, name: str, counts: Path, machine: str = HOST) -> tuple[float, float]:
+    """The 2-vs-1 ratio `scalecheck predict` gives from the counts on a profile of this
+    host (the 1-worker time measured natively now), and that 1-worker time in ns."""
     benchmark, mode = name.split(":")
-    path = out / f"predict-{name.replace(':', '-')}.json"
-    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", HOST]
+    path = out / f"predict-{Path(machine).stem}-{name.replace(':', '-')}.json"
+    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", machine]
     command += ["--cores", "1,2", "--counts", str(counts), "--json", str(path)]
     subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     one, two = json.loads(path.read_text())["points"]
@@ -164,16 +165,33 @@ def predicted_ratio(out: Path, name: str, counts: Path) -> tuple[float, float]:
     ]
 
 
+def probe_now(out: Path) -> tuple[str, str]:
+    """This host's profile measured now (bench/machine_probe.py: the transfer cost of this
+    minute, which moved 66 to 190 ns between quiet days with the vCPUs' placement), and
+    what its first lines say; the path is "" when the probe measured time slices."""
+    path = out / "host-now.toml"
+    probed = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("machine_probe.py")), str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    return (str(path) if probed.returncode == 0 else ""), probed.stdout.strip()
+
+
 def check_at_two(out: Path, duration: float, series: list[str]) -> None:
     """Per series: the lines moved per operation at N = 2 (transfers + invalidations), the
-    2-vs-1 ratio they predict, the ratio measured natively now (1 and 2 threads, best of
-    three each, beside the load average) and the quiet medians, and the errors."""
+    2-vs-1 ratio they predict on the quiet profile and on one probed now, the ratio
+    measured natively now (1 and 2 threads, best of three each, beside the load average)
+    and the quiet medians, and the errors."""
     print(f"\nload average {os.getloadavg()[0]:.1f} at the start")
+    probed, said = probe_now(out)
+    print(f"probe now: {said}")
     print(
         "| series | transfers + invalidations/op (ops) | 1 worker now | predicted 2 vs 1 | "
-        "measured now | error | quiet median | error |"
+        "measured now | error | quiet median | error | predicted on the probe now | error |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in series:
         counts = out / f"two-{name.replace(':', '-')}.json"
         (document,), _ = count(counts, name, "2", duration)
@@ -186,10 +204,12 @@ def check_at_two(out: Path, duration: float, series: list[str]) -> None:
         rates = [api.native_ops_per_sec(benchmark, mode, workers) for workers in (1, 2)]
         now, quiet = rates[1] / rates[0], CHECKED.get(name)
         quiet_text = f"{quiet:.2f}x | {predicted / quiet - 1:+.0%}" if quiet else "- | -"
+        on_probe = predicted_ratio(out, name, counts, probed)[0] if probed else None
+        probe_text = f"{on_probe:.2f}x | {on_probe / now - 1:+.0%}" if on_probe else "- | -"
         print(
             f"| {name} | {moved[0]:.3f} + {moved[1]:.3f} ({document['operations']}) | "
             f"{base_ns:,.0f} ns | {predicted:.2f}x | {now:.2f}x | {predicted / now - 1:+.0%} | "
-            f"{quiet_text} |",
+            f"{quiet_text} | {probe_text} |",
             flush=True,
         )
 

@@ -12,9 +12,17 @@ import pytest
 
 from scalecheck.bench import predict
 from scalecheck.bench import sharing as sharing_script
-from scalecheck.bench.sharing import UNNAMED, allocation_names, held_in_window, line_table
+from scalecheck.bench.sharing import (
+    UNNAMED,
+    ProgramNames,
+    block_name,
+    heap_blocks,
+    held_in_window,
+    line_table,
+)
 from scalecheck.common.errors import UserError
 from scalecheck.run.regions import Line, Region, Site
+from scalecheck.run.user.dwarfnames import FieldNames
 
 PREDICT = [sys.executable, "-m", "scalecheck.cli", "predict"]
 SHARING = [sys.executable, "-m", "scalecheck.cli", "sharing"]
@@ -118,11 +126,9 @@ def test_each_kind_of_move_costs_its_weight(tmp_path):
 
 def test_the_turns_options_reach_the_plugin():
     args = sharing_script.counting_args([8], None)
-    assert sharing_script.schedule_options(args, 8) == "quantum=200,workers=8"
-    args.turn_jitter, args.turn_ends = True, "quantum"
-    assert sharing_script.schedule_options(args, 8) == (
-        "quantum=200,workers=8,operation_ends=off,jitter=on"
-    )
+    assert sharing_script.schedule_options(args, 8) == "quantum=200,workers=8,jitter=on"
+    args.turn_jitter, args.turn_ends = False, "quantum"
+    assert sharing_script.schedule_options(args, 8) == "quantum=200,workers=8,operation_ends=off"
 
 
 def counts_file(tmp_path: Path) -> Path:
@@ -238,14 +244,12 @@ def test_lines_of_n_workers_are_summed_by_name_and_ranked_by_transfers():
 
 
 def test_a_heap_line_is_named_by_the_smallest_block_that_held_it():
-    """allocation_names on hand-made records: a 4 KiB chunk reserved first, then two
-    objects in it; a line no block held has no name."""
+    """heap_blocks on hand-made records: a 4 KiB chunk reserved first, then two objects in
+    it; a line no block held has no name."""
     records = [(0x10000, 4096, 0xA), (0x10040, 128, 0xB), (0x10100, 64, 0xC)]
     lines = [0x10000, 0x10040, 0x10080, 0x10100, 0x20000]
-    names = allocation_names(
-        records, lines, {0xA: "reserve", 0xB: "new_queue", 0xC: "new_node"}.get
-    )
-    assert names == {
+    held = heap_blocks(records, lines, {0xA: "reserve", 0xB: "new_queue", 0xC: "new_node"}.get)
+    assert {line: block_name(block) for line, block in held.items()} == {
         0x10000: "reserve:alloc(4096)+0x0",
         0x10040: "new_queue:alloc(128)+0x0",
         0x10080: "new_queue:alloc(128)+0x40",
@@ -288,8 +292,77 @@ def test_ldu_queues_are_one_line_global_and_one_per_worker_per_core(tmp_path):
     def queues(document: dict) -> set[str]:
         return {row["name"] for row in document["lines"] if row["name"].startswith("ldu_queues:")}
 
-    assert queues(global_) == {"ldu_queues:alloc(64)+0x0"}, global_["lines"][:10]
+    # one queue line, of the type LDU's DWARF gives (`ldu_queues:alloc(64)+0x0 (struct
+    # ldu_queue.head)`: the fields the workers touched follow)
+    (queue,) = queues(global_)
+    assert queue.startswith("ldu_queues:alloc(64)+0x0 (struct ldu_queue."), global_["lines"][:10]
     # the setup's queue and the 4 workers' (a queue of its own each: 64 bytes apart)
     assert len(queues(percore)) >= 3, percore["lines"][:10]
     assert all(name.startswith("ldu_queues:alloc(320)+") for name in queues(percore))
     assert {row["name"] for row in global_["lines"][:3]} <= {row["name"] for row in again["lines"]}
+
+
+SET_TYPES = """
+#include <pthread.h>
+#include <stdlib.h>
+struct node { long key; struct node *left, *right; char rest[40]; };
+struct set { void *ops; pthread_rwlock_t lock; struct node *root; };
+struct state { long head, tail; struct node ring[]; };
+struct set *make_set(void) { struct set *s = malloc(sizeof *s); return s; }
+void *make_state(int n) { struct state *s = malloc(sizeof *s + n * sizeof(struct node)); return s; }
+"""
+
+
+def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
+    """ProgramNames.fields_of on a real -g object: the words of a reader-writer lock the
+    workers touched, and which element of a flexible array member (a block of any size
+    past its struct) with which of its fields."""
+    source, obj = tmp_path / "set.c", tmp_path / "set.o"
+    source.write_text(SET_TYPES)
+    subprocess.run(["cc", "-g", "-c", "-o", str(obj), str(source)], check=True)
+    names = ProgramNames(None, 0, None, FieldNames([obj]))  # fields_of needs no symbols
+    # (size, function, kind, the line's offset in the block, its start less the block's):
+    # a struct set at 0x1000; 3 nodes after a 16-byte header at 0x2000, whose second line
+    # holds ring[0]'s end and ring[1]'s start (bytes 16 to 31 of the line: key and left)
+    names.heap = {
+        0x1000: (72, "make_set", "alloc", 0, 0),
+        0x2040: (16 + 3 * 64, "make_state", "alloc", 0x40, 0x40),
+        0x3000: (72, "make_set", "mmap", 0, 0),
+        0x4000: (72, "unknown", "alloc", 0, 0),
+    }
+    lock = names.fields_of(0x1000, 1 << 8 | 1 << 20)  # the lock's bytes 0 and 12
+    assert lock == " (struct set.lock.__data.{__readers,__writers_futex})"
+    assert names.fields_of(0x2040, 0xFFFF << 16) == " (struct state.ring[1].{key,left})"
+    assert names.fields_of(0x3000, 1) == ""  # a mapping: no type
+    assert names.fields_of(0x4000, 1) == ""  # no DWARF says what the function made
+    assert names.fields_of(0x5000, 1) == ""  # no block
+
+
+def test_each_worker_s_line_of_one_name_stays_in_one_row_with_all_fields_touched():
+    """line_table with fields: two workers' blocks, each line shared by both, one line's
+    bytes 0-7 touched, the other's bytes 8-15; the row's fields are both lines' bytes
+    (named per line they would be two rows, apart from one run to the next)."""
+
+    def line(paddr: int, mask: int) -> Line:
+        return Line(
+            paddr, paddr, 0, mask, sites=[Site(0x10, 0, mask)], transfers=1, invalidations=0
+        )
+
+    workers = [
+        Region(vcpu=v, tag=v, flags=24, accesses=0, dropped_in_interrupts=0, interrupts=0)
+        for v in range(2)
+    ]
+    for region in workers:
+        region.lines[0x1000] = line(0x1000, 0xFF)
+        region.lines[0x2000] = line(0x2000, 0xFF00)
+    named: list[int] = []
+
+    def fields_of(ln, touched: int) -> str:
+        named.append(touched)
+        return f" (bytes {touched:#x})"
+
+    rows = line_table(workers, lambda ln: "site:alloc(64)+0x0", {0x10: "f"}.get, fields_of)
+    assert [(r["name"], r["lines"], r["transfers"]) for r in rows] == [
+        ("site:alloc(64)+0x0 (bytes 0xffff)", 2, 4)
+    ]
+    assert named == [0xFFFF]

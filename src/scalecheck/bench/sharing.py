@@ -81,6 +81,7 @@ from scalecheck.common import argtypes, sources
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import run_printing
 from scalecheck.run.linux.kernel_symbols import USER_END
+from scalecheck.run.naming import mask_bytes
 from scalecheck.run.outcome import conflict_bytes
 from scalecheck.run.regions import (
     FLAG_PAIR_TRANSFERS,
@@ -92,6 +93,8 @@ from scalecheck.run.regions import (
     shared_lines,
 )
 from scalecheck.run.tracer_build import ensure_plugin, run_step
+from scalecheck.run.user.dwarfnames import FieldNames, cached_field_names
+from scalecheck.run.user.heapnames import name_bytes
 from scalecheck.run.user.program_symbols import ProgramSymbols
 from scalecheck.run.user.program_worker import QEMU_USER
 
@@ -105,6 +108,12 @@ MAX_CPUS = 63
 # written at every operation of L < QUANTUM instructions moves about L / QUANTUM times
 # per operation (the sensitivity measured there).
 QUANTUM = 200
+# Turns of Q/2 to 3Q/2 instructions (the plugin's jitter=on), not exactly Q: in turns of
+# exactly Q the workers keep the phases the turns began with, and a FIFO's consumers keep
+# their places in it (dgram-shared's servers took 3 % to 79 % of their requests from
+# another worker's client, one share per run; jittered, 40 % to 58 %); the two repeat alike
+# elsewhere (bench/results/many-cores.md, 2026-12-07).
+TURN_JITTER = True
 # The harness's grace for workers to end their operation after the stop
 # (native/harness: HC_STOP_GRACE_S): an emulated operation in turns can take seconds, and a
 # worker past the grace leaves no region to count.
@@ -215,17 +224,18 @@ class SharedObjects:
 class ProgramNames:
     """Names the program's lines and code: its static data and functions (load bias
     applied), else the shared object that holds them, else the heap block that held the
-    line (``heap``: line address -> allocation name, `allocation_names`)."""
+    line (``heap``: line address -> block, `heap_blocks`), with the fields of the bytes
+    the workers touched when the program's DWARF (``fields``) gives the block's type."""
 
     def __init__(
         self,
         symbols: ProgramSymbols,
         bias: int,
         objects: SharedObjects,
-        heap: dict[int, str] | None = None,
+        fields: FieldNames | None = None,
     ):
-        self.symbols, self.bias, self.objects = symbols, bias, objects
-        self.heap = heap or {}
+        self.symbols, self.bias, self.objects, self.fields = symbols, bias, objects, fields
+        self.heap: dict[int, tuple] = {}
 
     def function(self, pc: int) -> str:
         name = self.symbols.function(pc - self.bias)
@@ -239,7 +249,29 @@ class ProgramNames:
         holder = self.objects.holder(vaddr)
         if holder:
             return f"{holder} data"
-        return self.heap.get(vaddr & -LINE_BYTES, UNNAMED)
+        block = self.heap.get(vaddr & -LINE_BYTES)
+        return UNNAMED if block is None else block_name(block)
+
+    def fields_of(self, vaddr: int, touched: int) -> str:
+        """`` (struct T.field...)``: the fields that the touched bytes (bit i = byte i) of
+        the heap line at ``vaddr`` cover (which word of a lock, which object of an array:
+        ``struct worker_state.ring[10].{key,tree_left}``), when its allocating function's
+        DWARF says which struct the block is; "" otherwise."""
+        block = self.heap.get(vaddr & -LINE_BYTES)
+        if block is None or self.fields is None or block[2] != "alloc":
+            return ""
+        size, function, _, _, start = block
+        layout = self.fields.allocated(function, size)
+        offsets = [start + byte for byte in mask_bytes(touched) if start + byte >= 0]
+        if layout is None or not offsets:
+            return ""
+        return f" ({name_bytes(layout, layout.label, offsets, whole_small=False)})"
+
+
+def program_fields(program: Path) -> FieldNames:
+    """The types the program's DWARF gives (all its units; none without -g), kept beside
+    it: which struct a heap block is, by the function that allocated it."""
+    return cached_field_names([program], None, program.with_name(f"{program.name}.types.pickle"))
 
 
 # A line of no static data, no object's image and no recorded allocation (a thread's
@@ -272,12 +304,11 @@ def held_in_window(records: list, window: list[int]) -> list[tuple[int, int, int
     return held + list(live.values())
 
 
-def allocation_names(allocations: list, lines: list[int], function_of) -> dict[int, str]:
-    """Each line address's name by the smallest of the blocks that held part of it (the
-    most specific object, not the chunk an arena was reserved in), as the user target
-    names heap data: ``site:alloc(size)+offset`` (``function_of(site)``, the line's
-    offset in the block; ``mmap`` for an anonymous mapping the benchmark made itself).
-    The same in every run of one build, wherever blocks landed."""
+def heap_blocks(allocations: list, lines: list[int], function_of) -> dict[int, tuple]:
+    """Each line address's smallest block that held part of it (the most specific object,
+    not the chunk an arena was reserved in): (size, ``function_of(site)``, ``alloc`` or
+    ``mmap`` for an anonymous mapping the benchmark made itself, the line's offset in the
+    block, the line's start less the block's)."""
     starts = sorted(set(lines))
     held: dict[int, tuple] = {}
     mapped = abi.value("SITE_MAPPED")
@@ -285,12 +316,16 @@ def allocation_names(allocations: list, lines: list[int], function_of) -> dict[i
         first = bisect.bisect_right(starts, addr - LINE_BYTES)
         for line in starts[first : bisect.bisect_left(starts, addr + max(size, 1))]:
             kind = "mmap" if site & mapped else "alloc"
-            block = (size, function_of(site & ~mapped), kind, max(line - addr, 0))
+            block = (size, function_of(site & ~mapped), kind, max(line - addr, 0), line - addr)
             held[line] = min(held.get(line, block), block)
-    return {
-        line: f"{function}:{kind}({size})+{offset:#x}"
-        for line, (size, function, kind, offset) in held.items()
-    }
+    return held
+
+
+def block_name(block: tuple) -> str:
+    """A heap line's name as the user target names heap data: ``site:alloc(size)+offset``.
+    The same in every run of one build, wherever blocks landed."""
+    size, function, kind, offset, _ = block
+    return f"{function}:{kind}({size})+{offset:#x}"
 
 
 def line_code(line, function_of) -> tuple:
@@ -556,21 +591,30 @@ def trace_workers(args, name: str, argv: list, program: Path, scratch: str, work
         regions = pick_workers(RegionReader(trace).read_new(), workers)
     except ValueError as err:
         raise unread(err, result) from None
-    names = ProgramNames(ProgramSymbols(program, []), *harness_names(result, program))
+    names = ProgramNames(
+        ProgramSymbols(program, []), *harness_names(result, program), program_fields(program)
+    )
     touched = [line.vaddr for region in regions for line in region.lines.values()]
     held = held_in_window(read_allocations(sites), result["harness"]["window_tsc"])
-    names.heap = allocation_names(held, touched, names.function)
+    names.heap = heap_blocks(held, touched, names.function)
     groups, pairs = user_groups(regions, names) if workers == 2 else ([], [])
-    lines = line_table(regions, lambda line: names.data(line.vaddr), names.function)
+    lines = line_table(
+        regions,
+        lambda line: names.data(line.vaddr),
+        names.function,
+        lambda line, touched: names.fields_of(line.vaddr, touched),
+    )
     return result, regions, groups, pairs, lines
 
 
-def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
+def line_table(regions: list[Region], data_of, function_of, fields_of=None) -> list[dict]:
     """The lines two or more workers touched, one of them writing, grouped by their name:
     the data that holds them (``data_of(line)``, of the lowest address a worker touched it
     at), and for a line of no named data (UNNAMED) the code of any worker that wrote them
     (``function_of(pc)``) too; the transfers and invalidations of all workers (and by the
-    kind of access that made them), most transfers first."""
+    kind of access that made them), most transfers first. ``fields_of(line, touched)``
+    names the fields a name's lines hold after it, from the bytes any worker touched in
+    any of them: the lines at one offset of each worker's block stay one row."""
     by_paddr: dict[int, list] = {}
     for region in regions:
         for paddr, line in region.lines.items():
@@ -585,17 +629,35 @@ def line_table(regions: list[Region], data_of, function_of) -> list[dict]:
         shown = ", ".join(writers[:3]) + (", ..." if len(writers) > 3 else "")
         return f"{data} (written by {shown})"
 
+    shared = [
+        (name(touched), touched)
+        for touched in by_paddr.values()
+        if len(touched) >= 2 and any(line.written for line in touched)
+    ]
+    if fields_of is not None:
+        shared = with_fields(shared, fields_of)
     return ranked_lines(
         (
-            name(touched),
+            data,
             1,
             sum(line.transfers for line in touched),
             sum(line.invalidations for line in touched),
             [line.kinds for line in touched],
         )
-        for touched in by_paddr.values()
-        if len(touched) >= 2 and any(line.written for line in touched)
+        for data, touched in shared
     )
+
+
+def with_fields(shared: list[tuple[str, list]], fields_of) -> list[tuple[str, list]]:
+    """(name, lines) with each name followed by ``fields_of`` the bytes touched in any of
+    its lines (the union, so that a name's lines, each worker's, stay under one name)."""
+    touched_bytes: dict[str, int] = {}
+    for data, touched in shared:
+        for line in touched:
+            touched_bytes[data] = touched_bytes.get(data, 0) | line.read_mask | line.write_mask
+    one_of = {data: min(touched, key=lambda line: line.vaddr) for data, touched in shared}
+    suffix = {data: fields_of(one_of[data], mask) for data, mask in touched_bytes.items()}
+    return [(data + suffix[data], touched) for data, touched in shared]
 
 
 def ranked_lines(counts) -> list[dict]:
@@ -925,10 +987,11 @@ def add_schedule_options(parser) -> None:
     )
     parser.add_argument(
         "--turn-jitter",
-        action="store_true",
-        help="turns of Q/2 to 3Q/2 instructions (a fixed pseudo-random sequence), not Q: "
-        "the workers' phases drift as cores' do, instead of keeping the interleaving the "
-        "turns began with",
+        action=argparse.BooleanOptionalAction,
+        default=TURN_JITTER,
+        help="turns of Q/2 to 3Q/2 instructions (a fixed pseudo-random sequence; the "
+        "default), so the workers' phases drift as cores' do; --no-turn-jitter: exactly Q, "
+        "keeping the interleaving the turns began with",
     )
 
 

@@ -100,10 +100,11 @@ class FieldNames:
         """The struct a block of ``size`` bytes that ``function`` allocated is: the one it
         returns a pointer to, else the only one its local pointers point to, when the
         block can be one (at least one, less than two: a flexible array member may
-        follow)."""
+        follow; any larger size when the struct ends in one, as an array of its
+        elements)."""
 
         def fits(layout: Layout) -> bool:
-            return 0 < layout.size <= size < 2 * layout.size
+            return 0 < layout.size <= size and (size < 2 * layout.size or layout.open_ended)
 
         returned = self._returns.get(function)
         if returned is not None and fits(returned):
@@ -182,6 +183,15 @@ class Layout:
                     return f".{name}"
                 return f".{name}" + layout.path(offset - start, whole_small)
         return f"+{offset:#x}" if offset else ""
+
+    @property
+    def open_ended(self) -> bool:
+        """A struct whose last member is a flexible array (``struct set_object ring[]``):
+        DWARF gives the array no bound, so it reaches past the struct's size."""
+        if not self.is_aggregate or not self.members:
+            return False
+        start, _, last = max(self.members, key=lambda member: member[0])
+        return last.element is not None and start + last.size > self.size
 
     @property
     def is_aggregate(self) -> bool:

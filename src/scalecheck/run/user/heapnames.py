@@ -25,20 +25,21 @@ _POINTER = struct.Struct("<Q")
 _LAST_INDEX = re.compile(r"\[\d+\]$")
 
 
-def name_bytes(layout: Layout, label: str, offsets: list[int]) -> str:
+def name_bytes(layout: Layout, label: str, offsets: list[int], whole_small: bool = True) -> str:
     """``label`` with the fields that bytes at ``offsets`` cover: ``struct node.value``,
-    ``buckets[3].head``, ``struct table.{lock,buckets[0]}``; one name per array element."""
+    ``buckets[3].head``, ``struct table.{lock,buckets[0]}``; one name per array element.
+    ``whole_small``: a small struct member named as a whole (Layout.path)."""
     if layout.element is not None and layout.element.size:
         by_index: dict[int, list[int]] = {}
         for offset in offsets:
             index, inner = divmod(offset, layout.element.size)
             by_index.setdefault(index, []).append(inner)
         return join_names(
-            name_bytes(layout.element, f"{label}[{index}]", inner)
+            name_bytes(layout.element, f"{label}[{index}]", inner, whole_small)
             for index, inner in by_index.items()
         )
     # The bytes inside one field (`value+0x3`) are the field.
-    paths = [layout.path(offset, whole_small=True).split("+")[0] for offset in offsets]
+    paths = [layout.path(offset, whole_small).split("+")[0] for offset in offsets]
     return join_fields(label, _arrays([p.removeprefix(".") for p in paths if p]), offsets[0])
 
 
