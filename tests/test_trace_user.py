@@ -228,6 +228,80 @@ def test_a_block_handed_out_twice_is_named_by_its_last_allocation(counter_tests,
     assert [c["data_symbol"] for c in inc_inc["conflicts"]] == ["counter_block:alloc(64)+0x0"]
 
 
+# The setup's memory dirtied and then zeroed on the main thread (by a read of /dev/zero,
+# tracer/user/trace_zero.c), each iszero zeroing a shared block inside its region (by
+# memset, traced). A setup left unzeroed makes the count one more: results the model forbids.
+ZEROING = """
+#include <stdatomic.h>
+#include <string.h>
+
+#include "refcount.h"
+
+#define BLOCK (64 << 10)
+
+static _Atomic long count;
+static char setup_block[BLOCK];
+static char scratch[BLOCK] __attribute__((aligned(64)));
+
+void rc_init(long initial)
+{
+	memset(setup_block, 0xff, BLOCK);
+	__asm__ volatile("" : : "r"(setup_block) : "memory");
+	memset(setup_block, 0, BLOCK);
+	__asm__ volatile("" : : "r"(setup_block) : "memory");
+	int dirty = 0;
+	for (int i = 0; i < BLOCK; i++)
+		dirty |= setup_block[i];
+	atomic_store(&count, initial + (dirty != 0));
+}
+
+void rc_register_thread(int slot)
+{
+	(void)slot;
+}
+
+void rc_inc(void)
+{
+	atomic_fetch_add(&count, 1);
+}
+
+int rc_dec(void)
+{
+	return atomic_fetch_sub(&count, 1) > 0 ? 0 : (atomic_fetch_add(&count, 1), -1);
+}
+
+int rc_iszero(void)
+{
+	memset(scratch, 0, BLOCK);
+	return atomic_load(&count) == 0;
+}
+"""
+
+
+def test_setup_zeroes_by_the_kernel_and_the_calls_memsets_are_traced(counter_tests, tmp_path):
+    (tmp_path / "zeroing.c").write_text(ZEROING)
+    refcount = EXAMPLES / "refcount"
+    (tmp_path / "zeroing.toml").write_text(
+        f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["zeroing.c"]\n'
+        f'cflags = ["-O2", "-g", "-I{refcount}"]\n'
+    )
+    records = run(counter_tests, tmp_path / "zeroing.toml", jobs=1)["records"]
+    assert records and all(r["status"] == "ok" for r in records.values())
+    both = records["iszero-iszero/p0/t1"]
+    assert not both["conflict_free"]
+    assert {c["data_symbol"].split("[")[0] for c in both["conflicts"]} == {"scratch"}
+    # Each setup's 64 KiB of zeros came from one read (qemu-x86_64 -strace logs the
+    # program's system calls), the 1,024 traced lines above from memset.
+    programs = (counter_tests / "trace" / "program").glob("zeroing-*")
+    (program,) = (p for p in programs if "." not in p.name)
+    batch = next((counter_tests / "trace").glob("*/batch.txt"))
+    done = subprocess.run(
+        ["qemu-x86_64", "-strace", str(program), str(batch)], capture_output=True, timeout=60
+    )
+    zero_reads = re.findall(rb" read\(5\d\d,0x[0-9a-f]+,65536\) = 65536", done.stderr)
+    assert len(zero_reads) == 2 * len(records)  # two repeats a test
+
+
 def _first_blocks(program: Path, batch: Path) -> list:
     """The addresses of the blocks the program reports for its first test repeat."""
     done = subprocess.run(

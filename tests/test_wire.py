@@ -128,7 +128,7 @@ def test_the_guest_driver_reads_back_every_field(tmp_path):
 
 def _harness_program(tmp_path: Path) -> Path:
     subprocess.run(["make", "-s", "-C", str(REPO / "tracer/user")], check=True)
-    wrap = ",".join(f"--wrap={name}" for name in program_build.WRAPPED)
+    wrap = ",".join(f"--wrap={name}" for name in program_build.WRAPPED_STATIC)
     adapter = tmp_path / "adapter.o"
     subprocess.run(
         [

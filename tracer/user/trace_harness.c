@@ -21,6 +21,9 @@
  * of the live allocations: the host follows the typed pointers in them to find the DWARF
  * type of each heap object (src/scalecheck/run/user/dwarfnames.py), and names each
  * repeat's conflicting lines from its own snapshot before it compares the repeats.
+ *
+ * The main thread (batch, setup, teardown, reports: never a region) runs on a stack at a
+ * fixed address, by which trace_zero.c's memset knows it is outside the regions.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +37,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "../include/scalecheck_abi.h"
@@ -41,6 +45,7 @@
 #include "../include/scalecheck_wire.h"
 #include "scalecheck_adapter.h"
 #include "trace_alloc.h"
+#include "trace_zero.h"
 
 #define MAX_VALUES 512
 #define PATH_LEN 64
@@ -678,22 +683,16 @@ static void pad_heap(void)
 	(void)pad;
 }
 
-int main(int argc, char **argv)
+/* What main hands to the body it runs on its own stack. */
+static struct {
+	const char *batch;
+	char *tests;
+	struct sc_wire_settings settings;
+	ucontext_t caller, body;
+} __attribute__((aligned(64))) main_args;
+
+static void run_batch(void)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s BATCH\n", argv[0]);
-		return 2;
-	}
-	char *tests = sc_wire_read_batch(argv[1]);
-	if (!tests) {
-		perror(argv[1]);
-		return 2;
-	}
-	struct sc_wire_settings settings = {.repeats = 2};
-	if (sc_wire_read_settings(&tests, &settings) < 0) {
-		fprintf(stderr, "%s: no header line\n", argv[1]);
-		return 2;
-	}
 	pad_heap();
 	sc_wire_output(write_output, flush_output);
 	sc_alloc_log_start(0);
@@ -711,8 +710,52 @@ int main(int argc, char **argv)
 		.repeat = run_repeat,
 		.batch_line = batch_line,
 	};
-	sc_wire_run_tests(argv[1], tests, &settings, &driver);
+	sc_wire_run_tests(main_args.batch, main_args.tests, &main_args.settings, &driver);
 	clock_gettime(CLOCK_MONOTONIC, &ended);
 	sc_wire_done((ended.tv_sec - started.tv_sec) * 1000L + (ended.tv_nsec - started.tv_nsec) / 1000000);
+}
+
+/* Runs run_batch on the stack at SC_MAIN_STACK_ADDR (trace_zero.h); where that address
+ * is taken, on this one (memset then zeroes as it did). */
+static void run_on_main_stack(void)
+{
+	void *stack = mmap((void *)SC_MAIN_STACK_ADDR, SC_MAIN_STACK_SIZE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (stack != (void *)SC_MAIN_STACK_ADDR) {
+		fprintf(stderr, "scalecheck harness: no stack at %#lx; setup zeroes by memset\n", SC_MAIN_STACK_ADDR);
+		if (stack != MAP_FAILED)
+			munmap(stack, SC_MAIN_STACK_SIZE);
+		run_batch();
+		return;
+	}
+	getcontext(&main_args.body);
+	main_args.body.uc_stack.ss_sp = stack;
+	main_args.body.uc_stack.ss_size = SC_MAIN_STACK_SIZE;
+	main_args.body.uc_link = &main_args.caller;
+	makecontext(&main_args.body, run_batch, 0);
+	if (swapcontext(&main_args.caller, &main_args.body) < 0) {
+		perror("scalecheck harness: swapcontext");
+		exit(3);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s BATCH\n", argv[0]);
+		return 2;
+	}
+	main_args.batch = argv[1];
+	main_args.tests = sc_wire_read_batch(argv[1]);
+	if (!main_args.tests) {
+		perror(argv[1]);
+		return 2;
+	}
+	main_args.settings = (struct sc_wire_settings){.repeats = 2};
+	if (sc_wire_read_settings(&main_args.tests, &main_args.settings) < 0) {
+		fprintf(stderr, "%s: no header line\n", argv[1]);
+		return 2;
+	}
+	run_on_main_stack();
 	return 0;
 }

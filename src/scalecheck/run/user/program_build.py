@@ -25,10 +25,13 @@ WRAPPED = (
     "pvalloc",
     "free",
 )
+# Wrapped besides in a static program: memset, which zeroes the setup's memory by a system
+# call (tracer/user/trace_zero.c).
+WRAPPED_STATIC = (*WRAPPED, "memset")
 # The harness's objects: statically linked (the entry points wrapped), or with shared
 # libraries (the entry points defined over glibc's, tracer/user/trace_alloc.c).
 HARNESS_OBJECTS = {
-    False: ("trace_harness.o", "trace_alloc.o"),
+    False: ("trace_harness.o", "trace_alloc.o", "trace_zero.o"),
     True: ("trace_harness.o", "trace_alloc_shared.o"),
 }
 
@@ -77,7 +80,7 @@ def _link_mode(library: Library) -> list[str]:
     image_end = f"-Wl,--section-start=.scalecheck_image_tail={tail:#x}"
     if library.shared:
         return ["-no-pie", "-rdynamic", "-pthread", "-Wl,-z,now", image_end]
-    wrap = ",".join(f"--wrap={name}" for name in WRAPPED)
+    wrap = ",".join(f"--wrap={name}" for name in WRAPPED_STATIC)
     return ["-static", "-pthread", f"-Wl,{wrap}", image_end]
 
 
