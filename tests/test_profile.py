@@ -583,6 +583,13 @@ class FakeKernelSymbols:
         ),
         ({1: 1, 2: 1, 4: 1}, "kernel: page (written by clear_page_rep, memcpy, ...)"),
         ({1: 1, 4: 0}, "kernel: page (written by clear_page_rep)"),  # read by other code
+        (  # zeroed, then only the copy-on-write copy read it
+            {1: 1, 7: 0},
+            "kernel: page zeroed on allocation, then copied on a write fault (untouched part) "
+            "(written by clear_page_rep)",
+        ),
+        ({1: 1, 4: 0, 7: 0}, "kernel: page (written by clear_page_rep)"),
+        ({7: 1}, "kernel: page (written by copy_page)"),  # the copy's target: user data
         ({1: 1, 5: 0}, "kernel: page table (written by clear_page_rep)"),  # read by a walker
         ({1: 1, 4: 0, 5: 0}, "kernel: page (written by clear_page_rep)"),
         ({1: 1, 0: 0}, "kernel: page (written by clear_page_rep)"),  # beyond the PC limit
@@ -592,7 +599,7 @@ def test_a_bare_page_is_named_by_its_writers_only_when_they_say_what_it_held(sit
     symbols = FakeKernelSymbols(
         {1: "clear_page_rep", 1 << 20: "clear_page_rep", 2: "native_set_pte"}
         | {3: "__tlb_remove_page_size", 4: "memcpy", 5: "unmap_page_range"}
-        | {6: "free_pages_and_swap_cache"}
+        | {6: "free_pages_and_swap_cache", 7: "copy_page"}
     )
     touches = [
         (
