@@ -473,7 +473,7 @@ def test_a_line_two_programs_blocks_of_one_site_held_is_named_by_the_site_and_th
         (allocations / str(pid)).write_bytes(b"".join(SITE_RECORD.pack(*r) for r in records))
     lines = {0x3A040: 0x5555555CB040, 0x3B040: 0x555555600040}  # frames never seen
     pages = UserPages(tmp_path / "pages.txt")
-    names = {paddr: "user: memory" for paddr in lines}
+    names = dict.fromkeys(lines, "user: memory")
     name_heap_lines(names, user_touches(lines), pages, allocations)
     assert names == {
         0x3A040: "user: heap: 130980- to 131088-byte block from 0x1234 (by address)",
