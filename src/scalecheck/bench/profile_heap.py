@@ -164,8 +164,8 @@ def name_by_address(
     `memory`: a frame the page map never saw) by the block there, marked `(by address)`,
     when the blocks the processes' records hold at that address are all from one site (one
     process; runs of one program; two programs calling one library's allocator, as
-    postfix's smtp-sink and smtp-source call mymalloc for their streams' buffers: sizes as
-    a range) and no other process seen had memory there (address randomisation is off:
+    postfix's smtp-sink and smtp-source call its wrapper mymalloc for their ~128 KB blocks:
+    sizes as a range) and no other process seen had memory there (address randomisation is off:
     processes share addresses). Which of those processes held it is not known: the frame
     changed hands between two rounds, and the plugin does not time its touches."""
     lines = {
