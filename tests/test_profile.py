@@ -456,6 +456,31 @@ def test_a_line_no_process_seen_held_is_named_by_the_one_block_recorded_at_its_a
     }
 
 
+def test_a_line_two_programs_blocks_of_one_site_held_is_named_by_the_site_and_their_sizes(
+    tmp_path,
+):
+    heap = "555555559000-555555611000 rw-p 00000000 00:00 0 [heap]"
+    # a sink and a source, both calling one library's allocator for their buffers: their
+    # heaps trimmed and grown, the frames handed between them between two rounds
+    (tmp_path / "pages.txt").write_text(
+        f"P 7 source\n{heap}\nG 2a 555555559000\nP 9 sink\n{heap}\nG 2b 555555559000\n"
+    )
+    allocations = tmp_path / "allocations"
+    allocations.mkdir()
+    blocks = {7: [(0x5555555CB010, 130980, 0x1234, 1), (0x555555600010, 64, 0x5678, 2)]}
+    blocks[9] = [(0x5555555CB010, 131088, 0x1234, 1), (0x555555600010, 64, 0x9ABC, 2)]
+    for pid, records in blocks.items():
+        (allocations / str(pid)).write_bytes(b"".join(SITE_RECORD.pack(*r) for r in records))
+    lines = {0x3A040: 0x5555555CB040, 0x3B040: 0x555555600040}  # frames never seen
+    pages = UserPages(tmp_path / "pages.txt")
+    names = dict.fromkeys(lines, "user: memory")
+    name_heap_lines(names, user_touches(lines), pages, allocations)
+    assert names == {
+        0x3A040: "user: heap: 130980- to 131088-byte block from 0x1234 (by address)",
+        0x3B040: "user: memory",  # two sites: which of the two blocks is not known
+    }
+
+
 def test_a_process_s_latest_maps_are_those_it_wrote_last_and_cut_lines_are_left_out(tmp_path):
     heap = "555555559000-55555557a000 rw-p 00000000 00:00 0 [heap]"
     (tmp_path / "pages.txt").write_text(f"P 9 sink\n{heap}\nG 2b 555555559000\n")
@@ -558,6 +583,13 @@ class FakeKernelSymbols:
         ),
         ({1: 1, 2: 1, 4: 1}, "kernel: page (written by clear_page_rep, memcpy, ...)"),
         ({1: 1, 4: 0}, "kernel: page (written by clear_page_rep)"),  # read by other code
+        (  # zeroed, then only the copy-on-write copy read it
+            {1: 1, 7: 0},
+            "kernel: page zeroed on allocation, then copied on a write fault (untouched part) "
+            "(written by clear_page_rep)",
+        ),
+        ({1: 1, 4: 0, 7: 0}, "kernel: page (written by clear_page_rep)"),
+        ({7: 1}, "kernel: page (written by copy_page)"),  # the copy's target: user data
         ({1: 1, 5: 0}, "kernel: page table (written by clear_page_rep)"),  # read by a walker
         ({1: 1, 4: 0, 5: 0}, "kernel: page (written by clear_page_rep)"),
         ({1: 1, 0: 0}, "kernel: page (written by clear_page_rep)"),  # beyond the PC limit
@@ -567,7 +599,7 @@ def test_a_bare_page_is_named_by_its_writers_only_when_they_say_what_it_held(sit
     symbols = FakeKernelSymbols(
         {1: "clear_page_rep", 1 << 20: "clear_page_rep", 2: "native_set_pte"}
         | {3: "__tlb_remove_page_size", 4: "memcpy", 5: "unmap_page_range"}
-        | {6: "free_pages_and_swap_cache"}
+        | {6: "free_pages_and_swap_cache", 7: "copy_page"}
     )
     touches = [
         (

@@ -124,6 +124,10 @@ PAGE_ONLY_READERS = {
     "__tlb_remove_page_size": frozenset({"free_pages_and_swap_cache", "release_pages"})
 }
 ZEROED_PAGE = "page being zeroed on allocation"
+# A line zeroed on allocation that only the copy-on-write fault's copy then read: a part
+# of an anonymous (or a private file) page no user code touched, copied after a fork.
+COPIED_ZEROED_PAGE = "page zeroed on allocation, then copied on a write fault (untouched part)"
+COPY_ON_WRITE = "copy_page"
 
 
 @dataclass
@@ -530,7 +534,8 @@ def page_kind(writers: list[str], accessors: set[str]) -> str | None:
     of PAGE_ONLY_WRITERS (every writer that one; or that one and the zeroing of another
     life of the frame, every access theirs or the page's readers'); a page the allocator
     zeroed and nothing else touched (every access the zeroing: the line moved between CPUs
-    as a freed frame was handed out again, holding no one's data)."""
+    as a freed frame was handed out again, holding no one's data), or that only a
+    copy-on-write fault's copy read then (zeros no user code touched, copied)."""
     for writer in writers:
         kind = PAGE_WRITERS.get(writer.split(" [")[0])  # a module's function: "f [module]"
         if kind:
@@ -548,6 +553,8 @@ def page_kind(writers: list[str], accessors: set[str]) -> str | None:
     if only in PAGE_ONLY_WRITERS and accessors <= ZEROING | own | PAGE_ONLY_READERS[only]:
         # the frame's two lives, each named: every transfer was of the one or the other
         return f"{PAGE_ONLY_WRITERS[only]}, or {ZEROED_PAGE}"
+    if written and written <= ZEROING and accessors - ZEROING == {COPY_ON_WRITE}:
+        return COPIED_ZEROED_PAGE  # zeros moved from the zeroing CPU to the copying one
     if accessors and accessors <= ZEROING:
         return ZEROED_PAGE
     return None

@@ -70,8 +70,8 @@ def site_name(maps: ProcessMaps, site: int) -> str:
     return f"{functions[i][2] if known else hex(site - bias)} ({Path(path).name})"
 
 
-def block_names(maps: ProcessMaps, lines: list[int], blocks: list) -> dict[int, str]:
-    """Each line address's name by the block that held it longest (none: unnamed)."""
+def longest_blocks(lines: list[int], blocks: list) -> dict[int, tuple[int, int]]:
+    """Each line address's (size, site) of the block that held it longest (none: unnamed)."""
     starts = sorted(set(lines))
     longest: dict[int, tuple] = {}
     for addr, size, site, held in blocks:
@@ -79,14 +79,31 @@ def block_names(maps: ProcessMaps, lines: list[int], blocks: list) -> dict[int, 
         for line in starts[first : bisect.bisect_left(starts, addr + max(size, 1))]:
             if line not in longest or (held, -size) > longest[line][:2]:
                 longest[line] = (held, -size, site)
-    return {line: block_name(maps, -size, site) for line, (_, size, site) in longest.items()}
+    return {line: (-size, site) for line, (_, size, site) in longest.items()}
 
 
-def block_name(maps: ProcessMaps, size: int, site: int) -> str:
-    """A block's name: a heap block, or an anonymous mapping the program made itself."""
-    if site & MAPPED:
-        return f"mapping: {size}-byte anonymous mmap from {site_name(maps, site & ~MAPPED)}"
-    return f"heap: {size}-byte block from {site_name(maps, site)}"
+def block_names(maps: ProcessMaps, lines: list[int], blocks: list) -> dict[int, str]:
+    """Each line address's name by the block that held it longest (none: unnamed)."""
+    return {
+        line: block_name(block_site(maps, site), [size])
+        for line, (size, site) in longest_blocks(lines, blocks).items()
+    }
+
+
+def block_site(maps: ProcessMaps, site: int) -> tuple[bool, str]:
+    """Whether a block is an anonymous mapping the program made itself, and its caller."""
+    return bool(site & MAPPED), site_name(maps, site & ~MAPPED)
+
+
+def block_name(site: tuple[bool, str], sizes: list[int]) -> str:
+    """A block's name, a heap block or a mapping, with its size (several blocks of one site
+    that processes held at one address: the range of their sizes)."""
+    low, high = min(sizes), max(sizes)
+    size = f"{low}" if low == high else f"{low}- to {high}"
+    mapped, caller = site
+    if mapped:
+        return f"mapping: {size}-byte anonymous mmap from {caller}"
+    return f"heap: {size}-byte block from {caller}"
 
 
 def name_heap_lines(names: dict, contended: dict, pages: UserPages, directory: Path) -> None:
@@ -145,31 +162,34 @@ def name_by_address(
     (`unmapped memory of P`: the frame was P's, then another's between two rounds of the
     page map, e.g. a heap trimmed and its page given to another process's mmap'd block;
     `memory`: a frame the page map never saw) by the block there, marked `(by address)`,
-    when the processes whose records hold a block at that address all name the same one
-    (one process, or runs of one program: its blocks from one site, of one size) and no
-    other process seen had memory there (address randomisation is off: processes share
-    addresses)."""
+    when the blocks the processes' records hold at that address are all from one site (one
+    process; runs of one program; two programs calling one library's allocator, as
+    postfix's smtp-sink and smtp-source call its wrapper mymalloc for their ~128 KB blocks:
+    sizes as a range) and no other process seen had memory there (address randomisation is off:
+    processes share addresses). Which of those processes held it is not known: the frame
+    changed hands between two rounds, and the plugin does not time its touches."""
     lines = {
         paddr: representative(contended[paddr]).vaddr & -LINE_BYTES
         for paddr, name in names.items()
         if not is_kernel(contended[paddr]) and (UNMAPPED in name or name == f"user: {MEMORY}")
     }
-    holders: dict[int, list[tuple[int, str]]] = {}
+    holders: dict[int, list[tuple[int, tuple[bool, str], int]]] = {}
     for maps in pages.latest.values() if lines else ():
         path = directory / str(maps.pid)
         if not path.exists():
             continue
         if maps.pid not in blocks:
             blocks[maps.pid] = held_blocks(read_allocations(path))
-        for line, name in block_names(maps, list(lines.values()), blocks[maps.pid]).items():
-            holders.setdefault(line, []).append((maps.pid, name))
+        for line, (size, site) in longest_blocks(list(lines.values()), blocks[maps.pid]).items():
+            holders.setdefault(line, []).append((maps.pid, block_site(maps, site), size))
     for paddr, line in lines.items():
         found = holders.get(line, [])
-        if len({name for _, name in found}) != 1:
+        if len({site for _, site, _ in found}) != 1:
             continue
         mapped = {maps.pid for maps in pages.distinct if maps.holding(line) is not None}
-        if mapped <= {pid for pid, _ in found}:
-            names[paddr] = f"user: {found[0][1]}{BY_ADDRESS}"
+        if mapped <= {pid for pid, _, _ in found}:
+            name = block_name(found[0][1], [size for _, _, size in found])
+            names[paddr] = f"user: {name}{BY_ADDRESS}"
 
 
 def read_harness(path: Path) -> set[int]:
