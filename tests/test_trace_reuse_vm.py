@@ -1,11 +1,13 @@
 """The guest driver keeps its test processes from one repeat to the next: each repeat must
-find them exactly as freshly forked ones would be (fds, mappings, cwd, signal state). With
+find them exactly as freshly forked ones would be (fds, mappings, cwd, signal state,
+scheduling policy). With
 settings state_check=1 the driver builds every repeat's processes a second time the old
 way, in fresh children, and reports a setup failure naming what differs. Here on tests of
 every op (exec, fork, posix_spawn, sockets, pipes, mappings, both calls in one process): no
 difference; and with
-state_leak=1, where the kept processes deliberately keep an fd, a mapping, another cwd or
-a signal disposition (by test index in turn), the check names exactly that one."""
+state_leak=1, where the kept processes deliberately keep an fd, a mapping, another cwd, a
+signal disposition or a scheduling policy (by test index in turn), the check names exactly
+that one."""
 
 import json
 import shutil
@@ -19,7 +21,7 @@ from scalecheck.run.linux import guest_render, vm
 from scalecheck.run.linux.guest_build import ensure_built
 
 DATA = Path(__file__).resolve().parent / "data"
-PARTS = ["fds", "mappings", "cwd", "signals"]
+PARTS = ["fds", "mappings", "cwd", "signals", "scheduling"]
 
 pytestmark = pytest.mark.skipif(
     not shutil.which(vm.QEMU) or not list(Path("/boot").glob("vmlinuz-*")),
@@ -81,7 +83,7 @@ def test_kept_processes_match_fresh_ones(tmp_path):
 
 def test_a_leftover_fails_the_check_and_names_it(tmp_path):
     # Tests with both processes and no exec, so the kept processes run every repeat.
-    tests = [t for t in _tests() if "exec" not in t["pair"]][:4]
+    tests = [t for t in _tests() if "exec" not in t["pair"]][: len(PARTS)]
     reports = _boot(tmp_path, tests, state_check=1, state_leak=1)
     why = {r.index: r.rest for r in reports if r.kind == "SETUP_FAILED" and r.rep == 0}
     assert sorted(why) == list(range(len(tests)))

@@ -46,6 +46,15 @@ void coordination_init(void)
 		fatal("mmap control");
 	workers_init();
 	setup_init();
+	/* A batch task's wake-up never preempts the task running (CFS's wake-up preemption
+	 * is for SCHED_OTHER only): a test process that reports ready and wakes the
+	 * coordinator goes on to its sleep first. Preempted in between, it would still be
+	 * runnable when the coordinator moves it to its call's CPU, and would run there once
+	 * only to fall asleep: a wake-up of that vCPU more per repeat (about one repeat in
+	 * four). The test processes take the normal policy back (workers.c). */
+	struct sched_param param = {.sched_priority = 0};
+	if (sched_setscheduler(0, SCHED_BATCH, &param) < 0)
+		fatal("sched_setscheduler (the coordinator as a batch task)");
 }
 
 void futex_wake(int *word)

@@ -123,7 +123,7 @@ void kill_workers(void);
 void workers_init(void);
 
 /* statecheck.c */
-enum { STATE_FDS, STATE_MAPS, STATE_CWD, STATE_SIGNALS, STATE_PARTS };
+enum { STATE_FDS, STATE_MAPS, STATE_CWD, STATE_SIGNALS, STATE_SCHEDULING, STATE_PARTS };
 struct state_digest { unsigned long part[STATE_PARTS]; };
 void state_digest(struct state_digest *d);
 int state_difference(const struct state_digest *fresh, const struct state_digest *reused, char *why, size_t len);

@@ -1,15 +1,18 @@
 /* The state check of reused test processes (settings state_check=1): a digest of what a
- * test process holds once its state is built (its fds, mappings, cwd and signal state),
- * taken in a fresh child built the old way and in the reused process, compared by the
- * coordinator. Read from /proc with plain system calls into static buffers: no malloc,
+ * test process holds once its state is built (its fds, mappings, cwd, signal state and
+ * scheduling policy), taken in a fresh child built the old way and in the reused process,
+ * compared by the coordinator. Read from /proc with plain system calls into static buffers: no malloc,
  * so that taking the digest does not grow the heap it looks at. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -143,15 +146,28 @@ static unsigned long signals_digest(void)
 	return fnv(h, &alt, sizeof alt);
 }
 
+/* The policy and nice value: the coordinator runs as a batch task, a test process as a
+ * normal one (workers.c). */
+static unsigned long scheduling_digest(void)
+{
+	int policy = sched_getscheduler(0);
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, 0);
+	if (errno)
+		nice = -100;
+	return fnv(fnv(FNV_START, &policy, sizeof policy), &nice, sizeof nice);
+}
+
 void state_digest(struct state_digest *d)
 {
 	d->part[STATE_FDS] = fds_digest();
 	d->part[STATE_MAPS] = hash_file(FNV_START, "/proc/self/maps");
 	d->part[STATE_CWD] = hash_link(hash_link(FNV_START, "/proc/self/cwd"), "/proc/self/root");
 	d->part[STATE_SIGNALS] = signals_digest();
+	d->part[STATE_SCHEDULING] = scheduling_digest();
 }
 
-static const char *const STATE_PART_NAMES[STATE_PARTS] = {"fds", "mappings", "cwd", "signals"};
+static const char *const STATE_PART_NAMES[STATE_PARTS] = {"fds", "mappings", "cwd", "signals", "scheduling"};
 
 int state_difference(const struct state_digest *fresh, const struct state_digest *reused, char *why, size_t len)
 {
@@ -168,7 +184,7 @@ int state_difference(const struct state_digest *fresh, const struct state_digest
 
 /* For the check's own test (settings state_leak=1): the reused process keeps one thing
  * a fresh one would not have, by test index in turn: an fd, a mapping, another cwd, a
- * signal disposition. */
+ * signal disposition, a scheduling policy. */
 void leak_state(long test_index)
 {
 	switch (test_index % STATE_PARTS) {
@@ -184,6 +200,12 @@ void leak_state(long test_index)
 		if (chdir("/") < 0)
 			fatal("leak a cwd");
 		break;
+	case STATE_SCHEDULING: {
+		struct sched_param param = {.sched_priority = 0};
+		if (sched_setscheduler(0, SCHED_BATCH, &param) < 0)
+			fatal("leak a scheduling policy");
+		break;
+	}
 	default:
 		signal(SIGUSR1, SIG_IGN);
 	}

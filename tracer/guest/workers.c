@@ -47,6 +47,15 @@ int coordinator_fd(int fd)
 	return (int)syscall(SYS_pidfd_getfd, coordinator_pidfd, fd, 0);
 }
 
+/* A fork of the coordinator, which runs as a batch task (coordination_init): a test
+ * process runs with the normal policy, as a child of a normal process would. */
+static void as_normal_task(void)
+{
+	struct sched_param param = {.sched_priority = 0};
+	if (sched_setscheduler(0, SCHED_OTHER, &param) < 0)
+		fatal("sched_setscheduler (a test process as a normal task)");
+}
+
 static void release_state(void)
 {
 	if (close_range(0, ~0U, 0) < 0 || munmap((void *)SC_MAP_BASE, MODEL_PAGES * SC_UNIT) < 0)
@@ -71,6 +80,7 @@ static void __attribute__((noreturn)) worker_main(int proc, int seen)
 {
 	pid_t me = getpid();
 	char why[RESULT_LEN];
+	as_normal_task();
 	release_state();
 	for (;; seen++) {
 		wait_at_least(&wc->jobs[proc], seen + 1, 0);
@@ -101,6 +111,7 @@ static void fresh_digest(int proc)
 		fatal("fork (a fresh test process to compare with)");
 	if (twin == 0) {
 		char why[RESULT_LEN];
+		as_normal_task();
 		if (build_process(&wc->job.test, proc, why, sizeof why) < 0)
 			_exit(1);
 		state_digest(&wc->fresh[proc]);
