@@ -1,7 +1,7 @@
 """Imported last by the forkserver of fresh processes (parallel.py), after the modules
 the work needs, once.
 
-The server dies with the process that started it. Each worker it forks holds that
+The server dies with the thread that started it (the command's main thread). Each worker it forks holds that
 process's liveness pipe, so the server alone never sees it end; a worker dies with the
 server (parallel.die_with_parent). Without this, a killed command left its workers on
 their items and then printing a BrokenPipeError on the command's stderr.

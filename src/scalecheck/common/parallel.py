@@ -114,6 +114,14 @@ def _fresh_worker(function, item, sender):
     start of this process made), the same objects on every run: the work's collections
     then walk only the objects the item made."""
     _worker_signals()
+    # A worker the parent never learnt of (a stop request between the fork and the
+    # parent's record of it) or left behind (the parent killed) dies with its server,
+    # which dies with the parent (forkserver_preload): it would otherwise go on with its
+    # item and then print a BrokenPipeError on the command's stderr, after the command's
+    # last line. (Not a pool's workers: the pool's own thread forks the ones it replaces,
+    # and a worker killed when that thread ends can hold the task queue's lock, on which
+    # the pool's shutdown then waits for ever.)
+    die_with_parent()
     gc.collect()
     gc.freeze()
     gc.disable()
@@ -128,13 +136,9 @@ def _fresh_worker(function, item, sender):
 def _worker_signals():
     """Workers leave Ctrl-C to the parent, which stops the pool; the SIGTERM the pool
     ends them with just ends them (the CLI's handler, inherited through fork, would
-    print a traceback from each idle worker). A worker the parent never learnt of (a
-    stop request between the fork and the parent's record of it) or left behind (the
-    parent killed) dies with its parent: it would otherwise go on with its item and then
-    print a BrokenPipeError on the command's stderr, after the command's last line."""
+    print a traceback from each idle worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    die_with_parent()
 
 
 # prctl's option that sends a signal to a child when its parent thread dies.
