@@ -216,14 +216,13 @@ int rc_iszero(void)
 
 
 def test_a_block_handed_out_twice_is_named_by_its_last_allocation(counter_tests, tmp_path):
-    (tmp_path / "reused.c").write_text(REUSED_BLOCK)
-    refcount = EXAMPLES / "refcount"
-    (tmp_path / "reused.toml").write_text(
-        f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["reused.c"]\n'
-        'cflags = ["-O2", "-g", "-fno-optimize-sibling-calls", "-fno-ipa-icf",'
-        f' "-fno-toplevel-reorder", "-I{refcount}"]\n'
+    manifest = refcount_library(
+        tmp_path,
+        "reused",
+        REUSED_BLOCK,
+        '"-fno-optimize-sibling-calls", "-fno-ipa-icf", "-fno-toplevel-reorder", ',
     )
-    inc_inc = run(counter_tests, tmp_path / "reused.toml", jobs=1)["records"]["inc-inc/p0/t1"]
+    inc_inc = run(counter_tests, manifest, jobs=1)["records"]["inc-inc/p0/t1"]
     assert inc_inc["status"] == "ok" and not inc_inc["conflict_free"]
     assert [c["data_symbol"] for c in inc_inc["conflicts"]] == ["counter_block:alloc(64)+0x0"]
 
@@ -278,14 +277,22 @@ int rc_iszero(void)
 """
 
 
-def test_setup_zeroes_by_the_kernel_and_the_calls_memsets_are_traced(counter_tests, tmp_path):
-    (tmp_path / "zeroing.c").write_text(ZEROING)
+def refcount_library(directory: Path, name: str, source: str, cflags: str = "") -> Path:
+    """A counter library of one source file beside the refcount example's adapter: its
+    manifest, with -O2 -g and ``cflags``."""
     refcount = EXAMPLES / "refcount"
-    (tmp_path / "zeroing.toml").write_text(
-        f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["zeroing.c"]\n'
-        f'cflags = ["-O2", "-g", "-I{refcount}"]\n'
+    (directory / f"{name}.c").write_text(source)
+    manifest = directory / f"{name}.toml"
+    manifest.write_text(
+        f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["{name}.c"]\n'
+        f'cflags = ["-O2", "-g", {cflags}"-I{refcount}"]\n'
     )
-    records = run(counter_tests, tmp_path / "zeroing.toml", jobs=1)["records"]
+    return manifest
+
+
+def test_setup_zeroes_by_the_kernel_and_the_calls_memsets_are_traced(counter_tests, tmp_path):
+    manifest = refcount_library(tmp_path, "zeroing", ZEROING)
+    records = run(counter_tests, manifest, jobs=1)["records"]
     assert records and all(r["status"] == "ok" for r in records.values())
     both = records["iszero-iszero/p0/t1"]
     assert not both["conflict_free"]
@@ -408,13 +415,8 @@ int rc_iszero(void)
 
 
 def test_two_locks_taken_by_the_same_functions_are_both_reported(counter_tests, tmp_path):
-    (tmp_path / "two_locks.c").write_text(TWO_LOCKS)
-    refcount = EXAMPLES / "refcount"
-    (tmp_path / "two_locks.toml").write_text(
-        f'model = "counter"\nadapter = "{refcount / "adapter.c"}"\nsources = ["two_locks.c"]\n'
-        f'cflags = ["-O2", "-g", "-I{refcount}"]\n'
-    )
-    record = run(counter_tests, tmp_path / "two_locks.toml", jobs=1)["records"]["inc-inc/p0/t1"]
+    manifest = refcount_library(tmp_path, "two_locks", TWO_LOCKS)
+    record = run(counter_tests, manifest, jobs=1)["records"]["inc-inc/p0/t1"]
     assert record["status"] == "ok" and not record["conflict_free"]
     locked = {
         c["data"]
