@@ -258,9 +258,11 @@ class ProgramNames:
         ``struct worker_state.ring[10].{key,tree_left}``), when its allocating function's
         DWARF says which struct the block is; "" otherwise."""
         block = self.heap.get(vaddr & -LINE_BYTES)
-        if block is None or self.fields is None or block[2] != "alloc":
+        if block is None or self.fields is None:
             return ""
-        size, function, _, _, start = block
+        size, function, kind, _, start = block
+        if kind != "alloc":  # a mapping the benchmark made: no allocator's type
+            return ""
         layout = self.fields.allocated(function, size)
         offsets = [start + byte for byte in mask_bytes(touched) if start + byte >= 0]
         if layout is None or not offsets:

@@ -192,9 +192,7 @@ class Region:
         # with each line's start and address in order; None for a region made otherwise.
         self._span = span
         self._starts = list(self._lines.values()) if span else None
-        self._all_built = span is None and all(
-            entry.__class__ is not int for entry in self._lines.values()
-        )
+        self._all_built = False  # until `lines` has built them
 
     def line(self, paddr: int) -> Line:
         entry = self._lines[paddr]
