@@ -60,6 +60,23 @@ def test_analysis_resumes_and_skips_finished_pairs(tmp_path):
     assert finished.stat().st_mtime_ns == before
 
 
+def test_the_analysis_takes_its_largest_pairs_first(tmp_path):
+    """A pair's cost is foretold by its operations' paths alone (stat 2, close 4, fstat 6
+    in the POSIX model): the largest first, so that no worker starts a long pair while
+    the others end, and the estimate has sizes to go by."""
+    ops = ["--ops", "stat,fstat,close", "--jobs", "1"]
+    assert main(["analyze", "--model", "posix", "--out", str(tmp_path), *ops]) == 0
+    timings = json.loads((tmp_path / "analysis" / "timings.json").read_text())
+    assert list(timings) == [  # in the order they ended, on one worker
+        "fstat-fstat",
+        "fstat-close",
+        "close-close",
+        "stat-fstat",
+        "stat-close",
+        "stat-stat",
+    ]
+
+
 def test_a_stopped_analysis_keeps_its_finished_pairs(tmp_path):
     """SIGTERM (a CI system cancelling the job) stops like Ctrl-C: exit 130, one line,
     finished pairs kept for the rerun."""

@@ -10,14 +10,20 @@ import sys
 import pytest
 from rich.console import Console
 
-from scalecheck.common.progress import EstimatingProgress, estimate_line, stage_progress
+from scalecheck.common.progress import (
+    SINCE_FIRST,
+    EstimatingProgress,
+    estimate_line,
+    queue_seconds_left,
+    stage_progress,
+)
 
 
 def test_estimate_line_says_the_rest_and_what_it_is_from():
-    line = estimate_line("analyze", "pairs", total=300, done=12, seconds=1.6, left=38.2)
+    line = estimate_line("analyze", "pairs", 300, 12, seconds=1.6, left=38.2, basis=SINCE_FIRST)
     assert line.startswith("analyze: about 38 s left (300 pairs, 12 done in 1.6 s")
-    assert "estimate" in line
-    assert "about 12 min left" in estimate_line("run", "tests", 5000, 100, 15.0, 720.0)
+    assert line.endswith("an estimate at the rate since the first was done)")
+    assert "about 12 min left" in estimate_line("run", "tests", 5000, 100, 15.0, 720.0, "x")
 
 
 class _Clock:
@@ -97,20 +103,27 @@ def test_a_resumed_task_counts_only_the_items_left(two_cores):
     assert "about 51 s left (20 pairs, 3 done in 9.0 s" in text.getvalue()
 
 
-def test_items_of_unequal_size_are_estimated_by_their_work(two_cores):
-    """testgen's pairs come largest first: the first twentieth of the pairs is more than a
-    twentieth of the work, and the rate of pairs alone would overestimate."""
+def test_items_of_unequal_size_are_estimated_by_their_sizes_and_workers():
+    """testgen's pairs come largest first, and the largest is still running on one worker
+    while the other ends the small ones: counted by the work done since the first ended,
+    the rest was said 62 % too long. Here one item of 50 and five of 10, at 1 a second,
+    on 2 workers: at 30 s the first is 30 done and the rest ends at 50 s."""
     clock, text = _Clock(), io.StringIO()
     with _progress(clock, text) as progress:
-        task = progress.add_task("", total=20, work=100.0)
-        clock.now = 30.0
-        progress.update(task, advance=1, work=40.0)
-        clock.now = 50.0
-        progress.update(task, advance=1, work=20.0)
-        clock.now = 60.0
-        progress.update(task, advance=1, work=10.0)
-    # 30 of the work in the 30 s since the first: the 30 left take 30 s.
-    assert "testgen: about 30 s left (20 pairs, 3 done in 60.0 s" in text.getvalue()
+        task = progress.add_task("", total=6, sizes=[50, 10, 10, 10, 10, 10], workers=2)
+        for item, ended in ((1, 10.0), (2, 20.0), (3, 30.0)):
+            clock.now = ended
+            progress.update(task, advance=1, item=item)
+    assert (
+        "testgen: about 20 s left (6 pairs, 3 done in 30.0 s; an estimate at the rate of "
+        "those done, by their sizes)" in text.getvalue()
+    )
+
+
+def test_the_largest_item_running_bounds_the_time_left():
+    """However fast the rest goes, the stage ends after its largest item still running."""
+    left = queue_seconds_left([100, 1, 1, 1], 2, started=0.0, ends={1: 1.0, 2: 2.0}, now=2.0)
+    assert left == pytest.approx(98.0)
 
 
 def test_no_estimate_when_nothing_is_left_or_quiet(capfd):

@@ -19,11 +19,11 @@ from scalecheck.analyze import variants
 from scalecheck.common import argtypes, rundir_lock
 from scalecheck.common.errors import UserError
 from scalecheck.common.output import stdout_console
-from scalecheck.common.parallel import map_unordered
+from scalecheck.common.parallel import map_unordered, worker_count
 from scalecheck.common.progress import stage_progress
 from scalecheck.common.storage import read_json, write_json_atomically
 from scalecheck.engine import deadline
-from scalecheck.engine.commute import TIMING
+from scalecheck.engine.commute import TIMING, path_count
 from scalecheck.engine.explore import Bounds
 from scalecheck.formats.analysisfile import (
     ANALYSIS_FORMAT,
@@ -190,8 +190,16 @@ def analyze_model(
 
     pairs = all_pairs(ops)
     todo = [pair for pair in pairs if not pair_is_current(out, pair, fingerprint)]
+    sizes = _pair_sizes(model_cls, todo, model_timeout)
+    todo.sort(key=lambda pair: -sizes[pair])  # no worker starts a long pair at the end
     with stage_progress("analyze", quiet) as progress:
-        task = progress.add_task("", total=len(pairs), completed=len(pairs) - len(todo))
+        task = progress.add_task(
+            "",
+            total=len(pairs),
+            completed=len(pairs) - len(todo),
+            sizes=[sizes[pair] for pair in todo],
+            workers=worker_count(jobs, len(todo)),
+        )
         work = [(meta["model"], a, b, solver_timeout_ms, model_timeout, bounds) for a, b in todo]
         timings = _read_timings(out)
         # Each pair in a fresh process: Z3 numbers terms in the order a process makes
@@ -205,7 +213,12 @@ def analyze_model(
             write_json_atomically(pair_file(out, a, b), result, indent=None)
             timings[f"{a}-{b}"] = timing
             write_json_atomically(timings_file(out), timings)
-            progress.update(task, advance=1, description=f"{a} || {b} ({timing['seconds']:.1f}s)")
+            progress.update(
+                task,
+                advance=1,
+                item=todo.index((a, b)),
+                description=f"{a} || {b} ({timing['seconds']:.1f}s)",
+            )
     summary = summarize(out, ops)
     summary["variants"] = [
         variants.compare(model_cls, variant, solver_timeout_ms)
@@ -213,6 +226,21 @@ def analyze_model(
     ]
     write_json_atomically(out / "analysis" / "summary.json", summary)
     return summary
+
+
+def _pair_sizes(model_cls, pairs: list, model_timeout: float) -> dict:
+    """Each pair's foretold cost: the product of its operations' paths alone. On the main
+    job's 36 pairs it correlates 0.97 with their analysis's CPU time, 0.76 on all 300."""
+    ops = {op for pair in pairs for op in pair}
+    paths = {op: _paths_alone(model_cls, op, model_timeout) for op in ops}
+    return {pair: paths[pair[0]] * paths[pair[1]] for pair in pairs}
+
+
+def _paths_alone(model_cls, op: str, model_timeout: float) -> int:
+    try:
+        return path_count(model_cls, op, model_timeout)
+    except Exception:  # the pairs' analyses say what fails: this only orders them
+        return 1
 
 
 def _read_timings(out: Path) -> dict:

@@ -21,7 +21,7 @@ def map_unordered(function, work: list, jobs: int | None, fresh_process: bool = 
     earlier items did, even with one job."""
     if not work:
         return
-    workers = min(jobs or os.cpu_count() or 1, len(work))
+    workers = worker_count(jobs, len(work))
     if fresh_process:
         yield from _map_fresh(function, work, workers)
         return
@@ -38,6 +38,11 @@ def map_unordered(function, work: list, jobs: int | None, fresh_process: bool = 
         for result in results:
             yield result
             check_stop()
+
+
+def worker_count(jobs: int | None, items: int) -> int:
+    """How many processes map_unordered runs ``items`` on, at ``jobs``."""
+    return min(jobs or os.cpu_count() or 1, items)
 
 
 def _map_fresh(function, work: list, workers: int):

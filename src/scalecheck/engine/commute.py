@@ -511,6 +511,22 @@ def first_path_result(model_cls, op: str, model_timeout: float | None = None):
     """What ``op`` returns on the first path it takes alone from the initial state (or
     the exception it raises there): a cheap look for an operation that does not return
     a result, before pairs are analysed."""
+    program = _op_alone(model_cls, op)
+    for _, outcome in explore.explore(program, model_timeout=model_timeout):
+        return outcome
+    return None
+
+
+def path_count(model_cls, op: str, model_timeout: float | None = None) -> int:
+    """How many paths ``op`` takes alone from the initial state: far cheaper than any
+    pair with it, and the product of two operations' counts foretells their pair's
+    cost (analyze's order and its estimate)."""
+    program = _op_alone(model_cls, op)
+    return sum(1 for _ in explore.explore(program, model_timeout=model_timeout))
+
+
+def _op_alone(model_cls, op: str):
+    """The program of ``op`` called alone, as call A, on the initial state."""
     argument_types = model_cls.operations()[op].argument_types
 
     def program(path):
@@ -521,6 +537,4 @@ def first_path_result(model_cls, op: str, model_timeout: float | None = None):
         path.call = "A"
         return getattr(base, op)(**args)
 
-    for _, outcome in explore.explore(program, model_timeout=model_timeout):
-        return outcome
-    return None
+    return program

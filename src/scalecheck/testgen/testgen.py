@@ -29,7 +29,7 @@ import z3
 from scalecheck import __version__, binding
 from scalecheck.common import rundir_lock
 from scalecheck.common.errors import UserError
-from scalecheck.common.parallel import map_unordered
+from scalecheck.common.parallel import map_unordered, worker_count
 from scalecheck.common.progress import stage_progress
 from scalecheck.common.storage import read_json, write_json_atomically
 from scalecheck.engine import deadline
@@ -129,15 +129,21 @@ def generate_tests(
 def _run_pairs(work: list, sizes: dict, jobs: int | None, quiet: bool) -> dict:
     """Each pair's (tests, counts), made by the workers, with the stage's bar."""
     per_pair = {}
+    order = {(job[2], job[3]): index for index, job in enumerate(work)}
     with stage_progress("testgen", quiet) as progress:
         # The time left by the analyses' sizes: the largest pairs come first.
-        task = progress.add_task("", total=len(work), work=sum(sizes.values()))
+        task = progress.add_task(
+            "",
+            total=len(work),
+            sizes=[sizes[pair] for pair in order],
+            workers=worker_count(jobs, len(work)),
+        )
         for pair, tests, counts in map_unordered(_pair_tests, work, jobs):
             per_pair[pair] = (tests, counts)
             progress.update(
                 task,
                 advance=1,
-                work=sizes[pair],
+                item=order[pair],
                 description=f"{pair[0]} || {pair[1]}: {len(tests)} tests",
             )
     return per_pair
