@@ -4,6 +4,7 @@ static variable, with its fields at byte offsets (``buckets`` + 0x80 is
 struct it returns a pointer to, the structs its local pointers point to. heapnames.py
 names a test's conflicting lines with them."""
 
+import functools
 import os
 import pickle
 from pathlib import Path
@@ -101,7 +102,10 @@ class FieldNames:
         returns a pointer to, else the only one its local pointers point to, when the
         block can be one (at least one, less than two: a flexible array member may
         follow; any larger size when the struct ends in one, as an array of its
-        elements)."""
+        elements). A block of two or more times the size of the struct it returns a
+        pointer to is an array of them (LDU's queues, one per worker), as a typed
+        pointer to such a block says (heapnames.type_heap); not its locals' structs:
+        a local pointer may walk the block rather than be it."""
 
         def fits(layout: Layout) -> bool:
             return 0 < layout.size <= size and (size < 2 * layout.size or layout.open_ended)
@@ -109,6 +113,8 @@ class FieldNames:
         returned = self._returns.get(function)
         if returned is not None and fits(returned):
             return returned
+        if returned is not None and returned.size and size % returned.size == 0:
+            return array_of(returned, size)
         local = [layout for layout in self._locals.get(function, {}).values() if fits(layout)]
         return local[0] if len(local) == 1 else None
 
@@ -148,6 +154,21 @@ def cached_field_names(
     except OSError:
         temporary.unlink(missing_ok=True)  # kept next time, perhaps
     return names
+
+
+# Kept per (type, size): an array's pointers are listed once, not once per block.
+@functools.lru_cache(maxsize=4096)
+def array_of(element: "Layout", size: int) -> "Layout":
+    """The layout of a block of ``size`` bytes holding objects of type ``element``, named
+    as they are (``struct ldu_queue``: its elements ``struct ldu_queue[3].head``)."""
+    array = Layout()
+    array.tag, array.element, array.size, array.label = (
+        "DW_TAG_array_type",
+        element,
+        size,
+        element.label,
+    )
+    return array
 
 
 def _wanted(sources: list[Path] | None) -> set[str] | None:
