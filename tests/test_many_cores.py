@@ -316,6 +316,9 @@ struct set *make_set(void) { struct set *s = malloc(sizeof *s); return s; }
 void *make_state(int n) { struct state *s = malloc(sizeof *s + n * sizeof(struct node)); return s; }
 struct queue { _Alignas(64) long head; };
 struct queue *make_queues(unsigned n) { return malloc(n * sizeof(struct queue)); }
+struct base { void *ops; };
+struct derived { struct base base; long more[7]; };
+struct base *make_derived(void) { struct derived *d = malloc(sizeof *d); return &d->base; }
 """
 
 
@@ -323,7 +326,8 @@ def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
     """ProgramNames.fields_of on a real -g object: the words of a reader-writer lock the
     workers touched, which element of a flexible array member (a block of any size
     past its struct) with which of its fields, and which element of an array of the
-    struct its function returns a pointer to (LDU's queues)."""
+    struct its function returns a pointer to (LDU's queues), unless a local pointer
+    says the block is a larger struct that begins with it."""
     source, obj = tmp_path / "set.c", tmp_path / "set.o"
     source.write_text(SET_TYPES)
     subprocess.run(["cc", "-g", "-c", "-o", str(obj), str(source)], check=True)
@@ -338,6 +342,7 @@ def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
         0x4000: (72, "unknown", "alloc", 0, 0),
         0x6080: (5 * 64, "make_queues", "alloc", 0x80, 0x80),
         0x7000: (200, "make_queues", "alloc", 0, 0),
+        0x8000: (64, "make_derived", "alloc", 0, 0),
     }
     lock = names.fields_of(0x1000, 1 << 8 | 1 << 20)  # the lock's bytes 0 and 12
     assert lock == " (struct set.lock.__data.{__readers,__writers_futex})"
@@ -347,6 +352,8 @@ def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
     assert names.fields_of(0x5000, 1) == ""  # no block
     assert names.fields_of(0x6080, 0xFF) == " (struct queue[2].head)"  # the third queue
     assert names.fields_of(0x7000, 1) == ""  # not a whole number of queues: not an array
+    # a pointer to the block's first member returned: the struct its local points to
+    assert names.fields_of(0x8000, 1 << 8) == " (struct derived.more[0])"
 
 
 def test_each_worker_s_line_of_one_name_stays_in_one_row_with_all_fields_touched():

@@ -102,10 +102,11 @@ class FieldNames:
         returns a pointer to, else the only one its local pointers point to, when the
         block can be one (at least one, less than two: a flexible array member may
         follow; any larger size when the struct ends in one, as an array of its
-        elements). A block of two or more times the size of the struct it returns a
+        elements). Else, a whole number of two or more of the struct it returns a
         pointer to is an array of them (LDU's queues, one per worker), as a typed
-        pointer to such a block says (heapnames.type_heap); not its locals' structs:
-        a local pointer may walk the block rather than be it."""
+        pointer to such a block says (heapnames.type_heap): not before its locals, as a
+        function that returns a pointer to the block's first member (`struct objset *`
+        of a `struct ldu_set`) allocates the larger struct its local points to."""
 
         def fits(layout: Layout) -> bool:
             return 0 < layout.size <= size and (size < 2 * layout.size or layout.open_ended)
@@ -113,10 +114,12 @@ class FieldNames:
         returned = self._returns.get(function)
         if returned is not None and fits(returned):
             return returned
+        local = [layout for layout in self._locals.get(function, {}).values() if fits(layout)]
+        if len(local) == 1:
+            return local[0]
         if returned is not None and returned.size and size % returned.size == 0:
             return array_of(returned, size)
-        local = [layout for layout in self._locals.get(function, {}).values() if fits(layout)]
-        return local[0] if len(local) == 1 else None
+        return None
 
     def field(self, variable: str, offset: int) -> str:
         """``variable`` with the path of the field at ``offset`` ("" when unknown)."""
