@@ -49,3 +49,8 @@ def test_rows_are_found_by_allocation_and_offset_whatever_fields_a_run_touched()
     # a static's name is its own key; a row the second run lacks counts 0
     (static,) = many_cores.agreement("x", run(1000, row("slots", 310, 124, 173)), run(1000))
     assert "| 310 / 0 |" in static and "(apart)" in static, static
+
+
+def test_a_series_that_shares_no_line_is_said_so():
+    (said,) = many_cores.agreement("unordered", run(1000), run(1000))
+    assert "no line shared (second run: 0)" in said, said
