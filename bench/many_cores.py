@@ -241,36 +241,73 @@ def repeat(out: Path, duration: float, series: list[str], *extra: str) -> None:
 
 
 def agreement(name: str, first: dict, second: dict) -> list[str]:
-    """The first run's top five lines found by name in the second: their transfers per
-    operation and how far apart, said as within 10 %, or within counting noise when the
-    counts are few (two standard deviations of the two rates, as Poisson counts), or apart;
-    then, for an allocation site with several of them, all its lines together. Beside the
+    """The first run's top five lines found in the second (`row_key`): their transfers per
+    operation and how far apart, said as within 10 %, or within counting noise (two
+    standard deviations of the two rates, `difference`), or apart; then, for an
+    allocation site with several of them, all its lines together. Beside the
     operations, the workers that once ran out of turn in each run (the host ordered part
     of that run, not the schedule)."""
     ops = [first["operations"], second["operations"]]
     label = (
         f"{name} ({ops[0]} / {ops[1]}; {first['schedule_lapsed']} / {second['schedule_lapsed']})"
     )
-    other = {row["name"]: row for row in second["lines"]}
+    keyed = [moves_by_key(document) for document in (first, second)]
     compared = [
-        (cell(row["name"]), [row["transfers"], other.get(row["name"], {}).get("transfers", 0)])
+        (cell(row["name"]), [found.get(row_key(row["name"]), (0, 0)) for found in keyed])
         for row in first["lines"][:5]
     ]
     for site in sites_of_several(first["lines"][:5]):
-        sums = [site_transfers(document, site) for document in (first, second)]
+        sums = [site_moves(document, site) for document in (first, second)]
         compared.append((f"all lines of {cell(site)}", sums))
+    if not compared:  # said, not left out (the unordered sockets share none)
+        return [f"| {label} | no line shared (second run: {len(second['lines'])}) | | | | |"]
     return [f"| {label} | {line} | {difference(counts, ops)}" for line, counts in compared]
 
 
-def difference(counts: list[int], ops: list[int]) -> str:
-    """Two runs' counts of one line: the counts, their rates and how far apart."""
-    rates = [n / o for n, o in zip(counts, ops, strict=True)]
+def row_key(name: str) -> str:
+    """A heap line's allocation and offset without the fields the workers touched (those
+    of a run: another run's may touch one field more or less of the same line)."""
+    return name.split(" (", 1)[0] if ":alloc(" in name else name
+
+
+def moves_by_key(document: dict) -> dict[str, tuple[int, int]]:
+    """Each row's moves (transfers, writes) by its `row_key`, the rows of one key summed
+    (the lines at one offset named apart by their fields, as `sharing` did until
+    2026-12-07)."""
+    found: dict[str, tuple[int, int]] = {}
+    for row in document["lines"]:
+        n, w = found.get(row_key(row["name"]), (0, 0))
+        more_n, more_w = moves(row)
+        found[row_key(row["name"])] = (n + more_n, w + more_w)
+    return found
+
+
+def moves(row: dict) -> tuple[int, int]:
+    """A row's transfers, and the writes among its moves (transfers and invalidations not
+    made by a load): each write starts the run of reads that fetch the line again."""
+    kinds = row.get("moves_by_kind")
+    if not kinds:  # no kinds counted (N = 2's groups): every transfer its own event
+        return row["transfers"], row["transfers"]
+    return row["transfers"], row["transfers"] + row["invalidations"] - kinds["load"]
+
+
+def difference(counts: list[tuple[int, int]], ops: list[int]) -> str:
+    """Two runs' counts of one line (transfers, writes): the transfers, their rates and
+    how far apart. The noise is two standard deviations of the two rates with the
+    transfers counted in clusters: a write, then the reads of the workers that fetch the
+    line after it (a walk's reads of each object, a lock word read by each waiter), so
+    a count of n transfers in w clusters varies as a Poisson count of w clusters of n / w
+    each (variance n * n / w; n when each transfer is its own write)."""
+    transfers = [n for n, _ in counts]
+    rates = [n / o for n, o in zip(transfers, ops, strict=True)]
     change = abs(rates[1] - rates[0]) / rates[0] if rates[0] else 0.0
-    noise = 2 * sum(n / o**2 for n, o in zip(counts, ops, strict=True)) ** 0.5
+    variances = [n * max(1.0, n / max(w, 1)) / o**2 for (n, w), o in zip(counts, ops, strict=True)]
+    noise = 2 * sum(variances) ** 0.5
     verdict = (
         "" if change <= 0.1 else " (noise)" if abs(rates[1] - rates[0]) <= noise else " (apart)"
     )
-    return f"{counts[0]} / {counts[1]} | {rates[0]:.4f} | {rates[1]:.4f} | {change:.0%}{verdict} |"
+    counted = f"{transfers[0]} / {transfers[1]} | {rates[0]:.4f} | {rates[1]:.4f}"
+    return f"{counted} | {change:.0%}{verdict} |"
 
 
 def sites_of_several(lines: list[dict]) -> list[str]:
@@ -281,8 +318,9 @@ def sites_of_several(lines: list[dict]) -> list[str]:
     return sorted({site for site in sites if sites.count(site) > 1})
 
 
-def site_transfers(document: dict, site: str) -> int:
-    return sum(row["transfers"] for row in document["lines"] if row["name"].startswith(f"{site}+"))
+def site_moves(document: dict, site: str) -> tuple[int, int]:
+    rows = [moves(row) for row in document["lines"] if row["name"].startswith(f"{site}+")]
+    return sum(n for n, _ in rows), sum(w for _, w in rows)
 
 
 def main() -> int:

@@ -38,6 +38,14 @@ def test_sequential_walks_match_the_model(impl, variant):
     assert_clean(ldu_check(variant, "sequential", "--impl", impl, "--ops", "100000"))
 
 
+@pytest.mark.parametrize("impl", ["ldu-percore", "ldu-global", "rwlock"])
+def test_the_trees_shape_does_not_follow_the_objects_addresses(impl):
+    """The same keys in the same order at two places give one tree: which objects sit
+    near the root (and are written by every update's path) is the same in every run,
+    wherever the allocator put each worker's objects."""
+    assert_clean(ldu_check("release", "shape", "--impl", impl, "--objects", "512"))
+
+
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_concurrent_walks_see_each_objects_last_update(impl):
     result = ldu_check("release", "concurrent", "--impl", impl, "--threads", "4", "--seconds", "1")

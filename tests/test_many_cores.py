@@ -298,7 +298,11 @@ def test_ldu_queues_are_one_line_global_and_one_per_worker_per_core(tmp_path):
     assert queue.startswith("ldu_queues:alloc(64)+0x0 (struct ldu_queue."), global_["lines"][:10]
     # the setup's queue and the 4 workers' (a queue of its own each: 64 bytes apart)
     assert len(queues(percore)) >= 3, percore["lines"][:10]
-    assert all(name.startswith("ldu_queues:alloc(320)+") for name in queues(percore))
+    # each named by its element of the array of queues (`+0x40 (struct ldu_queue[1].head)`)
+    for name in queues(percore):
+        offset = int(name.split("+")[1].split()[0], 16)
+        assert name.startswith("ldu_queues:alloc(320)+"), name
+        assert name.endswith(f" (struct ldu_queue[{offset // 64}].head)"), name
     assert {row["name"] for row in global_["lines"][:3]} <= {row["name"] for row in again["lines"]}
 
 
@@ -310,13 +314,20 @@ struct set { void *ops; pthread_rwlock_t lock; struct node *root; };
 struct state { long head, tail; struct node ring[]; };
 struct set *make_set(void) { struct set *s = malloc(sizeof *s); return s; }
 void *make_state(int n) { struct state *s = malloc(sizeof *s + n * sizeof(struct node)); return s; }
+struct queue { _Alignas(64) long head; };
+struct queue *make_queues(unsigned n) { return malloc(n * sizeof(struct queue)); }
+struct base { void *ops; };
+struct derived { struct base base; long more[7]; };
+struct base *make_derived(void) { struct derived *d = malloc(sizeof *d); return &d->base; }
 """
 
 
 def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
     """ProgramNames.fields_of on a real -g object: the words of a reader-writer lock the
-    workers touched, and which element of a flexible array member (a block of any size
-    past its struct) with which of its fields."""
+    workers touched, which element of a flexible array member (a block of any size
+    past its struct) with which of its fields, and which element of an array of the
+    struct its function returns a pointer to (LDU's queues), unless a local pointer
+    says the block is a larger struct that begins with it."""
     source, obj = tmp_path / "set.c", tmp_path / "set.o"
     source.write_text(SET_TYPES)
     subprocess.run(["cc", "-g", "-c", "-o", str(obj), str(source)], check=True)
@@ -329,6 +340,9 @@ def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
         0x2040: (16 + 3 * 64, "make_state", "alloc", 0x40, 0x40),
         0x3000: (72, "make_set", "mmap", 0, 0),
         0x4000: (72, "unknown", "alloc", 0, 0),
+        0x6080: (5 * 64, "make_queues", "alloc", 0x80, 0x80),
+        0x7000: (200, "make_queues", "alloc", 0, 0),
+        0x8000: (64, "make_derived", "alloc", 0, 0),
     }
     lock = names.fields_of(0x1000, 1 << 8 | 1 << 20)  # the lock's bytes 0 and 12
     assert lock == " (struct set.lock.__data.{__readers,__writers_futex})"
@@ -336,6 +350,10 @@ def test_a_heap_line_of_a_known_type_is_named_by_the_fields_touched(tmp_path):
     assert names.fields_of(0x3000, 1) == ""  # a mapping: no type
     assert names.fields_of(0x4000, 1) == ""  # no DWARF says what the function made
     assert names.fields_of(0x5000, 1) == ""  # no block
+    assert names.fields_of(0x6080, 0xFF) == " (struct queue[2].head)"  # the third queue
+    assert names.fields_of(0x7000, 1) == ""  # not a whole number of queues: not an array
+    # a pointer to the block's first member returned: the struct its local points to
+    assert names.fields_of(0x8000, 1 << 8) == " (struct derived.more[0])"
 
 
 def test_each_worker_s_line_of_one_name_stays_in_one_row_with_all_fields_touched():

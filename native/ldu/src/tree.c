@@ -1,8 +1,13 @@
 /*
  * tree.c - a treap: a binary search tree ordered by (key, address) that is
- * also a heap on a priority hashed from the object's address.  The hash makes
+ * also a heap on a priority hashed from the object's key.  The hash makes
  * the shape random-like (expected depth O(log n)) without storing anything
- * beyond the two child links.
+ * beyond the two child links.  Not from the address: where the allocator put
+ * the objects (each thread's arena, placed in the order the threads started)
+ * would then decide which objects sit near the root, and so which ones every
+ * update's path writes, differently in each run (scalecheck sharing's
+ * per-object lines).  Objects of one key share a priority, which a heap
+ * allows.
  */
 #include "tree.h"
 
@@ -10,7 +15,7 @@
 
 static uint64_t priority(const struct set_object *object)
 {
-    uint64_t x = (uintptr_t)object;
+    uint64_t x = object->key;
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;

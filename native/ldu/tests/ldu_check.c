@@ -4,6 +4,7 @@
  *   ldu_check sequential   --impl NAME [--objects N] [--ops N] [--seed S]
  *   ldu_check concurrent   --impl NAME [--threads N] [--pairs N] [--seconds S] [--read-pct P] [--seed S]
  *   ldu_check precondition --impl NAME      (debug builds: must abort on a double insert)
+ *   ldu_check shape        --impl NAME [--objects N] [--seed S]   (tree sets)
  *
  * sequential: one thread drives several workers (so LDU logs land on several
  * queues) through random alternating updates and compares every walk with a
@@ -24,6 +25,11 @@
  * Now and then a thread also churns a heap object: insert, walk, remove,
  * objset_barrier, free - while other threads' walks read every object they
  * visit, so a barrier that returns too early is a use-after-free (ASan).
+ * shape: the same keys inserted in the same order into two sets whose objects
+ * lie at different addresses give the same tree (each object's children have
+ * the same keys): where the allocator put the objects must not decide which
+ * ones sit near the root (scalecheck sharing's per-object lines would differ
+ * from run to run).
  * Prints one line of counts; exits 1 on the first violation, 2 on bad usage.
  */
 #include <errno.h>
@@ -95,7 +101,7 @@ static struct options parse_options(int argc, char **argv)
         usage_error("missing command");
     o.command = argv[1];
     if (strcmp(o.command, "sequential") && strcmp(o.command, "concurrent") &&
-        strcmp(o.command, "precondition"))
+        strcmp(o.command, "precondition") && strcmp(o.command, "shape"))
         usage_error("unknown command %s", o.command);
     for (int i = 2; i < argc; i++) {
         if (i + 1 >= argc)
@@ -448,6 +454,58 @@ static int run_precondition(const struct options *o)
     return 1;
 }
 
+static void visit_none(struct set_object *object, void *arg)
+{
+    (void)object;
+    (void)arg;
+}
+
+/* Fills a set with objects[0..n) of keys 7 * i, in an order drawn from seed. */
+static void fill_in_order(const char *impl, struct set_object *objects, long n, uint64_t seed)
+{
+    struct objset *set = create_set(impl, 1);
+    struct objset_worker *worker = attach(set, impl, 0);
+    long *order = malloc((size_t)n * sizeof *order);
+    if (!order)
+        fail(impl, "out of memory", 0);
+    for (long i = 0; i < n; i++) {
+        set_object_init(&objects[i], (uint64_t)i * 7);
+        order[i] = i;
+    }
+    for (long i = n - 1; i > 0; i--) {
+        long j = (long)(next_random(&seed) % (uint64_t)(i + 1)), kept = order[i];
+        order[i] = order[j];
+        order[j] = kept;
+    }
+    for (long i = 0; i < n; i++)
+        objset_insert(worker, &objects[order[i]]);
+    objset_walk(worker, visit_none, NULL);   /* LDU: applies the logs */
+    free(order);
+}
+
+static bool same_key(const struct set_object *a, const struct set_object *b)
+{
+    return a == b || (a && b && a->key == b->key);
+}
+
+static int run_shape(const struct options *o)
+{
+    /* the second array a few lines further on in a larger block: other addresses */
+    struct set_object *first = calloc((size_t)o->objects, sizeof *first);
+    struct set_object *block = calloc((size_t)o->objects + 5, sizeof *block);
+    if (!first || !block)
+        fail(o->impl, "out of memory", 0);
+    struct set_object *second = block + 5;
+    fill_in_order(o->impl, first, o->objects, o->seed);
+    fill_in_order(o->impl, second, o->objects, o->seed);
+    for (long i = 0; i < o->objects; i++)
+        if (!same_key(first[i].tree_left, second[i].tree_left) ||
+            !same_key(first[i].tree_right, second[i].tree_right))
+            fail(o->impl, "the tree's shape follows the objects' addresses at key", (unsigned long)i * 7);
+    printf("shape %s: ok, %ld objects at two places, one tree\n", o->impl, o->objects);
+    return 0;   /* the sets are left as they are: the process ends */
+}
+
 int main(int argc, char **argv)
 {
     struct options o = parse_options(argc, argv);
@@ -455,5 +513,7 @@ int main(int argc, char **argv)
         return run_sequential(&o);
     if (!strcmp(o.command, "concurrent"))
         return run_concurrent(&o);
+    if (!strcmp(o.command, "shape"))
+        return run_shape(&o);
     return run_precondition(&o);
 }

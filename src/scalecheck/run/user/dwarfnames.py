@@ -4,6 +4,7 @@ static variable, with its fields at byte offsets (``buckets`` + 0x80 is
 struct it returns a pointer to, the structs its local pointers point to. heapnames.py
 names a test's conflicting lines with them."""
 
+import functools
 import os
 import pickle
 from pathlib import Path
@@ -101,7 +102,11 @@ class FieldNames:
         returns a pointer to, else the only one its local pointers point to, when the
         block can be one (at least one, less than two: a flexible array member may
         follow; any larger size when the struct ends in one, as an array of its
-        elements)."""
+        elements). Else, a whole number of two or more of the struct it returns a
+        pointer to is an array of them (LDU's queues, one per worker), as a typed
+        pointer to such a block says (heapnames.type_heap): not before its locals, as a
+        function that returns a pointer to the block's first member (`struct objset *`
+        of a `struct ldu_set`) allocates the larger struct its local points to."""
 
         def fits(layout: Layout) -> bool:
             return 0 < layout.size <= size and (size < 2 * layout.size or layout.open_ended)
@@ -110,7 +115,11 @@ class FieldNames:
         if returned is not None and fits(returned):
             return returned
         local = [layout for layout in self._locals.get(function, {}).values() if fits(layout)]
-        return local[0] if len(local) == 1 else None
+        if len(local) == 1:
+            return local[0]
+        if returned is not None and returned.size and size % returned.size == 0:
+            return array_of(returned, size)
+        return None
 
     def field(self, variable: str, offset: int) -> str:
         """``variable`` with the path of the field at ``offset`` ("" when unknown)."""
@@ -148,6 +157,21 @@ def cached_field_names(
     except OSError:
         temporary.unlink(missing_ok=True)  # kept next time, perhaps
     return names
+
+
+# Kept per (type, size): an array's pointers are listed once, not once per block.
+@functools.lru_cache(maxsize=4096)
+def array_of(element: "Layout", size: int) -> "Layout":
+    """The layout of a block of ``size`` bytes holding objects of type ``element``, named
+    as they are (``struct ldu_queue``: its elements ``struct ldu_queue[3].head``)."""
+    array = Layout()
+    array.tag, array.element, array.size, array.label = (
+        "DW_TAG_array_type",
+        element,
+        size,
+        element.label,
+    )
+    return array
 
 
 def _wanted(sources: list[Path] | None) -> set[str] | None:

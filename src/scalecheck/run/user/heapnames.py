@@ -19,7 +19,7 @@ import struct
 from collections import deque
 
 from scalecheck.run.naming import join_fields, join_names, mask_bytes
-from scalecheck.run.user.dwarfnames import LINE, FieldNames, Layout
+from scalecheck.run.user.dwarfnames import LINE, FieldNames, Layout, array_of
 
 _POINTER = struct.Struct("<Q")
 _LAST_INDEX = re.compile(r"\[\d+\]$")
@@ -53,15 +53,6 @@ def _arrays(paths: list[str]) -> list[str]:
     return [
         stem if len(elements[stem]) > 1 else path for path, stem in zip(paths, stems, strict=True)
     ]
-
-
-# Kept per (type, size): an array's pointers are listed once, not once per block.
-@functools.lru_cache(maxsize=4096)
-def _array_of(element: Layout, size: int) -> Layout:
-    """The layout of an allocation of ``size`` bytes holding objects of type ``element``."""
-    array = Layout()
-    array.tag, array.element, array.size = "DW_TAG_array_type", element, size
-    return array
 
 
 def type_heap(
@@ -98,10 +89,10 @@ def type_heap(
             if pointee.is_aggregate and pointee.label:
                 # `struct node *`: the object (or the array of them) is named by its type
                 name = pointee.label
-                found = _array_of(pointee, size) if size >= 2 * pointee.size else pointee
+                found = array_of(pointee, size) if size >= 2 * pointee.size else pointee
             else:
                 # `long *counts`: the array is named by the pointer
-                name, found = f"{label}{path}", _array_of(pointee, max(size, pointee.size))
+                name, found = f"{label}{path}", array_of(pointee, max(size, pointee.size))
             provisional.discard(target)
             if typed.get(target, ("",))[0] != name:
                 typed[target] = (name, found)

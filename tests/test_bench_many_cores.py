@@ -1,0 +1,56 @@
+"""bench/many_cores.py's comparison of two runs at N = 8: rows found by allocation and
+offset, and counting noise that holds the clusters a write starts (each worker that reads
+the line after it fetches it: one write, several transfers)."""
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import many_cores  # noqa: E402
+
+
+def row(name: str, transfers: int, invalidations: int, loads: int) -> dict:
+    kinds = {"load": loads, "store": 0, "store_invalidation": invalidations}
+    return {"name": name, "transfers": transfers, "invalidations": invalidations} | {
+        "moves_by_kind": kinds | {"atomic": 0, "atomic_invalidation": 0}
+    }
+
+
+def run(ops: int, *lines: dict) -> dict:
+    return {"operations": ops, "schedule_lapsed": 0, "lines": list(lines)}
+
+
+def test_a_line_fetched_by_every_reader_after_each_write_varies_as_its_writes():
+    """The same 18 % apart: within the noise of 100 writes each read by 7 workers (700
+    transfers in 100 clusters), apart as 700 transfers of one write each."""
+    clustered = many_cores.difference([(700, 100), (574, 82)], [1000, 1000])
+    single = many_cores.difference([(700, 700), (574, 574)], [1000, 1000])
+    assert clustered.endswith("18% (noise) |"), clustered
+    assert single.endswith("18% (apart) |"), single
+    assert many_cores.difference([(700, 100), (680, 98)], [1000, 1000]).endswith("3% |")
+
+
+def test_rows_are_found_by_allocation_and_offset_whatever_fields_a_run_touched():
+    """A heap row is found in the second run by its allocation and offset: a run's name
+    holds the fields its workers touched, which another run may not (the lines at one
+    offset named apart by their fields, in older files, are summed)."""
+    site = "worker_setup:alloc(6272)+0x1040"
+    first = run(1000, row(f"{site} (struct s.ring[21].{{key,left}})", 400, 50, 350))
+    second = run(
+        1000,
+        row(f"{site} (struct s.ring[21].{{key}})", 290, 40, 250),
+        row(f"{site} (struct s.ring[21].{{left}})", 90, 10, 80),
+        row("slots", 5, 5, 0),
+    )
+    (compared,) = many_cores.agreement("ldu", first, second)
+    assert "| 400 / 380 | 0.4000 | 0.3800 | 5% |" in compared, compared
+    # a static's name is its own key; a row the second run lacks counts 0
+    (static,) = many_cores.agreement("x", run(1000, row("slots", 310, 124, 173)), run(1000))
+    assert "| 310 / 0 |" in static and "(apart)" in static, static
+
+
+def test_a_series_that_shares_no_line_is_said_so():
+    (said,) = many_cores.agreement("unordered", run(1000), run(1000))
+    assert "no line shared (second run: 0)" in said, said
