@@ -86,19 +86,19 @@ def test_a_run_loads_uncollected_traces_with_the_load_frozen_and_restores_the_co
     counter_tests, monkeypatch
 ):
     seen = {}
-    real_read, real_trace = testcase.read_tests, loop.trace_pending
+    real_read, real_append = testcase.read_tests, loop.ResultsStore.append
 
     def reading(*args):
         seen["collecting while loading"] = gc.isenabled()
         return real_read(*args)
 
-    def tracing(*args):
+    def recording(*args):
         seen["frozen while tracing"] = gc.get_freeze_count()
         seen["collecting while tracing"] = gc.isenabled()
-        return real_trace(*args)
+        return real_append(*args)
 
     monkeypatch.setattr(testcase, "read_tests", reading)
-    monkeypatch.setattr(loop, "trace_pending", tracing)
+    monkeypatch.setattr(loop.ResultsStore, "append", recording)
     frozen_before = gc.get_freeze_count()
     records = run(counter_tests, EXAMPLES / "refcount" / "shared.toml")["records"]
     assert records and all(r["status"] == "ok" for r in records.values())

@@ -112,14 +112,13 @@ def run_tests(
     """
     if not 1 <= settings.repeats <= 100:
         raise UserError("--repeats must be from 1 to 100")
-    out_dir = Path(out_dir)
-    tests_path = out_dir / "tests.jsonl"
+    tests_path = Path(out_dir) / "tests.jsonl"
     with _collector_paused():  # what a run loads makes no cycles
         tests_header, tests = testcase.read_tests(tests_path)
         run = open_target(tests_header)
         selected = select_tests(tests, limit, ops, run.known_ops())
         log = (lambda *a: None) if quiet else print
-        trace_dir = out_dir / "trace"
+        trace_dir = Path(out_dir) / "trace"
         target, prepared, target_header = run.start(trace_dir, log)
         header = _results_header(target_header, tests_path, settings)
         store = ResultsStore(
@@ -134,10 +133,9 @@ def run_tests(
         pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
     jobs = _jobs(jobs, len(pending))
     started = time.monotonic()
-    with _frozen_heap():
-        boots, per_worker = trace_pending(
-            target, prepared, pending, jobs, cluster, header, store, quiet
-        )
+    boots, per_worker = trace_pending(
+        target, prepared, pending, jobs, cluster, header, store, quiet
+    )
     elapsed = time.monotonic() - started
     records = [store.finished[t.id] for t in selected if t.id in store.finished]
     finished_now = len(pending) - sum(1 for _, t in pending if t.id not in store.finished)
@@ -230,7 +228,7 @@ def trace_pending(
     the workers of ``cluster``, each record going into ``store`` as it comes, whichever
     the target; returns the boots (or program runs) and the tests each worker recorded
     (none without a cluster)."""
-    with tracing_progress(quiet, len(pending)) as count:
+    with tracing_progress(quiet, len(pending)) as count, _frozen_heap():
 
         def record(result: dict) -> None:
             store.append(result)
