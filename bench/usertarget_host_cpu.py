@@ -7,6 +7,8 @@ nest: `finish` (a test's record) holds `name_data` (naming the shared lines), `_
 (the shared lines' conflict records) and `_check_results`; `_take` (a report) holds
 `read_new` (the regions' lines) and `_close`, which holds `finish`. A wrapped call costs
 about a microsecond: compare builds with bench/usertarget_speed.py, this says where to look.
+The pieces are the host's own functions, looked up by name (PIECES): a renamed one is a
+one-line error here, not a silent zero.
 DIR/trace/results.jsonl is removed first (a run resumes otherwise).
 
 Usage: python3 bench/usertarget_host_cpu.py DIR [--target libsv6] [--jobs J] [--json]
@@ -16,13 +18,14 @@ Example: python3 bench/usertarget_host_cpu.py out/main --json
 import argparse
 import gc
 import importlib
+import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 from benchlib import print_result
-from scalecheck.run.run_cli import run_tests
+from scalecheck import api
 
 # label -> (module, attribute path) of the functions timed.
 PIECES = {
@@ -55,9 +58,12 @@ class Meter:
     def wrap(self, module: str, path: str, label: str) -> None:
         *owners, name = path.split(".")
         owner = importlib.import_module(module)
-        for attribute in owners:
-            owner = getattr(owner, attribute)
-        timed_function = getattr(owner, name)
+        try:
+            for attribute in owners:
+                owner = getattr(owner, attribute)
+            timed_function = getattr(owner, name)
+        except AttributeError:
+            sys.exit(f"no {path} in {module}: renamed? (PIECES, {__file__})")
 
         def timed(*args, **kwargs):
             started = time.thread_time()
@@ -90,7 +96,7 @@ def main():
     gc.callbacks.append(meter.on_collection)
     (args.dir / "trace" / "results.jsonl").unlink(missing_ok=True)
     started = time.process_time()
-    summary = run_tests(args.dir, target=args.target, jobs=args.jobs, quiet=True)
+    summary = api.run_tests(args.dir, target=args.target, jobs=args.jobs, quiet=True)
     tests = max(1, summary["finished"])
     per_test = {k: round(v * 1000 / tests, 3) for k, v in meter.seconds.most_common()}
     result = {
