@@ -2,6 +2,7 @@
 traced under qemu-x86_64 with known answers, and libraries that crash, hang or answer
 what the model forbids, recorded as such while the run goes on."""
 
+import gc
 import io
 import json
 import re
@@ -79,6 +80,31 @@ def test_shared_counter_conflicts_on_the_counter_and_sharded_does_not(counter_te
         counter_tests, target=f"lib:{EXAMPLES / 'refcount' / 'sharded.toml'}", quiet=True
     )
     assert again["skipped_already_done"] == len(sharded) and again["finished"] == 0
+
+
+def test_a_run_loads_uncollected_traces_with_the_load_frozen_and_restores_the_collector(
+    counter_tests, monkeypatch
+):
+    seen = {}
+    real_read, real_append = testcase.read_tests, loop.ResultsStore.append
+
+    def reading(*args):
+        seen["collecting while loading"] = gc.isenabled()
+        return real_read(*args)
+
+    def recording(*args):
+        seen["frozen while tracing"] = gc.get_freeze_count()
+        seen["collecting while tracing"] = gc.isenabled()
+        return real_append(*args)
+
+    monkeypatch.setattr(testcase, "read_tests", reading)
+    monkeypatch.setattr(loop.ResultsStore, "append", recording)
+    frozen_before = gc.get_freeze_count()
+    records = run(counter_tests, EXAMPLES / "refcount" / "shared.toml")["records"]
+    assert records and all(r["status"] == "ok" for r in records.values())
+    assert seen["collecting while loading"] is False
+    assert seen["frozen while tracing"] > frozen_before and seen["collecting while tracing"]
+    assert gc.get_freeze_count() == frozen_before and gc.isenabled()
 
 
 def test_put_put_on_two_keys_conflicts_under_one_mutex_only(kvstore_tests):

@@ -7,6 +7,7 @@ Results are appended as each test finishes, so a rerun resumes where the last on
 """
 
 import contextlib
+import gc
 import json
 import os
 import threading
@@ -111,25 +112,25 @@ def run_tests(
     """
     if not 1 <= settings.repeats <= 100:
         raise UserError("--repeats must be from 1 to 100")
-    out_dir = Path(out_dir)
-    tests_path = out_dir / "tests.jsonl"
-    tests_header, tests = testcase.read_tests(tests_path)
-    run = open_target(tests_header)
-    selected = select_tests(tests, limit, ops, run.known_ops())
-    log = (lambda *a: None) if quiet else print
-    trace_dir = out_dir / "trace"
-    target, prepared, target_header = run.start(trace_dir, log)
-    header = _results_header(target_header, tests_path, settings)
-    store = ResultsStore(
-        trace_dir / "results.jsonl",
-        header,
-        set_aside_incompatible,
-        log,
-        test_hashes={t.id: content_hash(t.raw) for t in tests},
-    )
-    if retry_unfinished:
-        store.set_aside_unfinished(log)
-    pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
+    tests_path = Path(out_dir) / "tests.jsonl"
+    with _collector_paused():  # what a run loads makes no cycles
+        tests_header, tests = testcase.read_tests(tests_path)
+        run = open_target(tests_header)
+        selected = select_tests(tests, limit, ops, run.known_ops())
+        log = (lambda *a: None) if quiet else print
+        trace_dir = Path(out_dir) / "trace"
+        target, prepared, target_header = run.start(trace_dir, log)
+        header = _results_header(target_header, tests_path, settings)
+        store = ResultsStore(
+            trace_dir / "results.jsonl",
+            header,
+            set_aside_incompatible,
+            log,
+            test_hashes={t.id: content_hash(t.raw) for t in tests},
+        )
+        if retry_unfinished:
+            store.set_aside_unfinished(log)
+        pending = [(i, t) for i, t in enumerate(selected) if t.id not in store.finished]
     jobs = _jobs(jobs, len(pending))
     started = time.monotonic()
     boots, per_worker = trace_pending(
@@ -150,6 +151,38 @@ def run_tests(
     )
     (trace_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+# The cyclic garbage collector's work in a run: the tests, the store's records, the
+# program's symbols and DWARF types are many objects and almost no cycles (on libsv6's
+# main job, 940 objects freed in 700 collections that took 8 % of the host's CPU, most of
+# it walking what the run had loaded).
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """No collection while a run loads its tests, results and target (bounded work)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def _frozen_heap():
+    """While the tests are traced, collections leave alone what was loaded before (they
+    walk only what the tracing made); unfrozen after, so that a caller's later cycles
+    among those objects are collected as before. The loading's garbage (a DWARF read
+    leaves cycles) is collected first, in one walk."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _speed(elapsed: float, finished_now: int, already_done: int) -> dict:
@@ -195,7 +228,7 @@ def trace_pending(
     the workers of ``cluster``, each record going into ``store`` as it comes, whichever
     the target; returns the boots (or program runs) and the tests each worker recorded
     (none without a cluster)."""
-    with tracing_progress(quiet, len(pending)) as count:
+    with tracing_progress(quiet, len(pending)) as count, _frozen_heap():
 
         def record(result: dict) -> None:
             store.append(result)
