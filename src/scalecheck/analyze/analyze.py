@@ -188,7 +188,23 @@ def analyze_model(
     }
     write_json_atomically(out / "analysis" / "meta.json", meta)
 
-    pairs = all_pairs(ops)
+    limits = (solver_timeout_ms, model_timeout, bounds)
+    _analyze_pairs(out, model_cls, meta, all_pairs(ops), limits, jobs, quiet)
+    summary = summarize(out, ops)
+    summary["variants"] = [
+        variants.compare(model_cls, variant, solver_timeout_ms)
+        for variant in variants.applicable(model_cls, ops)
+    ]
+    write_json_atomically(out / "analysis" / "summary.json", summary)
+    return summary
+
+
+def _analyze_pairs(
+    out: Path, model_cls, meta: dict, pairs: list, limits: tuple, jobs, quiet: bool
+) -> None:
+    """The pairs not yet analysed, largest first, each written as it is done; ``limits``:
+    (solver timeout in ms, model timeout, bounds)."""
+    fingerprint, model_timeout = meta["fingerprint"], limits[1]
     todo = [pair for pair in pairs if not pair_is_current(out, pair, fingerprint)]
     sizes = _pair_sizes(model_cls, todo, model_timeout)
     todo.sort(key=lambda pair: -sizes[pair])  # no worker starts a long pair at the end
@@ -200,7 +216,7 @@ def analyze_model(
             sizes=[sizes[pair] for pair in todo],
             workers=worker_count(jobs, len(todo)),
         )
-        work = [(meta["model"], a, b, solver_timeout_ms, model_timeout, bounds) for a, b in todo]
+        work = [(meta["model"], a, b, *limits) for a, b in todo]
         timings = _read_timings(out)
         # Each pair in a fresh process: Z3 numbers terms in the order a process makes
         # them, and orders terms by those numbers (simplified conditions, the SMT-LIB
@@ -219,13 +235,6 @@ def analyze_model(
                 item=todo.index((a, b)),
                 description=f"{a} || {b} ({timing['seconds']:.1f}s)",
             )
-    summary = summarize(out, ops)
-    summary["variants"] = [
-        variants.compare(model_cls, variant, solver_timeout_ms)
-        for variant in variants.applicable(model_cls, ops)
-    ]
-    write_json_atomically(out / "analysis" / "summary.json", summary)
-    return summary
 
 
 def _pair_sizes(model_cls, pairs: list, model_timeout: float) -> dict:
