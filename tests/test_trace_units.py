@@ -13,7 +13,7 @@ import pytest
 from scalecheck.binding import linux_posix
 from scalecheck.common.errors import UserError
 from scalecheck.run import counting, outcome, regions, testcase, wire
-from scalecheck.run.linux import guest_render, initramfs
+from scalecheck.run.linux import guest_render, initramfs, vm
 from scalecheck.run.linux.kernel_symbols import KernelSymbols
 from scalecheck.run.store import ResultsStore
 
@@ -33,6 +33,13 @@ def cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "scalecheck.cli", *args], capture_output=True, text=True, timeout=120
     )
+
+
+def test_the_tests_vm_takes_its_vcpus_in_turn_and_a_program_s_machine_runs_them_at_once():
+    """A test uses one vCPU at a time (vm.tcg_accel); profile's and sharing's programs run
+    their threads together, and sharing's quantum turns block a vCPU's own host thread."""
+    assert vm.tcg_accel(None) == "tcg,thread=single"
+    assert vm.tcg_accel(vm.Machine(4, [])) == "tcg,thread=multi"
 
 
 def test_shipped_test_files_render_for_the_driver():

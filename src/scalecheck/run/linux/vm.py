@@ -1,4 +1,4 @@
-"""Boots the traced VM (QEMU TCG, three vCPUs) and follows what it reports.
+"""Boots the traced VM (QEMU TCG, three vCPUs on one host thread) and follows what it reports.
 
 Channels: the guest driver writes text lines to QEMU's debug console (port 0xe9), which
 QEMU appends to ``driver.out``; the plugin appends regions to ``trace.bin``; the kernel
@@ -102,6 +102,19 @@ class Machine:
         self.vcpus, self.qemu_args = vcpus, qemu_args
 
 
+def tcg_accel(machine: "Machine | None") -> str:
+    """QEMU's accelerator for a boot. The tests' VM (machine None) runs its vCPUs on one
+    host thread, in turn: a test uses one vCPU at a time (its calls run one after the
+    other; the driver sleeps in futexes, never spins, which would hold the thread until
+    QEMU's round-robin kick, 100 ms), and a hand-off's wake-up of another vCPU then needs
+    no other host thread to get a core. Same verdicts, 1.14x less CPU (bench/results/
+    tracer.md, 2026-12-07 16:00). A Machine (profile, sharing --system) runs a program's
+    threads at once, one host thread per vCPU: turns of up to 100 ms would serialise
+    them, and the plugin's quantum schedule (sharing) blocks a vCPU's thread until its
+    turn, which on one thread would come only when the wait lapsed."""
+    return "tcg,thread=multi" if machine else "tcg,thread=single"
+
+
 class GuestSession:
     """One boot of the VM running one batch; poll() returns new driver lines and regions."""
 
@@ -172,7 +185,7 @@ class GuestSession:
         cmd = [
             qemu_binary(),
             "-accel",
-            "tcg,thread=multi",
+            tcg_accel(machine),
             "-smp",
             str(machine.vcpus if machine else VCPUS),
             "-m",
