@@ -21,6 +21,12 @@ _mk_not = z3.z3core.Z3_mk_not.__defaults__[0].f
 _mk_or = z3.z3core.Z3_mk_or.__defaults__[0].f
 _inc_ref = z3.z3core.Z3_inc_ref.__defaults__[0].f
 _dec_ref = z3.z3core.Z3_dec_ref.__defaults__[0].f
+_mk_eq = z3.z3core.Z3_mk_eq.__defaults__[0].f
+_mk_distinct = z3.z3core.Z3_mk_distinct.__defaults__[0].f
+_mk_true = z3.z3core.Z3_mk_true.__defaults__[0].f
+_mk_false = z3.z3core.Z3_mk_false.__defaults__[0].f
+_mk_int_sort = z3.z3core.Z3_mk_int_sort.__defaults__[0].f
+_mk_numeral = z3.z3core.Z3_mk_numeral.__defaults__[0].f
 
 
 def clause(ctx: z3.Context, atoms: list, signs: list[bool]) -> z3.BoolRef:
@@ -43,6 +49,31 @@ def clause(ctx: z3.Context, atoms: list, signs: list[bool]) -> z3.BoolRef:
     for negation in negations:
         _dec_ref(ref, negation)
     return made
+
+
+def equal(term: z3.ExprRef, other) -> z3.BoolRef:
+    """``term == other``: ``other`` a term of ``term``'s sort or a Python bool (Boolean
+    term) or int (integer term). The very terms z3's ``==`` makes, in the same order (a
+    Python value's constant first), without its Python checks of both sorts: a path's
+    tests make thousands of these literals, each costing z3 several times the C call."""
+    ref = term.ctx.ref()
+    return z3.BoolRef(_mk_eq(ref, term.as_ast(), _operand(ref, other)), term.ctx)
+
+
+def differ(term: z3.ExprRef, other) -> z3.BoolRef:
+    """``term != other``, as ``equal`` makes ``==``."""
+    ref = term.ctx.ref()
+    pair = (z3.Ast * 2)(term.as_ast(), _operand(ref, other))
+    return z3.BoolRef(_mk_distinct(ref, 2, pair), term.ctx)
+
+
+def _operand(ref, other):
+    """A raw AST: ``other``'s own, or the constant z3 makes of a Python bool or int."""
+    if isinstance(other, z3.ExprRef):
+        return other.as_ast()
+    if isinstance(other, bool):
+        return _mk_true(ref) if other else _mk_false(ref)
+    return _mk_numeral(ref, str(other).encode(), _mk_int_sort(ref))
 
 
 def raw_assertions(solver: z3.Solver) -> list:
