@@ -53,27 +53,34 @@ def clause(ctx: z3.Context, atoms: list, signs: list[bool]) -> z3.BoolRef:
 
 def equal(term: z3.ExprRef, other) -> z3.BoolRef:
     """``term == other``: ``other`` a term of ``term``'s sort or a Python bool (Boolean
-    term) or int (integer term). The very terms z3's ``==`` makes, in the same order (a
-    Python value's constant first), without its Python checks of both sorts: a path's
-    tests make thousands of these literals, each costing z3 several times the C call."""
+    term) or int (integer term). The very term z3's ``==`` makes, its constants made in
+    the same order (a Python value's first), without z3's Python checks of both sorts: a
+    path's tests make thousands of these literals, each costing z3 several times the C
+    call."""
     ref = term.ctx.ref()
-    return z3.BoolRef(_mk_eq(ref, term.as_ast(), _operand(ref, other)), term.ctx)
+    left, right = _operands(ref, term, other)
+    return z3.BoolRef(_mk_eq(ref, left, right), term.ctx)
 
 
 def differ(term: z3.ExprRef, other) -> z3.BoolRef:
     """``term != other``, as ``equal`` makes ``==``."""
     ref = term.ctx.ref()
-    pair = (z3.Ast * 2)(term.as_ast(), _operand(ref, other))
+    pair = (z3.Ast * 2)(*_operands(ref, term, other))
     return z3.BoolRef(_mk_distinct(ref, 2, pair), term.ctx)
 
 
-def _operand(ref, other):
-    """A raw AST: ``other``'s own, or the constant z3 makes of a Python bool or int."""
+def _operands(ref, term: z3.ExprRef, other) -> tuple:
+    """The raw ASTs in the order z3's operator puts them: Python runs the operator of the
+    right operand when its class is a subclass of the left's (a numeral, IntNumRef,
+    against an ArithRef: ``x != IntVal(0)`` is ``(distinct 0 x)``); a Python bool or int
+    becomes the constant z3 makes of it."""
     if isinstance(other, z3.ExprRef):
-        return other.as_ast()
+        if type(other) is not type(term) and isinstance(other, type(term)):
+            return other.as_ast(), term.as_ast()
+        return term.as_ast(), other.as_ast()
     if isinstance(other, bool):
-        return _mk_true(ref) if other else _mk_false(ref)
-    return _mk_numeral(ref, str(other).encode(), _mk_int_sort(ref))
+        return term.as_ast(), _mk_true(ref) if other else _mk_false(ref)
+    return term.as_ast(), _mk_numeral(ref, str(other).encode(), _mk_int_sort(ref))
 
 
 def raw_assertions(solver: z3.Solver) -> list:
