@@ -247,8 +247,10 @@ def _legal_assignments(solver: z3.Solver, visible: dict, world: list) -> list[di
         model = solver.model()
         assignment = {name: model.eval(c, model_completion=True) for name, c in visible.items()}
         found.append(assignment)
-        excluded = [differ(visible[name], value) for name, value in assignment.items()]
-        assert_all(solver, [or_(excluded)])
+        # The literals' Python objects end with the statement, as z3's would: an object
+        # alive after the pop below frees its term later, and Z3 reuses a freed term's
+        # number (the numbers steer the solutions found after).
+        assert_all(solver, [or_([differ(visible[n], v) for n, v in assignment.items()])])
     solver.pop()
     if len(found) > CHOICE_CAP:
         return None
