@@ -4,7 +4,7 @@ the value patterns that --value-cap 1 switches off."""
 
 import z3
 
-from scalecheck.testgen import allowed, patterns, testgen
+from scalecheck.testgen import allowed, patterns, testgen, z3_c_api
 
 
 def _path():
@@ -169,3 +169,26 @@ def test_term_text_reuses_the_text_of_the_same_term_of_another_pair(monkeypatch)
     samples = [x + 1, r + 1, z3.If(x > 0, x, -x), z3.Not(x == 1), z3.Distinct(x, x + 1)]
     text = patterns.TermText()
     assert [text(t) for t in samples] == [str(t) for t in samples]
+
+
+def test_equalities_through_the_c_api_are_z3s_own_terms():
+    """z3_c_api.equal/differ make the very terms of z3's == and != in the same order (a
+    fresh numeral first): the same history in two fresh contexts, one through z3's
+    operators and one through the C API, gives every term the same id (ids steer the
+    solutions found after), for a term against a term, a numeral, an int and a bool."""
+
+    def history(eq, ne) -> list[int]:
+        context = z3.Context()
+        x, y = z3.Ints("x y", context)
+        flag = z3.Bool("flag", context)
+        zero = z3.IntVal(0, context)  # a numeral: z3's operator is its own, reflected
+        made = []
+        for term, other in [(x, y), (x, zero), (x, 7), (flag, True), (flag, False)]:
+            made += [eq(term, other), ne(term, other)]
+        made += [eq(y, 123456789)]
+        assert [made[2].arg(0).get_id(), made[-1].arg(1).as_long()] == [zero.get_id(), 123456789]
+        return [term.get_id() for term in made] + [made[-1].arg(1).get_id()]
+
+    by_z3 = history(lambda a, b: a == b, lambda a, b: a != b)
+    assert history(z3_c_api.equal, z3_c_api.differ) == by_z3
+    assert len(set(by_z3)) == len(by_z3)  # eleven literals and a numeral, each its own term

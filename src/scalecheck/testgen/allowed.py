@@ -30,7 +30,7 @@ import z3
 
 from scalecheck.engine import deadline
 from scalecheck.engine.rawz3 import assert_all, or_
-from scalecheck.testgen.z3_c_api import python_value
+from scalecheck.testgen.z3_c_api import differ, equal, python_value
 
 # Legal assignments of a test's visible choices tried at most; more leave it as it was.
 CHOICE_CAP = 8
@@ -79,10 +79,6 @@ class ConstantNames:
                 (functions if arity else constants).add(name)
             todo.extend(z3.Z3_get_app_arg(ref, app, i) for i in range(arity))
         return frozenset(constants), frozenset(functions)
-
-
-def _value(term: z3.ExprRef, raw) -> z3.BoolRef:
-    return term == (z3.BoolVal(raw, term.ctx) if isinstance(raw, bool) else raw)
 
 
 def fill_results(shape, value: Callable):
@@ -200,7 +196,7 @@ class PathChoices:
             }
             shown.append(chosen_only)
             path.push()
-            assert_all(path, [visible[name] == value for name, value in assignment.items()])
+            assert_all(path, [equal(visible[name], value) for name, value in assignment.items()])
             if path.check() == z3.sat:
                 on_path.append(fill_results(results, _decided_value(path, terms, results)))
             else:
@@ -213,7 +209,7 @@ class PathChoices:
         """term == raw, built once per path (a path's tests share most values)."""
         key = (index, raw)
         if key not in self._world_literals:
-            self._world_literals[key] = _value(self.terms[index], raw)
+            self._world_literals[key] = equal(self.terms[index], raw)
         return self._world_literals[key]
 
 
@@ -251,7 +247,10 @@ def _legal_assignments(solver: z3.Solver, visible: dict, world: list) -> list[di
         model = solver.model()
         assignment = {name: model.eval(c, model_completion=True) for name, c in visible.items()}
         found.append(assignment)
-        assert_all(solver, [or_([visible[name] != value for name, value in assignment.items()])])
+        # The literals' Python objects end with the statement, as z3's would: an object
+        # alive after the pop below frees its term later, and Z3 reuses a freed term's
+        # number (the numbers steer the solutions found after).
+        assert_all(solver, [or_([differ(visible[n], v) for n, v in assignment.items()])])
     solver.pop()
     if len(found) > CHOICE_CAP:
         return None
@@ -275,25 +274,25 @@ def _decided_value(path: z3.Solver, terms: Terms, results) -> Callable:
     open_ = sorted(raw)
     while open_:
         path.push()
-        assert_all(path, [or_([terms[obs] != raw[obs] for obs in open_])])
+        assert_all(path, [or_([differ(terms[obs], raw[obs]) for obs in open_])])
         answer = path.check()
         other = path.model() if answer == z3.sat else None
         path.pop()
         if answer == z3.unsat:
             break
-        differ = set()
+        differing = set()
         if other is not None:
-            differ = {
+            differing = {
                 obs
                 for obs in open_
                 if python_value(other.eval(terms[obs], model_completion=True))
                 != python_value(raw[obs])
             }
-        if not differ:  # unknown: one check per remaining result, as alone
+        if not differing:  # unknown: one check per remaining result, as alone
             undecided |= {obs for obs in open_ if not _fixed(path, terms[obs], raw[obs])}
             break
-        undecided |= differ
-        open_ = [obs for obs in open_ if obs not in differ]
+        undecided |= differing
+        open_ = [obs for obs in open_ if obs not in differing]
 
     def value(entry: dict):
         obs = entry["obs"]
@@ -304,7 +303,7 @@ def _decided_value(path: z3.Solver, terms: Terms, results) -> Callable:
 
 def _fixed(path: z3.Solver, term: z3.ExprRef, raw: z3.ExprRef) -> bool:
     path.push()
-    path.add(term != raw)
+    path.add(differ(term, raw))
     fixed = path.check() == z3.unsat
     path.pop()
     return fixed

@@ -16,6 +16,8 @@ from scalecheck.engine.commute import OBSERVED
 from scalecheck.engine.rawz3 import assert_all, not_
 from scalecheck.testgen.z3_c_api import (
     clause,
+    differ,
+    equal,
     model_eval,
     raw_assertions,
     raw_value,
@@ -179,12 +181,12 @@ class IsomorphismPattern:
     def _equality_differs(self, i, j, now_equal):
         if (i, j) not in self._literals:  # built once per path, reused by every test
             right = z3.IntVal(0, self.context) if j is None else self.terms[j]
-            self._literals[i, j] = (self.terms[i] != right, self.terms[i] == right)
+            self._literals[i, j] = (differ(self.terms[i], right), equal(self.terms[i], right))
         return self._literals[i, j][0 if now_equal else 1]
 
     def _value_differs(self, i, value):
         if (i, value) not in self._literals:
-            self._literals[i, value] = self.terms[i] != value
+            self._literals[i, value] = differ(self.terms[i], value)
         return self._literals[i, value]
 
 

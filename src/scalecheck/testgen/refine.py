@@ -146,16 +146,8 @@ class RefinablePath:
             self.solver.pop()
 
     def test(self, model_cls, ops, values: list) -> dict:
-        observations = self.path["observations"]
-        return testgen.concrete_test(
-            model_cls,
-            ops,
-            self.path,
-            observations,
-            observations["kinds"],
-            values,
-            self.choices.test_outcomes(values),
-        )
+        tests = testgen.ConcreteTests(model_cls, ops, self.path)
+        return tests.test(values, self.choices.test_outcomes(values))
 
 
 @rundir_lock.holding("out")

@@ -306,7 +306,7 @@ class _TestMaker:
     """One path's solver, observed terms and patterns, and its tests from values."""
 
     def __init__(self, model_cls, ops, path, pair: PairTools):
-        self.model_cls, self.ops, self.path = model_cls, ops, path
+        self.concrete = ConcreteTests(model_cls, ops, path)
         self.solver = deadline.Solver(deadline.QUERY_LIMIT_MS, ctx=pair.context)
         self.solver.from_string(path["smt2"])
         self.terms = ObservedTerms(self.solver)
@@ -324,10 +324,7 @@ class _TestMaker:
         )
 
     def test(self, values) -> dict:
-        outcomes = self.choices.test_outcomes(values)
-        test = concrete_test(
-            self.model_cls, self.ops, self.path, self.observations, self.kinds, values, outcomes
-        )
+        test = self.concrete.test(values, self.choices.test_outcomes(values))
         if self.values_pattern.features:
             test["values"] = self.values_pattern.describe(values)
         return test
@@ -375,67 +372,96 @@ def _vary_open_equalities(solver, terms, sides: list, models: list) -> tuple[dic
     return open_equalities.tally(sides, taken, excluded), extra
 
 
-def concrete_test(model_cls, ops, path, observations, kinds, values, outcomes=None) -> dict:
-    labels = _labels(observations, kinds, values)
+class ConcreteTests:
+    """One path's concrete tests from its terms' values. What every test of the path
+    needs and depends on the path alone is found once: the binding's describe and which
+    terms get small labels (a path has a few hundred tests, each read the same
+    observations again)."""
 
-    def label(kind, raw):
-        return labels[kind][raw] if kind in labels else raw
+    def __init__(self, model_cls, ops, path):
+        self.ops, self.path = list(ops), path
+        self.observations = observations = path["observations"]
+        self.describe = binding.for_model(model_cls).describe
+        self._labelled = _labelled_terms(observations, observations["kinds"])
 
-    def concrete(entry):
-        if entry is None:
-            return None
-        if entry["chosen"]:
-            return "*"
-        return label(entry["kind"], values[entry["obs"]])
+    def test(self, values, outcomes=None) -> dict:
+        """The test of ``values`` (the path's terms, in order), with ``outcomes``
+        (allowed.PathChoices.test_outcomes) where a result shows a choice."""
+        observations, ops, describe = self.observations, self.ops, self.describe
+        labels = self._labels(values)
 
-    snapshot: defaultdict[str, dict] = defaultdict(dict)
-    for read in observations["reads"]:
-        if read["key"] and read["key"]["chosen"]:
-            continue  # a read where the implementation allocated: not part of the initial state
-        fields = {name: concrete(leaf) for name, leaf in read["leaves"].items()}
-        if read["key"] is None:
-            snapshot[read["map"]] = fields[""] if list(fields) == [""] else fields
-            continue
-        if read["present"] is not None:
-            fields = {"present": concrete(read["present"]), **fields}
-        snapshot[read["map"]][concrete(read["key"])] = fields
-    args = [
-        {name: concrete(entry) for name, entry in observations["args"][call].items()}
-        for call in "AB"
-    ]
-    results = allowed.fill_results(
-        observations["results"], lambda entry: "*" if entry["chosen"] else values[entry["obs"]]
-    )
-    describe = binding.for_model(model_cls).describe
-    setup, calls, expect = describe(list(ops), dict(snapshot), args, results, label)
-    test = {
-        "id": "",
-        "pair": list(ops),
-        "path": path["path"],
-        "setup": setup,
-        "calls": calls,
-        "expect": expect,
-    }
-    if outcomes is not None:
-        # Every outcome the model allows, choice by choice (allowed.py): on this path,
-        # and off it ("left the path").
-        on_path, left, shown = outcomes
-        test["outcomes"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in on_path]
-        test["left_path"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in left]
-        test["choices"] = [describe(list(ops), dict(snapshot), args, o, label)[2] for o in shown]
-    return test
+        def label(kind, raw):
+            return labels[kind][raw] if kind in labels else raw
+
+        def concrete(entry):
+            if entry is None:
+                return None
+            if entry["chosen"]:
+                return "*"
+            return label(entry["kind"], values[entry["obs"]])
+
+        snapshot: defaultdict[str, dict] = defaultdict(dict)
+        for read in observations["reads"]:
+            if read["key"] and read["key"]["chosen"]:
+                continue  # a read where the implementation allocated: not part of the initial state
+            fields = {name: concrete(leaf) for name, leaf in read["leaves"].items()}
+            if read["key"] is None:
+                snapshot[read["map"]] = fields[""] if list(fields) == [""] else fields
+                continue
+            if read["present"] is not None:
+                fields = {"present": concrete(read["present"]), **fields}
+            snapshot[read["map"]][concrete(read["key"])] = fields
+        args = [
+            {name: concrete(entry) for name, entry in observations["args"][call].items()}
+            for call in "AB"
+        ]
+        results = allowed.fill_results(
+            observations["results"], lambda entry: "*" if entry["chosen"] else values[entry["obs"]]
+        )
+        setup, calls, expect = describe(ops, dict(snapshot), args, results, label)
+        test = {
+            "id": "",
+            "pair": list(ops),
+            "path": self.path["path"],
+            "setup": setup,
+            "calls": calls,
+            "expect": expect,
+        }
+        if outcomes is not None:
+            # Every outcome the model allows, choice by choice (allowed.py): on this path,
+            # and off it ("left the path"). A choice that leaves the path is both in
+            # ``left`` and in ``shown``, the same object: described once.
+            described: dict[int, Any] = {}
+
+            def expected(outcome):
+                if id(outcome) not in described:
+                    described[id(outcome)] = describe(ops, dict(snapshot), args, outcome, label)[2]
+                return described[id(outcome)]
+
+            on_path, left, shown = outcomes
+            test["outcomes"] = [expected(o) for o in on_path]
+            test["left_path"] = [expected(o) for o in left]
+            test["choices"] = [expected(o) for o in shown]
+        return test
+
+    def _labels(self, values) -> dict:
+        """Small labels for uninterpreted values: 0, 1, 2... in order of value (0 stays 0
+        for kinds where zero is special)."""
+        labels = {}
+        for kind, (indices, zero) in self._labelled.items():
+            raws = {values[index] for index in indices}
+            ordered = sorted(raws | ({0} if zero else set()))
+            labels[kind] = {raw: number for number, raw in enumerate(ordered)}
+        return labels
 
 
-def _labels(observations, kinds, values) -> dict:
-    """Small labels for uninterpreted values: 0, 1, 2... in order of value (0 stays 0 for
-    kinds where zero is special)."""
-    raw_by_kind = defaultdict(set)
+def _labelled_terms(observations, kinds) -> dict:
+    """The terms that get small labels, by kind: (their indices, whether zero is special),
+    those of the uninterpreted kinds the implementation did not choose."""
+    labelled: dict[str, tuple[list, bool]] = {}
     for entry in all_observations(observations):
         info = kinds.get(entry["kind"])
         if info and info["class"] == "uninterpreted" and not entry["chosen"]:
-            raw_by_kind[entry["kind"]].add(values[entry["obs"]])
-    labels = {}
-    for kind, raws in raw_by_kind.items():
-        ordered = sorted(raws | ({0} if kinds[kind].get("zero") else set()))
-        labels[kind] = {raw: number for number, raw in enumerate(ordered)}
-    return labels
+            indices, _ = labelled.setdefault(entry["kind"], ([], bool(info.get("zero"))))
+            indices.append(entry["obs"])
+    return {kind: (sorted(set(indices)), zero) for kind, (indices, zero) in labelled.items()}

@@ -21,6 +21,12 @@ _mk_not = z3.z3core.Z3_mk_not.__defaults__[0].f
 _mk_or = z3.z3core.Z3_mk_or.__defaults__[0].f
 _inc_ref = z3.z3core.Z3_inc_ref.__defaults__[0].f
 _dec_ref = z3.z3core.Z3_dec_ref.__defaults__[0].f
+_mk_eq = z3.z3core.Z3_mk_eq.__defaults__[0].f
+_mk_distinct = z3.z3core.Z3_mk_distinct.__defaults__[0].f
+_mk_true = z3.z3core.Z3_mk_true.__defaults__[0].f
+_mk_false = z3.z3core.Z3_mk_false.__defaults__[0].f
+_mk_int_sort = z3.z3core.Z3_mk_int_sort.__defaults__[0].f
+_mk_numeral = z3.z3core.Z3_mk_numeral.__defaults__[0].f
 
 
 def clause(ctx: z3.Context, atoms: list, signs: list[bool]) -> z3.BoolRef:
@@ -43,6 +49,38 @@ def clause(ctx: z3.Context, atoms: list, signs: list[bool]) -> z3.BoolRef:
     for negation in negations:
         _dec_ref(ref, negation)
     return made
+
+
+def equal(term: z3.ExprRef, other) -> z3.BoolRef:
+    """``term == other``: ``other`` a term of ``term``'s sort or a Python bool (Boolean
+    term) or int (integer term). The very term z3's ``==`` makes, its constants made in
+    the same order (a Python value's first), without z3's Python checks of both sorts: a
+    path's tests make thousands of these literals, each costing z3 several times the C
+    call."""
+    ref = term.ctx.ref()
+    left, right = _operands(ref, term, other)
+    return z3.BoolRef(_mk_eq(ref, left, right), term.ctx)
+
+
+def differ(term: z3.ExprRef, other) -> z3.BoolRef:
+    """``term != other``, as ``equal`` makes ``==``."""
+    ref = term.ctx.ref()
+    pair = (z3.Ast * 2)(*_operands(ref, term, other))
+    return z3.BoolRef(_mk_distinct(ref, 2, pair), term.ctx)
+
+
+def _operands(ref, term: z3.ExprRef, other) -> tuple:
+    """The raw ASTs in the order z3's operator puts them: Python runs the operator of the
+    right operand when its class is a subclass of the left's (a numeral, IntNumRef,
+    against an ArithRef: ``x != IntVal(0)`` is ``(distinct 0 x)``); a Python bool or int
+    becomes the constant z3 makes of it."""
+    if isinstance(other, z3.ExprRef):
+        if type(other) is not type(term) and isinstance(other, type(term)):
+            return other.as_ast(), term.as_ast()
+        return term.as_ast(), other.as_ast()
+    if isinstance(other, bool):
+        return term.as_ast(), _mk_true(ref) if other else _mk_false(ref)
+    return term.as_ast(), _mk_numeral(ref, str(other).encode(), _mk_int_sort(ref))
 
 
 def raw_assertions(solver: z3.Solver) -> list:
