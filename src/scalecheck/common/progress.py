@@ -164,9 +164,14 @@ def queue_seconds_left(sizes: list, workers: int, started: float, ends: dict, no
     the work done since the first item ended overlooks the large items still running:
     that estimate was 62-80 % too long for analyze and testgen, largest first.)"""
     end_times = sorted(ends.values())
-    handed_out = min(len(ends) + workers, len(sizes))
-    starts = [started if k < workers else end_times[k - workers] for k in range(handed_out)]
-    busy = sum(ends[k] - starts[k] for k in ends)
+    # Items ending out of that order (a map that does not hand them out in turn) are
+    # taken as started at the stage's start.
+    handed_out = max(min(len(ends) + workers, len(sizes)), max(ends, default=-1) + 1)
+    starts = [
+        end_times[k - workers] if workers <= k < len(end_times) + workers else started
+        for k in range(handed_out)
+    ]
+    busy = sum(ends[k] - min(starts[k], ends[k]) for k in ends)
     if busy <= 0:
         return None
     rate = sum(sizes[k] for k in ends) / busy
