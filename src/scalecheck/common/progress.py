@@ -103,8 +103,8 @@ class EstimatingProgress(Progress):
     def _say_estimate_when_due(self, task_id: TaskID) -> None:
         task, queue = self._tasks[task_id], self._queues.get(task_id)
         started_done, started_at = self._starts[task_id]
-        to_do = (task.total or 0) - started_done
-        done = task.completed - started_done
+        to_do = int((task.total or 0) - started_done)
+        done = int(task.completed - started_done)
         if done > 0 and task_id not in self._firsts:
             self._firsts[task_id] = (task.completed, self.get_time())
             return
