@@ -517,12 +517,15 @@ def first_path_result(model_cls, op: str, model_timeout: float | None = None):
     return None
 
 
-def path_count(model_cls, op: str, model_timeout: float | None = None) -> int:
+def path_count(
+    model_cls, op: str, model_timeout: float | None = None, bounds: explore.Bounds | None = None
+) -> int:
     """How many paths ``op`` takes alone from the initial state: far cheaper than any
     pair with it, and the product of two operations' counts foretells their pair's
-    cost (analyze's order and its estimate)."""
+    cost (analyze's order and its estimate). Raises ExplorationBound past ``bounds``."""
     program = _op_alone(model_cls, op)
-    return sum(1 for _ in explore.explore(program, model_timeout=model_timeout))
+    paths = explore.explore(program, model_timeout=model_timeout, bounds=bounds)
+    return sum(1 for _ in paths)
 
 
 def _op_alone(model_cls, op: str):
