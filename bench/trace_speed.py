@@ -62,6 +62,8 @@ def main():
         "tests": len(tests),
         "repeats": args.repeats,
         "rounds": args.rounds,
+        "guest_ms_per_test_without_plugin": round(statistics.median(r[0][0] for r in rounds), 2),
+        "qemu_cpu_seconds_without_plugin": round(statistics.median(r[0][1] for r in rounds), 1),
         **_plugin_figures(rounds, 1, ""),
         "run_tests_per_second_including_boot": summary["tests_per_second"],
         "run_seconds": summary["seconds"],
@@ -79,21 +81,13 @@ def _plugin_figures(rounds: list, which: int, prefix: str) -> dict:
     cpu = statistics.median(r[which][1] for r in rounds)
     slowdowns = [round(r[which][0] / r[0][0], 2) for r in rounds]
     cpu_ratios = [round(r[which][1] / r[0][1], 2) for r in rounds]
-    figures = {
+    return {
         f"guest_ms_per_test_with_{prefix}plugin": round(ms, 2),
         f"{prefix}plugin_slowdown": round(statistics.median(slowdowns), 2),
         f"{prefix}plugin_slowdown_per_round": slowdowns,
         f"qemu_cpu_seconds_with_{prefix}plugin": round(cpu, 1),
         f"{prefix}plugin_qemu_cpu_ratio_per_round": cpu_ratios,
     }
-    if not prefix:
-        figures["guest_ms_per_test_without_plugin"] = round(
-            statistics.median(r[0][0] for r in rounds), 2
-        )
-        figures["qemu_cpu_seconds_without_plugin"] = round(
-            statistics.median(r[0][1] for r in rounds), 1
-        )
-    return figures
 
 
 if __name__ == "__main__":

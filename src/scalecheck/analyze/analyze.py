@@ -209,6 +209,7 @@ def _analyze_pairs(
     todo = [pair for pair in pairs if not pair_is_current(out, pair, fingerprint)]
     sizes = _pair_sizes(model_cls, todo, model_timeout, bounds)
     todo.sort(key=lambda pair: -sizes[pair])  # no worker starts a long pair at the end
+    order = {pair: index for index, pair in enumerate(todo)}
     with stage_progress("analyze", quiet) as progress:
         task = progress.add_task(
             "",
@@ -233,7 +234,7 @@ def _analyze_pairs(
             progress.update(
                 task,
                 advance=1,
-                item=todo.index((a, b)),
+                item=order[(a, b)],
                 description=f"{a} || {b} ({timing['seconds']:.1f}s)",
             )
 
