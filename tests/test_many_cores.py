@@ -399,3 +399,10 @@ def test_a_benchmark_with_a_regime_gives_it_per_operation_of_the_window():
     assert said == {"extra": "served_other", "per_op": 250 / 429}
     assert sharing_script.regime(catalog["openbench"], result) is None
     assert sharing_script.regime(catalog["sockbench"], {"extra": {"ops": 10}}) is None
+
+
+def test_a_transfer_cost_given_replaces_the_profiles_within_and_across_sockets():
+    """--transfer-ns: the check at N = 2 predicts on the cost probed in each round."""
+    machine = predict.given_transfer_cost(predict.load_machine("e7-8870"), 50.0)
+    assert machine.transfer_ns(2) == machine.transfer_ns(80) == 50.0
+    assert "50.0 ns" in machine.source
