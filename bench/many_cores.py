@@ -17,13 +17,14 @@ line moved only at a run's start does not weigh on its figure.
 
 Then, for bench/sv6_scaling.py's series, the 2-vs-1 ratio the counts at N = 2 predict on
 this host's profile (`scalecheck predict B --mode M --machine host-2026-11-27 --cores 1,2
---counts F`, the 1-worker time measured natively now) and on a profile probed in the same
-minute, beside the ratio measured natively --check-rounds times, interleaved (each point the
-best of three runs at 1 and at 2 threads: on a loaded host the host's share, not the
-benchmark's), each also over the empty loop's ratio of the same round, times 2 (what two
-whole CPUs would give): their median and range, and the error against the latter's median,
-said as no check where those ratios themselves spread more than 10 %; the medians of the quiet
-sweeps of 2026-11-27 beside them.
+--counts F`, the 1-worker time measured natively now), beside the ratio measured natively
+--check-rounds times (each round the series at 1 and 2 threads, the empty loop's and the
+line-transfer probe, each the best of three runs: on a loaded host the host's share, not
+the benchmark's), each also over the empty loop's ratio of its round, times 2 (what two
+whole CPUs would give): their median and range, and the error against the latter's
+median, said as no check where those ratios spread more than 10 %; then the prediction on
+each round's probed transfer cost (`--transfer-ns`) against that round's ratio, and the
+medians of the quiet sweeps of 2026-11-27.
 
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
                                    [--check B:M ...] [--only-check] [--check-rounds 5]
