@@ -80,3 +80,12 @@ def test_the_check_at_two_is_no_check_where_the_measurement_does_not_repeat():
     assert many_cores.check_verdict(1.0, [1.05, 1.1, 1.12]) == "-9%, within 10 %"
     assert many_cores.check_verdict(0.5, [1.05, 1.1, 1.12]) == "-55%, OFF by more than 10 %"
     assert many_cores.check_verdict(1.0, [0.8, 1.1, 1.2]).endswith("spread 36%: no check")
+
+
+def test_a_round_is_set_beside_two_whole_cpus_and_its_probe_said_when_time_slices():
+    """A round's ratio over the empty loop's of the same seconds, times 2: a host that
+    gave two busy workers 1.8x of one gives a series' 1.0x as 1.11x of two whole CPUs;
+    a probe over 1000 ns measured the host's time slices, not a transfer."""
+    loaded = many_cores.Round(ratio=1.0, empty_ratio=1.8, transfer_ns=5000.0)
+    assert abs(loaded.of_machine - 2 / 1.8) < 1e-9 and not loaded.probed
+    assert many_cores.Round(ratio=0.6, empty_ratio=2.0, transfer_ns=66.0).probed
