@@ -405,4 +405,4 @@ def test_a_transfer_cost_given_replaces_the_profiles_within_and_across_sockets()
     """--transfer-ns: the check at N = 2 predicts on the cost probed in each round."""
     machine = predict.given_transfer_cost(predict.load_machine("e7-8870"), 50.0)
     assert machine.transfer_ns(2) == machine.transfer_ns(80) == 50.0
-    assert "50.0 ns" in machine.source
+    assert "50.0 ns" in machine.source and "50.0 ns" in machine.name  # the plot's title

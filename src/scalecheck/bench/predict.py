@@ -100,6 +100,7 @@ def given_transfer_cost(machine: Machine, ns: float) -> Machine:
     host's two vCPUs moves with where the host placed them, minute by minute."""
     return dataclasses.replace(
         machine,
+        name=f"{machine.name}, a transfer given as {ns:.1f} ns",
         same_socket_ns=ns,
         cross_socket_ns=ns,
         source=f"{machine.source}; a transfer given as {ns:.1f} ns",
