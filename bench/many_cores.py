@@ -18,11 +18,16 @@ line moved only at a run's start does not weigh on its figure.
 Then, for bench/sv6_scaling.py's series, the 2-vs-1 ratio the counts at N = 2 predict on
 this host's profile (`scalecheck predict B --mode M --machine host-2026-11-27 --cores 1,2
 --counts F`, the 1-worker time measured natively now), beside the ratio measured natively
-in the same minute (best of three runs at 1 and at 2 threads: on a loaded host the host's
-share, not the benchmark's) and the medians of the quiet sweeps of 2026-11-27.
+--check-rounds times (each round the series at 1 and 2 threads, the empty loop's and the
+line-transfer probe, each the best of three runs: on a loaded host the host's share, not
+the benchmark's), each also over the empty loop's ratio of its round, times 2 (what two
+whole CPUs would give): their median and range, and the error against the latter's
+median, said as no check where those ratios spread more than 10 %; then the prediction on
+each round's probed transfer cost (`--transfer-ns`) against that round's ratio, and the
+medians of the quiet sweeps of 2026-11-27.
 
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
-                                   [--check B:M ...] [--only-check]
+                                   [--check B:M ...] [--only-check] [--check-rounds 5]
                                    [--repeat B:M ...] [--repeat-system B:M ...]
                                    [--repeat-duration 10] [--repeat-system-duration 8]
                                    [--only-repeat]
@@ -31,12 +36,15 @@ usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchlib import REPO
+from machine_probe import PLAUSIBLE_NS
 from scalecheck import api
 
 SERIES = [
@@ -149,15 +157,22 @@ CHECKED = {
     "sv6-sockbench:ordered": 0.342,
 }
 HOST = "host-2026-11-27"
+# What two workers that share nothing reach on this machine (bench/sv6_scaling.py's too),
+# and what one line's transfer between the two vCPUs costs (bench/machine_probe.py's too).
+CEILING = ("empty", "")
+PROBE = ("line-transfer", "")
+# A check is one where the measured ratios repeat within this, and passes within it.
+REPEATS_WITHIN = 0.10
 
 
-def predicted_ratio(out: Path, name: str, counts: Path, machine: str = HOST) -> tuple[float, float]:
-    """The 2-vs-1 ratio `scalecheck predict` gives from the counts on a profile of this
-    host (the 1-worker time measured natively now), and that 1-worker time in ns."""
+def predicted_ratio(out: Path, name: str, counts: Path, *given: str) -> tuple[float, float]:
+    """The 2-vs-1 ratio `scalecheck predict` gives from the counts on this host's profile
+    (the 1-worker time measured natively now unless `given` says it, `--base-ns`, as it
+    may the transfer cost, `--transfer-ns`), and that 1-worker time in ns."""
     benchmark, mode = name.split(":")
-    path = out / f"predict-{Path(machine).stem}-{name.replace(':', '-')}.json"
-    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", machine]
-    command += ["--cores", "1,2", "--counts", str(counts), "--json", str(path)]
+    path = out / f"predict-{name.replace(':', '-')}.json"
+    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", HOST]
+    command += ["--cores", "1,2", "--counts", str(counts), "--json", str(path), *given]
     subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     one, two = json.loads(path.read_text())["points"]
     return two["ops_per_sec_per_core"] * 2 / one["ops_per_sec_per_core"], 1e9 / one[
@@ -165,31 +180,72 @@ def predicted_ratio(out: Path, name: str, counts: Path, machine: str = HOST) -> 
     ]
 
 
-def probe_now(out: Path) -> tuple[str, str]:
-    """This host's profile measured now (bench/machine_probe.py: the transfer cost of this
-    minute, which moved 66 to 190 ns between quiet days with the vCPUs' placement), and
-    what its first lines say; the path is "" when the probe measured time slices."""
-    path = out / "host-now.toml"
-    probed = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("machine_probe.py")), str(path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    return (str(path) if probed.returncode == 0 else ""), probed.stdout.strip()
+@dataclass
+class Round:
+    """One round of the check: the series' 2-vs-1 ratio measured natively, the empty
+    loop's and the line-transfer probe's (each point the best of three 0.5 s runs), one
+    after the other, so that the ratio is set beside what the host gave two workers and
+    what a transfer cost in the same seconds (66 to 190 ns between quiet days, 2 to 40 ns
+    asked by one quiet hour's ratios: where the host placed the two vCPUs)."""
+
+    ratio: float
+    empty_ratio: float
+    transfer_ns: float
+
+    @property
+    def of_machine(self) -> float:
+        """The ratio over the empty loop's times 2: what two whole CPUs would give."""
+        return 2 * self.ratio / self.empty_ratio
+
+    @property
+    def probed(self) -> bool:
+        """Whether the probe measured a transfer, not the host's time slices."""
+        return self.transfer_ns < PLAUSIBLE_NS
 
 
-def check_at_two(out: Path, duration: float, series: list[str]) -> None:
+def measured_rounds(name: str, rounds: int) -> list[Round]:
+    """`rounds` rounds of the check, interleaved: the ratios of one hour moved more than
+    the prediction's error, so each check says how far its own measurement repeats."""
+    benchmark, mode = name.split(":")
+    measured = []
+    for _ in range(rounds):
+        one, two = (api.native_ops_per_sec(benchmark, mode, workers) for workers in (1, 2))
+        empty = [api.native_ops_per_sec(*CEILING, workers) for workers in (1, 2)]
+        transfer_ns = 1e9 / api.native_ops_per_sec(*PROBE, 2)
+        measured.append(Round(two / one, empty[1] / empty[0], transfer_ns))
+    return measured
+
+
+def spread(ratios: list[float]) -> float:
+    """How far a series' measured ratios are apart: their range over their median."""
+    return (max(ratios) - min(ratios)) / statistics.median(ratios)
+
+
+def measured_text(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def check_verdict(predicted: float, ratios: list[float]) -> str:
+    """A series' check: within 10 % of the measured median, or not; said as no check when
+    the measurement itself does not repeat within 10 % (`spread`)."""
+    error = predicted / statistics.median(ratios) - 1
+    if spread(ratios) > REPEATS_WITHIN:
+        return f"{error:+.0%}, measured spread {spread(ratios):.0%}: no check"
+    return f"{error:+.0%}, {'within' if abs(error) <= REPEATS_WITHIN else 'OFF by more than'} 10 %"
+
+
+def check_at_two(out: Path, duration: float, series: list[str], rounds: int) -> None:
     """Per series: the lines moved per operation at N = 2 (transfers + invalidations), the
-    2-vs-1 ratio they predict on the quiet profile and on one probed now, the ratio
-    measured natively now (1 and 2 threads, best of three each, beside the load average)
-    and the quiet medians, and the errors."""
+    2-vs-1 ratio they predict on the quiet profile, the ratio measured natively in each
+    round (`measured_rounds`) and over the empty loop's of its round, median and range,
+    the error of the profile's prediction against the latter's median, the errors of the
+    predictions made on each round's probed transfer cost against that round's ratio, and
+    the quiet medians."""
     print(f"\nload average {os.getloadavg()[0]:.1f} at the start")
-    probed, said = probe_now(out)
-    print(f"probe now: {said}")
     print(
-        "| series | transfers + invalidations/op (ops) | 1 worker now | predicted 2 vs 1 | "
-        "measured now | error | quiet median | error | predicted on the probe now | error |"
+        "| series | transfers + invalidations/op (ops) | 1 worker now | measured: median "
+        "(range) | of two whole CPUs | predicted (profile) | error | transfer probed "
+        "| predicted on each round's probe: error per round | quiet median |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in series:
@@ -200,18 +256,38 @@ def check_at_two(out: Path, duration: float, series: list[str]) -> None:
             for key in ("transfers_per_op", "invalidations_per_op")
         ]
         predicted, base_ns = predicted_ratio(out, name, counts)
-        benchmark, mode = name.split(":")
-        rates = [api.native_ops_per_sec(benchmark, mode, workers) for workers in (1, 2)]
-        now, quiet = rates[1] / rates[0], CHECKED.get(name)
-        quiet_text = f"{quiet:.2f}x | {predicted / quiet - 1:+.0%}" if quiet else "- | -"
-        on_probe = predicted_ratio(out, name, counts, probed)[0] if probed else None
-        probe_text = f"{on_probe:.2f}x | {on_probe / now - 1:+.0%}" if on_probe else "- | -"
+        measured = measured_rounds(name, rounds)
+        of_machine = [r.of_machine for r in measured]
+        quiet = CHECKED.get(name)
         print(
             f"| {name} | {moved[0]:.3f} + {moved[1]:.3f} ({document['operations']}) | "
-            f"{base_ns:,.0f} ns | {predicted:.2f}x | {now:.2f}x | {predicted / now - 1:+.0%} | "
-            f"{quiet_text} | {probe_text} |",
+            f"{base_ns:,.0f} ns | {measured_text([r.ratio for r in measured])} | "
+            f"{measured_text(of_machine)} | {predicted:.2f}x | "
+            f"{check_verdict(predicted, of_machine)} | "
+            f"{', '.join(f'{r.transfer_ns:.0f}' for r in measured)} ns | "
+            f"{round_errors(out, name, counts, base_ns, measured)} | "
+            f"{f'{quiet:.2f}x' if quiet else '-'} |",
             flush=True,
         )
+
+
+def round_errors(out: Path, name: str, counts: Path, base_ns: float, measured: list[Round]) -> str:
+    """The prediction on each round's probed transfer cost against that round's ratio over
+    the empty loop's: the errors and their median; the rounds whose probe measured the
+    host's time slices (no transfer to predict with) said."""
+    base = ("--base-ns", f"{base_ns:.1f}")
+    errors = [
+        predicted_ratio(out, name, counts, *base, "--transfer-ns", f"{r.transfer_ns:.1f}")[0]
+        / r.of_machine
+        - 1
+        for r in measured
+        if r.probed
+    ]
+    said = ", ".join(f"{e:+.0%}" for e in errors) if errors else "none"
+    if errors:
+        said += f"; median {statistics.median(errors):+.0%}"
+    unprobed = len(measured) - len(errors)
+    return said + (f" ({unprobed} rounds' probe: time slices)" if unprobed else "")
 
 
 def sensitivity(out: Path, duration: float, series: list[str]) -> None:
@@ -249,7 +325,8 @@ def agreement(name: str, first: dict, second: dict) -> list[str]:
     of that run, not the schedule)."""
     ops = [first["operations"], second["operations"]]
     label = (
-        f"{name} ({ops[0]} / {ops[1]}; {first['schedule_lapsed']} / {second['schedule_lapsed']})"
+        f"{name} ({ops[0]} / {ops[1]}; {first['schedule_lapsed']} / {second['schedule_lapsed']}"
+        f"{regime_text(first, second)})"
     )
     keyed = [moves_by_key(document) for document in (first, second)]
     compared = [
@@ -261,7 +338,31 @@ def agreement(name: str, first: dict, second: dict) -> list[str]:
         compared.append((f"all lines of {cell(site)}", sums))
     if not compared:  # said, not left out (the unordered sockets share none)
         return [f"| {label} | no line shared (second run: {len(second['lines'])}) | | | | |"]
-    return [f"| {label} | {line} | {difference(counts, ops)}" for line, counts in compared]
+    said = [(line, difference(counts, ops)) for line, counts in compared]
+    if regimes_apart(first, second):  # the benchmark's timing, not the count's noise
+        said = [(line, verdict.replace("(apart)", "(regimes)")) for line, verdict in said]
+    return [f"| {label} | {line} | {verdict}" for line, verdict in said]
+
+
+def regime_per_op(document: dict) -> float | None:
+    return (document.get("regime") or {}).get("per_op")
+
+
+def regime_text(first: dict, second: dict) -> str:
+    """The two runs' regimes (`scalecheck sharing`'s `regime`), when the benchmark has one."""
+    if regime_per_op(first) is None or regime_per_op(second) is None:
+        return ""
+    extra = first["regime"]["extra"]
+    return f"; {extra} per op {regime_per_op(first):.2f} / {regime_per_op(second):.2f}"
+
+
+def regimes_apart(first: dict, second: dict) -> bool:
+    """Whether the two runs fell in regimes more than 10 % apart: lines apart between
+    them are the benchmark's varying behaviour (its regime sets them), not a count's."""
+    rates = [regime_per_op(first), regime_per_op(second)]
+    if None in rates or not rates[0]:
+        return False
+    return abs(rates[1] - rates[0]) / rates[0] > REPEATS_WITHIN
 
 
 def row_key(name: str) -> str:
@@ -307,7 +408,17 @@ def difference(counts: list[tuple[int, int]], ops: list[int]) -> str:
         "" if change <= 0.1 else " (noise)" if abs(rates[1] - rates[0]) <= noise else " (apart)"
     )
     counted = f"{transfers[0]} / {transfers[1]} | {rates[0]:.4f} | {rates[1]:.4f}"
-    return f"{counted} | {change:.0%}{verdict} |"
+    which = writes_and_reads(counts, ops) if "apart" in verdict else ""
+    return f"{counted} | {change:.0%}{verdict}{which} |"
+
+
+def writes_and_reads(counts: list[tuple[int, int]], ops: list[int]) -> str:
+    """For a line apart: its writes per operation and transfers per write in each run, which
+    of the two moved (LDU's set lock: its writes per operation repeat, the workers that
+    read the word between two writes do not)."""
+    writes = [f"{w / o:.3f}" for (_, w), o in zip(counts, ops, strict=True)]
+    per_write = [f"{n / w:.2f}" if w else "-" for n, w in counts]
+    return f"; writes/op {' / '.join(writes)}, transfers/write {' / '.join(per_write)}"
 
 
 def sites_of_several(lines: list[dict]) -> list[str]:
@@ -346,11 +457,17 @@ def main() -> int:
     )
     parser.add_argument("--check", nargs="*", default=list(CHECKED))
     parser.add_argument("--only-check", action="store_true", help="the check at N = 2 only")
+    parser.add_argument(
+        "--check-rounds",
+        type=int,
+        default=5,
+        help="times each series' 2-vs-1 ratio is measured, interleaved (its spread)",
+    )
     parser.add_argument("--only-repeat", action="store_true", help="the two runs at N = 8 only")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.only_check:
-        check_at_two(args.out, args.duration, args.check)
+        check_at_two(args.out, args.duration, args.check, args.check_rounds)
         return 0
     if args.only_repeat:
         repeat(args.out, args.repeat_duration, args.repeat)
@@ -361,7 +478,7 @@ def main() -> int:
     sensitivity(args.out, args.duration, args.sensitivity)
     repeat(args.out, args.repeat_duration, args.repeat)
     repeat(args.out, args.repeat_system_duration, args.repeat_system, *SYSTEM)
-    check_at_two(args.out, args.duration, args.check)
+    check_at_two(args.out, args.duration, args.check, args.check_rounds)
     return 0
 
 

@@ -18,8 +18,9 @@ def row(name: str, transfers: int, invalidations: int, loads: int) -> dict:
     }
 
 
-def run(ops: int, *lines: dict) -> dict:
-    return {"operations": ops, "schedule_lapsed": 0, "lines": list(lines)}
+def run(ops: int, *lines: dict, regime: float | None = None) -> dict:
+    document = {"operations": ops, "schedule_lapsed": 0, "lines": list(lines)}
+    return document | ({"regime": {"extra": "served_other", "per_op": regime}} if regime else {})
 
 
 def test_a_line_fetched_by_every_reader_after_each_write_varies_as_its_writes():
@@ -28,7 +29,8 @@ def test_a_line_fetched_by_every_reader_after_each_write_varies_as_its_writes():
     clustered = many_cores.difference([(700, 100), (574, 82)], [1000, 1000])
     single = many_cores.difference([(700, 700), (574, 574)], [1000, 1000])
     assert clustered.endswith("18% (noise) |"), clustered
-    assert single.endswith("18% (apart) |"), single
+    # apart: which moved, its writes per operation or the transfers each write starts
+    assert single.endswith("18% (apart); writes/op 0.700 / 0.574, transfers/write 1.00 / 1.00 |")
     assert many_cores.difference([(700, 100), (680, 98)], [1000, 1000]).endswith("3% |")
 
 
@@ -54,3 +56,36 @@ def test_rows_are_found_by_allocation_and_offset_whatever_fields_a_run_touched()
 def test_a_series_that_shares_no_line_is_said_so():
     (said,) = many_cores.agreement("unordered", run(1000), run(1000))
     assert "no line shared (second run: 0)" in said, said
+
+
+def test_lines_apart_between_two_regimes_are_said_to_be_the_regimes():
+    """dgram-shared's runs take 39 % or 55 % of their requests from another worker's
+    client (`scalecheck sharing`'s `regime`), which sets how often a request's buffer
+    moves: a line apart between two regimes is the benchmark's timing, not a count's."""
+    buffer = ("kernel: sk_buff.head[]", 0)
+    first = run(1000, row(buffer[0], 4000, 0, 3000), regime=0.55)
+    (apart,) = many_cores.agreement(
+        "dgram-shared", first, run(1000, row(buffer[0], 2800, 0, 2100), regime=0.39)
+    )
+    assert "served_other per op 0.55 / 0.39" in apart and "(regimes)" in apart, apart
+    (same,) = many_cores.agreement(
+        "dgram-shared", first, run(1000, row(buffer[0], 2800, 0, 2100), regime=0.54)
+    )
+    assert "(apart)" in same, same
+
+
+def test_the_check_at_two_is_no_check_where_the_measurement_does_not_repeat():
+    """A prediction is checked against the median of the ratios measured now; where those
+    spread more than 10 % (a loaded host), the error is said but not judged."""
+    assert many_cores.check_verdict(1.0, [1.05, 1.1, 1.12]) == "-9%, within 10 %"
+    assert many_cores.check_verdict(0.5, [1.05, 1.1, 1.12]) == "-55%, OFF by more than 10 %"
+    assert many_cores.check_verdict(1.0, [0.8, 1.1, 1.2]).endswith("spread 36%: no check")
+
+
+def test_a_round_is_set_beside_two_whole_cpus_and_its_probe_said_when_time_slices():
+    """A round's ratio over the empty loop's of the same seconds, times 2: a host that
+    gave two busy workers 1.8x of one gives a series' 1.0x as 1.11x of two whole CPUs;
+    a probe over 1000 ns measured the host's time slices, not a transfer."""
+    loaded = many_cores.Round(ratio=1.0, empty_ratio=1.8, transfer_ns=5000.0)
+    assert abs(loaded.of_machine - 2 / 1.8) < 1e-9 and not loaded.probed
+    assert many_cores.Round(ratio=0.6, empty_ratio=2.0, transfer_ns=66.0).probed

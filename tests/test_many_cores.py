@@ -384,3 +384,25 @@ def test_each_worker_s_line_of_one_name_stays_in_one_row_with_all_fields_touched
         ("site:alloc(64)+0x0 (bytes 0xffff)", 2, 4)
     ]
     assert named == [0xFFFF]
+
+
+def test_a_benchmark_with_a_regime_gives_it_per_operation_of_the_window():
+    """sockbench's catalog entry names `served_other` as its regime: `sharing` gives its
+    count per operation of the regions (the lines' operations, not the window's `ops`);
+    a benchmark without one, or a run that did not report the sum, has none."""
+    from scalecheck.bench.catalog import load_catalog
+
+    catalog = load_catalog()
+    sums = {"ops": 308, "served_own": 173, "served_other": 250}
+    result = {"extra": sums, "harness": {"region_ops": 429}}
+    said = sharing_script.regime(catalog["sockbench"], result)
+    assert said == {"extra": "served_other", "per_op": 250 / 429}
+    assert sharing_script.regime(catalog["openbench"], result) is None
+    assert sharing_script.regime(catalog["sockbench"], {"extra": {"ops": 10}}) is None
+
+
+def test_a_transfer_cost_given_replaces_the_profiles_within_and_across_sockets():
+    """--transfer-ns: the check at N = 2 predicts on the cost probed in each round."""
+    machine = predict.given_transfer_cost(predict.load_machine("e7-8870"), 50.0)
+    assert machine.transfer_ns(2) == machine.transfer_ns(80) == 50.0
+    assert "50.0 ns" in machine.source and "50.0 ns" in machine.name  # the plot's title

@@ -25,6 +25,9 @@ class Benchmark:
     metric: str
     min_cores: int
     catalog_file: str
+    # An extra sum whose share of the operations sets what the workers share (which
+    # share a run falls in is the benchmark's own timing): `scalecheck sharing` gives it.
+    regime: str = ""
 
     def series(self) -> list[tuple[str, str]]:
         """Every (mode, runtime) pair this benchmark is run with; "" where the axis is absent."""
@@ -68,6 +71,7 @@ def _parse_entry(entry: object, where: str, catalog_file: str) -> Benchmark:
         metric=_string(entry, "metric", where, "ops/s"),
         min_cores=min_cores,
         catalog_file=catalog_file,
+        regime=_string(entry, "regime", where, ""),
     )
 
 

@@ -18,10 +18,11 @@ two counts when they grow, else held.
 
 usage: scalecheck predict BENCHMARK [--mode M] --machine e7-8870|FILE --cores 1,2,4,...,80
                           [--counts FILE | --count-cpus 2,4,8] [--base-ns NS]
-                          [--json FILE] [--plot FILE]
+                          [--transfer-ns NS] [--json FILE] [--plot FILE]
 """
 
 import argparse
+import dataclasses
 import itertools
 import json
 import shlex
@@ -92,6 +93,18 @@ def load_machine(name: str) -> Machine:
         )
     except (tomllib.TOMLDecodeError, KeyError, ValueError, TypeError) as err:
         raise UserError(f"machine profile {path}: {err!r}") from None
+
+
+def given_transfer_cost(machine: Machine, ns: float) -> Machine:
+    """The profile with every transfer costing `ns` (--transfer-ns): the cost of this
+    host's two vCPUs moves with where the host placed them, minute by minute."""
+    return dataclasses.replace(
+        machine,
+        name=f"{machine.name}, a transfer given as {ns:.1f} ns",
+        same_socket_ns=ns,
+        cross_socket_ns=ns,
+        source=f"{machine.source}; a transfer given as {ns:.1f} ns",
+    )
 
 
 def move_weights(given: dict) -> dict[str, float]:
@@ -301,6 +314,12 @@ def register(subparsers) -> None:
         help="time per operation of 1 worker (default: its CPU time measured natively here, "
         "the least of 3 runs)",
     )
+    parser.add_argument(
+        "--transfer-ns",
+        type=float,
+        help="what one transfer costs, within and across sockets, in place of the profile's "
+        "(a cost probed in the same minute as the ratio it is checked against)",
+    )
     sharing.add_catalog_option(parser)
     parser.add_argument("--json", type=Path, help="also write the prediction here")
     parser.add_argument("--plot", type=Path, help="draw the predicted curve here")
@@ -314,6 +333,8 @@ def run(args) -> int:
     entry = catalog[args.benchmark]
     mode = sharing.pick(entry.name, "mode", entry.modes, args.mode)
     machine = load_machine(args.machine)
+    if args.transfer_ns:
+        machine = given_transfer_cost(machine, args.transfer_ns)
     documents = counted_documents(args, entry, mode)
     if args.base_ns:
         base_ns, base_from = args.base_ns, "given"

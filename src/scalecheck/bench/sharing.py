@@ -802,6 +802,19 @@ def region_operations(result: dict):
     return result.get("harness", {}).get("region_ops")
 
 
+def regime(entry, result: dict) -> dict | None:
+    """The benchmark's regime in this run (the catalog's `regime`: an extra sum whose count
+    per operation sets which lines move, and how often): dgram-shared's requests a server
+    took from another worker's client, each moving that request's buffer. Which regime a
+    run falls in is the benchmark's own timing, so two runs' lines are compared beside
+    it. Per operation of the regions, as the lines' (the sums count to each worker's
+    stop, as `region_ops`). None for a benchmark without one."""
+    extra, ops = result.get("extra", {}), region_operations(result)
+    if not entry.regime or entry.regime not in extra:
+        return None
+    return {"extra": entry.regime, "per_op": extra[entry.regime] / ops if ops else None}
+
+
 def totals(lines: list[dict], pairs: list[dict], ops) -> dict:
     """Shared lines, transfers and invalidations of the lines' rows, pair transfers of the
     split pairs, each also per operation."""
@@ -1107,6 +1120,7 @@ def traced_run(args, entry, mode: str, runtime: str, workers: int) -> dict:
         "warmup_s": args.warmup,
         # the harness's own figures of the measured window (a benchmark's extra sums)
         "extra": result.get("extra", {}),
+        "regime": regime(entry, result),
         **totals(lines, pairs, ops),
         "spaces": spaces,
         "lines": lines_per_operation(lines, ops),
