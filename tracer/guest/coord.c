@@ -150,20 +150,38 @@ static __attribute__((noinline)) void prefault_stack(void)
 		below[i] = 0;
 }
 
+/* A side's pages in this test process, zeroed, as fresh ones would be. They are mapped
+ * (present and private, on CPU 0 with the rest of the setup) by the process's first
+ * participant of that side and kept with the process (workers.c): mapping, populating and
+ * unmapping them every repeat cost an eighth of QEMU's CPU without the plugin, a 25th with
+ * it (bench/results/tracer.md, 2026-12-07 16:00). */
+static char *participant_pages(int side)
+{
+	static int mapped[2];
+	char *pages = (char *)(DRIVER_PAGES_BASE + (unsigned long)side * DRIVER_SIDE_PAGES * SC_UNIT);
+	if (mapped[side]) {
+		memset(pages, 0, 3 * SC_UNIT);
+		return pages;
+	}
+	if (mmap(pages, 3 * SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_POPULATE,
+		 -1, 0) != pages ||
+	    mmap(pages + DRIVER_UNTOUCHED_PAGE * SC_UNIT, SC_UNIT, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != pages + DRIVER_UNTOUCHED_PAGE * SC_UNIT)
+		fatal("mmap participant pages");
+	mapped[side] = 1;
+	return pages;
+}
+
 static void *participant_main(void *arg)
 {
 	struct participant *p = arg;
 	ctl->participant[p->side] = (pid_t)syscall(SYS_gettid);
-	char *pages = mmap(NULL, 3 * SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (pages == MAP_FAILED)
-		fatal("mmap participant pages");
+	char *pages = participant_pages(p->side);
 	p->names = pages;
 	p->data = (unsigned char *)pages + SC_UNIT;
 	p->st = (struct stat *)(pages + 2 * SC_UNIT);
 	p->pipefds = (int *)(pages + 2 * SC_UNIT + 2048);
-	p->untouched = mmap(NULL, SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p->untouched == MAP_FAILED)
-		fatal("mmap participant pages");
+	p->untouched = pages + DRIVER_UNTOUCHED_PAGE * SC_UNIT;
 	prefault_stack();
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);
@@ -190,8 +208,9 @@ void report_setup_error(const char *why)
 }
 
 /* In test process `proc`, its state built: its calls (two calls of one process run as
- * two threads of it), then waiting for the repeat's end; the participants' pages and
- * thread are gone when it returns, unless the process exec'd (its stand-in returns). */
+ * two threads of it), then waiting for the repeat's end; the participants' thread is gone
+ * when it returns (their pages are kept), unless the process exec'd (its stand-in
+ * returns). */
 void run_process_calls(const struct test *t, int proc, long tag_base)
 {
 	struct participant parts[2];
@@ -214,9 +233,6 @@ void run_process_calls(const struct test *t, int proc, long tag_base)
 		return;
 	if (nmine == 2 && pthread_join(thread, NULL) != 0)
 		fatal("pthread_join");
-	for (int i = 0; i < nmine; i++)
-		if (munmap(parts[mine[i]].names, 3 * SC_UNIT) < 0 || munmap(parts[mine[i]].untouched, SC_UNIT) < 0)
-			fatal("munmap participant pages");
 }
 
 static int process_matters(const struct test *t, int proc)

@@ -34,6 +34,13 @@
 struct exec_report { unsigned long open_fds, mapped_pages; };
 /* The model's pages are among the MODEL_PAGES pages from SC_MAP_BASE. */
 #define MODEL_PAGES 64
+/* Each side's participant pages (struct participant), kept by a test process from repeat
+ * to repeat at DRIVER_PAGES_BASE + side * DRIVER_SIDE_PAGES * SC_UNIT: the names, data and
+ * stat pages, a gap (so that no VMA merges them), the untouched page. The driver's own,
+ * not the model's: the state check leaves this range out. */
+#define DRIVER_PAGES_BASE 0x200000000UL
+#define DRIVER_SIDE_PAGES 8
+#define DRIVER_UNTOUCHED_PAGE 4
 
 struct participant;
 struct call_spec;
