@@ -172,6 +172,26 @@ static char *participant_pages(int side)
 	return pages;
 }
 
+/* The second participant thread's attributes: its stack, mapped by the process's first
+ * such thread and kept with the process like the participants' pages. glibc maps a stack
+ * of 8 MiB for each thread otherwise and unmaps it at the join: a flush of the whole TLB
+ * on the joining CPU, and a wake-up of the other call's CPU to drop its lazy hold of the
+ * process's page tables (bench/results/tracer.md, 2026-12-07 19:40). */
+static pthread_attr_t *second_thread_attr(void)
+{
+	static pthread_attr_t attr;
+	static int made;
+	if (made)
+		return &attr;
+	void *stack = mmap((void *)DRIVER_STACK, DRIVER_STACK_SIZE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (stack != (void *)DRIVER_STACK || pthread_attr_init(&attr) != 0 ||
+	    pthread_attr_setstack(&attr, stack, DRIVER_STACK_SIZE) != 0)
+		fatal("mmap the second participant's stack");
+	made = 1;
+	return &attr;
+}
+
 static void *participant_main(void *arg)
 {
 	struct participant *p = arg;
@@ -222,7 +242,7 @@ void run_process_calls(const struct test *t, int proc, long tag_base)
 		parts[side] = (struct participant){.side = side, .tag = tag_base | side, .t = t, .call = &t->calls[side]};
 		mine[nmine++] = side;
 	}
-	if (nmine == 2 && pthread_create(&thread, NULL, participant_main, &parts[mine[1]]) != 0)
+	if (nmine == 2 && pthread_create(&thread, second_thread_attr(), participant_main, &parts[mine[1]]) != 0)
 		fatal("pthread_create");
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);

@@ -31,12 +31,12 @@ static unsigned long fnv(unsigned long h, const void *data, size_t n)
 #define FNV_START 0xcbf29ce484222325UL
 #define KERNEL_SIGSET 8
 
-/* /proc/self/maps without the driver's own participant pages (driver.h), which a kept
- * process holds and a fresh child does not: a line lying wholly in their range is left
- * out, so a mapping merged with them still counts. */
+/* /proc/self/maps without the driver's own pages (driver.h: the participants' pages and
+ * the second thread's stack), which a kept process holds and a fresh child does not: a
+ * line lying wholly in their range is left out, so a mapping merged with them still
+ * counts. */
 static unsigned long maps_digest(void)
 {
-	const unsigned long driver_end = DRIVER_PAGES_BASE + 2UL * DRIVER_SIDE_PAGES * SC_UNIT;
 	unsigned long h = FNV_START;
 	size_t used = 0;
 	ssize_t n;
@@ -51,7 +51,7 @@ static unsigned long maps_digest(void)
 		char *newline = strchr(line, '\n');
 		next = newline ? newline + 1 : line + strlen(line);
 		unsigned long start = 0, end = 0;
-		if (sscanf(line, "%lx-%lx", &start, &end) == 2 && start >= DRIVER_PAGES_BASE && end <= driver_end)
+		if (sscanf(line, "%lx-%lx", &start, &end) == 2 && start >= DRIVER_PAGES_BASE && end <= DRIVER_PAGES_END)
 			continue;
 		h = fnv(h, line, (size_t)(next - line));
 	}

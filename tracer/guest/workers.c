@@ -1,8 +1,8 @@
 /* The test processes, kept from one repeat to the next. Forking a fresh pair for every
  * repeat (the fork, the copy-on-write faults after it, the exit and the reaping) was three
  * quarters of the guest's work per test. A kept process gives back what a repeat gave it
- * (its fds, the model's pages, its participants' thread; glibc keeps no thread stack, see
- * fix_memory_layout; only the participants' own pages stay, coord.c) and then builds the
+ * (its fds, the model's pages, its participants' thread; only the driver's own pages
+ * stay, the participants' and the second thread's stack, coord.c) and then builds the
  * next repeat's state just as a fresh child would: on CPU 0, in the repeat's directory,
  * from the coordinator's files, and with the coordinator's own open files where a child
  * would have inherited them (taken through a pidfd: the same open file, as a fork shares
