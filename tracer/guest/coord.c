@@ -176,7 +176,7 @@ static char *participant_pages(int side)
  * such thread and kept with the process like the participants' pages. glibc maps a stack
  * of 8 MiB for each thread otherwise and unmaps it at the join: a flush of the whole TLB
  * on the joining CPU, and a wake-up of the other call's CPU to drop its lazy hold of the
- * process's page tables (bench/results/tracer.md, 2026-12-07 19:40). */
+ * process's page tables (bench/results/tracer.md, 2026-12-07 19:30). */
 static pthread_attr_t *second_thread_attr(void)
 {
 	static pthread_attr_t attr;
@@ -324,10 +324,10 @@ static int start_repeat(const struct test *t, int rep, const struct sc_wire_sett
 		if (!engaged[proc])
 			continue;
 		/* One test process at a time on CPU 0, the coordinator asleep meanwhile: given
-		 * both jobs at once, the woken processes and the runnable coordinator took turns
-		 * at clock ticks, each turn a switch of address space (which empties QEMU's TLB
-		 * and its jump cache: about 9 per repeat on CPU 0, bench/results/tracer.md), and
-		 * the second process's setup could start amid the first's. */
+		 * both jobs at once, the woken processes and the runnable coordinator could take
+		 * turns at clock ticks, each turn a switch of address space (which empties QEMU's
+		 * TLB and its jump cache; 4.9 -> 4.6 per repeat on CPU 0, bench/results/tracer.md,
+		 * 2026-12-07 19:30), and the second process's setup could start amid the first's. */
 		give_job(proc);
 		reports += process_reports(t, proc);
 		if (wait_at_least(&ctl->ready, reports, s->timeout_ms) < 0 || ctl->ready >= 100)
