@@ -150,20 +150,58 @@ static __attribute__((noinline)) void prefault_stack(void)
 		below[i] = 0;
 }
 
+/* A side's pages in this test process, zeroed, as fresh ones would be. They are mapped
+ * (present and private, on CPU 0 with the rest of the setup) by the process's first
+ * participant of that side and kept with the process (workers.c): mapping, populating and
+ * unmapping them every repeat cost an eighth of QEMU's CPU without the plugin, a 25th with
+ * it (bench/results/tracer.md, 2026-12-07 16:00). */
+static char *participant_pages(int side)
+{
+	static int mapped[2];
+	char *pages = (char *)(DRIVER_PAGES_BASE + (unsigned long)side * DRIVER_SIDE_PAGES * SC_UNIT);
+	if (mapped[side]) {
+		memset(pages, 0, 3 * SC_UNIT);
+		return pages;
+	}
+	if (mmap(pages, 3 * SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_POPULATE,
+		 -1, 0) != pages ||
+	    mmap(pages + DRIVER_UNTOUCHED_PAGE * SC_UNIT, SC_UNIT, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != pages + DRIVER_UNTOUCHED_PAGE * SC_UNIT)
+		fatal("mmap participant pages");
+	mapped[side] = 1;
+	return pages;
+}
+
+/* The second participant thread's attributes: its stack, mapped by the process's first
+ * such thread and kept with the process like the participants' pages. glibc maps a stack
+ * of 8 MiB for each thread otherwise and unmaps it at the join: a flush of the whole TLB
+ * on the joining CPU, and a wake-up of the other call's CPU to drop its lazy hold of the
+ * process's page tables (bench/results/tracer.md, 2026-12-07 19:30). */
+static pthread_attr_t *second_thread_attr(void)
+{
+	static pthread_attr_t attr;
+	static int made;
+	if (made)
+		return &attr;
+	void *stack = mmap((void *)DRIVER_STACK, DRIVER_STACK_SIZE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (stack != (void *)DRIVER_STACK || pthread_attr_init(&attr) != 0 ||
+	    pthread_attr_setstack(&attr, stack, DRIVER_STACK_SIZE) != 0)
+		fatal("mmap the second participant's stack");
+	made = 1;
+	return &attr;
+}
+
 static void *participant_main(void *arg)
 {
 	struct participant *p = arg;
 	ctl->participant[p->side] = (pid_t)syscall(SYS_gettid);
-	char *pages = mmap(NULL, 3 * SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (pages == MAP_FAILED)
-		fatal("mmap participant pages");
+	char *pages = participant_pages(p->side);
 	p->names = pages;
 	p->data = (unsigned char *)pages + SC_UNIT;
 	p->st = (struct stat *)(pages + 2 * SC_UNIT);
 	p->pipefds = (int *)(pages + 2 * SC_UNIT + 2048);
-	p->untouched = mmap(NULL, SC_UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p->untouched == MAP_FAILED)
-		fatal("mmap participant pages");
+	p->untouched = pages + DRIVER_UNTOUCHED_PAGE * SC_UNIT;
 	prefault_stack();
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);
@@ -190,8 +228,9 @@ void report_setup_error(const char *why)
 }
 
 /* In test process `proc`, its state built: its calls (two calls of one process run as
- * two threads of it), then waiting for the repeat's end; the participants' pages and
- * thread are gone when it returns, unless the process exec'd (its stand-in returns). */
+ * two threads of it), then waiting for the repeat's end; the participants' thread is gone
+ * when it returns (their pages are kept), unless the process exec'd (its stand-in
+ * returns). */
 void run_process_calls(const struct test *t, int proc, long tag_base)
 {
 	struct participant parts[2];
@@ -203,7 +242,7 @@ void run_process_calls(const struct test *t, int proc, long tag_base)
 		parts[side] = (struct participant){.side = side, .tag = tag_base | side, .t = t, .call = &t->calls[side]};
 		mine[nmine++] = side;
 	}
-	if (nmine == 2 && pthread_create(&thread, NULL, participant_main, &parts[mine[1]]) != 0)
+	if (nmine == 2 && pthread_create(&thread, second_thread_attr(), participant_main, &parts[mine[1]]) != 0)
 		fatal("pthread_create");
 	__atomic_add_fetch(&ctl->ready, 1, __ATOMIC_SEQ_CST);
 	futex_wake(&ctl->ready);
@@ -214,9 +253,6 @@ void run_process_calls(const struct test *t, int proc, long tag_base)
 		return;
 	if (nmine == 2 && pthread_join(thread, NULL) != 0)
 		fatal("pthread_join");
-	for (int i = 0; i < nmine; i++)
-		if (munmap(parts[mine[i]].names, 3 * SC_UNIT) < 0 || munmap(parts[mine[i]].untouched, SC_UNIT) < 0)
-			fatal("munmap participant pages");
 }
 
 static int process_matters(const struct test *t, int proc)
@@ -231,6 +267,15 @@ static int process_matters(const struct test *t, int proc)
 		if (t->maps[i].proc == proc)
 			return 1;
 	return 0;
+}
+
+/* The ready reports a test process makes: its own, and one per participant of it. */
+static int process_reports(const struct test *t, int proc)
+{
+	int reports = 1;
+	for (int side = 0; side < 2; side++)
+		reports += t->calls[side].proc == proc;
+	return reports;
 }
 
 /* Empties this CPU's LRU page batches: MADV_COLD drains them before it walks the range,
@@ -271,18 +316,23 @@ static int start_repeat(const struct test *t, int rep, const struct sc_wire_sett
 	if (build_files_and_pipes(t, why, sizeof why) < 0)
 		return setup_failed(t, rep, why);
 	set_job(t, rep, tag_base);
-	int started = 0;
+	int reports = 0;
 	for (int proc = 0; proc < 2; proc++) {
 		/* A process with no call, no fds and no mappings holds no kernel state a call
 		 * could touch: it need not take part. */
 		engaged[proc] = process_matters(t, proc);
-		if (engaged[proc])
-			give_job(proc);
-		started += engaged[proc];
+		if (!engaged[proc])
+			continue;
+		/* One test process at a time on CPU 0, the coordinator asleep meanwhile: given
+		 * both jobs at once, the woken processes and the runnable coordinator could take
+		 * turns at clock ticks, each turn a switch of address space (which empties QEMU's
+		 * TLB and its jump cache; 4.9 -> 4.6 per repeat on CPU 0, bench/results/tracer.md,
+		 * 2026-12-07 19:30), and the second process's setup could start amid the first's. */
+		give_job(proc);
+		reports += process_reports(t, proc);
+		if (wait_at_least(&ctl->ready, reports, s->timeout_ms) < 0 || ctl->ready >= 100)
+			return setup_failed(t, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
 	}
-	/* Each process reports once, plus once per participant. */
-	if (wait_at_least(&ctl->ready, started + 2, s->timeout_ms) < 0 || ctl->ready >= 100)
-		return setup_failed(t, rep, ctl->setup_error[0] ? ctl->setup_error : "setup timed out");
 	move_participants_to_their_cpus();
 	if (s->state_check && check_jobs(engaged, why, sizeof why) < 0)
 		return setup_failed(t, rep, why);

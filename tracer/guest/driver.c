@@ -78,22 +78,16 @@ static void mount_filesystems(const char *fs_type)
  * touches a page for the first time (a fault) or grows a VMA tree node differs between
  * runs. Without transparent huge pages, khugepaged cannot collapse the driver's memory at
  * a moment that depends on the boot either. Both settings are inherited by every test
- * process; neither changes what the calls themselves do. glibc keeps no stack of an
- * ended thread for the next one (a kept test process maps a thread's stack as a fresh
- * one would, workers.c): set in the environment, read by the re-exec'd driver. */
+ * process; neither changes what the calls themselves do. */
 static void fix_memory_layout(char **argv)
 {
-	static const char NO_STACK_CACHE[] = "glibc.pthread.stack_cache_size=0";
 	int persona = personality(0xffffffff);
 	if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) < 0)
 		fatal("prctl PR_SET_THP_DISABLE");
-	const char *tunables = getenv("GLIBC_TUNABLES");
-	if (persona < 0 || (persona & ADDR_NO_RANDOMIZE && tunables && !strcmp(tunables, NO_STACK_CACHE)))
+	if (persona < 0 || persona & ADDR_NO_RANDOMIZE)
 		return;
 	if (personality(persona | ADDR_NO_RANDOMIZE) < 0)
 		fatal("personality ADDR_NO_RANDOMIZE");
-	if (setenv("GLIBC_TUNABLES", NO_STACK_CACHE, 1) < 0)
-		fatal("setenv GLIBC_TUNABLES");
 	execv("/init", argv);
 	fatal("re-exec without address-space randomization");
 }

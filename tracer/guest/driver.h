@@ -34,6 +34,18 @@
 struct exec_report { unsigned long open_fds, mapped_pages; };
 /* The model's pages are among the MODEL_PAGES pages from SC_MAP_BASE. */
 #define MODEL_PAGES 64
+/* The driver's own pages, kept by a test process from repeat to repeat from
+ * DRIVER_PAGES_BASE: each side's participant pages (struct participant) at
+ * DRIVER_PAGES_BASE + side * DRIVER_SIDE_PAGES * SC_UNIT (the names, data and stat pages,
+ * a gap so that no VMA merges them, the untouched page), then a gap and the stack of a
+ * process's second participant thread. Not the model's: the state check leaves the range
+ * up to DRIVER_PAGES_END out. */
+#define DRIVER_PAGES_BASE 0x200000000UL
+#define DRIVER_SIDE_PAGES 8
+#define DRIVER_UNTOUCHED_PAGE 4
+#define DRIVER_STACK (DRIVER_PAGES_BASE + (2 * DRIVER_SIDE_PAGES + 1) * SC_UNIT)
+#define DRIVER_STACK_SIZE (1UL << 20)
+#define DRIVER_PAGES_END (DRIVER_STACK + DRIVER_STACK_SIZE)
 
 struct participant;
 struct call_spec;

@@ -1,15 +1,15 @@
 /* The test processes, kept from one repeat to the next. Forking a fresh pair for every
  * repeat (the fork, the copy-on-write faults after it, the exit and the reaping) was three
  * quarters of the guest's work per test. A kept process gives back what a repeat gave it
- * (its fds, the model's pages, its participants' pages and thread; glibc keeps no thread
- * stack, see fix_memory_layout) and then builds the next repeat's state just as a fresh
- * child would: on CPU 0, in the repeat's directory, from the coordinator's files, and
- * with the coordinator's own open files where a child would have inherited them (taken
- * through a pidfd: the same open file, as a fork shares it). A process whose call exec'd,
- * a failed setup, a hang or a timeout ends the kept processes; the next repeat forks new
- * ones, between repeats, never while a call's region is open. With settings
- * state_check=1 every repeat also builds a fresh child the old way and compares the two
- * (statecheck.c). */
+ * (its fds, the model's pages, its participants' thread; only the driver's own pages
+ * stay, the participants' and the second thread's stack, coord.c) and then builds the
+ * next repeat's state just as a fresh child would: on CPU 0, in the repeat's directory,
+ * from the coordinator's files, and with the coordinator's own open files where a child
+ * would have inherited them (taken through a pidfd: the same open file, as a fork shares
+ * it). A process whose call exec'd, a failed setup, a hang or a timeout ends the kept
+ * processes; the next repeat forks new ones, between repeats, never while a call's region
+ * is open. With settings state_check=1 every repeat also builds a fresh child the old way
+ * and compares the two (statecheck.c). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
