@@ -42,6 +42,20 @@ def test_the_tests_vm_takes_its_vcpus_in_turn_and_a_program_s_machine_runs_them_
     assert vm.tcg_accel(vm.Machine(4, [])) == "tcg,thread=multi"
 
 
+def test_scalecheck_qemu_picks_the_vms_qemu_and_a_wrong_one_is_a_user_error(tmp_path, monkeypatch):
+    """SCALECHECK_QEMU names another QEMU than PATH's (a version beside the system's)."""
+    other = tmp_path / "qemu-other"
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    monkeypatch.setenv(vm.QEMU_ENV, str(other))
+    assert vm.qemu_binary() == str(other)
+    other.chmod(0o644)
+    with pytest.raises(UserError, match=r"SCALECHECK_QEMU=.* is not an executable file"):
+        vm.qemu_binary()
+    monkeypatch.delenv(vm.QEMU_ENV)
+    assert vm.qemu_binary() == shutil.which(vm.QEMU)
+
+
 def test_shipped_test_files_render_for_the_driver():
     for path in (CALIBRATION, DATA / "trace_ops.jsonl"):
         _, tests = testcase.read_tests(path)

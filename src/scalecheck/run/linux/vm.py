@@ -77,7 +77,16 @@ def check_kernel(path: Path) -> Path:
     return path
 
 
+# Another QEMU than the one on PATH (a build of its own, another version beside the system's).
+QEMU_ENV = "SCALECHECK_QEMU"
+
+
 def qemu_binary() -> str:
+    chosen = os.environ.get(QEMU_ENV)
+    if chosen:
+        if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+            raise UserError(f"{QEMU_ENV}={chosen} is not an executable file")
+        return chosen
     found = shutil.which(QEMU)
     if not found:
         raise UserError(f"{QEMU} not found: run scripts/setup.sh (installs qemu-system-x86)")
