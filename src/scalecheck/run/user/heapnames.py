@@ -79,8 +79,8 @@ def type_heap(
         data = _bytes_at(memory, address, layout.size)
         if not _may_point_into(data, layout, sizes):
             continue
-        for offset, path, pointee in layout.pointers():
-            if pointee is None or not pointee.size or offset + 8 > len(data):
+        for offset, path, pointee in layout.typed_pointers():
+            if offset + 8 > len(data):
                 continue
             (target,) = _POINTER.unpack_from(data, offset)
             if target not in sizes or (target in typed and target not in provisional):
@@ -101,10 +101,10 @@ def type_heap(
 
 
 def _may_point_into(data: bytes, layout: Layout, starts: dict) -> bool:
-    """Whether a word of ``data`` where ``layout`` holds pointers (at any of their offsets
-    modulo 8) is the start of a block: most objects' pointers lead to none, and reading
-    every word at once is much cheaper than each pointer on its own."""
-    for phase in layout.pointer_phases():
+    """Whether a word of ``data`` where ``layout`` holds typed pointers (at any of their
+    offsets modulo 8) is the start of a block: most objects' pointers lead to none, and
+    reading every word at once is much cheaper than each pointer on its own."""
+    for phase in layout.typed_pointer_phases():
         whole = (len(data) - phase) // 8 * 8
         if whole > 0 and not starts.keys().isdisjoint(
             memoryview(data[phase : phase + whole]).cast("Q")
