@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import queue
+import select
 import subprocess
 import threading
 import time
@@ -31,6 +31,8 @@ QEMU_USER = "qemu-x86_64"
 TEXT_LEN = 40
 # Runs of the test program in a row that finish no test before the run gives up.
 MAX_FRUITLESS_RUNS = 3
+# How often the loop looks at the stop event and the timeout while the program is silent.
+POLL_SECONDS = 0.05
 # The program's output pipe, in bytes (fs.pipe-max-size allows 1 MiB unprivileged).
 PIPE_SIZE = 1 << 20
 # glibc's memset and memcpy take `rep stosb` / `rep movsb` from 2 KiB on where the CPU has
@@ -168,19 +170,14 @@ class ProgramWorker:
     def _follow(self, process: subprocess.Popen, run: _Run) -> tuple | None:
         """Takes the program's reports until it is done; returns (test progress, status,
         detail) for a test that crashed or timed out, else None."""
-        pieces: queue.Queue = queue.Queue()
-        reader = threading.Thread(
-            target=_forward_output, args=(process.stdout, pieces), daemon=True
-        )
-        reader.start()
+        output = _Output(process.stdout.fileno())
         reports = wire.ReportStream()
         last_progress = time.monotonic()
         timeout = self.settings.timeout
         while not self.stop.is_set():
-            try:
-                piece = pieces.get(timeout=0.05)
-            except queue.Empty:
-                if process.poll() is not None and not reader.is_alive() and pieces.empty():
+            piece = output.read(POLL_SECONDS)
+            if not piece:
+                if output.ended and process.poll() is not None:
                     break
                 if run.current is not None and time.monotonic() - last_progress > timeout:
                     return run.current, "timeout", f"no result within {timeout:g} s; killed"
@@ -251,7 +248,7 @@ class ProgramWorker:
         namers = []
         symbols = self._symbols_of_run()
         for rep in range(repeats):
-            live.update((block[0], block) for block in allocations.get(rep, []))
+            live.update({block[0]: block for block in allocations.get(rep, [])})
             namers.append(symbols.data_namer(list(live.values()), memory.get(rep, {})))
         record = outcome.finish(
             current,
@@ -275,12 +272,27 @@ class ProgramWorker:
             self._record(outcome.base_record(current.test, status, detail))
 
 
-def _forward_output(stream, pieces: queue.Queue):
-    """Hands the program's output to the run loop as it comes (a reader thread): all that
-    is there at a time, so that the loop takes the GIL once for many reports, not once a
-    line."""
-    for piece in iter(lambda: stream.read1(wire.READ_SIZE), b""):
-        pieces.put(piece)
+class _Output:
+    """The program's output, read in this thread as it comes: all that is there at a
+    time, so that the loop takes many reports at once (a reader thread handing pieces
+    over a queue cost the GIL's and the queue's hand-over for every piece)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.ended = False
+
+    def read(self, wait: float) -> bytes:
+        """What the program wrote, waiting up to ``wait`` seconds for it; b"" when
+        nothing came (or the output ended: ``ended``)."""
+        if self.ended:
+            time.sleep(wait)  # the program closed its output: waiting for its exit
+            return b""
+        ready, _, _ = select.select([self.fd], [], [], wait)
+        if not ready:
+            return b""
+        piece = os.read(self.fd, wire.READ_SIZE)
+        self.ended = not piece
+        return piece
 
 
 def _widen_pipe(pipe) -> None:
@@ -309,7 +321,7 @@ def render(test, index: int, arguments: dict, constants: dict) -> str:
     with the tests file's header constants under ``constants``; raises UnsupportedTest."""
     raw = test.raw
     setup = {"constants": constants, **(raw.get("setup") or {})}
-    lines = [wire.line("VALUE", path, value) for path, value in _flatten(setup)]
+    lines = wire.lines("VALUE", _flatten(setup))
     calls = raw.get("calls") or []
     if len(calls) != 2:
         raise UnsupportedTest(f"a test needs exactly two calls, this one has {len(calls)}")
@@ -330,19 +342,22 @@ def _call(side: int, call: dict, arguments: dict) -> wire.Call:
     return wire.Call(side, proc, op, [(a, _token(args[a], a)) for a in arguments[op]])
 
 
-def _flatten(value, prefix=""):
+def _flatten(value, prefix: str = "", into: list | None = None) -> list:
     """(path, token) pairs of a setup: nested keys and list indices joined by '.', the ""
     field of an entry being the entry itself; an empty object or list is its path with the
-    text {} or [], so that it still counts as an entry of its parent."""
+    text {} or [], so that it still counts as an entry of its parent. (Into one list: a
+    generator's pairs went up through every level of the setup.)"""
+    into = [] if into is None else into
     if isinstance(value, dict | list) and not value and prefix:
-        yield prefix, "{}" if isinstance(value, dict) else "[]"
+        into.append((prefix, "{}" if isinstance(value, dict) else "[]"))
     elif isinstance(value, dict | list):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, inner in items:
             path = f"{prefix}.{key}" if prefix and key != "" else (prefix or str(key))
-            yield from _flatten(inner, path)
+            _flatten(inner, path, into)
     else:
-        yield prefix, _token(value, prefix)
+        into.append((prefix, _token(value, prefix)))
+    return into
 
 
 def _token(value, what) -> str:
