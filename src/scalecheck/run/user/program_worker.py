@@ -170,7 +170,7 @@ class ProgramWorker:
     def _follow(self, process: subprocess.Popen, run: _Run) -> tuple | None:
         """Takes the program's reports until it is done; returns (test progress, status,
         detail) for a test that crashed or timed out, else None."""
-        output = _Output(process.stdout.fileno())
+        output = _Output(process.stdout)
         reports = wire.ReportStream()
         last_progress = time.monotonic()
         timeout = self.settings.timeout
@@ -277,8 +277,8 @@ class _Output:
     time, so that the loop takes many reports at once (a reader thread handing pieces
     over a queue cost the GIL's and the queue's hand-over for every piece)."""
 
-    def __init__(self, fd: int):
-        self.fd = fd
+    def __init__(self, pipe):
+        self.fd = pipe.fileno()
         self.ended = False
 
     def read(self, wait: float) -> bytes:
