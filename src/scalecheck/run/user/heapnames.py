@@ -17,6 +17,7 @@ import functools
 import re
 import struct
 from collections import deque
+from collections.abc import Mapping
 
 from scalecheck.run.naming import join_fields, join_names, mask_bytes
 from scalecheck.run.user.dwarfnames import LINE, FieldNames, Layout, array_of
@@ -58,7 +59,7 @@ def _arrays(paths: list[str]) -> list[str]:
 def type_heap(
     roots: list[tuple[int, str, Layout]],
     allocations: list,
-    memory: dict[int, bytes],
+    memory: Mapping[int, bytes],
     declared: dict[int, Layout] | None = None,
 ) -> dict[int, tuple[str, Layout]]:
     """(label, layout) of the allocations (start, size, site) that typed pointers lead to
@@ -113,7 +114,7 @@ def _may_point_into(data: bytes, layout: Layout, starts: dict) -> bool:
     return False
 
 
-def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
+def _bytes_at(memory: Mapping[int, bytes], address: int, size: int) -> bytes:
     """The snapshot's bytes at address (within the range that holds it)."""
     if address in memory:
         return memory[address][:size]
@@ -138,7 +139,7 @@ class DataNamer:
         fields: FieldNames,
         statics: list[tuple[int, int, str]],
         allocations: list[tuple[int, int, int]],
-        memory: dict[int, bytes],
+        memory: Mapping[int, bytes],
         roots: list[tuple[int, int, str]] | None = None,
         site_function=hex,
     ):

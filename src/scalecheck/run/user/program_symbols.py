@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,7 +167,7 @@ class ProgramSymbols:
         named._identity = (self._program, link_map)
         return named
 
-    def data_namer(self, allocations: list, memory: dict[int, bytes]) -> heapnames.DataNamer:
+    def data_namer(self, allocations: list, memory: Mapping[int, bytes]) -> heapnames.DataNamer:
         """Names one test's conflicting lines of the library down to the field, heap objects
         by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
         return heapnames.DataNamer(

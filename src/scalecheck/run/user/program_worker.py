@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import select
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,7 @@ class _Run:
     current: outcome.TestProgress | None = None
     # The current test's blocks allocated per repeat, and its snapshot after the calls.
     allocations: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
-    memory: dict[int, dict[int, bytes]] = field(default_factory=dict)
+    memory: dict[int, list[wire.Report]] = field(default_factory=dict)  # rep -> MEMORY reports
 
     def read_regions(self) -> None:
         for region in self.regions_reader.read_new():
@@ -201,7 +202,7 @@ class ProgramWorker:
         elif kind == "ALLOCATION" and run.current is not None:
             run.allocations.setdefault(rep, []).extend(report.allocations())
         elif kind == "MEMORY" and run.current is not None:
-            run.memory.setdefault(rep, {}).update(report.memory())
+            run.memory.setdefault(rep, []).append(report)
         elif kind in ("RESULTS", "SETUP_FAILED") and run.current is not None:
             run.current.add(report)
             if run.current.complete(self.settings.repeats):
@@ -249,7 +250,7 @@ class ProgramWorker:
         symbols = self._symbols_of_run()
         for rep in range(repeats):
             live.update({block[0]: block for block in allocations.get(rep, [])})
-            namers.append(symbols.data_namer(list(live.values()), memory.get(rep, {})))
+            namers.append(symbols.data_namer(list(live.values()), _Snapshot(memory.get(rep, []))))
         record = outcome.finish(
             current,
             regions,
@@ -270,6 +271,30 @@ class ProgramWorker:
             # Written before the record: whoever takes the record finds its log.
             save_crash_log(self.trace_dir, current.test.id, stderr.encode())
             self._record(outcome.base_record(current.test, status, detail))
+
+
+class _Snapshot(Mapping):
+    """A repeat's memory snapshot, address -> bytes, read from its MEMORY reports only when
+    a namer looks at it: most repeats name no heap line."""
+
+    def __init__(self, reports: list[wire.Report]):
+        self._reports = reports
+
+    @functools.cached_property
+    def _ranges(self) -> dict[int, bytes]:
+        ranges: dict[int, bytes] = {}
+        for report in self._reports:
+            ranges.update(report.memory())
+        return ranges
+
+    def __getitem__(self, address: int) -> bytes:
+        return self._ranges[address]
+
+    def __iter__(self):
+        return iter(self._ranges)
+
+    def __len__(self) -> int:
+        return len(self._ranges)
 
 
 class _Output:
