@@ -10,7 +10,7 @@ import contextlib
 import fcntl
 import functools
 import os
-import select
+import queue
 import subprocess
 import threading
 import time
@@ -32,8 +32,6 @@ QEMU_USER = "qemu-x86_64"
 TEXT_LEN = 40
 # Runs of the test program in a row that finish no test before the run gives up.
 MAX_FRUITLESS_RUNS = 3
-# How often the loop looks at the stop event and the timeout while the program is silent.
-POLL_SECONDS = 0.05
 # The program's output pipe, in bytes (fs.pipe-max-size allows 1 MiB unprivileged).
 PIPE_SIZE = 1 << 20
 # glibc's memset and memcpy take `rep stosb` / `rep movsb` from 2 KiB on where the CPU has
@@ -171,14 +169,19 @@ class ProgramWorker:
     def _follow(self, process: subprocess.Popen, run: _Run) -> tuple | None:
         """Takes the program's reports until it is done; returns (test progress, status,
         detail) for a test that crashed or timed out, else None."""
-        output = _Output(process.stdout)
+        pieces: queue.Queue = queue.Queue()
+        reader = threading.Thread(
+            target=_forward_output, args=(process.stdout, pieces), daemon=True
+        )
+        reader.start()
         reports = wire.ReportStream()
         last_progress = time.monotonic()
         timeout = self.settings.timeout
         while not self.stop.is_set():
-            piece = output.read(POLL_SECONDS)
-            if not piece:
-                if output.ended and process.poll() is not None:
+            try:
+                piece = pieces.get(timeout=0.05)
+            except queue.Empty:
+                if process.poll() is not None and not reader.is_alive() and pieces.empty():
                     break
                 if run.current is not None and time.monotonic() - last_progress > timeout:
                     return run.current, "timeout", f"no result within {timeout:g} s; killed"
@@ -297,27 +300,12 @@ class _Snapshot(Mapping):
         return len(self._ranges)
 
 
-class _Output:
-    """The program's output, read in this thread as it comes: all that is there at a
-    time, so that the loop takes many reports at once (a reader thread handing pieces
-    over a queue cost the GIL's and the queue's hand-over for every piece)."""
-
-    def __init__(self, pipe):
-        self.fd = pipe.fileno()
-        self.ended = False
-
-    def read(self, wait: float) -> bytes:
-        """What the program wrote, waiting up to ``wait`` seconds for it; b"" when
-        nothing came (or the output ended: ``ended``)."""
-        if self.ended:
-            time.sleep(wait)  # the program closed its output: waiting for its exit
-            return b""
-        ready, _, _ = select.select([self.fd], [], [], wait)
-        if not ready:
-            return b""
-        piece = os.read(self.fd, wire.READ_SIZE)
-        self.ended = not piece
-        return piece
+def _forward_output(stream, pieces: queue.Queue):
+    """Hands the program's output to the run loop as it comes (a reader thread): all that
+    is there at a time, so that the loop takes the GIL once for many reports, not once a
+    line."""
+    for piece in iter(lambda: stream.read1(wire.READ_SIZE), b""):
+        pieces.put(piece)
 
 
 def _widen_pipe(pipe) -> None:
