@@ -216,13 +216,16 @@ def page_table_frames(regions, symbols) -> set:
 
 class _PageTables:
     """The page-table frames of two regions (page_table_frames), looked for only once a
-    shared line is heap: it reads every line of both regions."""
+    shared line is heap (it reads every line of both regions), and only in a kernel
+    (``symbols.holds_page_tables``)."""
 
     def __init__(self, regions, symbols):
         self._regions, self._symbols = regions, symbols
         self._frames: set | None = None
 
     def __contains__(self, frame: int) -> bool:
+        if not self._symbols.holds_page_tables:
+            return False
         if self._frames is None:
             self._frames = page_table_frames(self._regions, self._symbols)
         return frame in self._frames

@@ -36,7 +36,13 @@ def keyword(name: str) -> str:
 
 def line(kind: str, *tokens) -> str:
     """One line of kind (a keyword's name, "FILE") and its tokens, space-separated."""
-    return " ".join([keyword(kind), *map(str, tokens)]) + "\n"
+    return lines(kind, [tokens])[0]
+
+
+def lines(kind: str, rows) -> list[str]:
+    """A ``line`` of kind for each row of tokens (the keyword looked up once)."""
+    word = keyword(kind)
+    return [" ".join([word, *map(str, tokens)]) + "\n" for tokens in rows]
 
 
 def settings_line(**settings) -> str:
@@ -199,7 +205,8 @@ class ReportStream:
         size = _raw_size(report, pending, at)
         if size is None or len(pending) - at < size:
             return None
-        raw = bytes(pending[at : at + size])
+        with memoryview(pending) as view:  # copied once (a slice would copy it twice)
+            raw = bytes(view[at : at + size])
         return Report(report.kind, report.index, report.rep, report.rest, raw), at + size
 
 
@@ -212,4 +219,5 @@ def _raw_size(report: Report, pending: bytearray, at: int) -> int | None:
     table = _RANGE.size * count
     if len(pending) - at < table:
         return None
-    return table + sum(size for _, size in _RANGE.iter_unpack(pending[at : at + table]))
+    # the ranges' sizes: every second 64-bit word of the table (_RANGE)
+    return table + sum(memoryview(bytes(pending[at : at + table])).cast("Q")[1::2])

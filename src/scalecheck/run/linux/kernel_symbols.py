@@ -32,6 +32,9 @@ DATA_TYPES = set("dDbBrRvV")
 
 
 class KernelSymbols:
+    # Page-table pages are heap frames known by their lock (outcome.page_table_frames).
+    holds_page_tables = True
+
     def __init__(self, kallsyms_text: str, percpu_offsets: dict, vmlinux: Path | None = None):
         symbols = []
         for line in kallsyms_text.splitlines():

@@ -40,6 +40,8 @@ class FieldNames:
         self._types: dict[str, Layout] = {}
         self._returns: dict[str, Layout] = {}
         self._locals: dict[str, dict[str, Layout]] = {}  # function -> label -> struct
+        # (function, size) -> allocated(): asked for every block of every named repeat
+        self._allocated: dict[tuple[str, int], Layout | None] = {}
         every: list[Layout] = []
         for path in objects:
             try:
@@ -107,7 +109,12 @@ class FieldNames:
         pointer to such a block says (heapnames.type_heap): not before its locals, as a
         function that returns a pointer to the block's first member (`struct objset *`
         of a `struct ldu_set`) allocates the larger struct its local points to."""
+        key = (function, size)
+        if key not in self._allocated:
+            self._allocated[key] = self._allocated_struct(function, size)
+        return self._allocated[key]
 
+    def _allocated_struct(self, function: str, size: int) -> "Layout | None":
         def fits(layout: Layout) -> bool:
             return 0 < layout.size <= size and (size < 2 * layout.size or layout.open_ended)
 
@@ -190,6 +197,7 @@ class Layout:
         self.element: Layout | None = None
         self.pointee: Layout | None = None  # None for void *
         self._pointers: list | None = None
+        self._typed: list | None = None
         self._phases: set[int] | None = None
 
     def path(self, offset: int, whole_small: bool = False) -> str:
@@ -241,10 +249,17 @@ class Layout:
             self._pointers = found
         return self._pointers
 
-    def pointer_phases(self) -> set[int]:
-        """The offsets of this type's pointers modulo 8 (``{0}`` unless packed)."""
+    def typed_pointers(self) -> list:
+        """The ``pointers()`` to a type of known size, the only ones that type what they
+        point to (an array of `void *` has a thousand others)."""
+        if self._typed is None:
+            self._typed = [entry for entry in self.pointers() if entry[2] and entry[2].size]
+        return self._typed
+
+    def typed_pointer_phases(self) -> set[int]:
+        """The offsets of this type's typed pointers modulo 8 (``{0}`` unless packed)."""
         if self._phases is None:
-            self._phases = {offset % 8 for offset, _, _ in self.pointers()}
+            self._phases = {offset % 8 for offset, _, _ in self.typed_pointers()}
         return self._phases
 
 

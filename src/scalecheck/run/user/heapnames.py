@@ -17,6 +17,7 @@ import functools
 import re
 import struct
 from collections import deque
+from collections.abc import Mapping
 
 from scalecheck.run.naming import join_fields, join_names, mask_bytes
 from scalecheck.run.user.dwarfnames import LINE, FieldNames, Layout, array_of
@@ -58,7 +59,7 @@ def _arrays(paths: list[str]) -> list[str]:
 def type_heap(
     roots: list[tuple[int, str, Layout]],
     allocations: list,
-    memory: dict[int, bytes],
+    memory: Mapping[int, bytes],
     declared: dict[int, Layout] | None = None,
 ) -> dict[int, tuple[str, Layout]]:
     """(label, layout) of the allocations (start, size, site) that typed pointers lead to
@@ -79,8 +80,8 @@ def type_heap(
         data = _bytes_at(memory, address, layout.size)
         if not _may_point_into(data, layout, sizes):
             continue
-        for offset, path, pointee in layout.pointers():
-            if pointee is None or not pointee.size or offset + 8 > len(data):
+        for offset, path, pointee in layout.typed_pointers():
+            if offset + 8 > len(data):
                 continue
             (target,) = _POINTER.unpack_from(data, offset)
             if target not in sizes or (target in typed and target not in provisional):
@@ -101,10 +102,10 @@ def type_heap(
 
 
 def _may_point_into(data: bytes, layout: Layout, starts: dict) -> bool:
-    """Whether a word of ``data`` where ``layout`` holds pointers (at any of their offsets
-    modulo 8) is the start of a block: most objects' pointers lead to none, and reading
-    every word at once is much cheaper than each pointer on its own."""
-    for phase in layout.pointer_phases():
+    """Whether a word of ``data`` where ``layout`` holds typed pointers (at any of their
+    offsets modulo 8) is the start of a block: most objects' pointers lead to none, and
+    reading every word at once is much cheaper than each pointer on its own."""
+    for phase in layout.typed_pointer_phases():
         whole = (len(data) - phase) // 8 * 8
         if whole > 0 and not starts.keys().isdisjoint(
             memoryview(data[phase : phase + whole]).cast("Q")
@@ -113,7 +114,7 @@ def _may_point_into(data: bytes, layout: Layout, starts: dict) -> bool:
     return False
 
 
-def _bytes_at(memory: dict[int, bytes], address: int, size: int) -> bytes:
+def _bytes_at(memory: Mapping[int, bytes], address: int, size: int) -> bytes:
     """The snapshot's bytes at address (within the range that holds it)."""
     if address in memory:
         return memory[address][:size]
@@ -138,7 +139,7 @@ class DataNamer:
         fields: FieldNames,
         statics: list[tuple[int, int, str]],
         allocations: list[tuple[int, int, int]],
-        memory: dict[int, bytes],
+        memory: Mapping[int, bytes],
         roots: list[tuple[int, int, str]] | None = None,
         site_function=hex,
     ):

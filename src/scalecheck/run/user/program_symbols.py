@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +98,7 @@ class ProgramSymbols:
         self.lacking_dwarf = installed.lacking_dwarf
         self._program = program
         self._pc_names: dict[int, str] = {}
+        self._pc_functions: dict[int, str] = {}
         functions, objects = _symbols(program, "STT_FUNC"), _symbols(program, "STT_OBJECT")
         self.library_data = installed.data | {
             name for path in library_objects for _, _, name in _symbols(path, "STT_OBJECT")
@@ -160,12 +162,12 @@ class ProgramSymbols:
                 setattr(named, into, sorted([*getattr(named, into), *shifted]))
         named._function_starts = [f[0] for f in named._functions]
         named._object_starts = [o[0] for o in named._objects]
-        named._pc_names = {}
+        named._pc_names, named._pc_functions = {}, {}
         named._loaded = sorted((base, path.name) for base, path in link_map)
         named._identity = (self._program, link_map)
         return named
 
-    def data_namer(self, allocations: list, memory: dict[int, bytes]) -> heapnames.DataNamer:
+    def data_namer(self, allocations: list, memory: Mapping[int, bytes]) -> heapnames.DataNamer:
         """Names one test's conflicting lines of the library down to the field, heap objects
         by the type a pointer in the snapshot ``memory`` gives them (docs/usertarget.md)."""
         return heapnames.DataNamer(
@@ -192,7 +194,10 @@ class ProgramSymbols:
         return f"{self._loaded[i][1]}@{pc - self._loaded[i][0]:#x}" if i >= 0 else hex(pc)
 
     def function(self, pc: int) -> str:
-        return function_of(self.pc_name(pc))
+        function = self._pc_functions.get(pc)
+        if function is None:
+            function = self._pc_functions[pc] = function_of(self.pc_name(pc))
+        return function
 
     def code_spans(self, names) -> tuple:
         """Sorted, disjoint [start, end) pairs holding every PC that ``function`` names as
@@ -206,8 +211,10 @@ class ProgramSymbols:
         these names: ``function`` can name no code otherwise."""
         return any(name in names for _, _, name in self._functions)
 
+    # A user-space program holds no kernel page metadata: no line is a page table's.
+    holds_page_tables = False
+
     def struct_page_frame(self, vaddr: int) -> None:
-        """A user-space program holds no kernel page metadata."""
         return None
 
     def classify(self, vaddr: int):

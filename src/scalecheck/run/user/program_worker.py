@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import queue
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,7 @@ class _Run:
     current: outcome.TestProgress | None = None
     # The current test's blocks allocated per repeat, and its snapshot after the calls.
     allocations: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
-    memory: dict[int, dict[int, bytes]] = field(default_factory=dict)
+    memory: dict[int, list[wire.Report]] = field(default_factory=dict)  # rep -> MEMORY reports
 
     def read_regions(self) -> None:
         for region in self.regions_reader.read_new():
@@ -204,7 +205,7 @@ class ProgramWorker:
         elif kind == "ALLOCATION" and run.current is not None:
             run.allocations.setdefault(rep, []).extend(report.allocations())
         elif kind == "MEMORY" and run.current is not None:
-            run.memory.setdefault(rep, {}).update(report.memory())
+            run.memory.setdefault(rep, []).append(report)
         elif kind in ("RESULTS", "SETUP_FAILED") and run.current is not None:
             run.current.add(report)
             if run.current.complete(self.settings.repeats):
@@ -251,8 +252,8 @@ class ProgramWorker:
         namers = []
         symbols = self._symbols_of_run()
         for rep in range(repeats):
-            live.update((block[0], block) for block in allocations.get(rep, []))
-            namers.append(symbols.data_namer(list(live.values()), memory.get(rep, {})))
+            live.update({block[0]: block for block in allocations.get(rep, [])})
+            namers.append(symbols.data_namer(list(live.values()), _Snapshot(memory.get(rep, []))))
         record = outcome.finish(
             current,
             regions,
@@ -273,6 +274,30 @@ class ProgramWorker:
             # Written before the record: whoever takes the record finds its log.
             save_crash_log(self.trace_dir, current.test.id, stderr.encode())
             self._record(outcome.base_record(current.test, status, detail))
+
+
+class _Snapshot(Mapping):
+    """A repeat's memory snapshot, address -> bytes, read from its MEMORY reports only when
+    a namer looks at it: most repeats name no heap line."""
+
+    def __init__(self, reports: list[wire.Report]):
+        self._reports = reports
+
+    @functools.cached_property
+    def _ranges(self) -> dict[int, bytes]:
+        ranges: dict[int, bytes] = {}
+        for report in self._reports:
+            ranges.update(report.memory())
+        return ranges
+
+    def __getitem__(self, address: int) -> bytes:
+        return self._ranges[address]
+
+    def __iter__(self):
+        return iter(self._ranges)
+
+    def __len__(self) -> int:
+        return len(self._ranges)
 
 
 def _forward_output(stream, pieces: queue.Queue):
@@ -309,7 +334,7 @@ def render(test, index: int, arguments: dict, constants: dict) -> str:
     with the tests file's header constants under ``constants``; raises UnsupportedTest."""
     raw = test.raw
     setup = {"constants": constants, **(raw.get("setup") or {})}
-    lines = [wire.line("VALUE", path, value) for path, value in _flatten(setup)]
+    lines = wire.lines("VALUE", _flatten(setup))
     calls = raw.get("calls") or []
     if len(calls) != 2:
         raise UnsupportedTest(f"a test needs exactly two calls, this one has {len(calls)}")
@@ -330,19 +355,22 @@ def _call(side: int, call: dict, arguments: dict) -> wire.Call:
     return wire.Call(side, proc, op, [(a, _token(args[a], a)) for a in arguments[op]])
 
 
-def _flatten(value, prefix=""):
+def _flatten(value, prefix: str = "", into: list | None = None) -> list:
     """(path, token) pairs of a setup: nested keys and list indices joined by '.', the ""
     field of an entry being the entry itself; an empty object or list is its path with the
-    text {} or [], so that it still counts as an entry of its parent."""
+    text {} or [], so that it still counts as an entry of its parent. (Into one list: a
+    generator's pairs went up through every level of the setup.)"""
+    into = [] if into is None else into
     if isinstance(value, dict | list) and not value and prefix:
-        yield prefix, "{}" if isinstance(value, dict) else "[]"
+        into.append((prefix, "{}" if isinstance(value, dict) else "[]"))
     elif isinstance(value, dict | list):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, inner in items:
             path = f"{prefix}.{key}" if prefix and key != "" else (prefix or str(key))
-            yield from _flatten(inner, path)
+            _flatten(inner, path, into)
     else:
-        yield prefix, _token(value, prefix)
+        into.append((prefix, _token(value, prefix)))
+    return into
 
 
 def _token(value, what) -> str:
