@@ -221,11 +221,9 @@ class _PageTables:
 
     def __init__(self, regions, symbols):
         self._regions, self._symbols = regions, symbols
-        self._frames: set | None = None
+        self._frames: set | None = None if symbols.holds_page_tables else set()
 
     def __contains__(self, frame: int) -> bool:
-        if not self._symbols.holds_page_tables:
-            return False
         if self._frames is None:
             self._frames = page_table_frames(self._regions, self._symbols)
         return frame in self._frames
