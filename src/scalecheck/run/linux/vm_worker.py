@@ -56,6 +56,7 @@ class VmSettings:
 class RunConfig:
     settings: VmSettings
     built: dict
+    snapshot: Path  # the booted guest each VM is restored from (snapshot.py)
     entries: Path
     symbols: KernelSymbols
     types: Types | None  # the kernel's struct layouts (BTF), for naming data
@@ -155,7 +156,7 @@ class VmWorker:
         text, boot.runnable = self._batch_text(batch, boot.done)
         if not boot.runnable:
             return boot.done, None
-        self._require_space(len(boot.runnable) + WARMUP_TESTS)
+        self._require_space(len(text), len(boot.runnable) + WARMUP_TESTS)
         session = vm.GuestSession(
             self.workdir,
             c.settings.kernel,
@@ -164,6 +165,7 @@ class VmWorker:
             text,
             c.built["plugin"],
             c.entries,
+            start=vm.Start(restore=c.snapshot),
         )
         if c.on_vm_start:
             c.on_vm_start(session)
@@ -243,17 +245,17 @@ class VmWorker:
             raise UserError(f"guest driver failed: {report.rest}")
         return False
 
-    def _require_space(self, tests: int):
+    def _require_space(self, batch_bytes: int, tests: int):
         c = self.config
-        # The last boot's image and trace are replaced by this boot's.
+        # The last boot's batch and trace are replaced by this boot's.
         replaced = sum(
             path.stat().st_size
-            for path in (self.workdir / "boot.cpio", self.workdir / "trace.bin")
+            for path in (self.workdir / "batch.txt", self.workdir / "trace.bin")
             if path.exists()
         )
-        image = Path(c.built["base_image"]).stat().st_size
         require_space(
-            self.workdir, image + tests * c.settings.trace.repeats * TRACE_BYTES_PER_RUN - replaced
+            self.workdir,
+            batch_bytes + tests * c.settings.trace.repeats * TRACE_BYTES_PER_RUN - replaced,
         )
 
     def _close(self, current, regions, done):
