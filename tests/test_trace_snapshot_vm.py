@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from scalecheck.common.errors import UserError
+from scalecheck.run import testcase
 from scalecheck.run.linux import snapshot, vm
+from scalecheck.run.linux.kernel_target import LinuxRun, prepare_vms, trace_here
+from scalecheck.run.options import RunOptions
 from scalecheck.run.run_cli import run_tests
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,3 +82,16 @@ def test_a_stale_snapshot_is_said_and_never_restored(tmp_path, monkeypatch):
     assert not first.exists() and not other_args.exists()
     stale = [line for line in said if " is stale " in line]
     assert len(stale) == 2 and all("base_image changed" in line for line in stale)
+
+
+@needs_vm
+def test_a_snapshot_qemu_cannot_load_is_said_and_removed(tmp_path):
+    lines = CALIBRATION.read_text().splitlines()
+    header, test = json.loads(lines[0]), json.loads(lines[1])
+    config = prepare_vms(LinuxRun.open(header, RunOptions()).settings, tmp_path, log=print)
+    truncated = tmp_path / "truncated.vm"
+    truncated.write_bytes(config.snapshot.read_bytes()[: 1 << 20])
+    config.snapshot = truncated
+    with pytest.raises(UserError, match="could not be restored: removed"):
+        trace_here(config, [(0, testcase.from_dict(test))], jobs=1)
+    assert not truncated.exists()

@@ -24,6 +24,8 @@ BOOT_TIMEOUT = 300
 # Boots in a row that finish no test before the run gives up: the kernel or its
 # arguments cannot run the guest at all.
 MAX_FAILED_BOOTS = 3
+# What QEMU says when it cannot read a VM's snapshot (qemu.log).
+UNLOADABLE_SNAPSHOT = "load of migration failed"
 # Tests the guest runs once, unreported, after each boot: one-time kernel work (a CPU's
 # first use of the random pool, slab caches filling) then stays out of real runs.
 WARMUP_TESTS = 20
@@ -110,12 +112,7 @@ class VmWorker:
                 self.boots += 1
                 failed_boots = 0 if done or hung else failed_boots + 1
                 if failed_boots >= MAX_FAILED_BOOTS:
-                    qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
-                    raise UserError(
-                        f"{MAX_FAILED_BOOTS} boots in a row finished no test "
-                        f"(QEMU: {qemu_said.splitlines()[-1] if qemu_said else 'no message'}); "
-                        f"see {self.workdir / 'console.log'}"
-                    )
+                    self._give_up()
                 self.pending = [p for p in self.pending if p[1].id not in done]
                 if hung:
                     retried = next(p for p in self.pending if p[1].id == hung)
@@ -123,6 +120,20 @@ class VmWorker:
                     self.pending.insert(min(WARMUP_TESTS, len(self.pending)), retried)
         except BaseException as err:  # reported by the main thread
             self.error = err
+
+    def _give_up(self):
+        """Boots in a row finished no test: says QEMU's last words. A snapshot QEMU could not
+        load (truncated, or another QEMU's) is removed, so that the next run makes it anew."""
+        qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
+        last = qemu_said.splitlines()[-1] if qemu_said else "no message"
+        restore = ""
+        if UNLOADABLE_SNAPSHOT in qemu_said:
+            self.config.snapshot.unlink(missing_ok=True)
+            restore = f"; the snapshot {self.config.snapshot} could not be restored: removed, rerun"
+        raise UserError(
+            f"{MAX_FAILED_BOOTS} boots in a row finished no test (QEMU: {last}){restore}; "
+            f"see {self.workdir / 'console.log'}"
+        )
 
     def _record(self, done: set, record: dict):
         done.add(record["id"])
