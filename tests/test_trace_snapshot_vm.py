@@ -3,7 +3,9 @@ restored VM runs its batch and records what a booted one would, and a snapshot m
 another driver, QEMU or kernel command line is never restored."""
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -75,13 +77,21 @@ def test_a_stale_snapshot_is_said_and_never_restored(tmp_path, monkeypatch):
     # Other kernel arguments: another snapshot; the first stays for runs that use it.
     other_args = snapshot.ensure_snapshot(tmp_path, kernel, "panic=0", base, said.append)
     assert other_args != first and first.exists() and made == ["", "panic=0"]
-    # Another driver build: both old ones are stale, said and removed, a new one made.
+    # Another driver build: both old ones are stale, said, never restored; kept while
+    # another tree may use them, removed once unused for a day.
     base.write_bytes(b"driver 2")
     new = snapshot.ensure_snapshot(tmp_path, kernel, "", base, said.append)
     assert new not in (first, other_args) and new.read_bytes() == b"snapshot of driver 2"
-    assert not first.exists() and not other_args.exists()
+    assert first.exists() and other_args.exists() and len(made) == 3
     stale = [line for line in said if " is stale " in line]
-    assert len(stale) == 2 and all("base_image changed" in line for line in stale)
+    assert len(stale) == 2 and all("base_image changed): kept" in line for line in stale)
+    day_ago = time.time() - snapshot.STALE_KEPT_S
+    os.utime(first, (day_ago, day_ago))
+    said.clear()
+    snapshot.ensure_snapshot(tmp_path, kernel, "panic=0", base, said.append)
+    assert not first.exists() and other_args.exists() and len(made) == 4
+    stale = sorted(line.rsplit(": ", 1)[1] for line in said if " is stale " in line)
+    assert stale == ["kept until unused for 24 h", "removed"]
 
 
 @needs_vm

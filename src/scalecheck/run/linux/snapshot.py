@@ -11,13 +11,15 @@ on from where the snapshot stopped them (QEMU migrates the virtual clock and the
 A snapshot holds for one kernel image, command line, base initramfs (driver, programs),
 QEMU binary and machine size (-smp, -m): their fingerprint names the file, beside the
 kernel's probed facts, so a snapshot made otherwise is never restored; one made by another
-driver or QEMU is said and removed.
+driver or QEMU is said, and removed once unused for a day.
 """
 
 import fcntl
 import hashlib
 import json
+import os
 import shlex
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -30,6 +32,9 @@ from scalecheck.run.linux import vm
 # initramfs is in the fingerprint).
 SNAPSHOT_VERSION = 1
 SNAPSHOT_BOOT_TIMEOUT = 300
+# A snapshot of another build is removed once no run restored it for this long.
+STALE_KEPT_S = 24 * 3600
+STALE_FIELDS = ("version", "kernel", "base_image", "qemu", "machine")
 MIGRATION_TIMEOUT = 120
 
 
@@ -60,26 +65,34 @@ def ensure_snapshot(facts_dir: Path, kernel: Path, kernel_args: str, base_image:
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not path.exists():
-            _remove_stale(facts_dir, fields, log)
+            _say_stale(facts_dir, fields, log)
             log(f"booting kernel {kernel} once to snapshot the guest for this run's VMs...")
             _make(path, kernel, kernel_args, base_image)
             path.with_suffix(".json").write_text(json.dumps(fields, indent=1))
+        os.utime(path)  # its last use: a stale snapshot goes once unused for STALE_KEPT_S
     return path
 
 
-def _remove_stale(facts_dir: Path, fields: dict, log):
-    """Removes the snapshots made by another driver, QEMU or snapshot version (those of
-    other kernel arguments stay: a run may choose them again)."""
+def _say_stale(facts_dir: Path, fields: dict, log):
+    """Says which snapshots another driver, QEMU or snapshot version made (never restored
+    here: another fingerprint), and removes those unused for STALE_KEPT_S; a run of another
+    source tree (a comparison, a second checkout) may be restoring the others. Those of
+    other kernel arguments stay: a run may choose them again."""
     for described in facts_dir.glob("snapshot-*.json"):
         old = json.loads(described.read_text())
-        differ = [
-            k
-            for k in ("version", "kernel", "base_image", "qemu", "machine")
-            if old.get(k) != fields[k]
-        ]
-        if differ:
-            log(f"snapshot {described.stem} is stale ({', '.join(differ)} changed): removed")
-            described.with_suffix(".vm").unlink(missing_ok=True)
+        differ = [k for k in STALE_FIELDS if old.get(k) != fields[k]]
+        if not differ:
+            continue
+        image = described.with_suffix(".vm")
+        unused = time.time() - image.stat().st_mtime if image.exists() else STALE_KEPT_S
+        gone = unused >= STALE_KEPT_S
+        log(
+            f"snapshot {described.stem} is stale ({', '.join(differ)} changed): "
+            + ("removed" if gone else f"kept until unused for {STALE_KEPT_S // 3600} h")
+        )
+        if gone:
+            image.unlink(missing_ok=True)
+            shutil.rmtree(described.with_suffix(".boot"), ignore_errors=True)
             described.unlink()
 
 
