@@ -58,7 +58,7 @@ class VmSettings:
 class RunConfig:
     settings: VmSettings
     built: dict
-    snapshot: Path  # the booted guest each VM is restored from (snapshot.py)
+    snapshot: Path | None  # the booted guest each VM is restored from (snapshot.py)
     entries: Path
     symbols: KernelSymbols
     types: Types | None  # the kernel's struct layouts (BTF), for naming data
@@ -127,7 +127,7 @@ class VmWorker:
         qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
         last = qemu_said.splitlines()[-1] if qemu_said else "no message"
         restore = ""
-        if UNLOADABLE_SNAPSHOT in qemu_said:
+        if self.config.snapshot and UNLOADABLE_SNAPSHOT in qemu_said:
             self.config.snapshot.unlink(missing_ok=True)
             restore = f"; the snapshot {self.config.snapshot} could not be restored: removed, rerun"
         raise UserError(
