@@ -20,9 +20,11 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import time
 from pathlib import Path
+
+from qemu.qmp import QMPError
+from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from scalecheck.common.errors import UserError
 from scalecheck.run import wire
@@ -114,9 +116,7 @@ def _make(path: Path, kernel: Path, kernel_args: str, base_image: Path):
     try:
         _wait_for(session, wire.keyword("WAITING"))
         partial = path.with_suffix(".tmp")
-        with Qmp(qmp_path) as qmp:
-            qmp.migrate_to(partial)
-            qmp.command("quit")
+        _save(qmp_path, partial)
         partial.replace(path)
     finally:
         session.stop()
@@ -136,45 +136,30 @@ def _wait_for(session: vm.GuestSession, word: str):
     )
 
 
-class Qmp:
-    """A client of QEMU's control protocol (JSON lines on a Unix socket), for the
-    commands the snapshot needs."""
+def _save(qmp_path: Path, path: Path):
+    """Saves the running VM into `path` through QEMU's control socket (QEMU 7.2 has no
+    file: URI); the guest, idle, converges in one pass. QEMU, stopped once it is saved, is
+    ended by the session's stop."""
+    qmp = QEMUMonitorProtocol(str(qmp_path))
+    try:
+        qmp.connect()
+        qmp.settimeout(MIGRATION_TIMEOUT)
+        qmp.cmd("migrate", uri=f"exec:cat > {shlex.quote(str(path))}")
+        _wait_for_migration(qmp)
+    except (QMPError, OSError, TimeoutError) as error:
+        raise UserError(f"saving the guest's snapshot failed: {error}") from None
+    finally:
+        qmp.close()
 
-    def __init__(self, path: Path):
-        self.path = path
 
-    def __enter__(self) -> "Qmp":
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.settimeout(MIGRATION_TIMEOUT)
-        self.sock.connect(str(self.path))
-        self.stream = self.sock.makefile("rw")
-        self.stream.readline()  # the greeting
-        self.command("qmp_capabilities")
-        return self
-
-    def __exit__(self, *exc):
-        self.sock.close()
-
-    def command(self, name: str, **arguments) -> dict:
-        self.stream.write(json.dumps({"execute": name, "arguments": arguments}) + "\n")
-        self.stream.flush()
-        while True:  # events come between
-            reply = json.loads(self.stream.readline() or '{"error": "QEMU closed"}')
-            if "error" in reply:
-                raise UserError(f"QEMU refused {name}: {reply['error']}")
-            if "return" in reply:
-                return reply["return"]
-
-    def migrate_to(self, path: Path):
-        """Saves the running VM into `path` (QEMU 7.2 has no file: URI); the guest, idle,
-        converges in one pass and is stopped at the end."""
-        self.command("migrate", uri=f"exec:cat > {shlex.quote(str(path))}")
-        deadline = time.monotonic() + MIGRATION_TIMEOUT
-        while time.monotonic() < deadline:
-            state = self.command("query-migrate")
-            if state.get("status") == "completed":
-                return
-            if state.get("status") == "failed":
-                raise UserError(f"saving the guest's snapshot failed: {state.get('error-desc')}")
-            time.sleep(0.05)
-        raise UserError(f"saving the guest's snapshot took over {MIGRATION_TIMEOUT} s")
+def _wait_for_migration(qmp: QEMUMonitorProtocol):
+    deadline = time.monotonic() + MIGRATION_TIMEOUT
+    while time.monotonic() < deadline:
+        state = qmp.cmd("query-migrate")
+        assert isinstance(state, dict)  # QMP's reply to query-migrate is an object
+        if state.get("status") == "completed":
+            return
+        if state.get("status") == "failed":
+            raise UserError(f"saving the guest's snapshot failed: {state.get('error-desc')}")
+        time.sleep(0.05)
+    raise UserError(f"saving the guest's snapshot took over {MIGRATION_TIMEOUT} s")
