@@ -154,6 +154,13 @@ class Line:
             self._sites = [Site(*fields) for fields in _SITE.iter_unpack(self._site_bytes)]
         return self._sites
 
+    def site_fields(self) -> list:
+        """(pc, read_mask, write_mask) of each site, as tuples: a record looks at the sites
+        of every shared line, and building a Site each was a good part of its CPU."""
+        if self._sites is not None:
+            return [(s.pc, s.read_mask, s.write_mask) for s in self._sites]
+        return list(_SITE.iter_unpack(self._site_bytes))
+
     def site_pcs(self) -> tuple:
         if self._sites is not None:
             return tuple(site.pc for site in self._sites)
@@ -254,12 +261,10 @@ class Region:
     def without_sites(self, dropped: "PcSet") -> tuple:
         """This region with the code sites whose PC is in ``dropped`` left out (a line they
         alone touched goes too), and how many (line, site) entries went."""
-        kept_lines, gone = {}, 0
+        kept_lines, gone = dict(self._lines), 0  # the lines kept whole stay as they are
         candidates = self._lines_holding(dropped.spans)
-        for paddr, entry in self._lines.items():
-            if candidates is not None and paddr not in candidates:
-                kept_lines[paddr] = entry
-                continue
+        for paddr in self._lines if candidates is None else candidates:
+            entry = self._lines[paddr]
             if entry.__class__ is int:  # a raw line: its PCs read from the trace in place
                 (nsites,) = _NSITES.unpack_from(self._trace, entry)
                 sites_at = entry + _LINE.size + _counts_size(self.flags)
@@ -267,17 +272,18 @@ class Region:
             else:
                 pcs = entry.site_pcs()
             if not dropped.any_of(pcs):
-                kept_lines[paddr] = entry
                 continue
             line = self.line(paddr)
             sites = [s for s in line.sites if s.pc not in dropped]
             gone += len(line.sites) - len(sites)
-            if sites:
-                read = write = 0
-                for s in sites:
-                    read, write = read | s.read_mask, write | s.write_mask
-                # its transfers are not known per site: left uncounted
-                kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
+            if not sites:
+                del kept_lines[paddr]
+                continue
+            read = write = 0
+            for s in sites:
+                read, write = read | s.read_mask, write | s.write_mask
+            # its transfers are not known per site: left uncounted
+            kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
         kept = Region(
             self.vcpu,
             self.tag,
@@ -299,7 +305,6 @@ class Region:
         if spans is None or self._span is None:
             return None
         start, end = self._span
-        bounds = np.array(spans, dtype=np.uint64).ravel()
         found = []
         # Every field starts on a multiple of 4 from the region's first line (a line's head
         # is 36 bytes, its counts 0 to 24, its sites 24): two views cover every 64-bit field.
@@ -308,14 +313,38 @@ class Region:
             if count <= 0:  # no line (a region without lines may end the trace)
                 continue
             values = np.frombuffer(self._trace, dtype="<u8", count=count, offset=first)
-            inside = np.searchsorted(bounds, values, side="right") & 1
-            found.append(first + 8 * np.flatnonzero(inside))
+            found.append(first + 8 * _inside(values, spans))
         at = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         if not at.size:
             return set()
         which = np.searchsorted(np.array(self._starts), at, side="right") - 1
         paddrs = list(self._lines)
         return {paddrs[i] for i in np.unique(which).tolist()}
+
+
+_PAGE_SHIFT = 12
+
+
+@functools.cache
+def _span_pages(spans: tuple) -> tuple:
+    """The first span's start, whether a span covers part of each 4 KiB page from there to
+    the last span's end, and the spans' bounds in one sorted array."""
+    low, high = spans[0][0], spans[-1][1]
+    pages = np.zeros(((high - 1 - low) >> _PAGE_SHIFT) + 1, dtype=bool)
+    for start, end in spans:
+        pages[(start - low) >> _PAGE_SHIFT : ((end - 1 - low) >> _PAGE_SHIFT) + 1] = True
+    return np.uint64(low), pages, np.array(spans, dtype=np.uint64).ravel()
+
+
+def _inside(values: np.ndarray, spans: tuple) -> np.ndarray:
+    """The indices of the values inside one of ``spans``. Most of a region's values are
+    far from them: a page table over the spans rules those out in a few passes, and only
+    the values on a page a span touches are looked up among the spans' bounds."""
+    low, pages, bounds = _span_pages(spans)
+    page = (values - low) >> np.uint64(_PAGE_SHIFT)  # below ``low``: wraps to far above
+    near = np.flatnonzero(page < len(pages))
+    near = near[pages[page[near]]]
+    return near[(np.searchsorted(bounds, values[near], side="right") & 1).astype(bool)]
 
 
 def _u64_at(trace: bytes, offsets) -> np.ndarray:
