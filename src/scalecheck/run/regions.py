@@ -188,6 +188,7 @@ class Region:
         lines: dict | None = None,
         trace: bytes = b"",
         span: tuple[int, int] | None = None,
+        chunk: "TraceChunk | None" = None,
     ):
         self.vcpu, self.tag, self.flags = vcpu, tag, flags
         self.accesses, self.dropped_in_interrupts = accesses, dropped_in_interrupts
@@ -198,6 +199,7 @@ class Region:
         # Where the region's lines lie in ``trace`` (read from a trace: every line raw),
         # with each line's start and address in order; None for a region made otherwise.
         self._span = span
+        self._chunk = chunk  # the read ``trace`` came from (with span)
         self._starts = list(self._lines.values()) if span else None
         self._all_built = False  # until `lines` has built them
 
@@ -302,19 +304,10 @@ class Region:
         of the lines with a site whose PC is in them, found over the raw trace at once
         (a line's other fields rarely fall there; such a line is only looked at in
         full). None when not known: every line is to be looked at."""
-        if spans is None or self._span is None:
+        if spans is None or self._span is None or self._chunk is None:
             return None
-        start, end = self._span
-        found = []
-        # Every field starts on a multiple of 4 from the region's first line (a line's head
-        # is 36 bytes, its counts 0 to 24, its sites 24): two views cover every 64-bit field.
-        for first in (start, start + 4):
-            count = (end - first) // 8
-            if count <= 0:  # no line (a region without lines may end the trace)
-                continue
-            values = np.frombuffer(self._trace, dtype="<u8", count=count, offset=first)
-            found.append(first + 8 * _inside(values, spans))
-        at = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+        found = self._chunk.offsets_inside(spans)
+        at = found[np.searchsorted(found, self._span[0]) : np.searchsorted(found, self._span[1])]
         if not at.size:
             return set()
         which = np.searchsorted(np.array(self._starts), at, side="right") - 1
@@ -345,6 +338,44 @@ def _inside(values: np.ndarray, spans: tuple) -> np.ndarray:
     near = np.flatnonzero(page < len(pages))
     near = near[pages[page[near]]]
     return near[(np.searchsorted(bounds, values[near], side="right") & 1).astype(bool)]
+
+
+class TraceChunk:
+    """One read of a trace (``data``, the regions read from it point into it), and where
+    it holds values inside given spans (found once for all its regions)."""
+
+    # Bytes of the chunk looked at in one pass (bounds the temporary arrays).
+    _BLOCK = 1 << 23
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self._inside: dict[tuple, np.ndarray] = {}
+
+    def offsets_inside(self, spans: tuple) -> np.ndarray:
+        """The sorted byte offsets of the 64-bit values inside one of ``spans`` (sorted,
+        disjoint [start, end) pairs) at any multiple of 4: a trace's every field starts on
+        one (a region's head is 40 bytes, a line's 36, its counts 0 to 24, its sites 24)."""
+        found = self._inside.get(spans)
+        if found is None:
+            found = self._inside[spans] = np.concatenate(
+                [np.empty(0, dtype=np.int64)]
+                + [
+                    self._block_inside(start, spans)
+                    for start in range(0, len(self.data), self._BLOCK)
+                ]
+            )
+        return found
+
+    def _block_inside(self, start: int, spans: tuple) -> np.ndarray:
+        """offsets_inside for the values starting in [start, start + _BLOCK)."""
+        found = []
+        for first in (start, start + 4):
+            count = (min(start + self._BLOCK, len(self.data)) - first + 7) // 8
+            count = min(count, (len(self.data) - first) // 8)  # whole values only
+            if count > 0:
+                values = np.frombuffer(self.data, dtype="<u8", count=count, offset=first)
+                found.append(first + 8 * _inside(values, spans))
+        return np.sort(np.concatenate(found)) if found else np.empty(0, dtype=np.int64)
 
 
 def _u64_at(trace: bytes, offsets) -> np.ndarray:
@@ -432,8 +463,9 @@ class TraceFormatError(Exception):
     pass
 
 
-def _parse_region(buf: bytes, pos: int):
+def _parse_region(chunk: TraceChunk, pos: int):
     """Returns (region, next_pos), or None if the record is not complete yet."""
+    buf = chunk.data
     if len(buf) - pos < _HEAD.size:
         return None
     magic, vcpu, tag, flags, accesses, dropped, interrupts, nlines = _HEAD.unpack_from(buf, pos)
@@ -444,7 +476,7 @@ def _parse_region(buf: bytes, pos: int):
     if end is None:
         return None
     span = (pos + _HEAD.size, end)
-    return Region(vcpu, tag, flags, accesses, dropped, interrupts, lines, buf, span), end
+    return Region(vcpu, tag, flags, accesses, dropped, interrupts, lines, buf, span, chunk), end
 
 
 def _lines(buf: bytes, pos: int, nlines: int, head_size: int, lines: dict) -> int | None:
@@ -484,9 +516,9 @@ class RegionReader:
                 buf = f.read()
         except FileNotFoundError:
             return []
-        regions, pos = [], 0
+        regions, pos, chunk = [], 0, TraceChunk(buf)
         while True:
-            parsed = _parse_region(buf, pos)
+            parsed = _parse_region(chunk, pos)
             if parsed is None:
                 break
             region, pos = parsed
