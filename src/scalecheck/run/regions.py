@@ -250,11 +250,10 @@ class Region:
 
     def _raw_written_at(self, mask: int) -> list:
         starts = np.array(self._starts, dtype=np.int64)
-        vaddrs, write_masks = (_u64_at(self._trace, starts + field) for field in (8, 24))
-        hit = np.flatnonzero(write_masks & np.uint64(mask))
+        hit = np.flatnonzero(_u64_at(self._trace, starts + 24) & np.uint64(mask))
+        vaddrs = _u64_at(self._trace, starts[hit] + 8)  # only the lines written there
         paddrs = list(self._lines)
-        found = zip(hit.tolist(), vaddrs[hit].tolist(), strict=True)
-        return [(paddrs[i], vaddr) for i, vaddr in found]
+        return [(paddrs[i], v) for i, v in zip(hit.tolist(), vaddrs.tolist(), strict=True)]
 
     @property
     def context_switched(self) -> bool:
