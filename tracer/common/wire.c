@@ -223,6 +223,11 @@ void sc_wire_run_tests(const char *path, char *tests, const struct sc_wire_setti
 
 /* ---- reports ---- */
 
+void sc_wire_waiting(void)
+{
+	report(1, "%s\n", SC_WIRE_WAITING);
+}
+
 void sc_wire_ready(int cpus)
 {
 	report(1, "%s %d\n", SC_WIRE_READY, cpus);

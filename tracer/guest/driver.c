@@ -2,7 +2,7 @@
  * scalecheck guest driver: runs as the initramfs's init (PID 1) inside the traced VM.
  *
  * Reads /batch.txt (written by the host runner: a line-based rendering of tests.jsonl,
- * see docs/tracer.md), and for every test and repeat: builds the setup state on a fresh
+ * see docs/tracer.md; a VM restored from its snapshot copies it from fw_cfg first), and for every test and repeat: builds the setup state on a fresh
  * tmpfs (or ramfs) directory, has the model's two processes build theirs (kept from one
  * repeat to the next, workers.c), runs call A on CPU 1 and then call B on CPU 2 between
  * marker instructions, and reports both results. The QEMU plugin records the kernel's
@@ -12,8 +12,10 @@
  * Output goes to QEMU's debug console (I/O port 0xe9): plain text lines, no tty layer.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +31,15 @@
 #include "driver.h"
 
 #define DEBUGCON_PORT 0xe9
-/* The tests, written by the host into the initramfs (the wire format, scalecheck_wire.h). */
+/* The tests (the wire format, scalecheck_wire.h): in the probe boot's initramfs, else
+ * copied here from QEMU's fw_cfg once the VM is restored from its snapshot. */
 #define BATCH "/batch.txt"
+/* QEMU's fw_cfg on a PC: a 16-bit selector port, a byte-wide data port, the directory of
+ * named files at key 0x19 (docs/specs/fw_cfg.txt in QEMU's sources). */
+#define FW_CFG_SELECTOR 0x510
+#define FW_CFG_DATA 0x511
+#define FW_CFG_FILE_DIR 0x19
+#define FW_CFG_POLL_US 10000
 
 const char *const TEST_DIRS[2] = {"/t/w0", "/t/w1"};
 struct sc_wire_settings settings = {.repeats = 2, .timeout_ms = 5000, .fs = "tmpfs"};
@@ -47,6 +56,65 @@ void fatal(const char *what)
 	sc_wire_fail(what, strerror(errno));
 	reboot(RB_POWER_OFF);
 	_exit(1);
+}
+
+/* ---- the batch of a restored VM, from fw_cfg ---- */
+
+struct fw_cfg_file {
+	uint32_t size; /* big-endian, as every number of the directory */
+	uint16_t select;
+	uint16_t reserved;
+	char name[56];
+};
+
+static void fw_cfg_select(uint16_t key)
+{
+	outw(key, FW_CFG_SELECTOR);
+}
+
+/* The key of fw_cfg file `name` (its size in *size), or 0: QEMU has no such file. */
+static uint16_t fw_cfg_find(const char *name, uint32_t *size)
+{
+	uint32_t count;
+	fw_cfg_select(FW_CFG_FILE_DIR);
+	insb(FW_CFG_DATA, &count, sizeof count);
+	for (uint32_t i = 0; i < ntohl(count); i++) {
+		struct fw_cfg_file f;
+		insb(FW_CFG_DATA, &f, sizeof f);
+		if (strncmp(f.name, name, sizeof f.name) == 0) {
+			*size = ntohl(f.size);
+			return ntohs(f.select);
+		}
+	}
+	return 0;
+}
+
+/* Says WAIT and polls fw_cfg for the batch (the host snapshots the VM while it polls;
+ * the restored VM's QEMU holds the batch), then copies it to BATCH: from there on a
+ * restored VM runs exactly as one booted with its batch in the initramfs. */
+static void wait_for_batch(void)
+{
+	uint32_t size;
+	uint16_t key;
+	if (ioperm(FW_CFG_SELECTOR, 2, 1) < 0)
+		fatal("ioperm fw_cfg");
+	sc_wire_waiting();
+	while (!(key = fw_cfg_find(SC_WIRE_BATCH_FW_CFG, &size)))
+		usleep(FW_CFG_POLL_US);
+	char *text = malloc(size);
+	int fd = open(BATCH, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (!text || fd < 0)
+		fatal("copy the batch from fw_cfg");
+	fw_cfg_select(key);
+	insb(FW_CFG_DATA, text, size);
+	for (uint32_t done = 0; done < size;) {
+		ssize_t n = write(fd, text + done, size - done);
+		if (n <= 0)
+			fatal("write the batch");
+		done += (uint32_t)n;
+	}
+	close(fd);
+	free(text);
 }
 
 /* ---- main ---- */
@@ -99,6 +167,8 @@ int main(int argc, char **argv)
 		return 1;
 	sc_wire_output(out_bytes, NULL);
 	fix_memory_layout(argv);
+	if (access(BATCH, F_OK) < 0)
+		wait_for_batch();
 	char *tests = sc_wire_read_batch(BATCH);
 	if (!tests)
 		fatal("read batch");

@@ -22,7 +22,12 @@
  *                                   the order of the model's @operation signature
  *   E
  *
+ * A traced VM restored from its snapshot finds the batch in QEMU's fw_cfg file
+ * SC_WIRE_BATCH_FW_CFG (the probe boot's is /batch.txt in the initramfs).
+ *
  * Reports, driver -> host:
+ *   WAIT                             no /batch.txt: the driver polls fw_cfg for its batch
+ *                                    (the host snapshots the VM here, docs/tracer.md)
  *   READY [cpus]                     the driver is up and reads the batch
  *   W index                          a warm-up run of the test (results not reported)
  *   B index                          the test begins: a crash or hang is blamed on it
@@ -62,6 +67,8 @@
 #define SC_WIRE_SOCKET "Q"
 #define SC_WIRE_VALUE "V"
 
+#define SC_WIRE_BATCH_FW_CFG "opt/scalecheck/batch"
+#define SC_WIRE_WAITING "WAIT"
 #define SC_WIRE_READY "READY"
 #define SC_WIRE_WARMUP "W"
 #define SC_WIRE_BEGIN "B"
@@ -136,6 +143,7 @@ void sc_wire_run_tests(const char *path, char *tests, const struct sc_wire_setti
  * ended by an entry whose name is NULL; NULL if none. */
 const void *sc_wire_find(const void *table, size_t entry_size, const char *name);
 
+void sc_wire_waiting(void);
 void sc_wire_ready(int cpus);
 void sc_wire_results(long index, int rep, const char *a, const char *b);
 void sc_wire_setup_failed(long index, int rep, const char *why);

@@ -136,7 +136,7 @@ _WITH_INDEX = {"WARMUP", "BEGIN"}
 _WITH_REPEAT = {"RESULTS", "SETUP_FAILED", "HUNG", "ALLOCATION", "MEMORY"}
 # The probe boot's kernel facts: the release, each CPU's per-cpu offset ("cpu hex").
 _FACTS = {"RELEASE", "PERCPU_OFFSET"}
-REPORTS = {"READY", "FAIL", "DONE", *_FACTS, *_WITH_INDEX, *_WITH_REPEAT}
+REPORTS = {"WAITING", "READY", "FAIL", "DONE", *_FACTS, *_WITH_INDEX, *_WITH_REPEAT}
 
 
 @functools.cache

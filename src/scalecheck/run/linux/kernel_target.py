@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalecheck.common.errors import UserError
-from scalecheck.run.linux import facts, guest_render, kernel_layout, kernels, type_tables, vm
+from scalecheck.run.linux import (
+    facts,
+    guest_render,
+    kernel_layout,
+    kernels,
+    snapshot,
+    type_tables,
+    vm,
+)
 from scalecheck.run.linux.guest_build import ensure_built
 from scalecheck.run.linux.kernel_symbols import KernelSymbols
 from scalecheck.run.linux.vm_worker import RunConfig, VmSettings, VmWorker
@@ -43,14 +51,23 @@ class KernelTarget:
         return trace_here(prepared, tests, jobs)
 
 
-def prepare_vms(settings: VmSettings, trace_dir: Path, log=print, on_vm_start=None) -> RunConfig:
-    """Builds (or finds built) the plugin and the driver, and the kernel's facts (probed
-    once per kernel image and cached): everything VMs of these settings need here."""
+def prepare_vms(
+    settings: VmSettings, trace_dir: Path, log=print, on_vm_start=None, boots: bool = True
+) -> RunConfig:
+    """Builds (or finds built) the plugin and the driver, the kernel's facts (probed once
+    per kernel image and cached) and the guest's snapshot the VMs start from (made once
+    per kernel, arguments and build, and cached; not when no VM is to start, `boots`
+    False): everything VMs of these settings need here."""
     built = ensure_built()
     facts_dir = facts.kernel_facts(settings.kernel, settings.kernel_args, built, log)
     return RunConfig(
         settings=settings,
         built=built,
+        snapshot=snapshot.ensure_snapshot(
+            facts_dir, settings.kernel, settings.kernel_args, built["base_image"], log
+        )
+        if boots
+        else None,
         entries=facts_dir / "entries.txt",
         symbols=KernelSymbols.load(facts_dir, settings.vmlinux),
         types=facts.kernel_types(facts_dir),

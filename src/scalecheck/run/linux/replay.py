@@ -20,7 +20,9 @@ def replay_boot(run_dir: Path, vm: int = 0):
     vm_dir = Path(run_dir) / "trace" / f"vm{vm}"
     _, tests = testcase.read_tests(Path(run_dir) / "tests.jsonl")
     run = kernel_target.LinuxRun.open({"model": "posix"}, RunOptions())
-    config = kernel_target.prepare_vms(run.settings, Path(run_dir) / "trace", lambda *a: None)
+    config = kernel_target.prepare_vms(
+        run.settings, Path(run_dir) / "trace", lambda *a: None, boots=False
+    )
     return lambda: _records(config, tests, vm_dir)
 
 

@@ -9,14 +9,17 @@ was already written.
 import glob
 import hashlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from scalecheck.common.errors import UserError
 from scalecheck.common.parallel import die_with_parent
+from scalecheck.run import wire
 from scalecheck.run.linux import initramfs
 from scalecheck.run.linux.kernelmem import GuestMemory, qemu_ram
 from scalecheck.run.regions import RegionReader
@@ -124,6 +127,16 @@ def tcg_accel(machine: "Machine | None") -> str:
     return "tcg,thread=multi" if machine else "tcg,thread=single"
 
 
+@dataclass(frozen=True)
+class Start:
+    """How a GuestSession starts, if not by booting with its batch in the initramfs:
+    `restore`, a snapshot (snapshot.py) the VM resumes from, its batch given through fw_cfg;
+    `qmp`, the socket of QEMU's control protocol (the boot that makes the snapshot)."""
+
+    restore: Path | None = None
+    qmp: Path | None = None
+
+
 class GuestSession:
     """One boot of the VM running one batch; poll() returns new driver lines and regions."""
 
@@ -133,12 +146,13 @@ class GuestSession:
         kernel: Path,
         kernel_args: str,
         base_image: Path,
-        batch_text: str,
+        batch_text: str | None,
         plugin: Path | None,
         entries: Path | None,
         ram_file: bool = False,
         plugin_options: str = "",
         machine: "Machine | None" = None,
+        start: Start = Start(),
     ):
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -146,21 +160,17 @@ class GuestSession:
         self.trace_path = workdir / "trace.bin"
         self.console_path = workdir / "console.log"
         self.pid_path = workdir / "qemu.pid"
+        self.batch_path = workdir / "batch.txt"
         # One file per runner process and VM directory, if the boot wants one.
         self.memory_path = MEMORY_DIR / (
             f"scalecheck-{os.getpid()}-"
             f"{hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:12]}.ram"
         )
-        for stale in (
-            self.out_path,
-            self.trace_path,
-            self.console_path,
-            self.pid_path,
-            self.memory_path,
-        ):
-            stale.unlink(missing_ok=True)
-        image = initramfs.build_boot_image(base_image, batch_text, workdir / "boot.cpio")
-        cmd = self._qemu_command(kernel, kernel_args, image, ram_file, machine)
+        self._remove_last_boots_files()
+        cmd = self._qemu_command(
+            kernel, kernel_args, self._initrd(base_image, batch_text, start), ram_file, machine
+        )
+        cmd += self._start_args(start)
         if plugin:
             plugin_arg = f"{plugin},out={self.trace_path}"
             if entries:
@@ -185,6 +195,40 @@ class GuestSession:
         self._out_offset = 0
         self._partial = b""
         self._regions = RegionReader(self.trace_path) if plugin else None
+
+    def _remove_last_boots_files(self):
+        """The channels and files of this directory's last boot."""
+        for stale in (
+            self.out_path,
+            self.trace_path,
+            self.console_path,
+            self.pid_path,
+            self.memory_path,
+            self.batch_path,
+        ):
+            stale.unlink(missing_ok=True)
+
+    def _initrd(self, base_image: Path, batch_text: str | None, start: Start) -> Path:
+        """The initramfs: the base archive, with the batch appended unless the VM is
+        restored (its batch then goes through fw_cfg) or boots to make a snapshot."""
+        if start.restore or start.qmp:
+            if batch_text is not None:
+                self.batch_path.write_text(batch_text)
+            return base_image
+        assert batch_text is not None, "a boot without a snapshot needs its batch"
+        return initramfs.build_boot_image(base_image, batch_text, self.workdir / "boot.cpio")
+
+    def _start_args(self, start: Start) -> list[str]:
+        """QEMU's arguments that restore the snapshot and hand over the batch, or open
+        the control socket. The rest of the command line must be the snapshot's own:
+        QEMU matches the snapshot's RAM blocks and devices against it."""
+        args = []
+        if start.restore:
+            args += ["-incoming", f"exec:cat {shlex.quote(str(start.restore))}"]
+            args += ["-fw_cfg", f"name={wire.keyword('BATCH_FW_CFG')},file={self.batch_path}"]
+        if start.qmp:
+            args += ["-qmp", f"unix:{start.qmp},server=on,wait=off"]
+        return args
 
     def _qemu_command(
         self, kernel: Path, kernel_args: str, image: Path, ram_file: bool, machine: "Machine | None"

@@ -24,6 +24,8 @@ BOOT_TIMEOUT = 300
 # Boots in a row that finish no test before the run gives up: the kernel or its
 # arguments cannot run the guest at all.
 MAX_FAILED_BOOTS = 3
+# What QEMU says when it cannot read a VM's snapshot (qemu.log).
+UNLOADABLE_SNAPSHOT = "load of migration failed"
 # Tests the guest runs once, unreported, after each boot: one-time kernel work (a CPU's
 # first use of the random pool, slab caches filling) then stays out of real runs.
 WARMUP_TESTS = 20
@@ -56,6 +58,7 @@ class VmSettings:
 class RunConfig:
     settings: VmSettings
     built: dict
+    snapshot: Path | None  # the booted guest each VM is restored from (snapshot.py)
     entries: Path
     symbols: KernelSymbols
     types: Types | None  # the kernel's struct layouts (BTF), for naming data
@@ -109,12 +112,7 @@ class VmWorker:
                 self.boots += 1
                 failed_boots = 0 if done or hung else failed_boots + 1
                 if failed_boots >= MAX_FAILED_BOOTS:
-                    qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
-                    raise UserError(
-                        f"{MAX_FAILED_BOOTS} boots in a row finished no test "
-                        f"(QEMU: {qemu_said.splitlines()[-1] if qemu_said else 'no message'}); "
-                        f"see {self.workdir / 'console.log'}"
-                    )
+                    self._give_up()
                 self.pending = [p for p in self.pending if p[1].id not in done]
                 if hung:
                     retried = next(p for p in self.pending if p[1].id == hung)
@@ -122,6 +120,20 @@ class VmWorker:
                     self.pending.insert(min(WARMUP_TESTS, len(self.pending)), retried)
         except BaseException as err:  # reported by the main thread
             self.error = err
+
+    def _give_up(self):
+        """Boots in a row finished no test: says QEMU's last words. A snapshot QEMU could not
+        load (truncated, or another QEMU's) is removed, so that the next run makes it anew."""
+        qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
+        last = qemu_said.splitlines()[-1] if qemu_said else "no message"
+        restore = ""
+        if self.config.snapshot and UNLOADABLE_SNAPSHOT in qemu_said:
+            self.config.snapshot.unlink(missing_ok=True)
+            restore = f"; the snapshot {self.config.snapshot} could not be restored: removed, rerun"
+        raise UserError(
+            f"{MAX_FAILED_BOOTS} boots in a row finished no test (QEMU: {last}){restore}; "
+            f"see {self.workdir / 'console.log'}"
+        )
 
     def _record(self, done: set, record: dict):
         done.add(record["id"])
@@ -155,7 +167,7 @@ class VmWorker:
         text, boot.runnable = self._batch_text(batch, boot.done)
         if not boot.runnable:
             return boot.done, None
-        self._require_space(len(boot.runnable) + WARMUP_TESTS)
+        self._require_space(len(text), len(boot.runnable) + WARMUP_TESTS)
         session = vm.GuestSession(
             self.workdir,
             c.settings.kernel,
@@ -164,6 +176,7 @@ class VmWorker:
             text,
             c.built["plugin"],
             c.entries,
+            start=vm.Start(restore=c.snapshot),
         )
         if c.on_vm_start:
             c.on_vm_start(session)
@@ -243,17 +256,17 @@ class VmWorker:
             raise UserError(f"guest driver failed: {report.rest}")
         return False
 
-    def _require_space(self, tests: int):
+    def _require_space(self, batch_bytes: int, tests: int):
         c = self.config
-        # The last boot's image and trace are replaced by this boot's.
+        # The last boot's batch and trace are replaced by this boot's.
         replaced = sum(
             path.stat().st_size
-            for path in (self.workdir / "boot.cpio", self.workdir / "trace.bin")
+            for path in (self.workdir / "batch.txt", self.workdir / "trace.bin")
             if path.exists()
         )
-        image = Path(c.built["base_image"]).stat().st_size
         require_space(
-            self.workdir, image + tests * c.settings.trace.repeats * TRACE_BYTES_PER_RUN - replaced
+            self.workdir,
+            batch_bytes + tests * c.settings.trace.repeats * TRACE_BYTES_PER_RUN - replaced,
         )
 
     def _close(self, current, regions, done):
