@@ -2,6 +2,7 @@
 the results store, symbol naming and the initramfs writer. No VM is booted here."""
 
 import json
+import random
 import shutil
 import struct
 import subprocess
@@ -437,6 +438,76 @@ def test_regions_read_from_a_trace_are_filtered_as_regions_built_line_by_line(tm
     assert lines_of(kept_read) == lines_of(kept_built)
     locked = [(0x2040, 0xFFFF888000002040)]
     assert read.written_at(outcome.PTL_BYTES) == built.written_at(outcome.PTL_BYTES) == locked
+
+
+def test_tick_work_is_found_across_the_blocks_of_a_read(tmp_path, monkeypatch):
+    """A read's values are looked at block by block, once for all its regions: a site at
+    any place, in any region, on either side of a block's edge is found."""
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    ACCOUNTING = 0xFFFFFFFF81300020
+    monkeypatch.setattr(regions.TraceChunk, "_BLOCK", 64)  # many blocks, edges everywhere
+    trace, built = regions.FILE_MAGIC, []
+    for tag in range(6):
+        # Region ``tag`` has the accounting site on its line ``tag``: alone on even lines.
+        lines = [
+            (0x1000 * (i + 1), [(FD_INSTALL, 0, 1)] * (i % 2) + [(ACCOUNTING, 0xF, 0)] * (i == tag))
+            for i in range(6)
+        ]
+        lines = [(p, s or [(FD_INSTALL, 0, 1)]) for p, s in lines]
+        trace += _region_bytes(1, tag, lines)
+        built.append(regions.Region(1, tag, 0, 10, 0, 0, {p: _line(p, *s) for p, s in lines}))
+    path = tmp_path / "trace.bin"
+    path.write_bytes(trace)
+    for read, made in zip(regions.RegionReader(path).read_new(), built, strict=True):
+        (kept_read, gone_read), (kept_made, gone_made) = (
+            outcome.without_tick_work(read, syms),
+            outcome.without_tick_work(made, syms),
+        )
+        assert gone_read == gone_made == 1
+        assert list(kept_read.lines) == list(kept_made.lines)
+        assert kept_read.line_count == 6 - (read.tag % 2 == 0)
+
+
+def test_site_pairs_merged_by_function_are_those_of_every_site_pair():
+    """Sites are merged by function before they are paired: the pairs, their sharing and
+    their bytes are those the site-by-site definition gives."""
+    syms = KernelSymbols(KALLSYMS, {"0": 0xFFFF88801F200000})
+    pcs = [ALLOC_FD, ALLOC_FD + 8, FD_INSTALL, SWITCH]
+    rng = random.Random(7)
+
+    def by_site(sites_a, sites_b):
+        true_pairs, false_pairs = {}, {}
+        for pa, ra, wa in sites_a:
+            for pb, rb, wb in sites_b:
+                fa, fb = syms.function(pa), syms.function(pb)
+                overlap = wa & (rb | wb) | wb & (ra | wa)
+                if overlap:
+                    true_pairs[fa, fb] = true_pairs.get((fa, fb), 0) | overlap
+                elif wa or wb:
+                    false_pairs[fa, fb] = false_pairs.get((fa, fb), 0) | wa | wb
+        return (
+            ("true", sorted(true_pairs.items()))
+            if true_pairs
+            else (
+                "false",
+                sorted(false_pairs.items()),
+            )
+        )
+
+    def sites():
+        masks = [0, 1, 2, 3, 0x10, 0xF0]
+        return [
+            (rng.choice(pcs), rng.choice(masks), rng.choice(masks))
+            for _ in range(rng.randint(1, 5))
+        ]
+
+    sharings = set()
+    for _ in range(400):
+        a, b = sites(), sites()
+        merged = outcome._site_pairs(a, b, syms)
+        assert merged == by_site(a, b)
+        sharings.add(merged[0])
+    assert sharings == {"true", "false"}
 
 
 def test_a_region_read_from_a_trace_builds_its_lines_once(tmp_path, monkeypatch):

@@ -79,11 +79,13 @@ def base_record(test: Test, status: str, detail: str = "") -> dict:
     }
 
 
-def _side(line, symbols) -> dict:
+def _side(line, sites: list, symbols) -> dict:
+    """One call's part of a shared line; ``sites``: the line's site_fields."""
+    names = [_site_name(pc, symbols) for pc, _, _ in sites]
     return {
         "write": line.written,
-        "pcs": [_site_name(site.pc, symbols) for site in line.sites],
-        "write_pcs": [_site_name(site.pc, symbols) for site in line.sites if site.write_mask],
+        "pcs": names,
+        "write_pcs": [name for name, (_, _, write) in zip(names, sites, strict=True) if write],
     }
 
 
@@ -107,27 +109,39 @@ def conflict_bytes(la, lb) -> int:
     return overlap or la.write_mask | lb.write_mask
 
 
-def _site_pairs(la, lb, symbols) -> tuple:
+def _site_pairs(sites_a: list, sites_b: list, symbols) -> tuple:
     """("true", pairs) when some code sites of A and B touched the same bytes, at least one
     writing: the pairs of their functions, each with the bytes it made conflict. Otherwise
     ("false", pairs of the sites that share the line only, at least one writing, each with
-    the bytes they wrote): false sharing."""
-    # (function, bytes written, bytes touched) of each site
-    named_a = [(_site_function(s.pc, symbols), s.write_mask, s.touched) for s in la.sites]
-    named_b = [(_site_function(s.pc, symbols), s.write_mask, s.touched) for s in lb.sites]
+    the bytes they wrote): false sharing. ``sites_a``, ``sites_b``: site_fields.
+
+    Sites are merged by function first: a pair's bytes are a union over its site pairs,
+    and `&` distributes over `|`, so the merged masks give the same pairs and bytes (a
+    pair overlaps if any of its site pairs does; with no overlap anywhere, its written
+    bytes are both functions' writes) at a fraction of the site pairs."""
+    by_function_a, by_function_b = _by_function(sites_a, symbols), _by_function(sites_b, symbols)
     true_pairs: dict[tuple, int] = {}
     false_pairs: dict[tuple, int] = {}
-    for fa, written_a, touched_a in named_a:
-        for fb, written_b, touched_b in named_b:
+    for fa, (written_a, touched_a) in by_function_a.items():
+        for fb, (written_b, touched_b) in by_function_b.items():
             overlap = written_a & touched_b | written_b & touched_a
             if overlap:
-                true_pairs[fa, fb] = true_pairs.get((fa, fb), 0) | overlap
+                true_pairs[fa, fb] = overlap
             elif written_a or written_b:
-                written = written_a | written_b
-                false_pairs[fa, fb] = false_pairs.get((fa, fb), 0) | written
+                false_pairs[fa, fb] = written_a | written_b
     if true_pairs:
         return "true", sorted(true_pairs.items())
     return "false", sorted(false_pairs.items())
+
+
+def _by_function(sites: list, symbols) -> dict:
+    """function -> (bytes its sites wrote, bytes they touched)."""
+    masks: dict[str, tuple[int, int]] = {}
+    for pc, read, write in sites:
+        function = _site_function(pc, symbols)
+        written, touched = masks.get(function, (0, 0))
+        masks[function] = (written | write, touched | read | write)
+    return masks
 
 
 # CPU-time accounting is the scheduler tick's work. On the isolated CPUs (nohz_full) the
@@ -207,8 +221,8 @@ def page_table_frames(regions, symbols) -> set:
         for paddr, vaddr in region.written_at(PTL_BYTES):
             frame = symbols.struct_page_frame(vaddr)
             if frame is not None and any(
-                site.write_mask & PTL_BYTES and site.pc in _code_of(symbols, _is_spin_lock)
-                for site in region.line(paddr).sites
+                write & PTL_BYTES and pc in _code_of(symbols, _is_spin_lock)
+                for pc, _, write in region.line(paddr).site_fields()
             ):
                 frames.add(frame)
     return frames
@@ -238,7 +252,8 @@ def _shared(region_a, region_b, symbols, page_tables: _PageTables | None = None)
         kind, data_symbol = symbols.classify(la.vaddr)
         if kind == "heap" and la.paddr >> 12 in page_tables:
             kind = "pagetable"
-        sharing, pairs = _site_pairs(la, lb, symbols)
+        sites_a, sites_b = la.site_fields(), lb.site_fields()
+        sharing, pairs = _site_pairs(sites_a, sites_b, symbols)
         conflicts.append(
             {
                 "line": f"{la.vaddr:#x}",
@@ -249,8 +264,8 @@ def _shared(region_a, region_b, symbols, page_tables: _PageTables | None = None)
                 "sharing": sharing,
                 "sites": [list(p) for p, _ in pairs],
                 "site_bytes": [mask for _, mask in pairs],  # named by name_data, then gone
-                "a": _side(la, symbols),
-                "b": _side(lb, symbols),
+                "a": _side(la, sites_a, symbols),
+                "b": _side(lb, sites_b, symbols),
             }
         )
     return conflicts

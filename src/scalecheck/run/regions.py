@@ -154,6 +154,13 @@ class Line:
             self._sites = [Site(*fields) for fields in _SITE.iter_unpack(self._site_bytes)]
         return self._sites
 
+    def site_fields(self) -> list:
+        """(pc, read_mask, write_mask) of each site, as tuples: a record looks at the sites
+        of every shared line, and building a Site each was a good part of its CPU."""
+        if self._sites is not None:
+            return [(s.pc, s.read_mask, s.write_mask) for s in self._sites]
+        return list(_SITE.iter_unpack(self._site_bytes))
+
     def site_pcs(self) -> tuple:
         if self._sites is not None:
             return tuple(site.pc for site in self._sites)
@@ -181,6 +188,7 @@ class Region:
         lines: dict | None = None,
         trace: bytes = b"",
         span: tuple[int, int] | None = None,
+        chunk: "TraceChunk | None" = None,
     ):
         self.vcpu, self.tag, self.flags = vcpu, tag, flags
         self.accesses, self.dropped_in_interrupts = accesses, dropped_in_interrupts
@@ -191,6 +199,7 @@ class Region:
         # Where the region's lines lie in ``trace`` (read from a trace: every line raw),
         # with each line's start and address in order; None for a region made otherwise.
         self._span = span
+        self._chunk = chunk  # the read ``trace`` came from (with span)
         self._starts = list(self._lines.values()) if span else None
         self._all_built = False  # until `lines` has built them
 
@@ -241,11 +250,10 @@ class Region:
 
     def _raw_written_at(self, mask: int) -> list:
         starts = np.array(self._starts, dtype=np.int64)
-        vaddrs, write_masks = (_u64_at(self._trace, starts + field) for field in (8, 24))
-        hit = np.flatnonzero(write_masks & np.uint64(mask))
+        hit = np.flatnonzero(_u64_at(self._trace, starts + 24) & np.uint64(mask))
+        vaddrs = _u64_at(self._trace, starts[hit] + 8)  # only the lines written there
         paddrs = list(self._lines)
-        found = zip(hit.tolist(), vaddrs[hit].tolist(), strict=True)
-        return [(paddrs[i], vaddr) for i, vaddr in found]
+        return [(paddrs[i], v) for i, v in zip(hit.tolist(), vaddrs.tolist(), strict=True)]
 
     @property
     def context_switched(self) -> bool:
@@ -254,12 +262,10 @@ class Region:
     def without_sites(self, dropped: "PcSet") -> tuple:
         """This region with the code sites whose PC is in ``dropped`` left out (a line they
         alone touched goes too), and how many (line, site) entries went."""
-        kept_lines, gone = {}, 0
+        kept_lines, gone = dict(self._lines), 0  # the lines kept whole stay as they are
         candidates = self._lines_holding(dropped.spans)
-        for paddr, entry in self._lines.items():
-            if candidates is not None and paddr not in candidates:
-                kept_lines[paddr] = entry
-                continue
+        for paddr in self._lines if candidates is None else candidates:
+            entry = self._lines[paddr]
             if entry.__class__ is int:  # a raw line: its PCs read from the trace in place
                 (nsites,) = _NSITES.unpack_from(self._trace, entry)
                 sites_at = entry + _LINE.size + _counts_size(self.flags)
@@ -267,17 +273,18 @@ class Region:
             else:
                 pcs = entry.site_pcs()
             if not dropped.any_of(pcs):
-                kept_lines[paddr] = entry
                 continue
             line = self.line(paddr)
             sites = [s for s in line.sites if s.pc not in dropped]
             gone += len(line.sites) - len(sites)
-            if sites:
-                read = write = 0
-                for s in sites:
-                    read, write = read | s.read_mask, write | s.write_mask
-                # its transfers are not known per site: left uncounted
-                kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
+            if not sites:
+                del kept_lines[paddr]
+                continue
+            read = write = 0
+            for s in sites:
+                read, write = read | s.read_mask, write | s.write_mask
+            # its transfers are not known per site: left uncounted
+            kept_lines[paddr] = Line(paddr, line.vaddr, read, write, sites)
         kept = Region(
             self.vcpu,
             self.tag,
@@ -296,26 +303,78 @@ class Region:
         of the lines with a site whose PC is in them, found over the raw trace at once
         (a line's other fields rarely fall there; such a line is only looked at in
         full). None when not known: every line is to be looked at."""
-        if spans is None or self._span is None:
+        if spans is None or self._span is None or self._chunk is None:
             return None
-        start, end = self._span
-        bounds = np.array(spans, dtype=np.uint64).ravel()
-        found = []
-        # Every field starts on a multiple of 4 from the region's first line (a line's head
-        # is 36 bytes, its counts 0 to 24, its sites 24): two views cover every 64-bit field.
-        for first in (start, start + 4):
-            count = (end - first) // 8
-            if count <= 0:  # no line (a region without lines may end the trace)
-                continue
-            values = np.frombuffer(self._trace, dtype="<u8", count=count, offset=first)
-            inside = np.searchsorted(bounds, values, side="right") & 1
-            found.append(first + 8 * np.flatnonzero(inside))
-        at = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+        found = self._chunk.offsets_inside(spans)
+        at = found[np.searchsorted(found, self._span[0]) : np.searchsorted(found, self._span[1])]
         if not at.size:
             return set()
         which = np.searchsorted(np.array(self._starts), at, side="right") - 1
         paddrs = list(self._lines)
         return {paddrs[i] for i in np.unique(which).tolist()}
+
+
+_PAGE_SHIFT = 12
+
+
+@functools.cache
+def _span_pages(spans: tuple) -> tuple:
+    """The first span's start, whether a span covers part of each 4 KiB page from there to
+    the last span's end, and the spans' bounds in one sorted array."""
+    low, high = spans[0][0], spans[-1][1]
+    pages = np.zeros(((high - 1 - low) >> _PAGE_SHIFT) + 1, dtype=bool)
+    for start, end in spans:
+        pages[(start - low) >> _PAGE_SHIFT : ((end - 1 - low) >> _PAGE_SHIFT) + 1] = True
+    return np.uint64(low), pages, np.array(spans, dtype=np.uint64).ravel()
+
+
+def _inside(values: np.ndarray, spans: tuple) -> np.ndarray:
+    """The indices of the values inside one of ``spans``. Most of a region's values are
+    far from them: a page table over the spans rules those out in a few passes, and only
+    the values on a page a span touches are looked up among the spans' bounds."""
+    low, pages, bounds = _span_pages(spans)
+    page = (values - low) >> np.uint64(_PAGE_SHIFT)  # below ``low``: wraps to far above
+    near = np.flatnonzero(page < len(pages))
+    near = near[pages[page[near]]]
+    return near[(np.searchsorted(bounds, values[near], side="right") & 1).astype(bool)]
+
+
+class TraceChunk:
+    """One read of a trace (``data``, the regions read from it point into it), and where
+    it holds values inside given spans (found once for all its regions)."""
+
+    # Bytes of the chunk looked at in one pass (bounds the temporary arrays).
+    _BLOCK = 1 << 23
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self._inside: dict[tuple, np.ndarray] = {}
+
+    def offsets_inside(self, spans: tuple) -> np.ndarray:
+        """The sorted byte offsets of the 64-bit values inside one of ``spans`` (sorted,
+        disjoint [start, end) pairs) at any multiple of 4: a trace's every field starts on
+        one (a region's head is 40 bytes, a line's 36, its counts 0 to 24, its sites 24)."""
+        found = self._inside.get(spans)
+        if found is None:
+            found = self._inside[spans] = np.concatenate(
+                [np.empty(0, dtype=np.int64)]
+                + [
+                    self._block_inside(start, spans)
+                    for start in range(0, len(self.data), self._BLOCK)
+                ]
+            )
+        return found
+
+    def _block_inside(self, start: int, spans: tuple) -> np.ndarray:
+        """offsets_inside for the values starting in [start, start + _BLOCK)."""
+        found = []
+        for first in (start, start + 4):
+            count = (min(start + self._BLOCK, len(self.data)) - first + 7) // 8
+            count = min(count, (len(self.data) - first) // 8)  # whole values only
+            if count > 0:
+                values = np.frombuffer(self.data, dtype="<u8", count=count, offset=first)
+                found.append(first + 8 * _inside(values, spans))
+        return np.sort(np.concatenate(found)) if found else np.empty(0, dtype=np.int64)
 
 
 def _u64_at(trace: bytes, offsets) -> np.ndarray:
@@ -403,8 +462,9 @@ class TraceFormatError(Exception):
     pass
 
 
-def _parse_region(buf: bytes, pos: int):
+def _parse_region(chunk: TraceChunk, pos: int):
     """Returns (region, next_pos), or None if the record is not complete yet."""
+    buf = chunk.data
     if len(buf) - pos < _HEAD.size:
         return None
     magic, vcpu, tag, flags, accesses, dropped, interrupts, nlines = _HEAD.unpack_from(buf, pos)
@@ -415,7 +475,7 @@ def _parse_region(buf: bytes, pos: int):
     if end is None:
         return None
     span = (pos + _HEAD.size, end)
-    return Region(vcpu, tag, flags, accesses, dropped, interrupts, lines, buf, span), end
+    return Region(vcpu, tag, flags, accesses, dropped, interrupts, lines, buf, span, chunk), end
 
 
 def _lines(buf: bytes, pos: int, nlines: int, head_size: int, lines: dict) -> int | None:
@@ -455,9 +515,9 @@ class RegionReader:
                 buf = f.read()
         except FileNotFoundError:
             return []
-        regions, pos = [], 0
+        regions, pos, chunk = [], 0, TraceChunk(buf)
         while True:
-            parsed = _parse_region(buf, pos)
+            parsed = _parse_region(chunk, pos)
             if parsed is None:
                 break
             region, pos = parsed
