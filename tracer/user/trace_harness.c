@@ -9,15 +9,16 @@
  * and "WRAP start end [file]" lines, the code of allocation wrappers (trace_alloc.h).
  * It reports on stdout, flushed after each test repeat: B as a test begins, then per
  * repeat the memory snapshot (MEM), the allocations (A) and the results (R), or X; each
- * unit in one writev, the memory sent from where it is (no guest work per byte, which
- * under the plugin costs a callback per access).
+ * unit in one writev. The snapshot's bytes go to a file of their own beside the batch,
+ * written from where they are (no guest work per byte, which under the plugin costs a
+ * callback per access); the host reads them only when it names a heap line.
  *
  * Call A runs on thread A, then call B on thread B, each between markers, with the region
  * tag (index << SC_TAG_INDEX_SHIFT) | (rep << SC_TAG_REP_SHIFT) | side emitted first. The
  * harness's own memory written around the calls (results, allocation logs, stacks) is
  * private to each thread, so it never shows as a conflict.
  *
- * After each repeat's calls the harness writes a snapshot (MEM) of the "N" ranges and
+ * After each repeat's calls the harness takes a snapshot (MEM) of the "N" ranges and
  * of the live allocations: the host follows the typed pointers in them to find the DWARF
  * type of each heap object (src/scalecheck/run/user/dwarfnames.py), and names each
  * repeat's conflicting lines from its own snapshot before it compares the repeats.
@@ -27,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -417,6 +419,75 @@ static int ncalls(const void *test)
 
 /* ---- running ---- */
 
+/* ---- output: whole writes, the snapshot files ---- */
+
+/* Writes the n pieces (changing them) to fd, or exits naming `what`. */
+static void write_all(int fd, struct iovec *piece, int n, const char *what)
+{
+	while (n > 0) {
+		ssize_t written = writev(fd, piece, n < IOV_MAX ? n : IOV_MAX);
+		if (written < 0 && errno == EINTR)
+			continue;
+		if (written < 0) {
+			fprintf(stderr, "scalecheck harness: writing %s: %s\n", what, strerror(errno));
+			exit(3);
+		}
+		for (; n > 0 && (size_t)written >= piece->iov_len; piece++, n--)
+			written -= (ssize_t)piece->iov_len;
+		if (n > 0) {
+			piece->iov_base = (char *)piece->iov_base + written;
+			piece->iov_len -= (size_t)written;
+		}
+	}
+}
+
+/* The snapshot file being written (scalecheck_wire.h): its number, fd (0: none yet), the
+ * bytes in it, the test of its last snapshot; the pieces of a snapshot. Line-aligned, as
+ * all the harness's static data. */
+static struct {
+	int number, fd;
+	long used, last_index;
+	char path[PATH_MAX];
+	struct iovec pieces[MAX_SNAPSHOT_RANGES + 3 * MAX_ALLOCS];
+} __attribute__((aligned(64))) snapshots = {.last_index = -1};
+
+/* The batch file, whose path names the snapshot files. */
+static const char *batch_path(void);
+
+static void next_snapshot_file(void)
+{
+	if (snapshots.fd)
+		close(snapshots.fd);
+	snapshots.number += snapshots.fd != 0;
+	snprintf(snapshots.path, sizeof snapshots.path, "%s%s%d", batch_path(), SC_WIRE_SNAPSHOT_FILE,
+		 snapshots.number);
+	int fd = open(snapshots.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	snapshots.fd = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, SC_HARNESS_FD_MIN);
+	if (fd >= 0)
+		close(fd);
+	if (snapshots.fd < 0) {
+		fprintf(stderr, "scalecheck harness: snapshot file %s: %s\n", snapshots.path, strerror(errno));
+		exit(3);
+	}
+	snapshots.used = 0;
+}
+
+/* The ranges' bytes to the snapshot file, then their MEM report. A test's snapshots stay
+ * in one file: the host removes a file once a later one is named. */
+static void write_snapshot(long index, int rep, const struct sc_wire_range *ranges, int n)
+{
+	if (!snapshots.fd || (index != snapshots.last_index && snapshots.used >= SC_WIRE_SNAPSHOT_FILE_BYTES))
+		next_snapshot_file();
+	snapshots.last_index = index;
+	long offset = snapshots.used;
+	for (int i = 0; i < n; i++) {
+		snapshots.pieces[i] = (struct iovec){(void *)(uintptr_t)ranges[i].addr, ranges[i].size};
+		snapshots.used += (long)ranges[i].size;
+	}
+	write_all(snapshots.fd, snapshots.pieces, n, "a snapshot");
+	sc_wire_memory(index, rep, ranges, n, snapshots.number, offset);
+}
+
 /* ---- what a repeat reports of the heap and the library's memory ---- */
 
 /* Line-aligned, as all the harness's static data: never on a line of the library's. */
@@ -561,7 +632,7 @@ static void report_heap(long index, int rep, int snapshot)
 			heap_report.ranges[nranges++] = (struct sc_wire_range){live->addr, snapshot_size(live->size)};
 	}
 	if (snapshot)
-		sc_wire_memory(index, rep, heap_report.ranges, nranges);
+		write_snapshot(index, rep, heap_report.ranges, nranges);
 	if (nblocks)
 		sc_wire_allocations(index, rep, heap_report.blocks, nblocks);
 	for (int slot = 0; slot < 3; slot++)
@@ -584,13 +655,13 @@ static void run_repeat(const void *test, int rep)
 		wait_flag(&p->done);
 	}
 	report_heap(t->index, rep, 1);
-	/* Flushes the snapshot, written by reference, before the teardown changes it. */
+	/* Flushes the reports' tables, written by reference, before the teardown's replace them. */
 	sc_wire_results(t->index, rep, participants[0].result.text, participants[1].result.text);
 	sc_teardown();
 	report_heap(t->index, rep, 0);
 }
 
-/* ---- output: a unit's reports in one writev, memory by reference ---- */
+/* ---- output: a unit's reports in one writev, tables by reference ---- */
 
 #define OUTPUT_PIECES 512
 
@@ -624,23 +695,7 @@ static void allocate_text(void)
 static void flush_output(void)
 {
 	fflush(stdout); /* anything an adapter printed comes first */
-	struct iovec *piece = output.pieces;
-	int n = output.n;
-	while (n > 0) {
-		ssize_t written = writev(STDOUT_FILENO, piece, n < IOV_MAX ? n : IOV_MAX);
-		if (written < 0 && errno == EINTR)
-			continue;
-		if (written < 0) {
-			perror("scalecheck harness: writing reports");
-			exit(3);
-		}
-		for (; n > 0 && (size_t)written >= piece->iov_len; piece++, n--)
-			written -= (ssize_t)piece->iov_len;
-		if (n > 0) {
-			piece->iov_base = (char *)piece->iov_base + written;
-			piece->iov_len -= (size_t)written;
-		}
-	}
+	write_all(STDOUT_FILENO, output.pieces, output.n, "reports");
 	output.n = 0;
 	output.used = 0;
 }
@@ -737,6 +792,11 @@ static void run_on_main_stack(void)
 		perror("scalecheck harness: swapcontext");
 		exit(3);
 	}
+}
+
+static const char *batch_path(void)
+{
+	return main_args.batch;
 }
 
 int main(int argc, char **argv)
