@@ -225,31 +225,36 @@ def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
 def test_the_harness_walks_keys_in_first_seen_order_wherever_their_values_are(tmp_path):
     """sc_state_key goes on from the key it found last: a key met again further on (its
     values not next to each other) is not a new one, a walk of another path in between (the
-    adapter's recursion) starts afresh, and the next test's setup is read, not the last's
-    (whose first value, under no key, put the top's first key at its second)."""
+    adapter's recursion) does not lose the first one's place, the second repeat walks the
+    same keys (from the walks kept), a test of more paths than the harness keeps walks of
+    (32) is walked whole, and the next test's setup is read, not the last's (whose first
+    value, under no key, put the top's first key at its second)."""
     program = _harness_program(tmp_path)
     first = [(".h", 0), ("b.y", 1), ("a.x", 2), ("b.z", 3), ("a.x.q", 4), ("c", 5), ("b.y.r", 6)]
+    many = [(f"k{i}.x", i) for i in range(40)]
     calls = [wire.Call(0, 0, "get", [("key", 1)]), wire.Call(1, 0, "get", [("key", 1)])]
     batch = tmp_path / "batch.txt"
     batch.write_text(
-        wire.settings_line(repeats=1)
+        wire.settings_line(repeats=2)
         + wire.test_text(1, [wire.line("VALUE", p, v) for p, v in first], calls)
-        + wire.test_text(2, [wire.line("VALUE", p, v) for p, v in (("d", 7), ("e", 8))], calls)
+        + wire.test_text(2, [wire.line("VALUE", p, v) for p, v in many], calls)
+        + wire.test_text(3, [wire.line("VALUE", p, v) for p, v in (("d", 7), ("e", 8))], calls)
     )
     done = subprocess.run([program, batch], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     seen = [line for line in done.stderr.decode().splitlines() if line.startswith("value ")]
     # Depth first, each level's keys in the order of their first value.
-    assert seen == [
+    first_seen = [
         "value b.y=1",
         "value b.y.r=6",
         "value b.z=3",
         "value a.x=2",
         "value a.x.q=4",
         "value c=5",
-        "value d=7",
-        "value e=8",
     ]
+    many_seen = [f"value k{i}.x={i}" for i in range(40)]
+    last_seen = ["value d=7", "value e=8"]
+    assert seen == 2 * first_seen + 2 * many_seen + 2 * last_seen
 
 
 def _symbol_range(program: Path, name: str) -> tuple[int, int]:

@@ -129,17 +129,26 @@ static int key_under(const char *path, const char *prefix, size_t n, char *key, 
 	return 1;
 }
 
-/* Where the last sc_state_key walk stopped. Adapters ask for the keys under a path in
- * order (n = 0, 1, 2...): each call goes on from the last one's value instead of walking
- * the whole setup again (the setup's accesses each cost a plugin callback). Line-aligned,
- * as all the harness's static data; begin() forgets it with the test. */
-static struct {
-	const struct sc_state *state;
+/* The walks of sc_state_key so far in the test. Adapters ask for the keys under a path in
+ * order (n = 0, 1, 2...), a walk of a deeper path in between (each inode's data, under
+ * "inodes"), and again at the next repeat: each path's walk goes on from where it stopped
+ * instead of walking the whole setup again (the setup's accesses each cost a plugin
+ * callback). Line-aligned, as all the harness's static data; begin() forgets them. */
+#define MAX_WALKS 32
+
+struct key_walk {
 	char path[PATH_LEN];
 	int nfound, next;
 	/* The value where each key found so far first appears, in that order. */
 	int first[MAX_VALUES];
-} __attribute__((aligned(64))) key_walk;
+};
+
+static struct {
+	const struct sc_state *state;
+	int nwalks;
+	struct key_walk *last;
+	struct key_walk walks[MAX_WALKS];
+} __attribute__((aligned(64))) key_walks;
 
 /* The key of value i under a prefix of length plen (0: the top), its length in *len. */
 static const char *key_of(const struct sc_state *state, int i, size_t plen, size_t *len)
@@ -149,21 +158,42 @@ static const char *key_of(const struct sc_state *state, int i, size_t plen, size
 	return start;
 }
 
-/* Whether value i has a key under key_walk.path that no value before it had. */
-static int new_key_at(const struct sc_state *state, int i, size_t plen)
+/* Whether value i has a key under walk->path that no value before it had. */
+static int new_key_at(const struct sc_state *state, const struct key_walk *walk, int i, size_t plen)
 {
 	char key[PATH_LEN];
-	if (!key_under(state->paths[i], key_walk.path, plen, key, sizeof key))
+	if (!key_under(state->paths[i], walk->path, plen, key, sizeof key))
 		return 0;
 	size_t len = strlen(key);
 	/* Latest first: a key's values are usually next to each other. */
-	for (int k = key_walk.nfound - 1; k >= 0; k--) {
+	for (int k = walk->nfound - 1; k >= 0; k--) {
 		size_t seen_len;
-		const char *seen = key_of(state, key_walk.first[k], plen, &seen_len);
+		const char *seen = key_of(state, walk->first[k], plen, &seen_len);
 		if (seen_len == len && !memcmp(seen, key, len))
 			return 0;
 	}
 	return 1;
+}
+
+/* The test's walk of path: the last one, an earlier one, or a new one (over the oldest
+ * when there are MAX_WALKS: a walk begun again finds what it found). */
+static struct key_walk *walk_of(const struct sc_state *state, const char *path)
+{
+	if (key_walks.state != state) {
+		key_walks.state = state;
+		key_walks.nwalks = 0;
+		key_walks.last = NULL;
+	}
+	if (key_walks.last && !strcmp(key_walks.last->path, path))
+		return key_walks.last;
+	int n = key_walks.nwalks < MAX_WALKS ? key_walks.nwalks : MAX_WALKS;
+	for (int w = 0; w < n; w++)
+		if (!strcmp(key_walks.walks[w].path, path))
+			return key_walks.last = &key_walks.walks[w];
+	struct key_walk *walk = &key_walks.walks[key_walks.nwalks++ % MAX_WALKS];
+	strcpy(walk->path, path);
+	walk->nfound = walk->next = 0;
+	return key_walks.last = walk;
 }
 
 int sc_state_key(const struct sc_state *state, const char *path, int n, char *key, size_t keylen)
@@ -171,20 +201,16 @@ int sc_state_key(const struct sc_state *state, const char *path, int n, char *ke
 	size_t plen = strlen(path);
 	if (plen >= PATH_LEN || n < 0)
 		return 0; /* no value has a key under it */
-	if (key_walk.state != state || strcmp(key_walk.path, path)) {
-		key_walk.state = state;
-		strcpy(key_walk.path, path);
-		key_walk.nfound = key_walk.next = 0;
+	struct key_walk *walk = walk_of(state, path);
+	while (walk->nfound <= n && walk->next < state->nvalues) {
+		int i = walk->next++;
+		if (new_key_at(state, walk, i, plen))
+			walk->first[walk->nfound++] = i;
 	}
-	while (key_walk.nfound <= n && key_walk.next < state->nvalues) {
-		int i = key_walk.next++;
-		if (new_key_at(state, i, plen))
-			key_walk.first[key_walk.nfound++] = i;
-	}
-	if (n >= key_walk.nfound)
+	if (n >= walk->nfound)
 		return 0;
 	size_t len;
-	const char *found = key_of(state, key_walk.first[n], plen, &len);
+	const char *found = key_of(state, walk->first[n], plen, &len);
 	if (len >= keylen)
 		return 0;
 	memcpy(key, found, len);
@@ -405,7 +431,7 @@ static void begin(void *test, long index)
 	t->ncalls = 0;
 	t->state.nvalues = 0;
 	memset(t->calls, 0, sizeof t->calls);
-	key_walk.state = NULL;
+	key_walks.state = NULL;
 }
 
 static int ncalls(const void *test)
