@@ -37,7 +37,7 @@ PIECES = {
     "check_results": ("scalecheck.run.outcome", "_check_results"),
     "read_regions": ("scalecheck.run.regions", "RegionReader.read_new"),
     "feed_reports": ("scalecheck.run.wire", "ReportStream.feed"),
-    "snapshots": ("scalecheck.run.wire", "Report.memory"),
+    "snapshots": ("scalecheck.run.user.program_worker", "_SnapshotFiles.read"),
     "render_batch": ("scalecheck.run.user.program_worker", "ProgramWorker._batch"),
     "store_append": ("scalecheck.run.store", "ResultsStore.append"),
 }

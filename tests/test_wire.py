@@ -192,7 +192,7 @@ def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
     out = done.stdout
     pieces = [stream.feed(out[k : k + 7]) for k in range(0, len(out), 7)]
     assert [r for piece in pieces for r in piece if r is not None] == reports
-    # Output that ends inside a snapshot (the program died) ends before that report.
+    # Output that ends inside a snapshot's table (the program died) ends before that report.
     memory_at = out.index(b"\nMEM ") + 1
     cut = [r for r in wire.read_reports(io.BytesIO(out[: memory_at + 30])) if r is not None]
     assert cut == [r for r in reports if r.kind != "DONE"][: len(cut)]
@@ -203,7 +203,9 @@ def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
     memory = {}
     for r in reports:
         if r.kind == "MEMORY" and (r.index, r.rep) == (5, 0):
-            memory.update(r.memory())
+            number, offset, table = r.snapshot()
+            data = wire.snapshot_path(batch, number).read_bytes()[offset:]
+            memory.update(wire.snapshot_memory(data, table))
     blocks = [
         block
         for r in reports
@@ -223,31 +225,36 @@ def test_the_harness_reads_back_every_field_and_reports_every_kind(tmp_path):
 def test_the_harness_walks_keys_in_first_seen_order_wherever_their_values_are(tmp_path):
     """sc_state_key goes on from the key it found last: a key met again further on (its
     values not next to each other) is not a new one, a walk of another path in between (the
-    adapter's recursion) starts afresh, and the next test's setup is read, not the last's
-    (whose first value, under no key, put the top's first key at its second)."""
+    adapter's recursion) does not lose the first one's place, the second repeat walks the
+    same keys (from the walks kept), a test of more paths than the harness keeps walks of
+    (32) is walked whole, and the next test's setup is read, not the last's (whose first
+    value, under no key, put the top's first key at its second)."""
     program = _harness_program(tmp_path)
     first = [(".h", 0), ("b.y", 1), ("a.x", 2), ("b.z", 3), ("a.x.q", 4), ("c", 5), ("b.y.r", 6)]
+    many = [(f"k{i}.x", i) for i in range(40)]
     calls = [wire.Call(0, 0, "get", [("key", 1)]), wire.Call(1, 0, "get", [("key", 1)])]
     batch = tmp_path / "batch.txt"
     batch.write_text(
-        wire.settings_line(repeats=1)
+        wire.settings_line(repeats=2)
         + wire.test_text(1, [wire.line("VALUE", p, v) for p, v in first], calls)
-        + wire.test_text(2, [wire.line("VALUE", p, v) for p, v in (("d", 7), ("e", 8))], calls)
+        + wire.test_text(2, [wire.line("VALUE", p, v) for p, v in many], calls)
+        + wire.test_text(3, [wire.line("VALUE", p, v) for p, v in (("d", 7), ("e", 8))], calls)
     )
     done = subprocess.run([program, batch], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     seen = [line for line in done.stderr.decode().splitlines() if line.startswith("value ")]
     # Depth first, each level's keys in the order of their first value.
-    assert seen == [
+    first_seen = [
         "value b.y=1",
         "value b.y.r=6",
         "value b.z=3",
         "value a.x=2",
         "value a.x.q=4",
         "value c=5",
-        "value d=7",
-        "value e=8",
     ]
+    many_seen = [f"value k{i}.x={i}" for i in range(40)]
+    last_seen = ["value d=7", "value e=8"]
+    assert seen == 2 * first_seen + 2 * many_seen + 2 * last_seen
 
 
 def _symbol_range(program: Path, name: str) -> tuple[int, int]:
@@ -313,10 +320,51 @@ def test_other_lines_are_no_reports():
 def test_raw_parts_are_read_whole_and_a_cut_one_ends_the_reports():
     block = struct.pack("<QQQ", 0x1000, 24, 0x401000)
     ranges = struct.pack("<QQQQ", 0x1000, 3, 0x2000, 2)
-    out = b"B 5\nA 5 0 1\n" + block + b"MEM 5 0 2\n" + ranges + b"abcde" + b"R 5 0 {} {}\n"
+    out = b"B 5\nA 5 0 1\n" + block + b"MEM 5 0 2 3 40\n" + ranges + b"R 5 0 {} {}\n"
     reports = list(wire.read_reports(io.BytesIO(out)))
     assert [r.kind for r in reports] == ["BEGIN", "ALLOCATION", "MEMORY", "RESULTS"]
     assert reports[1].allocations() == [(0x1000, 24, 0x401000)]
-    assert reports[2].memory() == {0x1000: b"abc", 0x2000: b"de"}
-    cut = list(wire.read_reports(io.BytesIO(out[: out.index(b"abcde") + 2])))
+    assert reports[2].snapshot() == (3, 40, [(0x1000, 3), (0x2000, 2)])
+    assert wire.snapshot_memory(b"abcde", [(0x1000, 3), (0x2000, 2)]) == {
+        0x1000: b"abc",
+        0x2000: b"de",
+    }
+    cut = list(wire.read_reports(io.BytesIO(out[: out.index(ranges) + 20])))
     assert [r.kind for r in cut] == ["BEGIN", "ALLOCATION"]
+
+
+def test_snapshots_go_to_files_a_test_whole_in_one_and_the_host_removes_those_passed(tmp_path):
+    """The harness starts the next snapshot file at a test's first snapshot once the file
+    holds SC_WIRE_SNAPSHOT_FILE_BYTES (16 MiB); each MEM report says where its bytes are;
+    the host's reader removes every file before the one a report names."""
+    program = _harness_program(tmp_path)
+    code = _symbol(program, "main")  # 64 ranges of 4 KiB: 256 KiB a snapshot
+    calls = [wire.Call(0, 0, "get", [("key", 1)]), wire.Call(1, 0, "get", [("key", 1)])]
+    batch = tmp_path / "batch.txt"
+    batch.write_text(
+        wire.settings_line(repeats=2)
+        + "".join(wire.line("SNAPSHOT", f"{code:#x}", 4096) for _ in range(64))
+        + "".join(wire.test_text(i, [], calls) for i in range(40))
+    )
+    done = subprocess.run([program, batch], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    reports = [r for r in wire.read_reports(io.BytesIO(done.stdout)) if r and r.kind == "MEMORY"]
+    where = {(r.index, r.rep): r.snapshot() for r in reports}
+    assert len(where) == 80 and all(len(table) >= 64 for _, _, table in where.values())
+    files = {index: number for (index, _), (number, _, _) in where.items()}
+    assert all(where[index, 1][0] == number for index, number in files.items())
+    assert sorted(set(files.values())) == [0, 1]
+    first_in_1 = min(i for i, number in files.items() if number == 1)
+    assert where[first_in_1, 0][1] == 0  # from the new file's start
+    assert where[first_in_1 - 1, 1][1] < 16 << 20 <= where[first_in_1 - 1, 1][1] + 2 * 4096 * 64
+    number, offset, table = where[first_in_1, 1]
+    data = wire.snapshot_path(batch, number).read_bytes()[offset:]
+    # main's first bytes, as the program file holds them
+    assert wire.snapshot_memory(data, table)[code] == data[:4096]
+    assert data[:16] in program.read_bytes()
+    files_reader = program_worker._SnapshotFiles(batch)
+    assert files_reader.read(0, 0, 4) == data[:4]
+    files_reader.named(1)
+    assert not wire.snapshot_path(batch, 0).exists() and wire.snapshot_path(batch, 1).exists()
+    files_reader.remove_all()
+    assert not list(tmp_path.glob("batch.txt.mem.*"))

@@ -254,12 +254,10 @@ void sc_wire_allocations(long index, int rep, const struct sc_wire_block *blocks
 	output.write((const char *)blocks, (size_t)n * sizeof *blocks);
 }
 
-void sc_wire_memory(long index, int rep, const struct sc_wire_range *ranges, int n)
+void sc_wire_memory(long index, int rep, const struct sc_wire_range *ranges, int n, int file, long offset)
 {
-	report(0, "%s %ld %d %d\n", SC_WIRE_MEMORY, index, rep, n);
+	report(0, "%s %ld %d %d %d %ld\n", SC_WIRE_MEMORY, index, rep, n, file, offset);
 	output.write((const char *)ranges, (size_t)n * sizeof *ranges);
-	for (int i = 0; i < n; i++)
-		output.write((const char *)(uintptr_t)ranges[i].addr, ranges[i].size);
 }
 
 void sc_wire_fail(const char *what, const char *reason)

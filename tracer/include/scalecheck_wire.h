@@ -33,8 +33,10 @@
  *   B index                          the test begins: a crash or hang is blamed on it
  *   A index rep n                    harness: blocks the setup or the calls allocated,
  *                                    then n x struct sc_wire_block, raw
- *   MEM index rep n                  harness: memory after a repeat's calls, then
- *                                    n x struct sc_wire_range, raw, then each range's bytes
+ *   MEM index rep n file offset      harness: memory after a repeat's calls, then
+ *                                    n x struct sc_wire_range, raw; the ranges' bytes, one
+ *                                    after the other, are in snapshot file `file` from
+ *                                    `offset` on, written before this line
  *   R index rep resultA resultB      a repeat's results (JSON without spaces)
  *   X index rep why                  the setup failed (rep -1: the test could not be read)
  *   H index rep call A|B did not return
@@ -45,7 +47,12 @@
  *   K, then /proc/kallsyms as it is, then KEND on a line of its own
  *   O cpu offset                     a CPU's per-cpu offset (hex)
  * The raw parts of A and MEM follow their line directly, little-endian (wire.py's
- * read_reports): memory goes out as it is, at no guest instruction per byte.
+ * read_reports). Snapshot file k is the batch file's path, SC_WIRE_SNAPSHOT_FILE and k
+ * (batch.txt.mem.0): memory goes there as it is, at no guest instruction per byte, and the
+ * host reads a repeat's only when it names a heap line with it (most never do), not all
+ * of them from the pipe. The harness starts the next file at a test's first snapshot
+ * when the current one holds SC_WIRE_SNAPSHOT_FILE_BYTES; the host removes a file when a
+ * later one is named (the tests are taken in order).
  */
 #ifndef SCALECHECK_WIRE_H
 #define SCALECHECK_WIRE_H
@@ -83,6 +90,8 @@
 #define SC_WIRE_KALLSYMS "K"
 #define SC_WIRE_KALLSYMS_END "KEND"
 #define SC_WIRE_PERCPU_OFFSET "O"
+#define SC_WIRE_SNAPSHOT_FILE ".mem."
+#define SC_WIRE_SNAPSHOT_FILE_BYTES (16L << 20)
 
 /* The most arguments a call line carries, and the most tokens of any line. */
 #define SC_WIRE_MAX_ARGS 16
@@ -149,8 +158,8 @@ void sc_wire_results(long index, int rep, const char *a, const char *b);
 void sc_wire_setup_failed(long index, int rep, const char *why);
 void sc_wire_hung(long index, int rep, int side);
 void sc_wire_allocations(long index, int rep, const struct sc_wire_block *blocks, int n);
-/* The bytes of each range, at its address. */
-void sc_wire_memory(long index, int rep, const struct sc_wire_range *ranges, int n);
+/* The ranges whose bytes the driver wrote to snapshot file `file` from `offset` on. */
+void sc_wire_memory(long index, int rep, const struct sc_wire_range *ranges, int n, int file, long offset);
 void sc_wire_fail(const char *what, const char *reason);
 void sc_wire_done(long ms);
 void sc_wire_release(const char *release);

@@ -9,15 +9,16 @@
  * and "WRAP start end [file]" lines, the code of allocation wrappers (trace_alloc.h).
  * It reports on stdout, flushed after each test repeat: B as a test begins, then per
  * repeat the memory snapshot (MEM), the allocations (A) and the results (R), or X; each
- * unit in one writev, the memory sent from where it is (no guest work per byte, which
- * under the plugin costs a callback per access).
+ * unit in one writev. The snapshot's bytes go to a file of their own beside the batch,
+ * written from where they are (no guest work per byte, which under the plugin costs a
+ * callback per access); the host reads them only when it names a heap line.
  *
  * Call A runs on thread A, then call B on thread B, each between markers, with the region
  * tag (index << SC_TAG_INDEX_SHIFT) | (rep << SC_TAG_REP_SHIFT) | side emitted first. The
  * harness's own memory written around the calls (results, allocation logs, stacks) is
  * private to each thread, so it never shows as a conflict.
  *
- * After each repeat's calls the harness writes a snapshot (MEM) of the "N" ranges and
+ * After each repeat's calls the harness takes a snapshot (MEM) of the "N" ranges and
  * of the live allocations: the host follows the typed pointers in them to find the DWARF
  * type of each heap object (src/scalecheck/run/user/dwarfnames.py), and names each
  * repeat's conflicting lines from its own snapshot before it compares the repeats.
@@ -27,7 +28,9 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +38,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <ucontext.h>
@@ -125,17 +129,26 @@ static int key_under(const char *path, const char *prefix, size_t n, char *key, 
 	return 1;
 }
 
-/* Where the last sc_state_key walk stopped. Adapters ask for the keys under a path in
- * order (n = 0, 1, 2...): each call goes on from the last one's value instead of walking
- * the whole setup again (the setup's accesses each cost a plugin callback). Line-aligned,
- * as all the harness's static data; begin() forgets it with the test. */
-static struct {
-	const struct sc_state *state;
+/* The walks of sc_state_key so far in the test. Adapters ask for the keys under a path in
+ * order (n = 0, 1, 2...), a walk of a deeper path in between (each inode's data, under
+ * "inodes"), and again at the next repeat: each path's walk goes on from where it stopped
+ * instead of walking the whole setup again (the setup's accesses each cost a plugin
+ * callback). Line-aligned, as all the harness's static data; begin() forgets them. */
+#define MAX_WALKS 32
+
+struct key_walk {
 	char path[PATH_LEN];
 	int nfound, next;
 	/* The value where each key found so far first appears, in that order. */
 	int first[MAX_VALUES];
-} __attribute__((aligned(64))) key_walk;
+};
+
+static struct {
+	const struct sc_state *state;
+	int nwalks;
+	struct key_walk *last;
+	struct key_walk walks[MAX_WALKS];
+} __attribute__((aligned(64))) key_walks;
 
 /* The key of value i under a prefix of length plen (0: the top), its length in *len. */
 static const char *key_of(const struct sc_state *state, int i, size_t plen, size_t *len)
@@ -145,21 +158,42 @@ static const char *key_of(const struct sc_state *state, int i, size_t plen, size
 	return start;
 }
 
-/* Whether value i has a key under key_walk.path that no value before it had. */
-static int new_key_at(const struct sc_state *state, int i, size_t plen)
+/* Whether value i has a key under walk->path that no value before it had. */
+static int new_key_at(const struct sc_state *state, const struct key_walk *walk, int i, size_t plen)
 {
 	char key[PATH_LEN];
-	if (!key_under(state->paths[i], key_walk.path, plen, key, sizeof key))
+	if (!key_under(state->paths[i], walk->path, plen, key, sizeof key))
 		return 0;
 	size_t len = strlen(key);
 	/* Latest first: a key's values are usually next to each other. */
-	for (int k = key_walk.nfound - 1; k >= 0; k--) {
+	for (int k = walk->nfound - 1; k >= 0; k--) {
 		size_t seen_len;
-		const char *seen = key_of(state, key_walk.first[k], plen, &seen_len);
+		const char *seen = key_of(state, walk->first[k], plen, &seen_len);
 		if (seen_len == len && !memcmp(seen, key, len))
 			return 0;
 	}
 	return 1;
+}
+
+/* The test's walk of path: the last one, an earlier one, or a new one (over the oldest
+ * when there are MAX_WALKS: a walk begun again finds what it found). */
+static struct key_walk *walk_of(const struct sc_state *state, const char *path)
+{
+	if (key_walks.state != state) {
+		key_walks.state = state;
+		key_walks.nwalks = 0;
+		key_walks.last = NULL;
+	}
+	if (key_walks.last && !strcmp(key_walks.last->path, path))
+		return key_walks.last;
+	int n = key_walks.nwalks < MAX_WALKS ? key_walks.nwalks : MAX_WALKS;
+	for (int w = 0; w < n; w++)
+		if (!strcmp(key_walks.walks[w].path, path))
+			return key_walks.last = &key_walks.walks[w];
+	struct key_walk *walk = &key_walks.walks[key_walks.nwalks++ % MAX_WALKS];
+	strcpy(walk->path, path);
+	walk->nfound = walk->next = 0;
+	return key_walks.last = walk;
 }
 
 int sc_state_key(const struct sc_state *state, const char *path, int n, char *key, size_t keylen)
@@ -167,20 +201,16 @@ int sc_state_key(const struct sc_state *state, const char *path, int n, char *ke
 	size_t plen = strlen(path);
 	if (plen >= PATH_LEN || n < 0)
 		return 0; /* no value has a key under it */
-	if (key_walk.state != state || strcmp(key_walk.path, path)) {
-		key_walk.state = state;
-		strcpy(key_walk.path, path);
-		key_walk.nfound = key_walk.next = 0;
+	struct key_walk *walk = walk_of(state, path);
+	while (walk->nfound <= n && walk->next < state->nvalues) {
+		int i = walk->next++;
+		if (new_key_at(state, walk, i, plen))
+			walk->first[walk->nfound++] = i;
 	}
-	while (key_walk.nfound <= n && key_walk.next < state->nvalues) {
-		int i = key_walk.next++;
-		if (new_key_at(state, i, plen))
-			key_walk.first[key_walk.nfound++] = i;
-	}
-	if (n >= key_walk.nfound)
+	if (n >= walk->nfound)
 		return 0;
 	size_t len;
-	const char *found = key_of(state, key_walk.first[n], plen, &len);
+	const char *found = key_of(state, walk->first[n], plen, &len);
 	if (len >= keylen)
 		return 0;
 	memcpy(key, found, len);
@@ -270,13 +300,6 @@ __attribute__((weak)) void sc_thread_init(int side)
 	(void)side;
 }
 
-/* The harness's static data is one line-aligned block: it never shares a cache line with
- * the library's. */
-static struct {
-	pthread_mutex_t handoff;
-	pthread_cond_t changed;
-} __attribute__((aligned(64))) harness = {.handoff = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
-
 /* The image's last bytes, linked right below SC_USER_IMAGE_END (program_build.py): the
  * heap starts there, wherever the code and data before them end. */
 static char image_tail[SC_USER_IMAGE_TAIL] __attribute__((used, aligned(SC_USER_IMAGE_TAIL),
@@ -294,21 +317,22 @@ struct participant {
 	int go, done;
 } __attribute__((aligned(64)));
 
+/* A hand-off between the main thread and a calling thread: one sets the flag, the other
+ * waits for it and clears it; each flag has one setter and one waiter, which never set it
+ * again before the other clears it. A futex on the flag itself: a wake and at most one
+ * wait a hand-off (a mutex and a condition variable took some 28 futex calls a test
+ * repeat, each a system call through qemu-x86_64). */
 static void set_flag(int *flag)
 {
-	pthread_mutex_lock(&harness.handoff);
-	*flag = 1;
-	pthread_cond_broadcast(&harness.changed);
-	pthread_mutex_unlock(&harness.handoff);
+	__atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, flag, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 static void wait_flag(int *flag)
 {
-	pthread_mutex_lock(&harness.handoff);
-	while (!*flag)
-		pthread_cond_wait(&harness.changed, &harness.handoff);
-	*flag = 0;
-	pthread_mutex_unlock(&harness.handoff);
+	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, flag, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	__atomic_store_n(flag, 0, __ATOMIC_RELAXED);
 }
 
 static void *participant_main(void *arg)
@@ -407,7 +431,7 @@ static void begin(void *test, long index)
 	t->ncalls = 0;
 	t->state.nvalues = 0;
 	memset(t->calls, 0, sizeof t->calls);
-	key_walk.state = NULL;
+	key_walks.state = NULL;
 }
 
 static int ncalls(const void *test)
@@ -416,6 +440,75 @@ static int ncalls(const void *test)
 }
 
 /* ---- running ---- */
+
+/* ---- output: whole writes, the snapshot files ---- */
+
+/* Writes the n pieces (changing them) to fd, or exits naming `what`. */
+static void write_all(int fd, struct iovec *piece, int n, const char *what)
+{
+	while (n > 0) {
+		ssize_t written = writev(fd, piece, n < IOV_MAX ? n : IOV_MAX);
+		if (written < 0 && errno == EINTR)
+			continue;
+		if (written < 0) {
+			fprintf(stderr, "scalecheck harness: writing %s: %s\n", what, strerror(errno));
+			exit(3);
+		}
+		for (; n > 0 && (size_t)written >= piece->iov_len; piece++, n--)
+			written -= (ssize_t)piece->iov_len;
+		if (n > 0) {
+			piece->iov_base = (char *)piece->iov_base + written;
+			piece->iov_len -= (size_t)written;
+		}
+	}
+}
+
+/* The snapshot file being written (scalecheck_wire.h): its number, fd (0: none yet), the
+ * bytes in it, the test of its last snapshot; the pieces of a snapshot. Line-aligned, as
+ * all the harness's static data. */
+static struct {
+	int number, fd;
+	long used, last_index;
+	char path[PATH_MAX];
+	struct iovec pieces[MAX_SNAPSHOT_RANGES + 3 * MAX_ALLOCS];
+} __attribute__((aligned(64))) snapshots = {.last_index = -1};
+
+/* The batch file, whose path names the snapshot files. */
+static const char *batch_path(void);
+
+static void next_snapshot_file(void)
+{
+	if (snapshots.fd)
+		close(snapshots.fd);
+	snapshots.number += snapshots.fd != 0;
+	snprintf(snapshots.path, sizeof snapshots.path, "%s%s%d", batch_path(), SC_WIRE_SNAPSHOT_FILE,
+		 snapshots.number);
+	int fd = open(snapshots.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	snapshots.fd = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, SC_HARNESS_FD_MIN);
+	if (fd >= 0)
+		close(fd);
+	if (snapshots.fd < 0) {
+		fprintf(stderr, "scalecheck harness: snapshot file %s: %s\n", snapshots.path, strerror(errno));
+		exit(3);
+	}
+	snapshots.used = 0;
+}
+
+/* The ranges' bytes to the snapshot file, then their MEM report. A test's snapshots stay
+ * in one file: the host removes a file once a later one is named. */
+static void write_snapshot(long index, int rep, const struct sc_wire_range *ranges, int n)
+{
+	if (!snapshots.fd || (index != snapshots.last_index && snapshots.used >= SC_WIRE_SNAPSHOT_FILE_BYTES))
+		next_snapshot_file();
+	snapshots.last_index = index;
+	long offset = snapshots.used;
+	for (int i = 0; i < n; i++) {
+		snapshots.pieces[i] = (struct iovec){(void *)(uintptr_t)ranges[i].addr, ranges[i].size};
+		snapshots.used += (long)ranges[i].size;
+	}
+	write_all(snapshots.fd, snapshots.pieces, n, "a snapshot");
+	sc_wire_memory(index, rep, ranges, n, snapshots.number, offset);
+}
 
 /* ---- what a repeat reports of the heap and the library's memory ---- */
 
@@ -561,7 +654,7 @@ static void report_heap(long index, int rep, int snapshot)
 			heap_report.ranges[nranges++] = (struct sc_wire_range){live->addr, snapshot_size(live->size)};
 	}
 	if (snapshot)
-		sc_wire_memory(index, rep, heap_report.ranges, nranges);
+		write_snapshot(index, rep, heap_report.ranges, nranges);
 	if (nblocks)
 		sc_wire_allocations(index, rep, heap_report.blocks, nblocks);
 	for (int slot = 0; slot < 3; slot++)
@@ -584,13 +677,13 @@ static void run_repeat(const void *test, int rep)
 		wait_flag(&p->done);
 	}
 	report_heap(t->index, rep, 1);
-	/* Flushes the snapshot, written by reference, before the teardown changes it. */
+	/* Flushes the reports' tables, written by reference, before the teardown's replace them. */
 	sc_wire_results(t->index, rep, participants[0].result.text, participants[1].result.text);
 	sc_teardown();
 	report_heap(t->index, rep, 0);
 }
 
-/* ---- output: a unit's reports in one writev, memory by reference ---- */
+/* ---- output: a unit's reports in one writev, tables by reference ---- */
 
 #define OUTPUT_PIECES 512
 
@@ -624,23 +717,7 @@ static void allocate_text(void)
 static void flush_output(void)
 {
 	fflush(stdout); /* anything an adapter printed comes first */
-	struct iovec *piece = output.pieces;
-	int n = output.n;
-	while (n > 0) {
-		ssize_t written = writev(STDOUT_FILENO, piece, n < IOV_MAX ? n : IOV_MAX);
-		if (written < 0 && errno == EINTR)
-			continue;
-		if (written < 0) {
-			perror("scalecheck harness: writing reports");
-			exit(3);
-		}
-		for (; n > 0 && (size_t)written >= piece->iov_len; piece++, n--)
-			written -= (ssize_t)piece->iov_len;
-		if (n > 0) {
-			piece->iov_base = (char *)piece->iov_base + written;
-			piece->iov_len -= (size_t)written;
-		}
-	}
+	write_all(STDOUT_FILENO, output.pieces, output.n, "reports");
 	output.n = 0;
 	output.used = 0;
 }
@@ -737,6 +814,11 @@ static void run_on_main_stack(void)
 		perror("scalecheck harness: swapcontext");
 		exit(3);
 	}
+}
+
+static const char *batch_path(void)
+{
+	return main_args.batch;
 }
 
 int main(int argc, char **argv)

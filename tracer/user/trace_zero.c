@@ -18,8 +18,6 @@
  * costs what memset's does (1.1 and 1.2 us), one of 16 KiB 2 against 4.8 us, of 173 KB
  * 11 against 70 us. */
 #define ZERO_BY_READ_MIN 8192
-/* /dev/zero's fd is moved at or above this, out of the way of a library's own fds. */
-#define ZERO_FD_MIN 512
 
 void *__real_memset(void *s, int c, size_t n);
 void *__wrap_memset(void *s, int c, size_t n);
@@ -34,7 +32,7 @@ static int zero_fd(void)
 	if (zero.fd)
 		return zero.fd;
 	int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
-	zero.fd = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, ZERO_FD_MIN);
+	zero.fd = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, SC_HARNESS_FD_MIN);
 	if (fd >= 0)
 		close(fd);
 	return zero.fd;

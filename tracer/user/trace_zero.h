@@ -9,6 +9,10 @@
 
 #include <stdint.h>
 
+/* The harness's own fds (/dev/zero, the snapshot files) are moved at or above this, out
+ * of the way of a library's. */
+#define SC_HARNESS_FD_MIN 512
+
 /* Below qemu-x86_64's first mmap address (1 << 38) and far above the heap. */
 #define SC_MAIN_STACK_ADDR 0x1000000000ul
 #define SC_MAIN_STACK_SIZE (8ul << 20)

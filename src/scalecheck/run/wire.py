@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import re
 import struct
+from pathlib import Path
 
 from scalecheck.common import sources
 
@@ -94,14 +95,11 @@ class Report:
         """An ALLOCATION report's blocks: (address, size, allocation site) each."""
         return list(_BLOCK.iter_unpack(self.raw))
 
-    def memory(self) -> dict[int, bytes]:
-        """A MEMORY report's ranges: address -> bytes."""
-        table = _RANGE.size * int(self.rest)
-        memory, at = {}, table
-        for addr, size in _RANGE.iter_unpack(self.raw[:table]):
-            memory[addr] = self.raw[at : at + size]
-            at += size
-        return memory
+    def snapshot(self) -> tuple[int, int, list[tuple[int, int]]]:
+        """A MEMORY report's snapshot file (its number), where its bytes start in it, and
+        its ranges (address, size), whose bytes follow each other there."""
+        _, file, offset = self.rest.split()
+        return int(file), int(offset), list(_RANGE.iter_unpack(self.raw))
 
     def percpu_offset(self) -> tuple[str, int]:
         """A PERCPU_OFFSET line's (CPU, the offset of its per-cpu area)."""
@@ -111,6 +109,21 @@ class Report:
     def milliseconds(self) -> int:
         """A DONE line's time: the tests' run time in the guest, boot excluded."""
         return int(self.rest)
+
+
+def snapshot_path(batch: Path, number: int | str) -> Path:
+    """Snapshot file ``number`` of a harness run on ``batch`` (scalecheck_wire.h); "*":
+    the pattern of all of them."""
+    return batch.with_name(f"{batch.name}{keyword('SNAPSHOT_FILE')}{number}")
+
+
+def snapshot_memory(data: bytes, ranges: list[tuple[int, int]]) -> dict[int, bytes]:
+    """A snapshot's bytes ``data`` split into its ranges: address -> bytes."""
+    memory, at = {}, 0
+    for addr, size in ranges:
+        memory[addr] = data[at : at + size]
+        at += size
+    return memory
 
 
 def kallsyms(output: str) -> str:
@@ -202,22 +215,15 @@ class ReportStream:
         at = end + 1
         if report is None or report.kind not in ("ALLOCATION", "MEMORY"):
             return report, at
-        size = _raw_size(report, pending, at)
-        if size is None or len(pending) - at < size:
+        size = _raw_size(report)
+        if len(pending) - at < size:
             return None
         with memoryview(pending) as view:  # copied once (a slice would copy it twice)
             raw = bytes(view[at : at + size])
         return Report(report.kind, report.index, report.rep, report.rest, raw), at + size
 
 
-def _raw_size(report: Report, pending: bytearray, at: int) -> int | None:
-    """The bytes of an A or MEM report's raw part that starts at ``at``; None while a MEM
-    report's table of ranges, which gives its size, is not whole."""
-    count = int(report.rest)
-    if report.kind == "ALLOCATION":
-        return _BLOCK.size * count
-    table = _RANGE.size * count
-    if len(pending) - at < table:
-        return None
-    # the ranges' sizes: every second 64-bit word of the table (_RANGE)
-    return table + sum(memoryview(bytes(pending[at : at + table])).cast("Q")[1::2])
+def _raw_size(report: Report) -> int:
+    """The bytes of an A or MEM report's raw part (its table)."""
+    count = int(report.rest.split(" ", 1)[0])
+    return (_BLOCK if report.kind == "ALLOCATION" else _RANGE).size * count

@@ -50,6 +50,7 @@ class _Run:
 
     runnable: dict  # index -> test, those in the batch
     regions_reader: RegionReader
+    snapshots: _SnapshotFiles
     regions: dict = field(default_factory=dict)  # tag -> region
     current: outcome.TestProgress | None = None
     # The current test's blocks allocated per repeat, and its snapshot after the calls.
@@ -131,6 +132,8 @@ class ProgramWorker:
         batch_path, trace_path = self.workdir / "batch.txt", self.workdir / "trace.bin"
         batch_path.write_text(text)
         trace_path.unlink(missing_ok=True)
+        snapshots = _SnapshotFiles(batch_path)
+        snapshots.remove_all()  # a killed run's
         # The program's own (qemu-x86_64's glibc is left alone).
         tunables = ":".join(filter(None, (os.environ.get("GLIBC_TUNABLES"), GLIBC_TUNABLES)))
         command = [
@@ -152,11 +155,12 @@ class ProgramWorker:
         )
         _widen_pipe(process.stdout)
         try:
-            failure = self._follow(process, _Run(runnable, RegionReader(trace_path)))
+            failure = self._follow(process, _Run(runnable, RegionReader(trace_path), snapshots))
         finally:
             if process.poll() is None:
                 process.kill()
             process.wait()
+            snapshots.remove_all()
         stderr = _read_and_close(process.stderr)
         last_line = (stderr.strip().splitlines() or [""])[-1]
         if failure:
@@ -198,7 +202,7 @@ class ProgramWorker:
         """Takes one report; True when the program is done."""
         kind, rep = report.kind, report.rep
         if kind == "BEGIN":
-            run.current = self._close(run.current, run.regions, run.allocations, run.memory)
+            run.current = self._close(run)
             test = run.runnable.get(report.index)
             run.current = outcome.TestProgress(test, report.index) if test else None
             run.allocations, run.memory = {}, {}
@@ -206,15 +210,16 @@ class ProgramWorker:
             run.allocations.setdefault(rep, []).extend(report.allocations())
         elif kind == "MEMORY" and run.current is not None:
             run.memory.setdefault(rep, []).append(report)
+            run.snapshots.named(report.snapshot()[0])
         elif kind in ("RESULTS", "SETUP_FAILED") and run.current is not None:
             run.current.add(report)
             if run.current.complete(self.settings.repeats):
                 # The plugin wrote the regions at the end markers, before the harness
                 # printed the result.
                 run.read_regions()
-                run.current = self._close(run.current, run.regions, run.allocations, run.memory)
+                run.current = self._close(run)
         elif kind == "DONE":
-            run.current = self._close(run.current, run.regions, run.allocations, run.memory)
+            run.current = self._close(run)
             return True
         return False
 
@@ -239,7 +244,9 @@ class ProgramWorker:
             self.run_symbols = self.symbols.loaded(loaded) if loaded else self.symbols
         return self.run_symbols
 
-    def _close(self, current, regions, allocations, memory):
+    def _close(self, run: _Run):
+        """Records the current test if it is complete; returns what is current then."""
+        current, regions = run.current, run.regions
         if current is None or current.test.id in self.done:
             return None
         if not current.complete(self.settings.repeats):
@@ -252,8 +259,9 @@ class ProgramWorker:
         namers = []
         symbols = self._symbols_of_run()
         for rep in range(repeats):
-            live.update({block[0]: block for block in allocations.get(rep, [])})
-            namers.append(symbols.data_namer(list(live.values()), _Snapshot(memory.get(rep, []))))
+            live.update({block[0]: block for block in run.allocations.get(rep, [])})
+            snapshot = _Snapshot(run.memory.get(rep, []), run.snapshots)
+            namers.append(symbols.data_namer(list(live.values()), snapshot))
         record = outcome.finish(
             current,
             regions,
@@ -276,18 +284,54 @@ class ProgramWorker:
             self._record(outcome.base_record(current.test, status, detail))
 
 
+class _SnapshotFiles:
+    """The snapshot files of one run of the program (wire.snapshot_path), each opened when
+    first read, and removed once a later one is named: the tests are taken in order, so
+    no test left open has a snapshot in an earlier file."""
+
+    def __init__(self, batch: Path):
+        self.batch = batch
+        self.oldest = 0  # the first file not removed
+        self.fds: dict[int, int] = {}
+
+    def read(self, number: int, offset: int, size: int) -> bytes:
+        if number not in self.fds:
+            self.fds[number] = os.open(wire.snapshot_path(self.batch, number), os.O_RDONLY)
+        return os.pread(self.fds[number], size, offset)
+
+    def named(self, number: int) -> None:
+        for old in range(self.oldest, number):
+            self._remove(old)
+        self.oldest = max(self.oldest, number)
+
+    def remove_all(self) -> None:
+        for number in list(self.fds):
+            self._remove(number)
+        for path in self.batch.parent.glob(wire.snapshot_path(self.batch, "*").name):
+            path.unlink(missing_ok=True)
+        self.oldest = 0
+
+    def _remove(self, number: int) -> None:
+        fd = self.fds.pop(number, None)
+        if fd is not None:
+            os.close(fd)
+        wire.snapshot_path(self.batch, number).unlink(missing_ok=True)
+
+
 class _Snapshot(Mapping):
-    """A repeat's memory snapshot, address -> bytes, read from its MEMORY reports only when
+    """A repeat's memory snapshot, address -> bytes, read from its snapshot file only when
     a namer looks at it: most repeats name no heap line."""
 
-    def __init__(self, reports: list[wire.Report]):
-        self._reports = reports
+    def __init__(self, reports: list[wire.Report], files: _SnapshotFiles):
+        self._reports, self._files = reports, files
 
     @functools.cached_property
     def _ranges(self) -> dict[int, bytes]:
         ranges: dict[int, bytes] = {}
         for report in self._reports:
-            ranges.update(report.memory())
+            number, offset, table = report.snapshot()
+            data = self._files.read(number, offset, sum(size for _, size in table))
+            ranges.update(wire.snapshot_memory(data, table))
         return ranges
 
     def __getitem__(self, address: int) -> bytes:
@@ -309,9 +353,9 @@ def _forward_output(stream, pieces: queue.Queue):
 
 
 def _widen_pipe(pipe) -> None:
-    """Lets the program write a megabyte of reports (a dozen tests' snapshots) before it
-    waits for this process, which takes them between the other workers' records; the
-    default 64 KiB is less than one test's."""
+    """Lets the program write a megabyte of reports (some hundred tests', their snapshots
+    apart) before it waits for this process, which takes them between the other workers'
+    records."""
     with contextlib.suppress(OSError):  # above the system's limit: the default stays
         fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
 
