@@ -7,6 +7,7 @@ import z3
 from scalecheck.engine.rawz3 import (
     and_,
     assert_all,
+    ast_id,
     holds_in,
     implies,
     is_false,
@@ -67,3 +68,9 @@ def test_holds_in_is_the_python_apis_evaluation():
     # Without completion a constant the model leaves free is its own value: not true.
     assert not holds_in(model, q, completion=False)
     assert holds_in(model, p, completion=False)
+
+
+def test_ast_id_is_z3s_id_of_the_term():
+    terms = [x, p, x + 1 > y, z3.Not(p), z3.IntVal(7)]
+    assert [ast_id(term) for term in terms] == [term.get_id() for term in terms]
+    assert len({ast_id(term) for term in terms}) == len(terms)

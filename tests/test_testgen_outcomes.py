@@ -192,3 +192,23 @@ def test_equalities_through_the_c_api_are_z3s_own_terms():
     by_z3 = history(lambda a, b: a == b, lambda a, b: a != b)
     assert history(z3_c_api.equal, z3_c_api.differ) == by_z3
     assert len(set(by_z3)) == len(by_z3)  # eleven literals and a numeral, each its own term
+
+
+def test_raw_readers_of_nodes_agree_with_z3s_python_api():
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    a, b = z3.Ints("a b")
+    flag = z3.Bool("flag")
+    term = z3.If(flag, f(a), b + 1) == b
+    ref = term.ctx.ref().value
+    node = term.as_ast()
+    assert z3_c_api.ast_id(ref, node) == term.get_id()
+    assert z3_c_api.ast_kind(ref, node) == z3.Z3_APP_AST
+    args = z3_c_api.app_args(ref, node)
+    assert [z3_c_api.ast_id(ref, arg) for arg in args] == [c.get_id() for c in term.children()]
+    assert z3_c_api.decl_kind(ref, z3_c_api.app_decl(ref, node)) == z3.Z3_OP_EQ
+    assert not z3_c_api.is_bool(ref, args[0])
+    condition = z3_c_api.app_arg(ref, args[0], 0)
+    assert z3_c_api.is_bool(ref, condition)
+    assert z3_c_api.decl_name(ref, z3_c_api.app_decl(ref, condition)) == "flag"
+    assert z3.BoolRef(condition, term.ctx).eq(flag)  # z3's classes take the node as it is
+    assert z3_c_api.ast_kind(ref, z3.IntVal(3).as_ast()) == z3.Z3_NUMERAL_AST

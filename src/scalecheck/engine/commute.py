@@ -22,7 +22,7 @@ import z3
 from scalecheck.engine import deadline, explore
 from scalecheck.engine.conditions import Region, pair_conditions, result_kinds, unique_exprs
 from scalecheck.engine.explore import join_name
-from scalecheck.engine.rawz3 import and_, implies
+from scalecheck.engine.rawz3 import and_, ast_id, implies
 from scalecheck.engine.sexpr import numbered_lets, show
 from scalecheck.engine.types import (
     ArrayValue,
@@ -391,7 +391,7 @@ class _Observer:
         if symtype:
             self.kind_table[kind] = symtype.describe()
         self.terms.append(term)
-        key = (term.get_id(), self.choice_names)
+        key = (ast_id(term), self.choice_names)
         if key not in self.chosen_terms:  # the term is kept with its id: no other gets it
             text = term.sexpr()
             self.chosen_terms[key] = (term, any(name in text for name in self.choice_names))
@@ -399,7 +399,7 @@ class _Observer:
             "obs": len(self.terms) - 1,
             "kind": kind,
             "chosen": self.chosen_terms[key][1],
-            "decided": term.get_id() in self.decided,
+            "decided": ast_id(term) in self.decided,
         }
 
     def observe_result(self, value):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import z3
 
 from scalecheck.engine import deadline
-from scalecheck.engine.rawz3 import and_, holds_in, or_
+from scalecheck.engine.rawz3 import and_, assert_all, ast_id, holds_in, implies, not_, or_
 from scalecheck.engine.sexpr import expand_lets, numbered_lets, parse_sexpr, show
 
 SOLVER_TIMEOUT_MS = 5_000  # one query; a pair's construction has its own budget
@@ -65,11 +65,11 @@ class Cube:
 
     @functools.cached_property
     def formula(self) -> z3.BoolRef:
-        return z3.And(self.literals) if self.literals else z3.BoolVal(True)
+        return and_(self.literals) if self.literals else z3.BoolVal(True)
 
     @functools.cached_property
     def outside(self) -> z3.BoolRef:
-        return z3.Not(self.formula)
+        return not_(self.formula)
 
 
 @dataclass
@@ -131,9 +131,9 @@ def count_raw_atoms(paths: list) -> int:
     total = 0
     for decisions in paths:
         for decision in decisions:
-            if decision.get_id() not in counts:
-                counts[decision.get_id()] = count_atoms(decision)
-            total += counts[decision.get_id()]
+            if ast_id(decision) not in counts:
+                counts[ast_id(decision)] = count_atoms(decision)
+            total += counts[ast_id(decision)]
     return total
 
 
@@ -240,16 +240,16 @@ class _Space:
         counts: dict = {}
         for region in regions:
             for assumption in unique_exprs(region.assumptions):
-                counts[assumption.get_id()] = counts.get(assumption.get_id(), 0) + 1
+                counts[ast_id(assumption)] = counts.get(ast_id(assumption), 0) + 1
         shared = {key for key, count in counts.items() if count == len(regions)}
-        self.background = [a for a in unique_exprs(regions[0].assumptions) if a.get_id() in shared]
+        self.background = [a for a in unique_exprs(regions[0].assumptions) if ast_id(a) in shared]
         self.unions: dict = {}
         self.decision_atoms: dict = {}
         self.spelled_out: set = set()  # ids of atoms only lifting if-then-else terms made
         self.formulas = {
             id(region): and_(
                 region.decisions
-                + [a for a in region.assumptions if a.get_id() not in shared]
+                + [a for a in region.assumptions if ast_id(a) not in shared]
                 + region.definitions()
             )
             for region in regions
@@ -258,8 +258,8 @@ class _Space:
     def atoms(self, region: Region) -> list:
         """The atoms the region's decisions are made of; paths share most decisions (a
         common prefix), so each decision is lifted and walked once per pair."""
-        names = tuple((name.get_id(), term.get_id()) for name, term in region.names)
-        keys = [(decision.get_id(), names) for decision in region.decisions]
+        names = tuple((ast_id(name), ast_id(term)) for name, term in region.names)
+        keys = [(ast_id(decision), names) for decision in region.decisions]
         for key, decision in zip(keys, region.decisions, strict=True):
             if key not in self.decision_atoms:
                 named = z3.substitute(decision, *[(t, n) for n, t in region.names])
@@ -267,8 +267,8 @@ class _Space:
                 atoms = distinct_atoms(lifted(named))
                 if len(atoms) > MAX_LIFTED_ATOMS:  # a blow-up: keep the if-then-else terms
                     atoms = own_atoms
-                own = {atom.get_id() for atom in own_atoms}
-                self.spelled_out.update(a.get_id() for a in atoms if a.get_id() not in own)
+                own = {ast_id(atom) for atom in own_atoms}
+                self.spelled_out.update(ast_id(a) for a in atoms if ast_id(a) not in own)
                 self.decision_atoms[key] = atoms
         return unique_exprs(
             region.hints + [atom for key in keys for atom in self.decision_atoms[key]]
@@ -291,8 +291,8 @@ def unique_exprs(exprs) -> list:
     """The expressions, each once (by Z3's id), in their first order."""
     seen, unique = set(), []
     for expr in exprs:
-        if expr.get_id() not in seen:
-            seen.add(expr.get_id())
+        if ast_id(expr) not in seen:
+            seen.add(ast_id(expr))
             unique.append(expr)
     return unique
 
@@ -306,10 +306,10 @@ class _Tracked:
         self.trackers: dict = {}
 
     def tracker(self, formula) -> z3.BoolRef:
-        key = formula.get_id()
+        key = ast_id(formula)
         if key not in self.trackers:
             self.trackers[key] = z3.Bool(f"track!{len(self.trackers)}")
-            self.solver.add(z3.Implies(self.trackers[key], formula))
+            assert_all(self.solver, [implies(self.trackers[key], formula)])
         return self.trackers[key]
 
     def unsat_with(self, formulas) -> bool:
@@ -365,7 +365,7 @@ def _atom(literal):
 
 
 def _literal(atom, model):
-    return atom if holds_in(model, atom) else z3.Not(atom)
+    return atom if holds_in(model, atom) else not_(atom)
 
 
 def _expand(clear: _Tracked, literals: list, spelled_out: set) -> list:
@@ -376,7 +376,7 @@ def _expand(clear: _Tracked, literals: list, spelled_out: set) -> list:
     self-rename"). After each successful drop the proof's unsat core says which of the
     rest it needed: often far fewer, dropped in one step."""
     kept = list(range(len(literals)))
-    plain = [i for i in kept if _atom(literals[i]).get_id() not in spelled_out]
+    plain = [i for i in kept if ast_id(_atom(literals[i])) not in spelled_out]
     if len(plain) < len(kept) and clear.unsat_with([literals[i] for i in plain]):
         kept = _needed(clear, literals, plain)
     for dropped in reversed(range(len(literals))):
@@ -390,8 +390,8 @@ def _expand(clear: _Tracked, literals: list, spelled_out: set) -> list:
 
 def _needed(clear: _Tracked, literals: list, indices: list) -> list:
     """The literals (by index) in the unsat core of the check just made."""
-    core = {tracker.get_id() for tracker in clear.solver.unsat_core()}
-    return [i for i in indices if clear.tracker(literals[i]).get_id() in core]
+    core = {ast_id(tracker) for tracker in clear.solver.unsat_core()}
+    return [i for i in indices if ast_id(clear.tracker(literals[i])) in core]
 
 
 def _mirror(literals: list) -> list:
@@ -401,9 +401,9 @@ def _mirror(literals: list) -> list:
     swaps, seen, todo = [], set(), list(literals)
     while todo:
         expr = todo.pop()
-        if expr.get_id() in seen:
+        if ast_id(expr) in seen:
             continue
-        seen.add(expr.get_id())
+        seen.add(ast_id(expr))
         if z3.is_const(expr) and expr.decl().kind() == z3.Z3_OP_UNINTERPRETED:
             name = expr.decl().name()
             if name[:2] in ("A.", "B."):
@@ -436,7 +436,7 @@ def _irredundant(space: _Space, cubes: list[Cube], group: list[Region]) -> list[
 
 
 def _ids(cube: Cube) -> frozenset:
-    return frozenset(literal.get_id() for literal in cube.literals)
+    return frozenset(ast_id(literal) for literal in cube.literals)
 
 
 # ---------------------------------------------------------------- the pair's conditions

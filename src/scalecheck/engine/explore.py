@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 import z3
 
 from scalecheck.engine import deadline, timelimit
-from scalecheck.engine.rawz3 import and_, assert_all, holds_in, is_false, is_true, not_
+from scalecheck.engine.rawz3 import (
+    and_,
+    assert_all,
+    ast_id,
+    holds_in,
+    is_false,
+    is_true,
+    not_,
+)
 
 # Values of an allocatable uninterpreted type that exist in the initial state lie below
 # this bound; values the implementation allocates during a call lie at or above it, so
@@ -143,7 +151,7 @@ class Path:
             return True
         if is_false(cond):
             return False
-        cached = self._decided.get(cond.get_id())
+        cached = self._decided.get(ast_id(cond))
         if cached is not None:
             return cached
         position = len(self.taken)
@@ -181,8 +189,8 @@ class Path:
     def _remember(self, cond, outcome):
         # Z3 reuses the id of a freed expression: keep the expressions alive with their ids.
         negation = not_(cond)
-        self._decided[cond.get_id()] = outcome
-        self._decided[negation.get_id()] = not outcome
+        self._decided[ast_id(cond)] = outcome
+        self._decided[ast_id(negation)] = not outcome
         self._kept_alive += [cond, negation]
 
     def _satisfied_by_model(self, cond) -> bool:
@@ -192,7 +200,7 @@ class Path:
         """Keep the path's known model while it satisfies what was just added."""
         if self._satisfied_by_model(constraint):
             return
-        candidate = self._models.get(constraint.get_id())
+        candidate = self._models.get(ast_id(constraint))
         self._model = candidate
         self._models.clear()
 
@@ -210,7 +218,7 @@ class Path:
         with timelimit.paused():
             answer = self.solver.check()
         if answer == z3.sat:
-            self._models[cond.get_id()] = self.solver.model()
+            self._models[ast_id(cond)] = self.solver.model()
             self._kept_alive.append(cond)
         self.solver.pop()
         if answer == z3.unknown:
@@ -240,7 +248,7 @@ class Path:
 
     # -- the initial state, read lazily --
     def read_base(self, map_value, key) -> tuple:
-        cache_key = (map_value.name, key.get_id())
+        cache_key = (map_value.name, ast_id(key))
         if cache_key in self._base_cache:
             return self._base_cache[cache_key]
         # Re-executed paths read the same terms again: build each read once per exploration.

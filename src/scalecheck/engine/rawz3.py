@@ -9,6 +9,8 @@ cast; any other argument takes the Python function's way.
 
 from __future__ import annotations
 
+import ctypes
+
 import z3
 from z3.z3 import _to_expr_ref  # wraps a raw AST; z3 exports no public equivalent
 
@@ -96,6 +98,20 @@ def holds_in(model: z3.ModelRef, formula: z3.BoolRef, completion: bool = True) -
     if not z3.Z3_model_eval(ref, model.model, formula.as_ast(), completion, value):
         raise z3.Z3Exception("failed to evaluate expression in the model")
     return z3.Z3_get_bool_value(ref, value[0]) == z3.Z3_L_TRUE
+
+
+# Z3_get_ast_id itself, on plain pointers: z3's ``get_id`` converts both arguments in
+# Python and asks for the context's error code after the call, several times the C call,
+# and the conditions' construction keys everything by id (tens of thousands a pair).
+_get_ast_id = ctypes.cast(
+    z3.z3core.Z3_get_ast_id.__defaults__[0].f,
+    ctypes.PYFUNCTYPE(ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p),
+)
+
+
+def ast_id(expr: z3.ExprRef) -> int:
+    """``expr.get_id()``: Z3's number of the term."""
+    return _get_ast_id(expr.ctx.ref().value, expr.ast.value)
 
 
 def assert_all(solver: z3.Solver, constraints) -> None:

@@ -30,7 +30,17 @@ import z3
 
 from scalecheck.engine import deadline
 from scalecheck.engine.rawz3 import assert_all, or_
-from scalecheck.testgen.z3_c_api import differ, equal, python_value
+from scalecheck.testgen.z3_c_api import (
+    app_args,
+    app_decl,
+    ast_id,
+    ast_kind,
+    decl_kind,
+    decl_name,
+    differ,
+    equal,
+    python_value,
+)
 
 # Legal assignments of a test's visible choices tried at most; more leave it as it was.
 CHOICE_CAP = 8
@@ -49,13 +59,13 @@ class ConstantNames:
     per pair (one Z3 context), whose paths share most terms and constraints."""
 
     def __init__(self, context: z3.Context):
-        self.ref = context.ref()
+        self.ref = context.ref().value
         # By node id, with the term itself: kept alive, its id is not given to another.
         self._walked: dict[int, tuple[z3.AstRef, frozenset[str], frozenset[str]]] = {}
 
     def of(self, term: z3.AstRef) -> tuple[frozenset[str], frozenset[str]]:
         """(the constants' names, the applied functions' names) in ``term``."""
-        key = z3.Z3_get_ast_id(self.ref, term.as_ast())
+        key = ast_id(self.ref, term.as_ast())
         if key not in self._walked:
             self._walked[key] = (term, *self._walk(term))
         return self._walked[key][1:]
@@ -67,17 +77,15 @@ class ConstantNames:
         todo = [term.as_ast()]
         while todo:
             node = todo.pop()
-            node_id = z3.Z3_get_ast_id(ref, node)
-            if node_id in seen or z3.Z3_get_ast_kind(ref, node) != z3.Z3_APP_AST:
+            node_id = ast_id(ref, node)
+            if node_id in seen or ast_kind(ref, node) != z3.Z3_APP_AST:
                 continue
             seen.add(node_id)
-            app = z3.Z3_to_app(ref, node)
-            arity = z3.Z3_get_app_num_args(ref, app)
-            decl = z3.Z3_get_app_decl(ref, app)
-            if z3.Z3_get_decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
-                name = z3.Z3_get_symbol_string(ref, z3.Z3_get_decl_name(ref, decl))
-                (functions if arity else constants).add(name)
-            todo.extend(z3.Z3_get_app_arg(ref, app, i) for i in range(arity))
+            args = app_args(ref, node)  # an application AST is its app (Z3_to_app)
+            decl = app_decl(ref, node)
+            if decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
+                (functions if args else constants).add(decl_name(ref, decl))
+            todo.extend(args)
         return frozenset(constants), frozenset(functions)
 
 

@@ -23,7 +23,16 @@ from pathlib import Path
 
 import z3
 
-from scalecheck.testgen.z3_c_api import holds_in
+from scalecheck.testgen.z3_c_api import (
+    app_arg,
+    app_args,
+    app_decl,
+    ast_id,
+    ast_kind,
+    decl_kind,
+    holds_in,
+    is_bool,
+)
 
 # Counts per pair and in all (testgen.json "open_equalities"): equalities found open,
 # varied both ways by the tests, excluded one way by the path (unsat), and left with a
@@ -59,6 +68,7 @@ class EqualityFinder:
 
     def __init__(self, context: z3.Context, names, text):
         self.ref, self.context = context.ref(), context
+        self.raw = self.ref.value  # the context as a plain pointer, for z3_c_api's readers
         self.names, self.text = names, text  # allowed.ConstantNames, TermText
         self._below: dict[int, tuple] = {}  # node id -> the equality atoms under it
         self._kept: list = []  # the nodes whose ids key _below
@@ -69,7 +79,7 @@ class EqualityFinder:
         """Both sides of every open equality of the path (``assertions``: its constraints,
         raw ASTs), ordered by their text (the same path gives the same order in any
         process)."""
-        decided = {z3.Z3_get_ast_id(self.ref, self._atom(a)) for a in assertions}
+        decided = {ast_id(self.raw, self._atom(a)) for a in assertions}
         found: dict[str, z3.BoolRef] = {}
         for left, right in [*_argument_pairs(terms, observations, kinds), *self._atoms(assertions)]:
             oriented = self._oriented(left, right)
@@ -109,56 +119,57 @@ class EqualityFinder:
 
     def _atom(self, assertion):
         """The raw atom of an assertion: the assertion, or what it negates."""
-        ref = self.ref
-        if z3.Z3_get_ast_kind(ref, assertion) == z3.Z3_APP_AST:
-            app = z3.Z3_to_app(ref, assertion)
-            if z3.Z3_get_decl_kind(ref, z3.Z3_get_app_decl(ref, app)) == z3.Z3_OP_NOT:
-                return z3.Z3_get_app_arg(ref, app, 0)
+        ref = self.raw
+        # (an application AST is its app: Z3_to_app casts)
+        if (
+            ast_kind(ref, assertion) == z3.Z3_APP_AST
+            and decl_kind(ref, app_decl(ref, assertion)) == z3.Z3_OP_NOT
+        ):
+            return app_arg(ref, assertion, 0)
         return assertion
 
     def _atoms(self, assertions: list) -> list[tuple]:
         pairs = []
         for assertion in assertions:
-            for atom in self._under(assertion):
-                pairs.append(self._sides_of[atom.get_id()])
+            for key in self._under(assertion):
+                pairs.append(self._sides_of[key])
         return pairs
 
     def _under(self, root) -> tuple:
-        """The equality atoms between non-Boolean terms under ``root``, conditions of
-        if-then-else terms included (post-order, each node once per pair)."""
-        ref, below = self.ref, self._below
+        """The ids of the equality atoms between non-Boolean terms under ``root`` (their
+        two terms: ``_sides_of``), conditions of if-then-else terms included (post-order,
+        each node once per pair)."""
+        ref, below = self.raw, self._below
         todo = [(root, False)]
         while todo:
             node, children_done = todo.pop()
-            key = z3.Z3_get_ast_id(ref, node)
+            key = ast_id(ref, node)
             if key in below:
                 continue
-            if z3.Z3_get_ast_kind(ref, node) != z3.Z3_APP_AST:
+            if ast_kind(ref, node) != z3.Z3_APP_AST:
                 below[key] = ()
                 continue
-            app = z3.Z3_to_app(ref, node)
-            args = [z3.Z3_get_app_arg(ref, app, i) for i in range(z3.Z3_get_app_num_args(ref, app))]
+            args = app_args(ref, node)  # an application AST is its app
             if not children_done:
                 todo.append((node, True))
                 todo.extend((arg, False) for arg in args)
                 continue
-            atoms: dict[int, z3.BoolRef] = {}
+            atoms: dict[int, None] = {}  # ordered, each once
             for arg in args:
-                atoms.update((a.get_id(), a) for a in below[z3.Z3_get_ast_id(ref, arg)])
-            if _is_term_equality(ref, app, args):
+                atoms.update(dict.fromkeys(below[ast_id(ref, arg)]))
+            if _is_term_equality(ref, node, args):
                 expr = z3.BoolRef(node, self.context)
-                atoms[expr.get_id()] = expr
-                self._sides_of[expr.get_id()] = (expr.arg(0), expr.arg(1))
-            below[key] = tuple(atoms.values())
+                atoms[key] = None
+                self._sides_of[key] = (expr.arg(0), expr.arg(1))
+            below[key] = tuple(atoms)
             self._kept.append(z3.AstRef(node, self.context))
-        return below[z3.Z3_get_ast_id(ref, root)]
+        return below[ast_id(ref, root)]
 
 
 def _is_term_equality(ref, app, args) -> bool:
-    decl = z3.Z3_get_app_decl(ref, app)
-    if z3.Z3_get_decl_kind(ref, decl) != z3.Z3_OP_EQ or len(args) != 2:
+    if decl_kind(ref, app_decl(ref, app)) != z3.Z3_OP_EQ or len(args) != 2:
         return False
-    return z3.Z3_get_sort_kind(ref, z3.Z3_get_sort(ref, args[0])) != z3.Z3_BOOL_SORT
+    return not is_bool(ref, args[0])
 
 
 def _mirrored(equality: z3.BoolRef) -> z3.BoolRef:

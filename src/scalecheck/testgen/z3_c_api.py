@@ -112,6 +112,34 @@ model_eval = _c_function(
 )
 numeral_string = _c_function(z3.Z3_get_numeral_string, ctypes.c_char_p, _POINTER, _POINTER)
 _get_bool_value = _c_function(z3.Z3_get_bool_value, ctypes.c_int, _POINTER, _POINTER)
+# For the walks through a path's terms (allowed.ConstantNames, open_equalities): read-only,
+# so no term is made or freed. An argument comes back as z3's Ast, which z3's own
+# functions and classes take as they take their own.
+ast_id = _c_function(z3.Z3_get_ast_id, ctypes.c_uint, _POINTER, _POINTER)
+ast_kind = _c_function(z3.Z3_get_ast_kind, ctypes.c_int, _POINTER, _POINTER)
+app_arity = _c_function(z3.Z3_get_app_num_args, ctypes.c_uint, _POINTER, _POINTER)
+app_arg = _c_function(z3.Z3_get_app_arg, z3.Ast, _POINTER, _POINTER, ctypes.c_uint)
+app_decl = _c_function(z3.Z3_get_app_decl, _POINTER, _POINTER, _POINTER)
+decl_kind = _c_function(z3.Z3_get_decl_kind, ctypes.c_int, _POINTER, _POINTER)
+_decl_name = _c_function(z3.Z3_get_decl_name, _POINTER, _POINTER, _POINTER)
+_symbol_string = _c_function(z3.Z3_get_symbol_string, ctypes.c_char_p, _POINTER, _POINTER)
+_sort = _c_function(z3.Z3_get_sort, _POINTER, _POINTER, _POINTER)
+_sort_kind = _c_function(z3.Z3_get_sort_kind, ctypes.c_int, _POINTER, _POINTER)
+
+
+def app_args(ref, app) -> list:
+    """The arguments of an application (plain pointer context ``ref``; an application
+    AST): Z3's own, not counted by us, alive while ``app`` is."""
+    return [app_arg(ref, app, i) for i in range(app_arity(ref, app))]
+
+
+def decl_name(ref, decl) -> str:
+    """The name of a declaration, as z3's ``Z3_get_symbol_string`` gives it."""
+    return z3.z3core._to_pystr(_symbol_string(ref, _decl_name(ref, decl)))
+
+
+def is_bool(ref, term) -> bool:
+    return _sort_kind(ref, _sort(ref, term)) == z3.Z3_BOOL_SORT
 
 
 def bool_value(ref, value) -> bool:
