@@ -105,3 +105,15 @@ def test_a_snapshot_qemu_cannot_load_is_said_and_removed(tmp_path):
     with pytest.raises(UserError, match="could not be restored: removed"):
         trace_here(config, [(0, testcase.from_dict(test))], jobs=1)
     assert not truncated.exists()
+
+
+@needs_vm
+def test_a_snapshot_is_made_in_a_directory_deeper_than_a_socket_path_holds(tmp_path):
+    header = json.loads(CALIBRATION.read_text().splitlines()[0])
+    config = prepare_vms(LinuxRun.open(header, RunOptions()).settings, tmp_path, log=print)
+    deep = tmp_path / ("d" * 60) / ("e" * 60)  # with the file's name, past 108 bytes
+    deep.mkdir(parents=True)
+    made = deep / "snapshot-deep.vm"
+    settings = config.settings
+    snapshot._make(made, settings.kernel, settings.kernel_args, config.built["base_image"])
+    assert made.stat().st_size > 1 << 20

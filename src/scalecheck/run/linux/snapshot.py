@@ -20,6 +20,7 @@ import json
 import os
 import shlex
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -100,9 +101,13 @@ def _say_stale(facts_dir: Path, fields: dict, log):
 
 def _make(path: Path, kernel: Path, kernel_args: str, base_image: Path):
     workdir = path.with_suffix(".boot")
-    qmp_path = workdir / "qmp.sock"
     workdir.mkdir(exist_ok=True)
-    qmp_path.unlink(missing_ok=True)
+    # A Unix socket's path has at most 107 bytes: a deep cache directory cannot hold it.
+    with tempfile.TemporaryDirectory(prefix="scalecheck-qmp-") as sockets:
+        _boot_and_save(path, workdir, Path(sockets) / "qmp.sock", kernel, kernel_args, base_image)
+
+
+def _boot_and_save(path, workdir, qmp_path, kernel, kernel_args, base_image):
     session = vm.GuestSession(
         workdir,
         kernel,

@@ -304,7 +304,16 @@ class GuestSession:
             return "running"
         if code < 0:
             return f"QEMU killed by signal {signal.Signals(-code).name}"
-        return f"QEMU exited with status {code}"
+        said = self._qemu_stderr()
+        return f"QEMU exited with status {code}" + (f": {said}" if said else "")
+
+    def _qemu_stderr(self) -> str:
+        """What QEMU wrote on stderr (qemu.log), on one line: why it refused to start."""
+        try:
+            text = (self.workdir / "qemu.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return " ".join(line.strip() for line in text.splitlines() if line.strip())[:400]
 
     def console_tail(self, lines=12) -> str:
         try:
