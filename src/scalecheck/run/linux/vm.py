@@ -127,6 +127,16 @@ def tcg_accel(machine: "Machine | None") -> str:
     return "tcg,thread=multi" if machine else "tcg,thread=single"
 
 
+def qemu_stderr(workdir: Path) -> list[str]:
+    """The lines QEMU wrote on stderr (qemu.log) in `workdir`: why it refused to start or
+    to load a snapshot."""
+    try:
+        text = (workdir / "qemu.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 @dataclass(frozen=True)
 class Start:
     """How a GuestSession starts, if not by booting with its batch in the initramfs:
@@ -304,16 +314,8 @@ class GuestSession:
             return "running"
         if code < 0:
             return f"QEMU killed by signal {signal.Signals(-code).name}"
-        said = self._qemu_stderr()
+        said = " ".join(qemu_stderr(self.workdir))[:400]
         return f"QEMU exited with status {code}" + (f": {said}" if said else "")
-
-    def _qemu_stderr(self) -> str:
-        """What QEMU wrote on stderr (qemu.log), on one line: why it refused to start."""
-        try:
-            text = (self.workdir / "qemu.log").read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-        return " ".join(line.strip() for line in text.splitlines() if line.strip())[:400]
 
     def console_tail(self, lines=12) -> str:
         try:

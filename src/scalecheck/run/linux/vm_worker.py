@@ -124,10 +124,10 @@ class VmWorker:
     def _give_up(self):
         """Boots in a row finished no test: says QEMU's last words. A snapshot QEMU could not
         load (truncated, or another QEMU's) is removed, so that the next run makes it anew."""
-        qemu_said = (self.workdir / "qemu.log").read_text(errors="replace").strip()
-        last = qemu_said.splitlines()[-1] if qemu_said else "no message"
+        qemu_said = vm.qemu_stderr(self.workdir)
+        last = qemu_said[-1] if qemu_said else "no message"
         restore = ""
-        if self.config.snapshot and UNLOADABLE_SNAPSHOT in qemu_said:
+        if self.config.snapshot and any(UNLOADABLE_SNAPSHOT in line for line in qemu_said):
             self.config.snapshot.unlink(missing_ok=True)
             restore = f"; the snapshot {self.config.snapshot} could not be restored: removed, rerun"
         raise UserError(
