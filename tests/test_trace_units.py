@@ -156,6 +156,22 @@ def test_tests_a_target_cannot_run_are_counted_apart_and_leave_the_exit_code():
     assert loop.exit_code(loop.summarize([error], [error])) == loop.EXIT_NOT_CONFORMING
 
 
+def test_a_run_takes_each_pairs_tests_spread_over_it():
+    from scalecheck.run import loop
+
+    pairs = [["open", "open"]] * 60 + [["fstat", "read"]] * 30 + [["link", "stat"]] * 10
+    selected = [testcase.Test(f"t{i}", pair, {}) for i, pair in enumerate(pairs)]
+    order = loop.pending_tests(selected + [testcase.Test("done", pairs[0], {})], {"done"})
+    assert sorted(order, key=lambda item: item[0]) == list(enumerate(selected))  # once each
+    # Every tenth of the run holds each pair in its share of the file (6, 3 and 1 of 10),
+    # and a pair's tests keep their order.
+    for start in range(0, 100, 10):
+        tenth = [tuple(t.pair) for _, t in order[start : start + 10]]
+        assert [tenth.count(tuple(p)) for p in (pairs[0], pairs[60], pairs[90])] == [6, 3, 1]
+    opens = [i for i, t in order if t.pair == pairs[0]]
+    assert opens == sorted(opens)
+
+
 def test_close_on_exec_fds_are_rendered_for_the_driver():
     _, tests = testcase.read_tests(DATA / "trace_exec.jsonl")
     (test,) = [t for t in tests if t.id == "exec-open/after-exec"]
