@@ -161,7 +161,7 @@ def test_a_run_takes_each_pairs_tests_spread_over_it():
 
     pairs = [["open", "open"]] * 60 + [["fstat", "read"]] * 30 + [["link", "stat"]] * 10
     selected = [testcase.Test(f"t{i}", pair, {}) for i, pair in enumerate(pairs)]
-    order = loop.pending_tests(selected + [testcase.Test("done", pairs[0], {})], {"done"})
+    order = loop.pending_tests([*selected, testcase.Test("done", pairs[0], {})], {"done"})
     assert sorted(order, key=lambda item: item[0]) == list(enumerate(selected))  # once each
     # Every tenth of the run holds each pair in its share of the file (6, 3 and 1 of 10),
     # and a pair's tests keep their order.
