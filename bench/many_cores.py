@@ -16,22 +16,23 @@ within 10 % in the second? Each count leaves out `scalecheck sharing`'s warm-up,
 line moved only at a run's start does not weigh on its figure.
 
 Then, for bench/sv6_scaling.py's series, the 2-vs-1 ratio the counts at N = 2 predict on
-this host's profile (`scalecheck predict B --mode M --machine host-2026-11-27 --cores 1,2
---counts F`, the 1-worker time measured natively now), beside the ratio measured natively
---check-rounds times (each round the median of --pairs ratios, each from a run of
---pair-seconds at 1 thread and one at 2 next to it, the empty loop's alike, and the
-line-transfer probe, the best of three runs: on a loaded host the host's share, not the
-benchmark's), each also over the empty loop's ratio of its round, times 2 (what two whole
-CPUs would give): their median and range, each round's pairs' interquartile range, and
-the error against the latter's median, said as no check where a round's pairs spread
-(IQR over median) or the rounds' medians spread (range over median) more than 10 %; the
-pairs in OUT/pairs-B-M.json (--only-spread: that measurement alone); then the prediction on
-each round's probed transfer cost (`--transfer-ns`) against that round's ratio, and the
-medians of the quiet sweeps of 2026-11-27.
+this host's profile or --machine's (`scalecheck predict B --mode M --machine
+host-2026-11-27 --cores 1,2 --counts F`, the 1-worker time measured natively now), beside
+the ratio measured natively --check-rounds times: each round the median of --pairs
+ratios, each from a run of --pair-seconds at 1 thread and one at 2 next to it, the empty
+loop's alike, and the line-transfer probe (the best of three runs); on a loaded host the
+host's share, not the benchmark's. Each round's ratio also over the empty loop's, times 2
+(what two whole CPUs would give): their median and range, each round's pairs'
+interquartile range, and the error against the latter's median, said as no check where a
+round's pairs (IQR over median) or the rounds' medians (range over median) spread more
+than 10 %; the pairs in OUT/pairs-B-M.json (--only-spread: that measurement alone). Then
+the prediction on each round's probed transfer cost (`--transfer-ns`) against that
+round's ratio, and the medians of the quiet sweeps of 2026-11-27.
 
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
                                    [--check B:M ...] [--only-check] [--check-rounds 3]
                                    [--pairs 20] [--pair-seconds 0.1] [--only-spread]
+                                   [--machine host-2026-11-27|FILE]
                                    [--repeat B:M ...] [--repeat-system B:M ...]
                                    [--repeat-duration 10] [--repeat-system-duration 8]
                                    [--only-repeat]
@@ -169,13 +170,15 @@ PROBE = ("line-transfer", "")
 REPEATS_WITHIN = 0.10
 
 
-def predicted_ratio(out: Path, name: str, counts: Path, *given: str) -> tuple[float, float]:
+def predicted_ratio(
+    out: Path, name: str, counts: Path, machine: str, *given: str
+) -> tuple[float, float]:
     """The 2-vs-1 ratio `scalecheck predict` gives from the counts on this host's profile
     (the 1-worker time measured natively now unless `given` says it, `--base-ns`, as it
     may the transfer cost, `--transfer-ns`), and that 1-worker time in ns."""
     benchmark, mode = name.split(":")
     path = out / f"predict-{name.replace(':', '-')}.json"
-    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", HOST]
+    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", machine]
     command += ["--cores", "1,2", "--counts", str(counts), "--json", str(path), *given]
     subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     one, two = json.loads(path.read_text())["points"]
@@ -293,7 +296,9 @@ def spread_only(out: Path, series: list[str], rounds: int, pairs: int, seconds: 
         )
 
 
-def check_at_two(out: Path, duration: float, series: list[str], measuring: tuple) -> None:
+def check_at_two(
+    out: Path, duration: float, series: list[str], measuring: tuple, machine: str
+) -> None:
     """Per series: the lines moved per operation at N = 2 (transfers + invalidations), the
     2-vs-1 ratio they predict on the quiet profile, the ratio measured natively in each
     round (`measured_rounds`) and over the empty loop's of its round, median and range,
@@ -315,7 +320,7 @@ def check_at_two(out: Path, duration: float, series: list[str], measuring: tuple
             sum(row[key] or 0 for row in document["lines"])
             for key in ("transfers_per_op", "invalidations_per_op")
         ]
-        predicted, base_ns = predicted_ratio(out, name, counts)
+        predicted, base_ns = predicted_ratio(out, name, counts, machine)
         measured = measured_rounds(name, *measuring)
         save_pairs(out, name, measured)
         of_machine = [r.of_machine for r in measured]
@@ -326,19 +331,23 @@ def check_at_two(out: Path, duration: float, series: list[str], measuring: tuple
             f"{measured_text(of_machine)} | {predicted:.2f}x | "
             f"{check_verdict(predicted, measured)} | {pairs_text(measured)} | "
             f"{', '.join(f'{r.transfer_ns:.0f}' for r in measured)} ns | "
-            f"{round_errors(out, name, counts, base_ns, measured)} | "
+            f"{round_errors(out, name, counts, machine, base_ns, measured)} | "
             f"{f'{quiet:.2f}x' if quiet else '-'} |",
             flush=True,
         )
 
 
-def round_errors(out: Path, name: str, counts: Path, base_ns: float, measured: list[Round]) -> str:
+def round_errors(
+    out: Path, name: str, counts: Path, machine: str, base_ns: float, measured: list[Round]
+) -> str:
     """The prediction on each round's probed transfer cost against that round's ratio over
     the empty loop's: the errors and their median; the rounds whose probe measured the
     host's time slices (no transfer to predict with) said."""
     base = ("--base-ns", f"{base_ns:.1f}")
     errors = [
-        predicted_ratio(out, name, counts, *base, "--transfer-ns", f"{r.transfer_ns:.1f}")[0]
+        predicted_ratio(out, name, counts, machine, *base, "--transfer-ns", f"{r.transfer_ns:.1f}")[
+            0
+        ]
         / r.of_machine
         - 1
         for r in measured
@@ -524,6 +533,11 @@ def main() -> int:
         default=3,
         help="times each series' 2-vs-1 ratio is measured, interleaved (its spread)",
     )
+    parser.add_argument(
+        "--machine",
+        default=HOST,
+        help="the profile the check predicts on (a name, or a file of bench/machine_probe.py)",
+    )
     parser.add_argument("--pairs", type=int, default=20, help="pairs of runs a round")
     parser.add_argument("--pair-seconds", type=float, default=0.1, help="each run's window")
     parser.add_argument(
@@ -533,11 +547,13 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     measuring = (args.check_rounds, args.pairs, args.pair_seconds)
+    if Path(args.machine).is_file():  # predict runs in the repository
+        args.machine = str(Path(args.machine).resolve())
     if args.only_spread:
         spread_only(args.out, args.check, *measuring)
         return 0
     if args.only_check:
-        check_at_two(args.out, args.duration, args.check, measuring)
+        check_at_two(args.out, args.duration, args.check, measuring, args.machine)
         return 0
     if args.only_repeat:
         repeat(args.out, args.repeat_duration, args.repeat)
@@ -548,7 +564,7 @@ def main() -> int:
     sensitivity(args.out, args.duration, args.sensitivity)
     repeat(args.out, args.repeat_duration, args.repeat)
     repeat(args.out, args.repeat_system_duration, args.repeat_system, *SYSTEM)
-    check_at_two(args.out, args.duration, args.check, measuring)
+    check_at_two(args.out, args.duration, args.check, measuring, args.machine)
     return 0
 
 
