@@ -40,6 +40,7 @@ usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -202,17 +203,19 @@ class Round:
 
     @property
     def ratio(self) -> float:
-        return statistics.median(self.pairs)
+        return median_of(self.pairs)
 
     @property
     def of_machine(self) -> float:
         """The ratio over the empty loop's times 2: what two whole CPUs would give."""
-        return 2 * self.ratio / statistics.median(self.empty_pairs)
+        return 2 * self.ratio / median_of(self.empty_pairs)
 
     @property
     def repeats(self) -> bool:
-        """Whether the round's pairs, its empty loop's too, repeat within 10 % (`iqr`)."""
-        return max(iqr(self.pairs), iqr(self.empty_pairs)) <= REPEATS_WITHIN
+        """Whether the round's pairs, its empty loop's too, repeat within 10 % (`iqr`) with
+        no pair starved."""
+        pairs = self.pairs + self.empty_pairs
+        return starved(pairs) == 0 and max(iqr(self.pairs), iqr(self.empty_pairs)) <= REPEATS_WITHIN
 
     @property
     def probed(self) -> bool:
@@ -234,10 +237,27 @@ def measured_rounds(name: str, rounds: int, pairs: int, seconds: float) -> list[
     ]
 
 
+def ratios_of(ratios: list[float]) -> list[float]:
+    """The pairs that have a ratio (NaN: the host starved the 1-thread run)."""
+    return [r for r in ratios if not math.isnan(r)]
+
+
+def starved(ratios: list[float]) -> int:
+    return len(ratios) - len(ratios_of(ratios))
+
+
+def median_of(ratios: list[float]) -> float:
+    """The median of the pairs that have a ratio; NaN when none has."""
+    return statistics.median(ratios_of(ratios)) if ratios_of(ratios) else math.nan
+
+
 def iqr(ratios: list[float]) -> float:
-    """How far one round's pairs spread: their interquartile range over their median."""
-    quartiles = statistics.quantiles(ratios, n=4)
-    return (quartiles[2] - quartiles[0]) / statistics.median(ratios)
+    """How far one round's pairs spread: their interquartile range over their median
+    (infinite with fewer than two ratios)."""
+    if len(ratios_of(ratios)) < 2:
+        return math.inf
+    quartiles = statistics.quantiles(ratios_of(ratios), n=4)
+    return (quartiles[2] - quartiles[0]) / median_of(ratios)
 
 
 def spread(ratios: list[float]) -> float:
@@ -249,12 +269,18 @@ def measured_text(ratios: list[float]) -> str:
     return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
-def pairs_text(measured: list[Round]) -> str:
-    """Each round's pairs: median and interquartile range over it, series / empty loop."""
+def pairs_text(rounds: list[Round]) -> str:
+    """Each round's pairs: median and interquartile range over it, series / empty loop,
+    and the pairs the host starved."""
     return "; ".join(
-        f"{r.ratio:.2f}x +-{iqr(r.pairs):.0%} / {statistics.median(r.empty_pairs):.2f}x "
-        f"+-{iqr(r.empty_pairs):.0%}"
-        for r in measured
+        f"{r.ratio:.2f}x +-{iqr(r.pairs):.0%} / {median_of(r.empty_pairs):.2f}x"
+        f" +-{iqr(r.empty_pairs):.0%}"
+        + (
+            f" ({starved(r.pairs + r.empty_pairs)} starved)"
+            if starved(r.pairs + r.empty_pairs)
+            else ""
+        )
+        for r in rounds
     )
 
 

@@ -135,3 +135,15 @@ def test_a_check_is_made_only_where_the_pairs_and_the_rounds_repeat_within_10_pe
     drifted = many_cores.Round([x * 1.2 for x in steady], empty, 66.0)
     assert drifted.repeats
     assert many_cores.check_verdict(1.55, [drifted, rounds[0]]).endswith(": no check")
+
+
+def test_a_pair_the_host_starved_is_counted_and_stops_the_check():
+    """A pair whose 1-thread run made no operation has no ratio (NaN): the round's median
+    is of the others, the pair is said, and the round does not repeat."""
+    nan = float("nan")
+    steady, empty = [1.50, 1.52, 1.49, 1.51], [2.0, 1.98, 2.02, 2.0]
+    starved = many_cores.Round([*steady, nan], empty, 66.0)
+    assert starved.ratio == pytest.approx(1.505) and not starved.repeats
+    assert "(1 starved)" in many_cores.pairs_text([starved])
+    assert many_cores.check_verdict(1.5, [starved]).endswith("no check")
+    assert many_cores.iqr([nan, 1.0]) == float("inf")
