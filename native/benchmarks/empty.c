@@ -126,28 +126,30 @@ static volatile uint64_t *work_word(struct hc_worker *w)
     return shared_word;
 }
 
-static void store_work(struct hc_worker *w)
+/* Every worker writes the word at every operation: a plain store, or a locked add. */
+static void write_work(struct hc_worker *w, bool atomic)
 {
     volatile uint64_t *word = work_word(w);
     long n = work_length(w);
     uint64_t x = (uint64_t)w->index;
     while (hc_running(w)) {
-        __atomic_store_n(word, x, __ATOMIC_RELAXED);
+        if (atomic)
+            __atomic_fetch_add(word, x, __ATOMIC_RELAXED);
+        else
+            __atomic_store_n(word, x, __ATOMIC_RELAXED);
         x = work_on(x, n);
         hc_count(w);
     }
 }
 
+static void store_work(struct hc_worker *w)
+{
+    write_work(w, false);
+}
+
 static void atomic_work(struct hc_worker *w)
 {
-    volatile uint64_t *word = work_word(w);
-    long n = work_length(w);
-    uint64_t x = (uint64_t)w->index;
-    while (hc_running(w)) {
-        __atomic_fetch_add(word, x, __ATOMIC_RELAXED);
-        x = work_on(x, n);
-        hc_count(w);
-    }
+    write_work(w, true);
 }
 
 enum { READER_OPS };
