@@ -16,18 +16,23 @@ within 10 % in the second? Each count leaves out `scalecheck sharing`'s warm-up,
 line moved only at a run's start does not weigh on its figure.
 
 Then, for bench/sv6_scaling.py's series, the 2-vs-1 ratio the counts at N = 2 predict on
-this host's profile (`scalecheck predict B --mode M --machine host-2026-11-27 --cores 1,2
---counts F`, the 1-worker time measured natively now), beside the ratio measured natively
---check-rounds times (each round the series at 1 and 2 threads, the empty loop's and the
-line-transfer probe, each the best of three runs: on a loaded host the host's share, not
-the benchmark's), each also over the empty loop's ratio of its round, times 2 (what two
-whole CPUs would give): their median and range, and the error against the latter's
-median, said as no check where those ratios spread more than 10 %; then the prediction on
-each round's probed transfer cost (`--transfer-ns`) against that round's ratio, and the
-medians of the quiet sweeps of 2026-11-27.
+this host's profile or --machine's (`scalecheck predict B --mode M --machine
+host-2026-11-27 --cores 1,2 --counts F`, the 1-worker time measured natively now), beside
+the ratio measured natively --check-rounds times: each round the median of --pairs
+ratios, each from a run of --pair-seconds at 1 thread and one at 2 next to it, the empty
+loop's alike, and the line-transfer probe (the best of three runs); on a loaded host the
+host's share, not the benchmark's. Each round's ratio also over the empty loop's, times 2
+(what two whole CPUs would give): their median and range, each round's pairs'
+interquartile range, and the error against the latter's median, said as no check where a
+round's pairs (IQR over median) or the rounds' medians (range over median) spread more
+than 10 %; the pairs in OUT/pairs-B-M.json (--only-spread: that measurement alone). Then
+the prediction on each round's probed transfer cost (`--transfer-ns`) against that
+round's ratio, and the medians of the quiet sweeps of 2026-11-27.
 
 usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
-                                   [--check B:M ...] [--only-check] [--check-rounds 5]
+                                   [--check B:M ...] [--only-check] [--check-rounds 3]
+                                   [--pairs 20] [--pair-seconds 0.1] [--only-spread]
+                                   [--machine host-2026-11-27|FILE]
                                    [--repeat B:M ...] [--repeat-system B:M ...]
                                    [--repeat-duration 10] [--repeat-system-duration 8]
                                    [--only-repeat]
@@ -35,6 +40,7 @@ usage: python3 bench/many_cores.py [--out DIR] [--duration 3] [--series B:M ...]
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -165,13 +171,15 @@ PROBE = ("line-transfer", "")
 REPEATS_WITHIN = 0.10
 
 
-def predicted_ratio(out: Path, name: str, counts: Path, *given: str) -> tuple[float, float]:
+def predicted_ratio(
+    out: Path, name: str, counts: Path, machine: str, *given: str
+) -> tuple[float, float]:
     """The 2-vs-1 ratio `scalecheck predict` gives from the counts on this host's profile
     (the 1-worker time measured natively now unless `given` says it, `--base-ns`, as it
     may the transfer cost, `--transfer-ns`), and that 1-worker time in ns."""
     benchmark, mode = name.split(":")
     path = out / f"predict-{name.replace(':', '-')}.json"
-    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", HOST]
+    command = [*SCALECHECK, "predict", benchmark, "--mode", mode, "--machine", machine]
     command += ["--cores", "1,2", "--counts", str(counts), "--json", str(path), *given]
     subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     one, two = json.loads(path.read_text())["points"]
@@ -183,19 +191,31 @@ def predicted_ratio(out: Path, name: str, counts: Path, *given: str) -> tuple[fl
 @dataclass
 class Round:
     """One round of the check: the series' 2-vs-1 ratio measured natively, the empty
-    loop's and the line-transfer probe's (each point the best of three 0.5 s runs), one
-    after the other, so that the ratio is set beside what the host gave two workers and
-    what a transfer cost in the same seconds (66 to 190 ns between quiet days, 2 to 40 ns
-    asked by one quiet hour's ratios: where the host placed the two vCPUs)."""
+    loop's, each the median of short pairs of runs at 1 and 2 threads (`paired`), and the
+    line-transfer probe (the best of three 0.5 s runs), one after the other, so that the
+    ratio is set beside what the host gave two workers and what a transfer cost in the
+    same seconds (66 to 190 ns between quiet days, 2 to 40 ns asked by one quiet hour's
+    ratios: where the host placed the two vCPUs)."""
 
-    ratio: float
-    empty_ratio: float
+    pairs: list[float]
+    empty_pairs: list[float]
     transfer_ns: float
+
+    @property
+    def ratio(self) -> float:
+        return median_of(self.pairs)
 
     @property
     def of_machine(self) -> float:
         """The ratio over the empty loop's times 2: what two whole CPUs would give."""
-        return 2 * self.ratio / self.empty_ratio
+        return 2 * self.ratio / median_of(self.empty_pairs)
+
+    @property
+    def repeats(self) -> bool:
+        """Whether the round's pairs, its empty loop's too, repeat within 10 % (`iqr`) with
+        no pair starved."""
+        pairs = self.pairs + self.empty_pairs
+        return starved(pairs) == 0 and max(iqr(self.pairs), iqr(self.empty_pairs)) <= REPEATS_WITHIN
 
     @property
     def probed(self) -> bool:
@@ -203,17 +223,41 @@ class Round:
         return self.transfer_ns < PLAUSIBLE_NS
 
 
-def measured_rounds(name: str, rounds: int) -> list[Round]:
+def measured_rounds(name: str, rounds: int, pairs: int, seconds: float) -> list[Round]:
     """`rounds` rounds of the check, interleaved: the ratios of one hour moved more than
     the prediction's error, so each check says how far its own measurement repeats."""
     benchmark, mode = name.split(":")
-    measured = []
-    for _ in range(rounds):
-        one, two = (api.native_ops_per_sec(benchmark, mode, workers) for workers in (1, 2))
-        empty = [api.native_ops_per_sec(*CEILING, workers) for workers in (1, 2)]
-        transfer_ns = 1e9 / api.native_ops_per_sec(*PROBE, 2)
-        measured.append(Round(two / one, empty[1] / empty[0], transfer_ns))
-    return measured
+    return [
+        Round(
+            api.native_paired_ratios(benchmark, mode, pairs, seconds),
+            api.native_paired_ratios(*CEILING, pairs, seconds),
+            1e9 / api.native_ops_per_sec(*PROBE, 2),
+        )
+        for _ in range(rounds)
+    ]
+
+
+def ratios_of(ratios: list[float]) -> list[float]:
+    """The pairs that have a ratio (NaN: the host starved the 1-thread run)."""
+    return [r for r in ratios if not math.isnan(r)]
+
+
+def starved(ratios: list[float]) -> int:
+    return len(ratios) - len(ratios_of(ratios))
+
+
+def median_of(ratios: list[float]) -> float:
+    """The median of the pairs that have a ratio; NaN when none has."""
+    return statistics.median(ratios_of(ratios)) if ratios_of(ratios) else math.nan
+
+
+def iqr(ratios: list[float]) -> float:
+    """How far one round's pairs spread: their interquartile range over their median
+    (infinite with fewer than two ratios)."""
+    if len(ratios_of(ratios)) < 2:
+        return math.inf
+    quartiles = statistics.quantiles(ratios_of(ratios), n=4)
+    return (quartiles[2] - quartiles[0]) / median_of(ratios)
 
 
 def spread(ratios: list[float]) -> float:
@@ -225,16 +269,62 @@ def measured_text(ratios: list[float]) -> str:
     return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
-def check_verdict(predicted: float, ratios: list[float]) -> str:
-    """A series' check: within 10 % of the measured median, or not; said as no check when
-    the measurement itself does not repeat within 10 % (`spread`)."""
+def pairs_text(rounds: list[Round]) -> str:
+    """Each round's pairs: median and interquartile range over it, series / empty loop,
+    and the pairs the host starved."""
+    return "; ".join(
+        f"{r.ratio:.2f}x +-{iqr(r.pairs):.0%} / {median_of(r.empty_pairs):.2f}x"
+        f" +-{iqr(r.empty_pairs):.0%}"
+        + (
+            f" ({starved(r.pairs + r.empty_pairs)} starved)"
+            if starved(r.pairs + r.empty_pairs)
+            else ""
+        )
+        for r in rounds
+    )
+
+
+def check_verdict(predicted: float, measured: list[Round]) -> str:
+    """A series' check: within 10 % of the measured median (over the empty loop's), or
+    not; said as no check when the measurement itself does not repeat within 10 %: a
+    round's pairs (`Round.repeats`) or the rounds' medians (`spread`)."""
+    ratios = [r.of_machine for r in measured]
     error = predicted / statistics.median(ratios) - 1
-    if spread(ratios) > REPEATS_WITHIN:
+    if spread(ratios) > REPEATS_WITHIN or not all(r.repeats for r in measured):
         return f"{error:+.0%}, measured spread {spread(ratios):.0%}: no check"
     return f"{error:+.0%}, {'within' if abs(error) <= REPEATS_WITHIN else 'OFF by more than'} 10 %"
 
 
-def check_at_two(out: Path, duration: float, series: list[str], rounds: int) -> None:
+def save_pairs(out: Path, name: str, measured: list[Round]) -> None:
+    """The rounds' pairs, as measured (the data behind a spread)."""
+    path = out / f"pairs-{name.replace(':', '-')}.json"
+    rounds = [
+        {"pairs": r.pairs, "empty_pairs": r.empty_pairs, "transfer_ns": r.transfer_ns}
+        for r in measured
+    ]
+    path.write_text(json.dumps({"series": name, "load": os.getloadavg(), "rounds": rounds}))
+
+
+def spread_only(out: Path, series: list[str], rounds: int, pairs: int, seconds: float) -> None:
+    """The measurement alone, no counts: does any series' ratio repeat within 10 %?"""
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the start; {pairs} pairs of {seconds} s")
+    print("| series | per round: median +-IQR, series / empty loop | of two whole CPUs | repeats |")
+    print("|---|---|---|---|")
+    for name in series:
+        measured = measured_rounds(name, rounds, pairs, seconds)
+        save_pairs(out, name, measured)
+        of_machine = [r.of_machine for r in measured]
+        repeats = spread(of_machine) <= REPEATS_WITHIN and all(r.repeats for r in measured)
+        print(
+            f"| {name} | {pairs_text(measured)} | {measured_text(of_machine)} | "
+            f"{'yes' if repeats else 'no'} |",
+            flush=True,
+        )
+
+
+def check_at_two(
+    out: Path, duration: float, series: list[str], measuring: tuple, machine: str
+) -> None:
     """Per series: the lines moved per operation at N = 2 (transfers + invalidations), the
     2-vs-1 ratio they predict on the quiet profile, the ratio measured natively in each
     round (`measured_rounds`) and over the empty loop's of its round, median and range,
@@ -244,10 +334,11 @@ def check_at_two(out: Path, duration: float, series: list[str], rounds: int) -> 
     print(f"\nload average {os.getloadavg()[0]:.1f} at the start")
     print(
         "| series | transfers + invalidations/op (ops) | 1 worker now | measured: median "
-        "(range) | of two whole CPUs | predicted (profile) | error | transfer probed "
+        "(range) | of two whole CPUs | predicted (profile) | error | per round: median "
+        "+-IQR, series / empty loop | transfer probed "
         "| predicted on each round's probe: error per round | quiet median |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in series:
         counts = out / f"two-{name.replace(':', '-')}.json"
         (document,), _ = count(counts, name, "2", duration)
@@ -255,29 +346,34 @@ def check_at_two(out: Path, duration: float, series: list[str], rounds: int) -> 
             sum(row[key] or 0 for row in document["lines"])
             for key in ("transfers_per_op", "invalidations_per_op")
         ]
-        predicted, base_ns = predicted_ratio(out, name, counts)
-        measured = measured_rounds(name, rounds)
+        predicted, base_ns = predicted_ratio(out, name, counts, machine)
+        measured = measured_rounds(name, *measuring)
+        save_pairs(out, name, measured)
         of_machine = [r.of_machine for r in measured]
         quiet = CHECKED.get(name)
         print(
             f"| {name} | {moved[0]:.3f} + {moved[1]:.3f} ({document['operations']}) | "
             f"{base_ns:,.0f} ns | {measured_text([r.ratio for r in measured])} | "
             f"{measured_text(of_machine)} | {predicted:.2f}x | "
-            f"{check_verdict(predicted, of_machine)} | "
+            f"{check_verdict(predicted, measured)} | {pairs_text(measured)} | "
             f"{', '.join(f'{r.transfer_ns:.0f}' for r in measured)} ns | "
-            f"{round_errors(out, name, counts, base_ns, measured)} | "
+            f"{round_errors(out, name, counts, machine, base_ns, measured)} | "
             f"{f'{quiet:.2f}x' if quiet else '-'} |",
             flush=True,
         )
 
 
-def round_errors(out: Path, name: str, counts: Path, base_ns: float, measured: list[Round]) -> str:
+def round_errors(
+    out: Path, name: str, counts: Path, machine: str, base_ns: float, measured: list[Round]
+) -> str:
     """The prediction on each round's probed transfer cost against that round's ratio over
     the empty loop's: the errors and their median; the rounds whose probe measured the
     host's time slices (no transfer to predict with) said."""
     base = ("--base-ns", f"{base_ns:.1f}")
     errors = [
-        predicted_ratio(out, name, counts, *base, "--transfer-ns", f"{r.transfer_ns:.1f}")[0]
+        predicted_ratio(out, name, counts, machine, *base, "--transfer-ns", f"{r.transfer_ns:.1f}")[
+            0
+        ]
         / r.of_machine
         - 1
         for r in measured
@@ -460,14 +556,30 @@ def main() -> int:
     parser.add_argument(
         "--check-rounds",
         type=int,
-        default=5,
+        default=3,
         help="times each series' 2-vs-1 ratio is measured, interleaved (its spread)",
+    )
+    parser.add_argument(
+        "--machine",
+        default=HOST,
+        help="the profile the check predicts on (a name, or a file of bench/machine_probe.py)",
+    )
+    parser.add_argument("--pairs", type=int, default=20, help="pairs of runs a round")
+    parser.add_argument("--pair-seconds", type=float, default=0.1, help="each run's window")
+    parser.add_argument(
+        "--only-spread", action="store_true", help="the check's measurement alone, no counts"
     )
     parser.add_argument("--only-repeat", action="store_true", help="the two runs at N = 8 only")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    measuring = (args.check_rounds, args.pairs, args.pair_seconds)
+    if Path(args.machine).is_file():  # predict runs in the repository
+        args.machine = str(Path(args.machine).resolve())
+    if args.only_spread:
+        spread_only(args.out, args.check, *measuring)
+        return 0
     if args.only_check:
-        check_at_two(args.out, args.duration, args.check, args.check_rounds)
+        check_at_two(args.out, args.duration, args.check, measuring, args.machine)
         return 0
     if args.only_repeat:
         repeat(args.out, args.repeat_duration, args.repeat)
@@ -478,7 +590,7 @@ def main() -> int:
     sensitivity(args.out, args.duration, args.sensitivity)
     repeat(args.out, args.repeat_duration, args.repeat)
     repeat(args.out, args.repeat_system_duration, args.repeat_system, *SYSTEM)
-    check_at_two(args.out, args.duration, args.check, args.check_rounds)
+    check_at_two(args.out, args.duration, args.check, measuring, args.machine)
     return 0
 
 

@@ -281,3 +281,16 @@ def test_the_traced_regions_hold_the_window_s_operations_not_the_warm_up_s(built
     # (a loaded host can hold the sampler between its reading and its flag: some slack)
     assert 0 < regions <= 1.5 * window + 2, (regions, window)
     assert regions >= 0.5 * window - 2, (regions, window)
+
+
+def test_the_move_kind_modes_run_on_a_shared_or_an_own_line_and_count_the_readers(built):
+    """empty's "*-work" modes (catalog entry move-kinds, bench/machine_probe.py): load-work
+    counts its reader's operations apart; line=own runs; another line is a one-line error."""
+    args = ["--workers", "2", "--threads", *SHORT, "--param", "work=50"]
+    loaded = result_not_starved(built / "empty", *args, "--mode", "load-work")
+    # (a loaded host may starve the reader: its count, not its share, is asserted)
+    assert 0 <= loaded["extra"]["reader_ops"] < loaded["extra"]["ops"]
+    own = run_program(built / "empty", *args, "--mode", "store-work", "--param", "line=own")
+    assert result_of(own)["ops_per_sec"] > 0
+    wrong = run_program(built / "empty", *args, "--mode", "atomic-work", "--param", "line=x")
+    assert wrong.returncode != 0 and "line=x" in wrong.stderr.strip().splitlines()[-1]

@@ -68,6 +68,7 @@ __all__ = [
     "map_unordered",
     "native_ns_per_op",
     "native_ops_per_sec",
+    "native_paired_ratios",
     "pair_conditions",
     "pair_regions",
     "pair_tests",
@@ -163,3 +164,12 @@ def native_ops_per_sec(benchmark: str, mode: str, workers: int, runtime: str = "
     run natively here (the best of three short runs)."""
     entry = catalog.load_catalog()[benchmark]
     return predict.native_ops_per_sec(entry, mode, runtime, workers)
+
+
+def native_paired_ratios(
+    benchmark: str, mode: str, pairs: int = 20, seconds: float = 0.1, runtime: str = ""
+) -> list[float]:
+    """The catalog benchmark's 2-vs-1 ratio `pairs` times, each from a run of `seconds` at
+    1 thread and one at 2 next to it, natively here."""
+    entry = catalog.load_catalog()[benchmark]
+    return predict.native_paired_ratios(entry, mode, runtime, pairs, seconds)

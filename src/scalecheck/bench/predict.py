@@ -188,15 +188,23 @@ def predict_points(
     return points
 
 
-def native_results(entry, mode: str, runtime: str, workers: int) -> list[dict]:
-    """Three 0.5 s runs of the benchmark with `workers` workers as threads, natively here:
-    their harness results."""
+def native_runs(
+    entry, mode: str, runtime: str, workers: int, runs: int = 3, seconds: float = 0.5
+) -> list[dict]:
+    """`runs` runs of `seconds` of the benchmark with `workers` workers as threads, natively
+    here: their harness results (a run the host starved may have made no operation)."""
     values = {"mode": mode, "runtime": runtime}
-    argv = sharing.thread_command(entry.command, values, 0.1, 0.5, "/tmp", workers)
+    argv = sharing.thread_command(entry.command, values, 0.1, seconds, "/tmp", workers)
     results = []
-    for _ in range(3):
+    for _ in range(runs):
         run = subprocess.run(argv, cwd=sources.root(), capture_output=True, text=True)
         results.append(sharing.harness_result(run, shlex.join(argv)))
+    return results
+
+
+def native_results(entry, mode: str, runtime: str, workers: int) -> list[dict]:
+    """Three 0.5 s runs (`native_runs`), each of which made operations."""
+    results = native_runs(entry, mode, runtime, workers)
     if not all(float(result["ops_per_sec"]) > 0 for result in results):
         raise UserError(f"{entry.name} made no operation at {workers} worker(s)")
     return results
@@ -206,6 +214,22 @@ def native_ops_per_sec(entry, mode: str, runtime: str, workers: int = 1) -> floa
     """The benchmark's operations per second with `workers` threads, natively here: the
     best of three runs (the least disturbed by other load)."""
     return max(float(r["ops_per_sec"]) for r in native_results(entry, mode, runtime, workers))
+
+
+def native_paired_ratios(entry, mode: str, runtime: str, pairs: int, seconds: float) -> list:
+    """The benchmark's 2-vs-1 ratio `pairs` times, natively here: each a run of `seconds`
+    at 1 thread and one at 2 next to it, in turn 1-2 and 2-1, so that what the host gives
+    in one second weighs on both sides of a ratio and a drift on neither. A pair whose
+    1-thread run the host starved (no operation) is NaN: kept, for the caller to count."""
+    ratios = []
+    for pair in range(pairs):
+        order = (1, 2) if pair % 2 == 0 else (2, 1)
+        rate = {
+            workers: float(native_runs(entry, mode, runtime, workers, 1, seconds)[0]["ops_per_sec"])
+            for workers in order
+        }
+        ratios.append(rate[2] / rate[1] if rate[1] > 0 else float("nan"))
+    return ratios
 
 
 def native_base_ns(entry, mode: str, runtime: str) -> float:
