@@ -37,8 +37,10 @@ print(json.dumps({"wall": time.monotonic() - started, "tests": summary["finished
     "host_cpu": own.ru_utime + own.ru_stime,
     "program_cpu": children.ru_utime + children.ru_stime}))
 """
-# What a record says that the two runs must agree on (ids aside).
-COMPARED = ("status", "conflict_free", "agree", "views", "results")
+# What a record says that the two runs must agree on (ids aside); whether its repeats
+# agreed only where both ran every repeat (a test whose first repeat shared no line runs
+# once: docs/format-results.md, `repeats`).
+COMPARED = ("status", "conflict_free", "views", "results")
 
 
 def _run(tree: Path, run_dir: Path, target: str, jobs: int) -> dict:
@@ -62,14 +64,20 @@ def _records(run_dir: Path) -> dict:
     return {r["id"]: r for r in map(json.loads, lines)}
 
 
-def _key(record: dict) -> tuple:
+def _ran_every_repeat(record: dict) -> bool:
+    repeats = record.get("repeats") or {}
+    return repeats.get("run") == repeats.get("asked")
+
+
+def _key(record: dict, with_repeats: bool) -> tuple:
     noise = record.get("noise", {})
+    repeats = (record.get("agree"), tuple(noise.get("transient", []))) if with_repeats else ()
     return (
         *(json.dumps(record.get(field), sort_keys=True) for field in COMPARED),
         api.conflict_set(record.get("conflicts", [])),
         api.conflict_set(record.get("false_sharing", [])),
-        tuple(noise.get("transient", [])),
         tuple(c.get("data", "") for c in record.get("conflicts", [])),
+        *repeats,
     )
 
 
@@ -78,8 +86,13 @@ def differing(first: dict, second: dict) -> list:
     return sorted(
         i
         for i in first.keys() | second.keys()
-        if i not in first or i not in second or _key(first[i]) != _key(second[i])
+        if i not in first or i not in second or _differ(first[i], second[i])
     )
+
+
+def _differ(a: dict, b: dict) -> bool:
+    both_every = _ran_every_repeat(a) and _ran_every_repeat(b)
+    return _key(a, both_every) != _key(b, both_every)
 
 
 def _prepared(trees: dict, tests: Path, limit: int | None, work: Path, args) -> dict:

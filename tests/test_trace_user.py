@@ -67,6 +67,8 @@ def test_shared_counter_conflicts_on_the_counter_and_sharded_does_not(counter_te
     shared = run(counter_tests, EXAMPLES / "refcount" / "shared.toml")["records"]
     inc_inc = shared["inc-inc/p0/t1"]
     assert inc_inc["status"] == "ok" and not inc_inc["conflict_free"]
+    # Its first repeat shared a line: it ran every repeat, in the second pass.
+    assert inc_inc["repeats"] == {"run": 2, "asked": 2} and inc_inc["agree"] is True
     assert {c["data_symbol"] for c in inc_inc["conflicts"]} == {"count"}
     assert all(pair == ["rc_inc", "rc_inc"] for c in inc_inc["conflicts"] for pair in c["sites"])
     sharded = run(counter_tests, EXAMPLES / "refcount" / "sharded.toml")["records"]
@@ -806,8 +808,17 @@ def test_calls_that_touch_nothing_of_the_library_do_not_conflict(tmp_path):
     library = write_library(tmp_path / "lib", str(tmp_path / "nothing.py"), HARNESS_ONLY)
     result = run(tests_dir, library, repeats=3)
     (record,) = result["records"].values()
-    assert record["status"] == "ok" and record["conflict_free"] and record["agree"]
+    assert record["status"] == "ok" and record["conflict_free"]
     assert record["accesses"]["a"] > 0  # the region was traced, not empty
+    # Its one repeat shared no line, so no further repeat could make it conflicting: it ran
+    # once, and whether repeats agree is not claimed.
+    assert record["repeats"] == {"run": 1, "asked": 3} and record["agree"] is None
+    assert result["summary"]["fewer_repeats"] == 1
+    assert result["summary"]["repeat_agreement"] is None
+    # When a conflict of any repeat counts, every repeat runs.
+    every = run(tests_dir, library, repeats=3, count_unrepeated=True)
+    (record,) = every["records"].values()
+    assert record["repeats"] == {"run": 3, "asked": 3} and record["agree"] is True
 
 
 def test_bad_manifest_is_one_line(tmp_path):

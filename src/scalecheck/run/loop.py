@@ -306,6 +306,11 @@ def tracing_progress(quiet: bool, total: int):
         yield count
 
 
+def _agreement(agreed: list) -> float | None:
+    """The share of tests whose repeats all showed the same conflicts."""
+    return round(sum(agreed) / len(agreed), 4) if agreed else None
+
+
 def summarize(records, selected) -> dict:
     status = dict.fromkeys(
         ("ok", "left_path", "mismatch", "timeout", "crash", "error", "unsupported"), 0
@@ -333,9 +338,9 @@ def summarize(records, selected) -> dict:
         "conflict_free_with_false_sharing": sum(
             1 for r in conforming if r["conflict_free"] and r.get("false_sharing")
         ),
-        "repeat_agreement": round(sum(1 for r in traced if r["agree"]) / len(traced), 4)
-        if traced
-        else None,
+        "repeat_agreement": _agreement([r["agree"] for r in traced if r["agree"] is not None]),
+        # Run fewer repeats than asked: their first shared no line (run/user/program_worker).
+        "fewer_repeats": sum(1 for r in traced if r["agree"] is None),
         "ctxswitch_tests": sum(1 for r in traced if r["noise"]["ctxswitch"]),
         "site_pairs": sorted(groups.values(), key=lambda g: -g["tests"])[:50],
     }

@@ -401,6 +401,24 @@ def finish(
     return _record(test, traced, granularity, filters)
 
 
+def shares_no_line(record: dict) -> bool:
+    """Whether a conforming record shows no line both calls touched with a write, counted
+    or not, nor one the tick-work filter took: as a conflict counts only if every repeat
+    shows it, no further repeat could make the test conflicting at any granularity."""
+    return (
+        record["status"] == "ok"
+        and not record["conflicts"]
+        and not record["false_sharing"]
+        and not record["filtered"]["tick_work"]
+    )
+
+
+def of_fewer_repeats(record: dict, asked: int) -> dict:
+    """``record`` as the record of a test asked for ``asked`` repeats of which it ran
+    fewer (shares_no_line): whether repeats agree is not claimed."""
+    return {**record, "agree": None, "repeats": {**record["repeats"], "asked": asked}}
+
+
 def _check_results(traced: _Traced, progress: TestProgress, rep: int) -> str | None:
     """Checks a repeat's results against the model; an error's detail, or None."""
     test = progress.test
@@ -493,6 +511,7 @@ def _record(test: Test, traced: _Traced, granularity: str, filters: Filters) -> 
                 "tick_work": 0 if filters.keep_tick_work else len(tick_removed),
             },
             "agree": all(s == signatures[0] for s in signatures),
+            "repeats": {"run": len(per_repeat), "asked": len(per_repeat)},
             "noise": {
                 "ctxswitch": traced.noise_switch,
                 "interrupts_dropped": traced.interrupts,
