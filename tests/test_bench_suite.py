@@ -53,8 +53,8 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     report = json.loads(completed.stdout)
     # statbench 2 modes x 2 cores only; statbench-mixed 2x2; openbench, faultzf, docomp 2;
     # mailbench 2x2; doexec 4x2; procbench 3x2; empty 2; line-transfer 2 cores only;
-    # pair-split 2; sockbench 3x2
-    assert report["ran"] == 2 + 4 + 2 + 4 + 8 + 2 + 2 + 6 + 2 + 1 + 2 + 6
+    # move-kinds 3 modes at 2 cores only; pair-split 2; sockbench 3x2
+    assert report["ran"] == 2 + 4 + 2 + 4 + 8 + 2 + 2 + 6 + 2 + 1 + 3 + 2 + 6
     failed = [e for e in report["summary"] if e["runs_failed"]]
     assert {e["benchmark"] for e in failed} == {"docomp"} and report["failed"] == 2
     assert "no C compiler: /nonexistent/cc not found" in failed[0]["failure_reasons"][0]
@@ -86,7 +86,7 @@ def test_kernel_catalog_sweep_and_plots(tmp_path):
     names = sorted(Path(line).name for line in plotted.stdout.split())
     expected = [
         *("doexec", "empty", "faultzf", "line-transfer", "mailbench", "openbench", "procbench"),
-        *("pair-split", "sockbench"),
+        *("move-kinds", "pair-split", "sockbench"),
         "statbench",
         "statbench-mixed",
     ]
