@@ -284,13 +284,20 @@ def pairs_text(rounds: list[Round]) -> str:
     )
 
 
+def measurement_repeats(measured: list[Round]) -> bool:
+    """Whether a series' measurement repeats within 10 %: each round's pairs
+    (`Round.repeats`) and the rounds' medians over the empty loop's (`spread`)."""
+    of_machine = [r.of_machine for r in measured]
+    return spread(of_machine) <= REPEATS_WITHIN and all(r.repeats for r in measured)
+
+
 def check_verdict(predicted: float, measured: list[Round]) -> str:
     """A series' check: within 10 % of the measured median (over the empty loop's), or
-    not; said as no check when the measurement itself does not repeat within 10 %: a
-    round's pairs (`Round.repeats`) or the rounds' medians (`spread`)."""
+    not; said as no check when the measurement itself does not repeat within 10 %
+    (`measurement_repeats`)."""
     ratios = [r.of_machine for r in measured]
     error = predicted / statistics.median(ratios) - 1
-    if spread(ratios) > REPEATS_WITHIN or not all(r.repeats for r in measured):
+    if not measurement_repeats(measured):
         return f"{error:+.0%}, measured spread {spread(ratios):.0%}: no check"
     return f"{error:+.0%}, {'within' if abs(error) <= REPEATS_WITHIN else 'OFF by more than'} 10 %"
 
@@ -314,10 +321,9 @@ def spread_only(out: Path, series: list[str], rounds: int, pairs: int, seconds: 
         measured = measured_rounds(name, rounds, pairs, seconds)
         save_pairs(out, name, measured)
         of_machine = [r.of_machine for r in measured]
-        repeats = spread(of_machine) <= REPEATS_WITHIN and all(r.repeats for r in measured)
         print(
             f"| {name} | {pairs_text(measured)} | {measured_text(of_machine)} | "
-            f"{'yes' if repeats else 'no'} |",
+            f"{'yes' if measurement_repeats(measured) else 'no'} |",
             flush=True,
         )
 
